@@ -1,0 +1,257 @@
+"""Run configuration: plain frozen dataclasses, loaded from JSON, overridden by `--set`.
+
+A config flows one way: JSON file in `pipelines/configs/` -> `--set key=value`
+overrides -> validated once in `__post_init__` -> saved next to every
+checkpoint and export. Layers never see these objects; builders unpack them.
+
+Example:
+    >>> config = load_config(PretrainConfig, "pipelines/configs/pretrain_tiny.json",
+    ...                      overrides=["train.learning_rate=1e-3", "model.preset=mini"])
+    >>> config.model.hidden_dim
+    256
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import typing
+from typing import Any
+
+# Size presets: (num_layers, hidden_dim, num_heads). intermediate_dim is 4x hidden.
+MODEL_PRESETS = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+}
+
+
+class ConfigError(ValueError):
+    """A config value is missing, unknown or out of range."""
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Encoder size. `preset` fills the sizes; explicit sizes win over the preset."""
+
+    preset: str = "tiny"  # one of MODEL_PRESETS, or "custom"
+    num_layers: int = 0  # 0 = take from preset
+    hidden_dim: int = 0
+    num_heads: int = 0
+    intermediate_dim: int = 0
+    max_sequence_length: int = 128  # length of packed inputs (and position table)
+    dropout: float = 0.1
+
+    def __post_init__(self):
+        _check(
+            self.preset in MODEL_PRESETS or self.preset == "custom",
+            f"model.preset must be one of {sorted(MODEL_PRESETS)} or 'custom'. "
+            f"Received: model.preset={self.preset!r}",
+        )
+        layers, hidden, heads = MODEL_PRESETS.get(self.preset, (0, 0, 0))
+        # Frozen dataclass: fill derived sizes through object.__setattr__ once.
+        for name, value in (
+            ("num_layers", self.num_layers or layers),
+            ("hidden_dim", self.hidden_dim or hidden),
+            ("num_heads", self.num_heads or heads),
+        ):
+            object.__setattr__(self, name, value)
+        object.__setattr__(
+            self, "intermediate_dim", self.intermediate_dim or 4 * self.hidden_dim
+        )
+        _check(self.num_layers > 0, f"model.num_layers must be > 0. Received: {self.num_layers}")
+        _check(self.hidden_dim > 0, f"model.hidden_dim must be > 0. Received: {self.hidden_dim}")
+        _check(
+            self.num_heads > 0 and self.hidden_dim % self.num_heads == 0,
+            "model.hidden_dim must be a multiple of model.num_heads. "
+            f"Received: hidden_dim={self.hidden_dim}, num_heads={self.num_heads}",
+        )
+        _check(
+            8 <= self.max_sequence_length <= 512,
+            f"model.max_sequence_length must be in [8, 512]. Received: {self.max_sequence_length}",
+        )
+        _check(0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1). Received: {self.dropout}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainDataConfig:
+    """Which text to pretrain on and how examples are built from it."""
+
+    # Corpora by name (see kerasbert.data.corpus.CORPORA): wikitext, imdb, sst, sts, quora.
+    sources: tuple[str, ...] = ("wikitext", "imdb")
+    heldout_source: str = "wikitext_test"  # documents never trained on, for metrics.json
+    heldout_examples: int = 512  # cap on held-out examples scored
+    vocab_file: str = ""  # "" = vocabulary of --init_checkpoint, else trained by pipelines.vocab
+    vocab_size: int = 8000  # used only when a vocabulary is trained
+    nsp: bool = True  # next-sentence prediction head and 50/50 pairs
+    short_seq_prob: float = 0.1  # as google-research/bert: some shorter pairs
+    dupe_factor: int = 1  # passes over the corpus with different pairings
+    masking: str = "token"  # token | whole_word | span
+    mask_selection_rate: float = 0.15
+    mask_token_rate: float = 0.8
+    random_token_rate: float = 0.1
+    mask_selection_length: int = 20  # max predictions per sequence
+    span_geometric_p: float = 0.2  # SpanBERT span lengths ~ Geometric(p), clipped
+    span_max_length: int = 10
+    tfrecord_dir: str = ""  # read pre-made shards (pipelines.make_pretraining_data) instead
+
+    def __post_init__(self):
+        object.__setattr__(self, "sources", tuple(self.sources))
+        _check(len(self.sources) > 0, "data.sources must name at least one corpus.")
+        _check(
+            self.masking in ("token", "whole_word", "span"),
+            f"data.masking must be token, whole_word or span. Received: {self.masking!r}",
+        )
+        _check(
+            0.0 < self.mask_selection_rate < 1.0,
+            f"data.mask_selection_rate must be in (0, 1). Received: {self.mask_selection_rate}",
+        )
+        _check(
+            self.mask_token_rate >= 0
+            and self.random_token_rate >= 0
+            and self.mask_token_rate + self.random_token_rate <= 1.0,
+            "data.mask_token_rate + data.random_token_rate must be <= 1. Received: "
+            f"{self.mask_token_rate} + {self.random_token_rate}",
+        )
+        _check(self.mask_selection_length > 0, "data.mask_selection_length must be > 0.")
+        _check(0.0 < self.span_geometric_p <= 1.0, "data.span_geometric_p must be in (0, 1].")
+        _check(self.dupe_factor >= 1, "data.dupe_factor must be >= 1.")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation and run length."""
+
+    batch_size: int = 32  # global batch, split across replicas
+    total_steps: int = 200
+    steps_per_block: int = 50  # one Keras "epoch": the backup and logging interval
+    learning_rate: float = 1e-3
+    schedule: str = "linear"  # linear (warmup then linear decay) | exponential
+    warmup_fraction: float = 0.1
+    exponential_gamma: float = 0.9  # lr = lr0 * gamma ** (step / steps_per_block)
+    weight_decay: float = 0.01
+    clipnorm: float = 1.0
+    mixed_precision: bool = False
+    jit_compile: bool = False  # XLA
+    seed: int = 1234
+    shuffle_buffer: int = 10000
+
+    def __post_init__(self):
+        _check(self.batch_size > 0, f"train.batch_size must be > 0. Received: {self.batch_size}")
+        _check(self.total_steps > 0, f"train.total_steps must be > 0. Received: {self.total_steps}")
+        _check(self.steps_per_block > 0, "train.steps_per_block must be > 0.")
+        _check(
+            self.total_steps % self.steps_per_block == 0,
+            "train.total_steps must be a multiple of train.steps_per_block. Received: "
+            f"total_steps={self.total_steps}, steps_per_block={self.steps_per_block}",
+        )
+        _check(self.learning_rate > 0, "train.learning_rate must be > 0.")
+        _check(
+            self.schedule in ("linear", "exponential"),
+            f"train.schedule must be linear or exponential. Received: {self.schedule!r}",
+        )
+        _check(0.0 <= self.warmup_fraction < 1.0, "train.warmup_fraction must be in [0, 1).")
+
+    @property
+    def num_blocks(self) -> int:
+        return self.total_steps // self.steps_per_block
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+    """Everything one pretraining run needs, saved as `config.json` in its output."""
+
+    model: ModelConfig = ModelConfig()
+    data: PretrainDataConfig = PretrainDataConfig()
+    train: TrainConfig = TrainConfig()
+
+
+# --- Loading, overriding, saving ------------------------------------------------
+
+
+def from_dict(cls, values: dict[str, Any], where: str = ""):
+    """Builds dataclass `cls` from a nested dict, rejecting unknown keys."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    _check(not unknown, f"Unknown config key(s) {unknown} in {where or cls.__name__}. "
+           f"Known: {sorted(fields)}")
+    kwargs = {}
+    for name, value in values.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            _check(isinstance(value, dict), f"{where}{name} must be an object. Received: {value!r}")
+            kwargs[name] = from_dict(hint, value, where=f"{where}{name}.")
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)
+
+
+def to_dict(config) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def _parse_value(text: str, current: Any) -> Any:
+    """Parses an override string to the type of the field it replaces."""
+    if isinstance(current, bool):
+        lowered = text.lower()
+        _check(lowered in ("true", "false", "1", "0"), f"Expected true/false. Received: {text!r}")
+        return lowered in ("true", "1")
+    if isinstance(current, int):
+        return int(text)
+    if isinstance(current, float):
+        return float(text)
+    if isinstance(current, tuple):
+        return tuple(item for item in text.split(",") if item)
+    return text
+
+
+def apply_overrides(values: dict[str, Any], defaults: dict[str, Any], overrides: list[str]) -> dict:
+    """Applies `section.key=value` strings to a nested dict of config values."""
+    for override in overrides:
+        _check("=" in override, f"--set takes key=value. Received: {override!r}")
+        key, text = override.split("=", 1)
+        path = key.strip().split(".")
+        node, default_node = values, defaults
+        for part in path[:-1]:
+            _check(part in default_node and isinstance(default_node[part], dict),
+                   f"Unknown config section {part!r} in --set {override!r}")
+            node = node.setdefault(part, {})
+            default_node = default_node[part]
+        leaf = path[-1]
+        _check(leaf in default_node, f"Unknown config key {key!r} in --set {override!r}. "
+               f"Known: {sorted(default_node)}")
+        try:
+            node[leaf] = _parse_value(text, default_node[leaf] if leaf not in node else node[leaf])
+        except ValueError as error:
+            raise ConfigError(f"Bad value in --set {override!r}: {error}") from None
+    return values
+
+
+def load_config(cls, path: str | None = None, overrides: list[str] | None = None):
+    """Loads `cls` from a JSON file (or defaults), applies overrides, validates."""
+    values: dict[str, Any] = {}
+    if path:
+        if not os.path.exists(path):
+            raise ConfigError(f"Config file not found: {path}")
+        with open(path, encoding="utf-8") as f:
+            try:
+                values = json.load(f)
+            except json.JSONDecodeError as error:
+                raise ConfigError(f"{path}:{error.lineno}: invalid JSON: {error.msg}") from None
+    values = apply_overrides(values, to_dict(cls()), overrides or [])
+    return from_dict(cls, values)
+
+
+def save_config(config, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(to_dict(config), f, indent=2)
+        f.write("\n")

@@ -1,0 +1,160 @@
+"""Pretraining corpora as documents of sentences.
+
+A document is a list of sentences (plain strings). NSP pairs are cut inside one
+document; negatives come from another. Corpora by name:
+
+- `wikitext` / `wikitext_test`: WikiText-2 valid.txt / test.txt, one document per
+  article (a title line ` = T = ` between blank lines). Section headings are dropped,
+  `@-@`-style number splits are joined and `<unk>` placeholders removed.
+- `imdb`: the CFIMDB reviews (train + dev), one document per review, with the
+  `<br />` and multiply-escaped quotes cleaned.
+- `sst`, `sts`, `quora`: the task sentences (train files only), one single-sentence
+  document per distinct sentence.
+
+Example:
+    >>> docs = load_corpus("wikitext_test", "../shared/data")
+    >>> len(docs)
+    60
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+
+from kerasbert.data.tasks import DataError, read_task_file
+
+Document = list[str]
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+_WIKI_JOINS = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."))
+_WIKI_TITLE = re.compile(r"^ = [^=].* = $")
+_WIKI_HEADING = re.compile(r"^ (= )+.*( =)+ $")
+
+
+def data_path(data_dir: str, *parts: str) -> str:
+    path = os.path.join(data_dir, *parts)
+    if not os.path.exists(path):
+        raise DataError(f"{path}: file not found (data_dir={data_dir!r}; set --data_dir or "
+                        "KERASBERT_DATA_DIR to the folder holding cs224n/ and wikitext-2/)")
+    return path
+
+
+def read_utf8_lines(path: str) -> list[str]:
+    """Reads a text file as lines, naming the line of the first bad UTF-8 byte."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not valid UTF-8 ({error.reason} at byte {error.start})") from None
+    return text.split("\n")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Splits text after `.`, `!` or `?` followed by a capital or digit."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def read_wikitext(path: str) -> list[Document]:
+    """One document per article; real titles stand between two blank lines."""
+    lines = read_utf8_lines(path)
+    documents: list[Document] = []
+    for i, line in enumerate(lines):
+        is_title = (_WIKI_TITLE.match(line) and 0 < i < len(lines) - 1
+                    and lines[i - 1] == " " and lines[i + 1] == " ")
+        if is_title:
+            documents.append([])
+            continue
+        if not line.strip() or _WIKI_HEADING.match(line):
+            continue
+        if not documents:
+            raise DataError(f"{path}:{i + 1}: text before the first article title")
+        for joined, plain in _WIKI_JOINS:
+            line = line.replace(joined, plain)
+        line = " ".join(word for word in line.split() if word != "<unk>")
+        documents[-1].extend(split_sentences(line))
+    return [doc for doc in documents if doc]
+
+
+def clean_review(text: str) -> str:
+    """Removes CFIMDB's `<br />` tags and its extra layers of quote escaping."""
+    text = text.replace("<br />", " ").strip()
+    text = text.strip('" ').replace('""', '"')
+    return " ".join(text.split())
+
+
+def read_imdb(path: str) -> list[Document]:
+    with open(path, encoding="utf-8", newline="") as f:
+        try:
+            rows = list(csv.DictReader(io.StringIO(f.read(), newline=""), delimiter="\t"))
+        except UnicodeDecodeError as error:
+            raise DataError(f"{path}: not valid UTF-8 ({error.reason})") from None
+    if not rows or "sentence" not in rows[0]:
+        raise DataError(f"{path}:1: expected a header with a 'sentence' column")
+    return [split_sentences(clean_review(row["sentence"])) for row in rows if row["sentence"].strip()]
+
+
+def read_task_sentences(task: str, path: str) -> list[Document]:
+    """Distinct sentences of a task file, each a one-sentence document."""
+    seen: dict[str, None] = {}
+    for example in read_task_file(task, path).examples:
+        for text in (example.text_a, example.text_b):
+            if text:
+                seen.setdefault(text, None)
+    return [[sentence] for sentence in seen]
+
+
+def load_corpus(name: str, data_dir: str) -> list[Document]:
+    """Loads one named corpus from `data_dir` as a list of documents."""
+    cs224n = lambda f: data_path(data_dir, "cs224n", f)  # noqa: E731
+    if name == "wikitext":
+        return read_wikitext(data_path(data_dir, "wikitext-2", "valid.txt"))
+    if name == "wikitext_test":
+        return read_wikitext(data_path(data_dir, "wikitext-2", "test.txt"))
+    if name == "imdb":
+        return read_imdb(cs224n("cfimdb-train.tsv")) + read_imdb(cs224n("cfimdb-dev.tsv"))
+    if name == "sst":
+        return read_task_sentences("sst", cs224n("sst-train.tsv"))
+    if name == "sts":
+        return read_task_sentences("sts", cs224n("sts-train.tsv"))
+    if name == "quora":
+        return read_task_sentences("para", cs224n("quora-train.tsv"))
+    if os.path.isfile(name):
+        return read_plain_text(name)
+    raise DataError(f"Unknown corpus {name!r}: use wikitext, wikitext_test, imdb, sst, sts, "
+                    "quora, or the path of a text file (one document per blank-line block)")
+
+
+def read_plain_text(path: str) -> list[Document]:
+    """A user corpus: documents separated by blank lines, sentences split by punctuation."""
+    documents: list[Document] = [[]]
+    for line in read_utf8_lines(path):
+        if not line.strip():
+            if documents[-1]:
+                documents.append([])
+            continue
+        documents[-1].extend(split_sentences(line.strip()))
+    documents = [doc for doc in documents if doc]
+    if not documents:
+        raise DataError(f"{path}: no text (empty corpus)")
+    return documents
+
+
+def load_corpora(names: tuple[str, ...] | list[str], data_dir: str) -> list[Document]:
+    documents: list[Document] = []
+    for name in names:
+        loaded = load_corpus(name, data_dir)
+        if not loaded:
+            raise DataError(f"Corpus {name!r} under {data_dir} has no documents")
+        documents.extend(loaded)
+    return documents
+
+
+def default_data_dir() -> str:
+    """`$KERASBERT_DATA_DIR`, else `../shared/data` relative to the project root."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.environ.get("KERASBERT_DATA_DIR", os.path.join(root, "..", "shared", "data"))

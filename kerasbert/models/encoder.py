@@ -1,0 +1,43 @@
+"""The BERT encoder: keras-hub's `BertBackbone`, built from a config or loaded.
+
+`BertBackbone` is a functional model: token + position + segment embeddings,
+post-LN transformer blocks and a tanh pooler on `[CLS]`. It takes
+`{"token_ids", "segment_ids", "padding_mask"}` and returns
+`{"sequence_output", "pooled_output"}`.
+
+Example:
+    >>> encoder = build_encoder(ModelConfig(preset="tiny"), vocabulary_size=100)
+    >>> encoder = load_encoder("/path/to/preset_or_hf_folder")
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras_hub
+
+from kerasbert.config import ModelConfig
+
+
+def build_encoder(config: ModelConfig, vocabulary_size: int, dtype=None) -> keras_hub.models.BertBackbone:
+    """A freshly initialised encoder of the configured size."""
+    return keras_hub.models.BertBackbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=config.num_layers,
+        num_heads=config.num_heads,
+        hidden_dim=config.hidden_dim,
+        intermediate_dim=config.intermediate_dim,
+        dropout=config.dropout,
+        max_sequence_length=max(config.max_sequence_length, 512),
+        dtype=dtype,
+    )
+
+
+def load_encoder(checkpoint: str, dtype=None) -> keras_hub.models.BertBackbone:
+    """Loads an encoder from a keras-hub preset: a local folder (a kerasbert output's
+    `encoder/`, a keras-hub preset, or a Hugging Face BERT folder with `config.json`
+    and `model.safetensors`), or a hub handle such as `bert_base_en_uncased` or
+    `hf://google-bert/bert-base-uncased` when online."""
+    if os.path.sep in checkpoint and not os.path.isdir(checkpoint):
+        raise FileNotFoundError(f"{checkpoint}: checkpoint folder not found")
+    return keras_hub.models.BertBackbone.from_preset(checkpoint, dtype=dtype)

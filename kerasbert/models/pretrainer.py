@@ -1,0 +1,93 @@
+"""BERT pretraining model: encoder + masked-LM head (tied) + next-sentence head.
+
+A functional Keras model in keras-hub's Backbone -> Head -> Task shape. Its config
+stores the encoder, and `from_config` rebuilds the heads around it, so the MLM
+head's output projection stays *tied* to the encoder's token embedding after a
+`.keras` round trip (a plain functional model would deserialise a copy).
+
+Inputs: token_ids, segment_ids, padding_mask (batch, seq); mask_positions (batch, K).
+Outputs: {"mlm": logits (batch, K, vocab), "nsp": logits (batch, 2)}; float32 even
+under mixed precision, so the losses are computed in full precision.
+
+Example:
+    >>> model = BertPretrainer(encoder, mask_selection_length=20)
+    >>> model.compile(**pretraining_compile_args(model))
+    >>> model.fit(dataset, steps_per_epoch=50, epochs=4)
+"""
+
+from __future__ import annotations
+
+import keras
+import keras_hub
+from keras_hub.src.models.bert.bert_backbone import bert_kernel_initializer
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class BertPretrainer(keras.Model):
+    def __init__(self, backbone, mask_selection_length=20, nsp=True, **kwargs):
+        inputs = {
+            "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
+            "segment_ids": keras.Input((None,), dtype="int32", name="segment_ids"),
+            "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask"),
+            "mask_positions": keras.Input((mask_selection_length,), dtype="int32",
+                                          name="mask_positions"),
+        }
+        encoded = backbone({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
+        mlm_head = keras_hub.layers.MaskedLMHead(
+            vocabulary_size=backbone.vocabulary_size,
+            token_embedding=backbone.token_embedding,  # tied output projection
+            intermediate_activation="gelu",
+            kernel_initializer=bert_kernel_initializer(),
+            dtype=backbone.dtype_policy,
+            name="mlm_head",
+        )
+        to_float32 = lambda name: keras.layers.Activation("linear", dtype="float32", name=name)  # noqa: E731
+        outputs = {
+            "mlm": to_float32("mlm")(
+                mlm_head(encoded["sequence_output"], mask_positions=inputs["mask_positions"])),
+        }
+        if nsp:
+            nsp_logits = keras.layers.Dense(2, kernel_initializer=bert_kernel_initializer(),
+                                            dtype=backbone.dtype_policy, name="nsp_head")(
+                encoded["pooled_output"])
+            outputs["nsp"] = to_float32("nsp")(nsp_logits)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.backbone = backbone
+        self.mlm_head = mlm_head
+        self.mask_selection_length = mask_selection_length
+        self.nsp = nsp
+
+    def get_config(self):
+        return {
+            "backbone": keras.layers.serialize(self.backbone),
+            "mask_selection_length": self.mask_selection_length,
+            "nsp": self.nsp,
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)
+
+
+def pretraining_compile_args(model: BertPretrainer, optimizer, jit_compile=False) -> dict:
+    """Losses and metrics for `model.compile`.
+
+    The MLM loss is a mean over masked positions only: `mean_with_sample_weight`
+    divides the weighted sum by the sum of `mask_weights`, so padded prediction
+    slots neither add loss nor dilute it. Accuracies are weighted the same way.
+    """
+    def loss():
+        return keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight")
+
+    losses = {"mlm": loss()}
+    metrics = {"mlm": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+    if model.nsp:
+        losses["nsp"] = loss()
+        metrics["nsp"] = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+    return dict(optimizer=optimizer, loss=losses, weighted_metrics=metrics,
+                jit_compile=jit_compile)

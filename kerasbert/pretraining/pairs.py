@@ -1,0 +1,137 @@
+"""Next-sentence-prediction pairs cut from tokenized documents.
+
+Follows google-research/bert `create_instances_from_document`: sentences of one
+document are gathered into a chunk of about `max_num_tokens`, split at a random
+sentence boundary into A and B. Half the time B is replaced by sentences from a
+*different* document (label 0, "random"); otherwise B is the true continuation
+(label 1). A pair longer than the budget is trimmed from the longer side, at a
+random end, so that neither segment is favoured.
+
+Documents with a single sentence cannot give a true continuation; they are packed
+into single-segment, MLM-only examples with `nsp_weight` 0, so they teach the
+masked LM without skewing the NSP labels.
+
+Example:
+    >>> docs = [[[5, 6], [7, 8]], [[9, 10, 11], [12]]]  # 2 documents of token ids
+    >>> pairs = build_pairs(docs, max_sequence_length=16, rng=np.random.default_rng(0))
+    >>> pairs[0].keys()
+    dict_keys(['segment_a', 'segment_b', 'nsp_label', 'nsp_weight', 'document'])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TokenIds = list[int]
+
+
+def _trim_pair(a: TokenIds, b: TokenIds, max_num_tokens: int, rng: np.random.Generator) -> None:
+    """Trims the longer segment, one token at a time from a random end, in place."""
+    while len(a) + len(b) > max_num_tokens:
+        longer = a if len(a) > len(b) else b
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+
+
+def _random_segment(documents, exclude: int, target: int, rng: np.random.Generator) -> tuple[TokenIds, int]:
+    """Sentences from a random other document, starting at a random sentence."""
+    other = int(rng.integers(len(documents) - 1))
+    other += other >= exclude  # skip the current document
+    doc = documents[other]
+    start = int(rng.integers(len(doc)))
+    segment: TokenIds = []
+    for sentence in doc[start:]:
+        segment.extend(sentence)
+        if len(segment) >= target:
+            break
+    return segment, other
+
+
+def _pairs_from_document(documents, index, max_num_tokens, short_seq_prob, rng):
+    doc = documents[index]
+    target = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target = int(rng.integers(2, max_num_tokens + 1))
+    examples, chunk, chunk_len, i = [], [], 0, 0
+    # Draw the label first: a true continuation needs >= 2 sentences in the chunk,
+    # so such a chunk keeps growing instead of silently turning into a negative.
+    is_random = rng.random() < 0.5
+    while i < len(doc):
+        chunk.append(doc[i])
+        chunk_len += len(doc[i])
+        last = i == len(doc) - 1
+        if last or (chunk_len >= target and (is_random or len(chunk) >= 2)):
+            if len(chunk) == 1 and not is_random:
+                break  # a lone last sentence cannot have a true next one
+            a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
+            segment_a = [t for s in chunk[:a_end] for t in s]
+            if is_random:
+                label = 0
+                segment_b, _ = _random_segment(documents, index, target - len(segment_a), rng)
+                # The unused tail of the chunk goes back for the next pair.
+                i -= len(chunk) - a_end
+            else:
+                label = 1
+                segment_b = [t for s in chunk[a_end:] for t in s]
+            _trim_pair(segment_a, segment_b, max_num_tokens, rng)
+            if segment_a and segment_b:
+                examples.append(dict(segment_a=segment_a, segment_b=segment_b,
+                                     nsp_label=label, nsp_weight=1.0, document=index))
+            chunk, chunk_len = [], 0
+            is_random = rng.random() < 0.5
+            target = max_num_tokens
+            if rng.random() < short_seq_prob:
+                target = int(rng.integers(2, max_num_tokens + 1))
+        i += 1
+    return examples
+
+
+def pack_single_segments(documents, max_num_tokens: int, document_ids=None) -> list[dict]:
+    """Greedily joins consecutive sentences into single-segment MLM-only examples."""
+    examples, segment, source = [], [], -1
+    for index, doc in enumerate(documents):
+        for sentence in doc:
+            sentence = sentence[:max_num_tokens]
+            if segment and len(segment) + len(sentence) > max_num_tokens:
+                examples.append(dict(segment_a=segment, segment_b=[], nsp_label=0,
+                                     nsp_weight=0.0, document=source))
+                segment = []
+            if not segment:
+                source = index if document_ids is None else document_ids[index]
+            segment = segment + sentence
+    if segment:
+        examples.append(dict(segment_a=segment, segment_b=[], nsp_label=0,
+                             nsp_weight=0.0, document=source))
+    return examples
+
+
+def build_pairs(documents, max_sequence_length: int, rng: np.random.Generator,
+                nsp: bool = True, short_seq_prob: float = 0.1, dupe_factor: int = 1) -> list[dict]:
+    """Examples from tokenized documents (each a list of sentences of token ids).
+
+    With `nsp`, multi-sentence documents give A/B pairs (labels ~50/50) and
+    single-sentence documents give MLM-only examples; without `nsp`, all text is
+    packed into single segments. `[CLS]` and the `[SEP]`s are added later by the
+    packer, so the budget here is `max_sequence_length - 3` (or `- 2`).
+    """
+    documents = [[s for s in doc if s] for doc in documents]
+    documents = [doc for doc in documents if doc]
+    if not documents:
+        raise ValueError("build_pairs needs at least one non-empty document. Received: 0")
+    if not nsp:
+        return pack_single_segments(documents, max_sequence_length - 2)
+    multi = [i for i, doc in enumerate(documents) if len(doc) >= 2]
+    single = [i for i, doc in enumerate(documents) if len(doc) == 1]
+    if multi and len(documents) < 2:
+        raise ValueError("NSP needs at least 2 documents to draw random next segments from.")
+    examples = []
+    for _ in range(dupe_factor):
+        for index in multi:
+            examples.extend(_pairs_from_document(documents, index, max_sequence_length - 3,
+                                                 short_seq_prob, rng))
+    if single:
+        examples.extend(pack_single_segments([documents[i] for i in single],
+                                             max_sequence_length - 2, document_ids=single))
+    return examples

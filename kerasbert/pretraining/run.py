@@ -1,0 +1,231 @@
+"""One pretraining run: corpus -> examples -> model -> fit -> held-out metrics -> outputs.
+
+Output folder layout (written by the chief only):
+    config.json          resolved PretrainConfig
+    vocab.txt            the vocabulary (trained here, or the checkpoint's)
+    encoder/             keras-hub preset (encoder + tokenizer): `BertBackbone.from_preset`
+    pretrainer.keras     the whole model with both heads
+    checkpoints/         weights after the last blocks; backup/ while running (resume)
+    history.csv, logs/   per-block metrics; TensorBoard
+    curves.png           loss and accuracy per block
+    metrics.json         held-out mlm/nsp accuracy and loss, train_steps, speed
+
+Example:
+    >>> config = load_config(PretrainConfig, "pipelines/configs/pretrain_tiny.json")
+    >>> metrics = run_pretraining(config, data_dir="../shared/data", output_dir="out/tiny")
+    >>> metrics["mlm_accuracy"]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasbert import tokenization
+from kerasbert.config import PretrainConfig, save_config
+from kerasbert.data.corpus import load_corpora
+from kerasbert.models.encoder import build_encoder, load_encoder
+from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
+from kerasbert.pretraining.dataset import (examples_dataset, make_packer, pretraining_dataset,
+                                           tfrecord_dataset)
+from kerasbert.pretraining.masking import Masker
+from kerasbert.pretraining.pairs import build_pairs
+from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
+from kerasbert.training.optim import make_optimizer
+from kerasbert.training.strategy import worker_info
+
+log = logging.getLogger(__name__)
+
+
+def stage(message: str, started: float | None = None) -> None:
+    elapsed = f" [{time.perf_counter() - started:.0f}s]" if started is not None else ""
+    print(f"== {message}{elapsed}", flush=True)
+
+
+def is_kerasbert_run(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "pretrainer.keras"))
+
+
+def resolve_tokenizer(config: PretrainConfig, documents, init_checkpoint: str | None, output_dir: str):
+    """Tokenizer of the init checkpoint, of `data.vocab_file`, or trained on the corpus."""
+    if init_checkpoint:
+        source = (os.path.join(init_checkpoint, "encoder") if is_kerasbert_run(init_checkpoint)
+                  else init_checkpoint)
+        return tokenization.load_tokenizer(source)
+    if config.data.vocab_file:
+        return tokenization.make_tokenizer(config.data.vocab_file)
+    vocab_path = os.path.join(output_dir, "vocab.txt")
+    if os.path.exists(vocab_path):  # a resumed run keeps its vocabulary
+        return tokenization.make_tokenizer(vocab_path)
+    stage(f"training a {config.data.vocab_size}-token WordPiece vocabulary")
+    sentences = [s for doc in documents for s in doc]
+    vocabulary = tokenization.train_vocabulary(sentences, config.data.vocab_size)
+    tmp = vocab_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(vocabulary) + "\n")
+    os.replace(tmp, vocab_path)
+    return tokenization.make_tokenizer(vocabulary)
+
+
+def tokenize_documents(tokenizer, documents):
+    flat = tokenization.tokenize_sentences(tokenizer, [s for doc in documents for s in doc])
+    it = iter(flat)
+    return [[next(it) for _ in doc] for doc in documents]
+
+
+def build_model(config: PretrainConfig, vocabulary_size: int, init_checkpoint: str | None) -> BertPretrainer:
+    """Pretrainer from scratch, from a preset/HF encoder (fresh heads), or from a
+    kerasbert run (encoder and heads)."""
+    length, nsp = config.data.mask_selection_length, config.data.nsp
+    if init_checkpoint and is_kerasbert_run(init_checkpoint):
+        previous = keras.models.load_model(os.path.join(init_checkpoint, "pretrainer.keras"))
+        model = BertPretrainer(previous.backbone, mask_selection_length=length, nsp=nsp)
+        model.mlm_head.set_weights(previous.mlm_head.get_weights())
+        if nsp and previous.nsp:
+            model.get_layer("nsp_head").set_weights(previous.get_layer("nsp_head").get_weights())
+        return model
+    if init_checkpoint:
+        encoder = load_encoder(init_checkpoint)
+        print(f"   encoder from {init_checkpoint}: {encoder.num_layers} layers, hidden "
+              f"{encoder.hidden_dim}; MLM{' and NSP' if nsp else ''} head(s) initialised fresh")
+    else:
+        encoder = build_encoder(config.model, vocabulary_size)
+    if config.model.max_sequence_length > encoder.max_sequence_length:
+        raise ValueError(f"model.max_sequence_length={config.model.max_sequence_length} exceeds the "
+                         f"encoder's position table ({encoder.max_sequence_length})")
+    return BertPretrainer(encoder, mask_selection_length=length, nsp=nsp)
+
+
+def make_masker(config: PretrainConfig, tokenizer, seed=None) -> Masker:
+    ids = tokenization.special_token_ids(tokenizer)
+    data = config.data
+    return Masker(
+        vocabulary_size=tokenizer.vocabulary_size(), mask_token_id=ids["mask"],
+        unselectable_token_ids=[ids["pad"], ids["cls"], ids["sep"]], strategy=data.masking,
+        mask_selection_rate=data.mask_selection_rate, mask_selection_length=data.mask_selection_length,
+        mask_token_rate=data.mask_token_rate, random_token_rate=data.random_token_rate,
+        continuation=tokenization.continuation_table(tokenizer) if data.masking != "token" else None,
+        span_geometric_p=data.span_geometric_p, span_max_length=data.span_max_length, seed=seed)
+
+
+def check_enough_examples(examples: list, batch_size: int, what: str) -> None:
+    if len(examples) < batch_size:
+        raise ValueError(f"{what}: {len(examples)} examples, fewer than one batch "
+                         f"(train.batch_size={batch_size}). Use more text or a smaller batch.")
+
+
+def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
+                    init_checkpoint: str | None = None,
+                    strategy: tf.distribute.Strategy | None = None) -> dict:
+    """Trains, evaluates on held-out documents and writes the outputs; returns metrics."""
+    started = time.perf_counter()
+    strategy = strategy or tf.distribute.get_strategy()
+    _, is_chief = worker_info()
+    train = config.train
+    keras.utils.set_random_seed(train.seed)
+    if train.mixed_precision:
+        keras.mixed_precision.set_global_policy(
+            "mixed_float16" if tf.config.list_physical_devices("GPU") else "mixed_bfloat16")
+    os.makedirs(output_dir, exist_ok=True)
+    if is_chief:
+        save_config(config, os.path.join(output_dir, "config.json"))
+
+    stage(f"reading corpora {list(config.data.sources)} from {data_dir}")
+    documents = load_corpora(config.data.sources, data_dir)
+    tokenizer = resolve_tokenizer(config, documents, init_checkpoint, output_dir)
+    ids = tokenization.special_token_ids(tokenizer)
+    seq = config.model.max_sequence_length
+    packer = make_packer(seq, ids)
+
+    start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
+    if config.data.tfrecord_dir:
+        stage(f"reading pre-made examples from {config.data.tfrecord_dir}", started)
+        train_examples = tfrecord_dataset(config.data.tfrecord_dir, seed=train.seed)
+    else:
+        stage(f"tokenizing {sum(map(len, documents))} sentences in {len(documents)} documents", started)
+        pairs = build_pairs(tokenize_documents(tokenizer, documents), seq,
+                            np.random.default_rng(train.seed), nsp=config.data.nsp,
+                            short_seq_prob=config.data.short_seq_prob,
+                            dupe_factor=config.data.dupe_factor)
+        check_enough_examples(pairs, train.batch_size, f"corpora {list(config.data.sources)}")
+        nsp_pairs = [p for p in pairs if p["nsp_weight"] > 0]
+        print(f"   {len(pairs)} examples ({len(nsp_pairs)} NSP pairs, "
+              f"{np.mean([p['nsp_label'] for p in nsp_pairs]) if nsp_pairs else 0:.3f} true-next)")
+        train_examples = examples_dataset(pairs)
+    train_data = pretraining_dataset(
+        train_examples, packer, make_masker(config, tokenizer), train.batch_size, ids["pad"],
+        seed=train.seed, shuffle_buffer=train.shuffle_buffer, skip_batches=start_step)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    train_data = train_data.with_options(options)
+
+    heldout_docs = load_corpora([config.data.heldout_source], data_dir)
+    heldout = build_pairs(tokenize_documents(tokenizer, heldout_docs), seq,
+                          np.random.default_rng(train.seed + 1), nsp=config.data.nsp)
+    heldout = heldout[: config.data.heldout_examples]
+    check_enough_examples(heldout, train.batch_size, f"held-out corpus {config.data.heldout_source}")
+    # Fixed masks for the held-out set: masked once, then cached.
+    heldout_data = pretraining_dataset(
+        examples_dataset(heldout), packer, make_masker(config, tokenizer, seed=train.seed),
+        train.batch_size, ids["pad"], shuffle_buffer=0, repeat=False).cache()
+
+    with strategy.scope():
+        model = build_model(config, tokenizer.vocabulary_size(), init_checkpoint)
+        model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile))
+    params = model.count_params()
+    stage(f"model: {params / 1e6:.2f}M parameters, {strategy.num_replicas_in_sync} replica(s); "
+          f"{train.total_steps} steps in {train.num_blocks} blocks of {train.steps_per_block}"
+          + (f"; resuming at step {start_step}" if start_step else ""), started)
+
+    throughput = Throughput(train.batch_size)
+    fit_started = time.perf_counter()
+    model.fit(train_data, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block,
+              callbacks=training_callbacks(output_dir, is_chief, throughput), verbose=1 if is_chief else 0)
+    train_seconds = time.perf_counter() - fit_started
+
+    stage(f"evaluating on held-out {config.data.heldout_source} ({len(heldout)} examples)", started)
+    results = model.evaluate(heldout_data, return_dict=True, verbose=0)
+    examples_per_second = throughput.examples_per_second()
+    metrics = {
+        "mlm_accuracy": results["mlm_accuracy"],
+        "mlm_loss": results["mlm_loss"],
+        "nsp_accuracy": results.get("nsp_accuracy"),
+        "nsp_loss": results.get("nsp_loss"),
+        "train_steps": int(model.optimizer.iterations.numpy()),
+        "examples_per_second": examples_per_second,
+        "tokens_per_second": examples_per_second * seq,
+        "train_seconds": train_seconds,
+        "parameters": params,
+        "heldout_examples": len(heldout),
+        "replicas": strategy.num_replicas_in_sync,
+        "init_checkpoint": init_checkpoint or "",
+    }
+    if is_chief:
+        write_outputs(model, tokenizer, metrics, output_dir)
+    stage(f"done: mlm_accuracy={metrics['mlm_accuracy']:.3f} nsp_accuracy="
+          f"{metrics['nsp_accuracy'] if metrics['nsp_accuracy'] is None else round(metrics['nsp_accuracy'], 3)}"
+          f" -> {output_dir}", started)
+    return metrics
+
+
+def write_outputs(model: BertPretrainer, tokenizer, metrics: dict, output_dir: str) -> None:
+    encoder_dir = os.path.join(output_dir, "encoder")
+    model.backbone.save_to_preset(encoder_dir)
+    tokenizer.save_to_preset(encoder_dir)
+    vocab_path = os.path.join(output_dir, "vocab.txt")
+    if not os.path.exists(vocab_path):
+        with open(vocab_path, "w", encoding="utf-8") as f:
+            f.write("\n".join(tokenizer.get_vocabulary()) + "\n")
+    model.save(os.path.join(output_dir, "pretrainer.keras"))
+    history = os.path.join(output_dir, "history.csv")
+    if os.path.exists(history):
+        plot_curves(history, os.path.join(output_dir, "curves.png"), "pretraining (MLM + NSP)")
+    with open(os.path.join(output_dir, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+        f.write("\n")

@@ -1,0 +1,84 @@
+"""WordPiece vocabulary training and the BERT tokenizer, both from keras-hub.
+
+Example:
+    >>> vocab = train_vocabulary(["the cat sat", "the dog ran"], vocab_size=40)
+    >>> tokenizer = make_tokenizer(vocab)
+    >>> tokenizer("The cat").numpy().tolist()  # ids depend on the corpus
+    [...]
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras_hub
+import tensorflow as tf
+
+# BERT's special tokens. A trained vocabulary starts with them, in this order.
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def train_vocabulary(sentences: list[str], vocab_size: int, output_file: str | None = None) -> list[str]:
+    """Trains an uncased WordPiece vocabulary (keras-hub's trainer, tf_text inside)."""
+    if not sentences:
+        raise ValueError("train_vocabulary needs at least one sentence. Received: 0")
+    if vocab_size <= len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens. "
+                         f"Received: vocab_size={vocab_size}")
+    dataset = tf.data.Dataset.from_tensor_slices(sentences).batch(1000)
+    return keras_hub.tokenizers.compute_word_piece_vocabulary(
+        dataset,
+        vocabulary_size=vocab_size,
+        vocabulary_output_file=output_file,
+        lowercase=True,
+        strip_accents=True,
+        reserved_tokens=list(SPECIAL_TOKENS),
+    )
+
+
+def read_vocabulary(path: str) -> list[str]:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: vocabulary file not found")
+    with open(path, encoding="utf-8") as f:
+        vocabulary = [line.rstrip("\n") for line in f if line.rstrip("\n")]
+    missing = [t for t in SPECIAL_TOKENS if t not in vocabulary]
+    if missing:
+        raise ValueError(f"{path}: vocabulary lacks special token(s) {missing}")
+    return vocabulary
+
+
+def make_tokenizer(vocabulary: list[str] | str) -> keras_hub.models.BertTokenizer:
+    """An uncased BERT WordPiece tokenizer over a vocabulary list or file."""
+    if isinstance(vocabulary, str):
+        vocabulary = read_vocabulary(vocabulary)
+    return keras_hub.models.BertTokenizer(vocabulary=list(vocabulary), lowercase=True)
+
+
+def load_tokenizer(checkpoint_dir: str) -> keras_hub.models.BertTokenizer:
+    """The tokenizer of a checkpoint: a kerasbert/keras-hub preset or a Hugging Face folder."""
+    return keras_hub.models.BertTokenizer.from_preset(checkpoint_dir)
+
+
+def special_token_ids(tokenizer) -> dict[str, int]:
+    return {
+        "pad": tokenizer.pad_token_id,
+        "cls": tokenizer.cls_token_id,
+        "sep": tokenizer.sep_token_id,
+        "mask": tokenizer.mask_token_id,
+    }
+
+
+def continuation_table(tokenizer) -> tf.Tensor:
+    """Bool [vocabulary_size]: True for `##` word-piece continuations (whole-word masking)."""
+    vocabulary = tokenizer.get_vocabulary()
+    return tf.constant([token.startswith("##") for token in vocabulary])
+
+
+def tokenize_sentences(tokenizer, sentences: list[str], batch_size: int = 4096) -> list[list[int]]:
+    """Token ids of each sentence (no special tokens), in batches through the tf tokenizer."""
+    ids: list[list[int]] = []
+    for start in range(0, len(sentences), batch_size):
+        batch = tokenizer(tf.constant(sentences[start:start + batch_size]))
+        # keras-hub returns python lists outside a tf.function, tensors inside one.
+        ids.extend(batch.to_list() if hasattr(batch, "to_list") else batch)
+    return ids

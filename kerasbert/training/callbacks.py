@@ -1,0 +1,143 @@
+"""Callbacks shared by the training pipelines: resumable backup, logs, curves, speed.
+
+Training runs in *blocks*: one Keras "epoch" is `steps_per_block` steps. Keras'
+`BackupAndRestore` restores at epoch boundaries, so a block is the unit of
+resumption: a run killed mid-block restarts at the start of that block and the
+input pipeline skips the batches already trained on (see `resume_step`).
+
+Example:
+    >>> callbacks = training_callbacks(output_dir, is_chief=True)
+    >>> model.fit(data, epochs=num_blocks, steps_per_epoch=steps_per_block, callbacks=callbacks)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+import time
+
+import keras
+import numpy as np
+
+
+def resume_step(backup_dir: str, steps_per_block: int) -> int:
+    """The global step a run restarts from: blocks completed in its last backup."""
+    path = os.path.join(backup_dir, "training_metadata.json")
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return int(json.load(f)["epoch"]) * steps_per_block
+
+
+class Throughput(keras.callbacks.Callback):
+    """Examples per second of each block, compile time of the first block excluded."""
+
+    def __init__(self, batch_size: int):
+        super().__init__()
+        self.batch_size = batch_size
+        self.block_rates: list[float] = []
+        self._start = None
+        self._steps = 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._start is None and batch >= 1:  # step 0 includes tracing/compiling
+            self._start, self._steps = time.perf_counter(), 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._start is not None:
+            self._steps += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._start is not None and self._steps:
+            seconds = time.perf_counter() - self._start
+            self.block_rates.append(self._steps * self.batch_size / seconds)
+        self._start = None
+
+    def examples_per_second(self) -> float:
+        return float(np.median(self.block_rates)) if self.block_rates else 0.0
+
+
+def plot_curves(history_csv: str, output_png: str, title: str) -> None:
+    """Plots every `*loss` and `*accuracy` column of a CSVLogger file against block."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(history_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return
+    def number(text):
+        try:
+            return float(text)
+        except (TypeError, ValueError):  # CSVLogger writes "NA" for missing values
+            return float("nan")
+
+    blocks = [int(r["epoch"]) + 1 for r in rows]
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    for key in rows[0]:
+        values = [number(r.get(key)) for r in rows]
+        if key == "epoch" or all(np.isnan(values)):
+            continue
+        if key.endswith("loss"):
+            loss_ax.plot(blocks, values, marker=".", label=key)
+        elif key.endswith("accuracy") or key.endswith("pearson"):
+            acc_ax.plot(blocks, values, marker=".", label=key)
+    for ax, name in ((loss_ax, "loss"), (acc_ax, "accuracy")):
+        ax.set_xlabel("block (steps_per_block steps)")
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(output_png, dpi=100)
+    plt.close(fig)
+
+
+def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput | None = None,
+                       checkpoint: bool = True) -> list[keras.callbacks.Callback]:
+    """Backup (for resume), and on the chief only: checkpoints, CSV history, TensorBoard.
+
+    Non-chief workers keep their backup in a private temporary folder, so only
+    the chief writes into `output_dir`.
+    """
+    backup_dir = (os.path.join(output_dir, "backup") if is_chief
+                  else tempfile.mkdtemp(prefix="kerasbert-worker-backup-"))
+    callbacks: list[keras.callbacks.Callback] = [
+        # double_checkpoint: a kill during a save leaves the previous backup usable.
+        keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", double_checkpoint=True),
+        keras.callbacks.TerminateOnNaN(),
+    ]
+    if throughput is not None:
+        callbacks.append(throughput)
+    if is_chief:
+        callbacks.append(keras.callbacks.CSVLogger(os.path.join(output_dir, "history.csv"),
+                                                   append=True))
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"),
+                                                     update_freq="epoch"))
+        if checkpoint:
+            callbacks.append(BlockCheckpoint(os.path.join(output_dir, "checkpoints")))
+    return callbacks
+
+
+class BlockCheckpoint(keras.callbacks.Callback):
+    """Weights after each block as `block-NNNN.weights.h5`, written atomically
+    (temporary file, then rename), keeping the newest `keep` files."""
+
+    def __init__(self, directory: str, keep: int = 2):
+        super().__init__()
+        self.directory, self.keep = directory, keep
+
+    def on_epoch_end(self, epoch, logs=None):
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, f"block-{epoch + 1:04d}.weights.h5")
+        partial = path + ".partial.weights.h5"
+        self.model.save_weights(partial)
+        os.replace(partial, path)
+        saved = sorted(f for f in os.listdir(self.directory) if f.startswith("block-")
+                       and not f.endswith(".partial.weights.h5"))
+        for old in saved[:-self.keep]:
+            os.remove(os.path.join(self.directory, old))
