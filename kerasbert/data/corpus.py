@@ -9,7 +9,7 @@ document; negatives come from another. Corpora by name:
 - `imdb`: the CFIMDB reviews (train + dev), one document per review, with the
   `<br />` and multiply-escaped quotes cleaned.
 - `sst`, `sts`, `quora`: the task sentences (train files only), one single-sentence
-  document per distinct sentence.
+  document per distinct sentence; `tasks_dev`: those of the three dev files.
 
 Example:
     >>> docs = load_corpus("wikitext_test", "../shared/data")
@@ -123,10 +123,14 @@ def load_corpus(name: str, data_dir: str) -> list[Document]:
         return read_task_sentences("sts", cs224n("sts-train.tsv"))
     if name == "quora":
         return read_task_sentences("para", cs224n("quora-train.tsv"))
+    if name == "tasks_dev":  # held-out text for continued pretraining on the tasks
+        return (read_task_sentences("sst", cs224n("sst-dev.tsv"))
+                + read_task_sentences("sts", cs224n("sts-dev.tsv"))
+                + read_task_sentences("para", cs224n("quora-dev.tsv")))
     if os.path.isfile(name):
         return read_plain_text(name)
     raise DataError(f"Unknown corpus {name!r}: use wikitext, wikitext_test, imdb, sst, sts, "
-                    "quora, or the path of a text file (one document per blank-line block)")
+                    "quora, tasks_dev, or the path of a text file (one document per blank-line block)")
 
 
 def read_plain_text(path: str) -> list[Document]:

@@ -131,9 +131,15 @@ class Masker:
         budget = tf.minimum(tf.math.ceil(num_selectable * self.rate), float(self.length))
         priority = tf.where(candidate, self._uniform([batch, seq]), 2.0)  # (batch, seq)
         order = tf.argsort(priority, axis=1)
-        running = tf.cumsum(tf.gather(span_tokens, order, batch_dims=1), axis=1)
-        taken_sorted = (tf.cast(running, tf.float32) <= budget[:, None]) & tf.gather(
-            candidate, order, batch_dims=1)
+        sorted_tokens = tf.gather(span_tokens, order, batch_dims=1)
+        if self.span_max > 1:
+            # Spans: keep taking until the budget is reached; the last one is clipped below.
+            running = tf.cumsum(sorted_tokens, axis=1, exclusive=True)
+            fits = tf.cast(running, tf.float32) < budget[:, None]
+        else:
+            # Whole words: take a word only if all of it fits.
+            fits = tf.cast(tf.cumsum(sorted_tokens, axis=1), tf.float32) <= budget[:, None]
+        taken_sorted = fits & tf.gather(candidate, order, batch_dims=1)
         taken = tf.scatter_nd(  # back to span-start order, (batch, seq)
             tf.stack([tf.repeat(tf.range(batch), seq), tf.reshape(order, [-1])], axis=1),
             tf.reshape(taken_sorted, [-1]), [batch, seq])
@@ -144,6 +150,15 @@ class Masker:
                                                                    output_type=tf.int32), batch_dims=1)
         selected = tf.gather(word_selected, word, batch_dims=1) & selectable  # (batch, seq)
         token_decision = tf.gather(decision, word, batch_dims=1)  # (batch, seq)
+        if self.span_max > 1:
+            # Clip to the budget: rank selected tokens by (span order, position), keep the
+            # first `budget`, so only the tail of the last span is dropped.
+            first_span = tf.argmax(tf.cast(covers, tf.int32), axis=1, output_type=tf.int32)
+            span_rank = tf.gather(tf.argsort(order, axis=1), first_span, batch_dims=1)
+            key = tf.gather(span_rank, word, batch_dims=1) * seq + tf.range(seq)[None, :]
+            key = tf.where(selected, key, seq * seq + seq)  # unselected sort last
+            token_rank = tf.argsort(tf.argsort(key, axis=1), axis=1)  # (batch, seq)
+            selected &= tf.cast(token_rank, tf.float32) < budget[:, None]
 
         use_mask = selected & (token_decision < self.mask_token_rate)
         use_random = selected & (token_decision >= self.mask_token_rate) & (

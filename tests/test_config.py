@@ -1,0 +1,45 @@
+"""Config loading, overrides and validation."""
+
+import json
+
+import pytest
+
+from kerasbert.config import ConfigError, PretrainConfig, load_config, save_config
+
+
+def test_preset_fills_sizes_and_overrides_apply(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"model": {"preset": "mini"}, "train": {"total_steps": 100,
+                                                                        "steps_per_block": 50}}))
+    config = load_config(PretrainConfig, str(path), ["train.learning_rate=3e-4", "data.nsp=false",
+                                                     "data.sources=wikitext,imdb"])
+    assert (config.model.num_layers, config.model.hidden_dim, config.model.num_heads) == (4, 256, 4)
+    assert config.model.intermediate_dim == 1024
+    assert config.train.learning_rate == 3e-4 and config.data.nsp is False
+    assert config.data.sources == ("wikitext", "imdb")
+
+
+def test_saved_config_loads_back_equal(tmp_path):
+    config = load_config(PretrainConfig, None, ["model.preset=small"])
+    save_config(config, str(tmp_path / "config.json"))
+    assert load_config(PretrainConfig, str(tmp_path / "config.json")) == config
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.lr=1", "Unknown config key 'train.lr'"),
+    ("model.preset=huge", "model.preset must be one of"),
+    ("data.masking=random", "data.masking must be"),
+    ("train.total_steps=110", "multiple of train.steps_per_block"),
+    ("model.num_heads=3", "multiple of model.num_heads"),
+    ("train.batch_size=abc", "Bad value"),
+])
+def test_bad_values_name_the_field(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(PretrainConfig, None, [override])
+
+
+def test_bad_json_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{\n  "model": {,}\n}')
+    with pytest.raises(ConfigError, match=r"bad.json:2: invalid JSON"):
+        load_config(PretrainConfig, str(path))

@@ -1,0 +1,76 @@
+"""The pretraining model: shapes, config round trip, .keras save/load, tied head, MLM loss."""
+
+import keras
+import numpy as np
+import pytest
+
+from kerasbert.config import ModelConfig, TrainConfig
+from kerasbert.models.encoder import build_encoder
+from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
+from kerasbert.training.optim import make_optimizer
+
+VOCAB, SEQ, K = 15, 6, 3
+
+
+@pytest.fixture
+def model():
+    keras.utils.set_random_seed(0)
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=8, num_heads=2,
+                                        max_sequence_length=16), VOCAB)
+    model = BertPretrainer(encoder, mask_selection_length=K)
+    model.compile(**pretraining_compile_args(model, make_optimizer(TrainConfig())))
+    return model
+
+
+def inputs(batch=4):
+    # Distinct values per field, so a mix-up of inputs changes the outputs.
+    return {
+        "token_ids": np.array([[2, 5, 6, 3, 7, 3]] * batch, "int32"),
+        "segment_ids": np.array([[0, 0, 0, 0, 1, 1]] * batch, "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1, 1, 1]] * (batch - 1) + [[1, 1, 1, 1, 0, 0]], "int32"),
+        "mask_positions": np.array([[1, 4, 0]] * batch, "int32"),
+    }
+
+
+def test_output_shapes(model):
+    out = model.predict(inputs(), verbose=0)
+    assert out["mlm"].shape == (4, K, VOCAB)
+    assert out["nsp"].shape == (4, 2)
+    assert out["mlm"].dtype == np.float32
+
+
+def test_mlm_head_is_tied_to_token_embedding(model):
+    assert model.mlm_head.token_embedding is model.backbone.token_embedding
+
+
+def test_get_config_round_trip(model):
+    clone = BertPretrainer.from_config(model.get_config())
+    assert clone.get_config() == model.get_config()
+    assert clone.count_params() == model.count_params()
+
+
+def test_keras_save_load_gives_same_outputs_and_keeps_tie(model, tmp_path):
+    path = str(tmp_path / "pretrainer.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert loaded.mlm_head.token_embedding is loaded.backbone.token_embedding
+    expected, actual = model.predict(inputs(), verbose=0), loaded.predict(inputs(), verbose=0)
+    for key in expected:
+        np.testing.assert_allclose(actual[key], expected[key], atol=1e-6)
+
+
+def test_mlm_loss_is_mean_over_masked_positions_only(model):
+    x = inputs()
+    logits = model.predict(x, verbose=0)["mlm"]
+    labels = np.array([[5, 7, 0]] * 4, "int32")
+    weights = np.array([[1, 1, 0]] * 4, "float32")
+    y = {"mlm": labels, "nsp": np.array([1, 0, 1, 0], "int32")}
+    w = {"mlm": weights, "nsp": np.ones(4, "float32")}
+    loss = model.evaluate(x, y, sample_weight=w, return_dict=True, verbose=0)["mlm_loss"]
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    picked = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+    assert loss == pytest.approx((picked * weights).sum() / weights.sum(), rel=1e-5)
+    # Changing the label of an unmasked (weight 0) slot changes nothing.
+    y_other = {**y, "mlm": np.array([[5, 7, 9]] * 4, "int32")}
+    other = model.evaluate(x, y_other, sample_weight=w, return_dict=True, verbose=0)["mlm_loss"]
+    assert other == pytest.approx(loss, rel=1e-6)

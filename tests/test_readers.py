@@ -1,0 +1,96 @@
+"""Task file and corpus readers: quoting, damaged rows, bad files."""
+
+import os
+
+import pytest
+
+from kerasbert.data.corpus import load_corpus, read_plain_text, read_wikitext
+from kerasbert.data.tasks import DataError, read_task_file, unquote_twice_quoted
+
+from conftest import DATA_DIR
+
+QUORA_HEADER = "\tid\tsentence1\tsentence2\tis_duplicate\n"
+QUORA_ROWS = (
+    '7\taaa\t"""What does """"69"""" mean?"""\tWhat is 69?\t1.0\n'
+    "8\tbbb\tHow do I cook?\tHow to cook?\t0.0\n"
+    '9\tccc\t"""Broken question?"\t\t\n'  # damaged as in the shared file: cut, label empty
+)
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_quora_double_quoting_float_labels_and_damaged_row(tmp_path):
+    result = read_task_file("para", write(tmp_path, "q.tsv", QUORA_HEADER + QUORA_ROWS * 5))
+    assert result.skipped == 5 and len(result.examples) == 10
+    assert result.examples[0].text_a == 'What does "69" mean?'
+    assert [e.label for e in result.examples[:2]] == [1, 0]
+
+
+def test_unquote_leaves_unbalanced_text_alone():
+    assert unquote_twice_quoted('"Broken question') == '"Broken question'
+    assert unquote_twice_quoted('"a ""b"" c"') == 'a "b" c'
+
+
+def test_sst_ptb_escapes_and_leading_space(tmp_path):
+    text = "\tid\tsentence\tsentiment\n0\tx1\t -LRB- a \\/ b -RRB- `` c ''\t4\n"
+    example = read_task_file("sst", write(tmp_path, "s.tsv", text)).examples[0]
+    assert example.text_a == '( a / b ) " c "' and example.label == 4
+
+
+def test_glue_layouts(tmp_path):
+    sst2 = write(tmp_path, "sst2.tsv", "sentence\tlabel\nit is good \t1\nbad\t0\n")
+    qqp = write(tmp_path, "qqp.tsv", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+                                     "1\t1\t2\tA?\tB?\t1\n")
+    stsb = write(tmp_path, "stsb.tsv", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\t"
+                                       "sentence1\tsentence2\tscore\n"
+                                       "0\tmain\tf\t2012\t1\tnone\tnone\tA man.\tA person.\t4.750\n")
+    assert [e.label for e in read_task_file("sst", sst2).examples] == [1, 0]
+    assert read_task_file("para", qqp).examples[0].text_b == "B?"
+    assert read_task_file("sts", stsb).examples[0].label == 4.75
+
+
+def test_empty_text_and_out_of_range_labels_are_skipped_and_counted(tmp_path):
+    good = "".join(f"{i}\tid{i}\tsentence {i}\t{i % 5}\n" for i in range(20))
+    text = "\tid\tsentence\tsentiment\n" + good + "20\tid20\t \t1\n21\tid21\tok\t7\n"
+    result = read_task_file("sst", write(tmp_path, "s.tsv", text))
+    assert len(result.examples) == 20 and result.skipped == 2
+
+
+def test_mostly_damaged_file_is_an_error_naming_file_and_line(tmp_path):
+    text = "\tid\tsentence1\tsentence2\tsimilarity\n0\ta\tx\ty\tnot-a-number\n1\tb\tx\ty\t2.5\n"
+    with pytest.raises(DataError, match=r"s.tsv:2: 1 of 2 rows are damaged"):
+        read_task_file("sts", write(tmp_path, "s.tsv", text))
+
+
+def test_missing_columns_missing_file_and_bad_utf8(tmp_path):
+    with pytest.raises(DataError, match="header lacks column"):
+        read_task_file("sts", write(tmp_path, "x.tsv", "\tid\tsentence\n0\ta\tb\n"))
+    with pytest.raises(DataError, match="file not found"):
+        read_task_file("sst", str(tmp_path / "absent.tsv"))
+    bad = tmp_path / "bad.tsv"
+    bad.write_bytes(b"\tid\tsentence\tsentiment\n0\ta\tok\t1\n1\tb\t\xff\xfe\t2\n")
+    with pytest.raises(DataError, match=r"bad.tsv:3: not valid UTF-8"):
+        read_task_file("sst", str(bad))
+
+
+def test_plain_text_corpus_errors(tmp_path):
+    with pytest.raises(DataError, match="empty corpus"):
+        read_plain_text(write(tmp_path, "empty.txt", "\n \n"))
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"Fine line.\n\nBad \xc3\x28 byte.\n")
+    with pytest.raises(DataError, match=r"bad.txt:3: not valid UTF-8"):
+        read_plain_text(str(bad))
+
+
+@pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
+def test_shared_files_parse_as_documented():
+    assert len(read_wikitext(os.path.join(DATA_DIR, "wikitext-2", "test.txt"))) == 60
+    quora = read_task_file("para", os.path.join(DATA_DIR, "cs224n", "quora-train.tsv"))
+    assert (len(quora.examples), quora.skipped) == (15999, 1)
+    sts = read_task_file("sts", os.path.join(DATA_DIR, "cs224n", "sts-dev.tsv"))
+    assert (len(sts.examples), sts.skipped) == (863, 0)
+    assert len(load_corpus("sst", DATA_DIR)) > 8000
