@@ -13,6 +13,8 @@ QUORA_HEADER = "\tid\tsentence1\tsentence2\tis_duplicate\n"
 QUORA_ROWS = (
     '7\taaa\t"""What does """"69"""" mean?"""\tWhat is 69?\t1.0\n'
     "8\tbbb\tHow do I cook?\tHow to cook?\t0.0\n"
+)
+QUORA_DAMAGED = (
     '9\tccc\t"""Broken question?"\t\t\n'  # damaged as in the shared file: cut, label empty
 )
 
@@ -24,8 +26,8 @@ def write(tmp_path, name, text):
 
 
 def test_quora_double_quoting_float_labels_and_damaged_row(tmp_path):
-    result = read_task_file("para", write(tmp_path, "q.tsv", QUORA_HEADER + QUORA_ROWS * 5))
-    assert result.skipped == 5 and len(result.examples) == 10
+    result = read_task_file("para", write(tmp_path, "q.tsv", QUORA_HEADER + QUORA_ROWS * 10 + QUORA_DAMAGED))
+    assert result.skipped == 1 and len(result.examples) == 20
     assert result.examples[0].text_a == 'What does "69" mean?'
     assert [e.label for e in result.examples[:2]] == [1, 0]
 
