@@ -230,7 +230,7 @@ def apply_overrides(values: dict[str, Any], defaults: dict[str, Any], overrides:
         _check(leaf in default_node, f"Unknown config key {key!r} in --set {override!r}. "
                f"Known: {sorted(default_node)}")
         try:
-            node[leaf] = _parse_value(text, default_node[leaf] if leaf not in node else node[leaf])
+            node[leaf] = _parse_value(text, default_node[leaf])  # the field's type, not the file's
         except ValueError as error:
             raise ConfigError(f"Bad value in --set {override!r}: {error}") from None
     return values

@@ -26,14 +26,24 @@ def train_vocabulary(sentences: list[str], vocab_size: int, output_file: str | N
         raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens. "
                          f"Received: vocab_size={vocab_size}")
     dataset = tf.data.Dataset.from_tensor_slices(sentences).batch(1000)
-    return keras_hub.tokenizers.compute_word_piece_vocabulary(
+    vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
         dataset,
         vocabulary_size=vocab_size,
-        vocabulary_output_file=output_file,
         lowercase=True,
         strip_accents=True,
         reserved_tokens=list(SPECIAL_TOKENS),
     )
+    if output_file:
+        write_vocabulary(vocabulary, output_file)
+    return vocabulary
+
+
+def write_vocabulary(vocabulary: list[str], path: str) -> None:
+    """One token a line, written atomically (a reader never sees half a file)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(vocabulary) + "\n")
+    os.replace(tmp, path)
 
 
 def read_vocabulary(path: str) -> list[str]:

@@ -10,7 +10,8 @@ from kerasbert.config import ConfigError, PretrainConfig, load_config, save_conf
 def test_preset_fills_sizes_and_overrides_apply(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"model": {"preset": "mini"}, "train": {"total_steps": 100,
-                                                                        "steps_per_block": 50}}))
+                                                                        "steps_per_block": 50},
+                                "data": {"sources": ["sst"]}}))
     config = load_config(PretrainConfig, str(path), ["train.learning_rate=3e-4", "data.nsp=false",
                                                      "data.sources=wikitext,imdb"])
     assert (config.model.num_layers, config.model.hidden_dim, config.model.num_heads) == (4, 256, 4)

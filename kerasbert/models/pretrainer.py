@@ -85,7 +85,9 @@ def pretraining_compile_args(model: BertPretrainer, optimizer, jit_compile=False
             from_logits=True, reduction="mean_with_sample_weight")
 
     losses = {"mlm": loss()}
-    metrics = {"mlm": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+    # With one output Keras drops the "mlm_" prefix from log names; keep it in the name.
+    metrics = {"mlm": [keras.metrics.SparseCategoricalAccuracy(
+        name="accuracy" if model.nsp else "mlm_accuracy")]}
     if model.nsp:
         losses["nsp"] = loss()
         metrics["nsp"] = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]

@@ -104,8 +104,8 @@ def make_packer(sequence_length: int, ids: dict[str, int]) -> keras_hub.layers.M
         pad_value=ids["pad"], truncate="round_robin")
 
 
-def pack_and_mask(batch: dict, packer, masker, pad_id: int):
-    """One batch of ragged examples -> Keras (x, y, sample_weight)."""
+def pack_and_mask(batch: dict, packer, masker, pad_id: int, nsp: bool = True):
+    """One batch of ragged examples -> Keras (x, y, sample_weight); MLM-only without `nsp`."""
     a, b = batch["segment_a"], batch["segment_b"]
     pair_ids, pair_segments = packer((a, b))  # (batch, seq)
     # MLM-only rows have no B: pack them alone, so they end in one [SEP], not two.
@@ -121,14 +121,16 @@ def pack_and_mask(batch: dict, packer, masker, pad_id: int):
         "padding_mask": tf.cast(token_ids != pad_id, tf.int32),
         "mask_positions": masked["mask_positions"],
     }
-    y = {"mlm": masked["mask_ids"], "nsp": batch["nsp_label"]}
-    weights = {"mlm": masked["mask_weights"], "nsp": batch["nsp_weight"]}
+    y = {"mlm": masked["mask_ids"]}
+    weights = {"mlm": masked["mask_weights"]}
+    if nsp:
+        y["nsp"], weights["nsp"] = batch["nsp_label"], batch["nsp_weight"]
     return x, y, weights
 
 
 def pretraining_dataset(examples: tf.data.Dataset, packer, masker, batch_size: int, pad_id: int,
                         seed: int = 0, shuffle_buffer: int = 10000, repeat: bool = True,
-                        skip_batches: int = 0) -> tf.data.Dataset:
+                        skip_batches: int = 0, nsp: bool = True) -> tf.data.Dataset:
     """Shuffled, repeated, batched, packed and masked pretraining batches.
 
     `skip_batches` resumes the batch order of an interrupted run: the shuffle is
@@ -141,6 +143,6 @@ def pretraining_dataset(examples: tf.data.Dataset, packer, masker, batch_size: i
     dataset = examples.ragged_batch(batch_size, drop_remainder=True)
     if skip_batches:
         dataset = dataset.skip(skip_batches)
-    dataset = dataset.map(lambda batch: pack_and_mask(batch, packer, masker, pad_id),
+    dataset = dataset.map(lambda batch: pack_and_mask(batch, packer, masker, pad_id, nsp),
                           num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -52,8 +52,10 @@ def is_kerasbert_run(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "pretrainer.keras"))
 
 
-def resolve_tokenizer(config: PretrainConfig, documents, init_checkpoint: str | None, output_dir: str):
-    """Tokenizer of the init checkpoint, of `data.vocab_file`, or trained on the corpus."""
+def resolve_tokenizer(config: PretrainConfig, documents, init_checkpoint: str | None, output_dir: str,
+                      is_chief: bool = True):
+    """Tokenizer of the init checkpoint, of `data.vocab_file`, or trained on the corpus
+    (deterministic, so every worker trains the same one; only the chief saves it)."""
     if init_checkpoint:
         source = (os.path.join(init_checkpoint, "encoder") if is_kerasbert_run(init_checkpoint)
                   else init_checkpoint)
@@ -65,11 +67,8 @@ def resolve_tokenizer(config: PretrainConfig, documents, init_checkpoint: str | 
         return tokenization.make_tokenizer(vocab_path)
     stage(f"training a {config.data.vocab_size}-token WordPiece vocabulary")
     sentences = [s for doc in documents for s in doc]
-    vocabulary = tokenization.train_vocabulary(sentences, config.data.vocab_size)
-    tmp = vocab_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(vocabulary) + "\n")
-    os.replace(tmp, vocab_path)
+    vocabulary = tokenization.train_vocabulary(sentences, config.data.vocab_size,
+                                               vocab_path if is_chief else None)
     return tokenization.make_tokenizer(vocabulary)
 
 
@@ -138,7 +137,7 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
 
     stage(f"reading corpora {list(config.data.sources)} from {data_dir}")
     documents = load_corpora(config.data.sources, data_dir)
-    tokenizer = resolve_tokenizer(config, documents, init_checkpoint, output_dir)
+    tokenizer = resolve_tokenizer(config, documents, init_checkpoint, output_dir, is_chief)
     ids = tokenization.special_token_ids(tokenizer)
     seq = config.model.max_sequence_length
     packer = make_packer(seq, ids)
@@ -160,7 +159,8 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         train_examples = examples_dataset(pairs)
     train_data = pretraining_dataset(
         train_examples, packer, make_masker(config, tokenizer), train.batch_size, ids["pad"],
-        seed=train.seed, shuffle_buffer=train.shuffle_buffer, skip_batches=start_step)
+        seed=train.seed, shuffle_buffer=train.shuffle_buffer, skip_batches=start_step,
+        nsp=config.data.nsp)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     train_data = train_data.with_options(options)
@@ -173,7 +173,7 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
     # Fixed masks for the held-out set: masked once, then cached.
     heldout_data = pretraining_dataset(
         examples_dataset(heldout), packer, make_masker(config, tokenizer, seed=train.seed),
-        train.batch_size, ids["pad"], shuffle_buffer=0, repeat=False).cache()
+        train.batch_size, ids["pad"], shuffle_buffer=0, repeat=False, nsp=config.data.nsp).cache()
 
     with strategy.scope():
         model = build_model(config, tokenizer.vocabulary_size(), init_checkpoint)
@@ -194,7 +194,7 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
     examples_per_second = throughput.examples_per_second()
     metrics = {
         "mlm_accuracy": results["mlm_accuracy"],
-        "mlm_loss": results["mlm_loss"],
+        "mlm_loss": results.get("mlm_loss", results["loss"]),  # "loss" when MLM is the only output
         "nsp_accuracy": results.get("nsp_accuracy"),
         "nsp_loss": results.get("nsp_loss"),
         "train_steps": int(model.optimizer.iterations.numpy()),
@@ -205,12 +205,14 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         "heldout_examples": len(heldout),
         "replicas": strategy.num_replicas_in_sync,
         "init_checkpoint": init_checkpoint or "",
+        # Sum of squares of all weights: equal on workers that trained in sync.
+        "weights_fingerprint": float(sum(np.sum(np.square(w)) for w in model.get_weights())),
     }
     if is_chief:
         write_outputs(model, tokenizer, metrics, output_dir)
     stage(f"done: mlm_accuracy={metrics['mlm_accuracy']:.3f} nsp_accuracy="
           f"{metrics['nsp_accuracy'] if metrics['nsp_accuracy'] is None else round(metrics['nsp_accuracy'], 3)}"
-          f" -> {output_dir}", started)
+          f" weights_fingerprint={metrics['weights_fingerprint']:.6f} -> {output_dir}", started)
     return metrics
 
 
@@ -220,8 +222,7 @@ def write_outputs(model: BertPretrainer, tokenizer, metrics: dict, output_dir: s
     tokenizer.save_to_preset(encoder_dir)
     vocab_path = os.path.join(output_dir, "vocab.txt")
     if not os.path.exists(vocab_path):
-        with open(vocab_path, "w", encoding="utf-8") as f:
-            f.write("\n".join(tokenizer.get_vocabulary()) + "\n")
+        tokenization.write_vocabulary(tokenizer.get_vocabulary(), vocab_path)
     model.save(os.path.join(output_dir, "pretrainer.keras"))
     history = os.path.join(output_dir, "history.csv")
     if os.path.exists(history):

@@ -1,0 +1,43 @@
+"""Train an uncased WordPiece vocabulary with BERT's special tokens.
+
+    python -m pipelines.vocab --corpus wikitext --corpus imdb --vocab_size 8000 --output vocab.txt
+
+A corpus is a name (wikitext, wikitext_test, imdb, sst, sts, quora, tasks_dev, read
+from --data_dir) or the path of a text file (documents separated by blank lines).
+"""
+
+import argparse
+import sys
+
+from pipelines.common import main_guard
+
+
+def main(argv=None) -> int:
+    from kerasbert.data.corpus import default_data_dir
+
+    parser = argparse.ArgumentParser(prog="python -m pipelines.vocab", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", action="append", required=True,
+                        help="Corpus name or text file path. Repeatable.")
+    parser.add_argument("--vocab_size", type=int, default=8000,
+                        help="Vocabulary size, special tokens included (default 8000).")
+    parser.add_argument("--output", required=True, help="Where to write vocab.txt (one token a line).")
+    parser.add_argument("--data_dir", default=default_data_dir(),
+                        help="Folder holding cs224n/ and wikitext-2/ for named corpora.")
+    args = parser.parse_args(argv)
+
+    def run():
+        from kerasbert.data.corpus import load_corpora
+        from kerasbert.tokenization import train_vocabulary
+
+        documents = load_corpora(args.corpus, args.data_dir)
+        sentences = [s for doc in documents for s in doc]
+        print(f"== training on {len(sentences)} sentences from {args.corpus}", flush=True)
+        vocabulary = train_vocabulary(sentences, args.vocab_size, args.output)
+        print(f"== wrote {len(vocabulary)} tokens to {args.output}")
+
+    return main_guard(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

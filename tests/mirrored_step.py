@@ -1,0 +1,61 @@
+"""One training step of a tiny pretrainer under the default strategy and under
+MirroredStrategy over 2 logical CPU devices; prints both results as JSON.
+
+Run as a fresh process (the CPU split must precede any TF work):
+    python tests/mirrored_step.py
+"""
+
+import json
+
+from kerasbert.training.strategy import make_strategy
+
+mirrored = make_strategy("mirrored", cpu_devices=2)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from kerasbert.config import ModelConfig  # noqa: E402
+from kerasbert.models.encoder import build_encoder  # noqa: E402
+from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args  # noqa: E402
+
+BATCH, SEQ, K, VOCAB = 8, 12, 3, 30
+rng = np.random.default_rng(0)
+x = {
+    "token_ids": rng.integers(5, VOCAB, (BATCH, SEQ)).astype("int32"),
+    "segment_ids": np.repeat([[0] * 6 + [1] * 6], BATCH, 0).astype("int32"),
+    "padding_mask": np.repeat([[1] * 10 + [0] * 2], BATCH, 0).astype("int32"),
+    "mask_positions": rng.integers(1, 10, (BATCH, K)).astype("int32"),
+}
+y = {"mlm": rng.integers(5, VOCAB, (BATCH, K)).astype("int32"),
+     "nsp": rng.integers(0, 2, BATCH).astype("int32")}
+# Equal mask counts per half-batch, so per-replica means average to the global mean.
+w = {"mlm": np.repeat([[1.0, 1.0, 0.0]], BATCH, 0).astype("float32"),
+     "nsp": np.ones(BATCH, "float32")}
+
+
+def one_step(strategy, initial_weights):
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        config = ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2,
+                             max_sequence_length=SEQ, dropout=0.0)
+        model = BertPretrainer(build_encoder(config, VOCAB), mask_selection_length=K)
+        model.compile(**pretraining_compile_args(model, keras.optimizers.SGD(0.5)))
+    if initial_weights is not None:
+        model.set_weights(initial_weights)
+    start = model.get_weights()
+    data = tf.data.Dataset.from_tensors((x, y, w))
+    history = model.fit(data, epochs=1, verbose=0)
+    return start, history.history["loss"][0], model.get_weights()
+
+
+start, loss_default, weights_default = one_step(tf.distribute.get_strategy(), None)
+_, loss_mirrored, weights_mirrored = one_step(mirrored, start)
+print(json.dumps({
+    "replicas": mirrored.num_replicas_in_sync,
+    "loss_default": loss_default,
+    "loss_mirrored": loss_mirrored,
+    "max_weight_difference": max(float(np.max(np.abs(a - b)))
+                                 for a, b in zip(weights_default, weights_mirrored)),
+    "max_update": max(float(np.max(np.abs(a - b))) for a, b in zip(weights_default, start)),
+}))

