@@ -209,14 +209,15 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         "weights_fingerprint": float(sum(np.sum(np.square(w)) for w in model.get_weights())),
     }
     if is_chief:
-        write_outputs(model, tokenizer, metrics, output_dir)
+        write_outputs(model, tokenizer, metrics, output_dir, train.steps_per_block)
     stage(f"done: mlm_accuracy={metrics['mlm_accuracy']:.3f} nsp_accuracy="
           f"{metrics['nsp_accuracy'] if metrics['nsp_accuracy'] is None else round(metrics['nsp_accuracy'], 3)}"
           f" weights_fingerprint={metrics['weights_fingerprint']:.6f} -> {output_dir}", started)
     return metrics
 
 
-def write_outputs(model: BertPretrainer, tokenizer, metrics: dict, output_dir: str) -> None:
+def write_outputs(model: BertPretrainer, tokenizer, metrics: dict, output_dir: str,
+                  steps_per_block: int) -> None:
     encoder_dir = os.path.join(output_dir, "encoder")
     model.backbone.save_to_preset(encoder_dir)
     tokenizer.save_to_preset(encoder_dir)
@@ -226,7 +227,8 @@ def write_outputs(model: BertPretrainer, tokenizer, metrics: dict, output_dir: s
     model.save(os.path.join(output_dir, "pretrainer.keras"))
     history = os.path.join(output_dir, "history.csv")
     if os.path.exists(history):
-        plot_curves(history, os.path.join(output_dir, "curves.png"), "pretraining (MLM + NSP)")
+        plot_curves(history, os.path.join(output_dir, "curves.png"), "pretraining (MLM + NSP)",
+                    steps_per_block)
     with open(os.path.join(output_dir, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
         f.write("\n")

@@ -59,8 +59,8 @@ class Throughput(keras.callbacks.Callback):
         return float(np.median(self.block_rates)) if self.block_rates else 0.0
 
 
-def plot_curves(history_csv: str, output_png: str, title: str) -> None:
-    """Plots every `*loss` and `*accuracy` column of a CSVLogger file against block."""
+def plot_curves(history_csv: str, output_png: str, title: str, steps_per_block: int = 1) -> None:
+    """Plots every `*loss` and `*accuracy` column of a CSVLogger file against training step."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,7 +76,7 @@ def plot_curves(history_csv: str, output_png: str, title: str) -> None:
         except (TypeError, ValueError):  # CSVLogger writes "NA" for missing values
             return float("nan")
 
-    blocks = [int(r["epoch"]) + 1 for r in rows]
+    blocks = [(int(r["epoch"]) + 1) * steps_per_block for r in rows]
     fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(11, 4))
     for key in rows[0]:
         values = [number(r.get(key)) for r in rows]
@@ -87,7 +87,8 @@ def plot_curves(history_csv: str, output_png: str, title: str) -> None:
         elif key.endswith("accuracy") or key.endswith("pearson"):
             acc_ax.plot(blocks, values, marker=".", label=key)
     for ax, name in ((loss_ax, "loss"), (acc_ax, "accuracy")):
-        ax.set_xlabel("block (steps_per_block steps)")
+        ax.set_xlabel("training step")
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
