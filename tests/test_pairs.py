@@ -33,6 +33,15 @@ def test_labels_balanced_and_negatives_from_other_documents():
             assert len(b_docs) == 1 and b_docs != a_docs
 
 
+def test_negatives_never_come_from_single_sentence_documents():
+    """Else a lone task sentence as B would give the label away by its style."""
+    singles = [[[50000 + i, 50001 + i]] for i in range(0, 2000, 2)]
+    pairs = build_pairs(documents(num_documents=10) + singles, 48, np.random.default_rng(2))
+    negatives = [p for p in pairs if p["nsp_label"] == 0 and p["nsp_weight"] > 0]
+    assert negatives
+    assert all(max(p["segment_b"]) < 50000 for p in negatives)
+
+
 def test_pairs_fit_the_sequence_budget():
     long_docs = [[list(range(1000 * d + 100 * s, 1000 * d + 100 * s + 60)) for s in range(4)]
                  for d in range(10)]

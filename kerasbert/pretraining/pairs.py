@@ -35,21 +35,28 @@ def _trim_pair(a: TokenIds, b: TokenIds, max_num_tokens: int, rng: np.random.Gen
             longer.pop()
 
 
-def _random_segment(documents, exclude: int, target: int, rng: np.random.Generator) -> tuple[TokenIds, int]:
-    """Sentences from a random other document, starting at a random sentence."""
-    other = int(rng.integers(len(documents) - 1))
-    other += other >= exclude  # skip the current document
-    doc = documents[other]
+def _random_segment(documents, pool: list[int], exclude: int, target: int,
+                    rng: np.random.Generator) -> TokenIds:
+    """Sentences from a random other document of `pool`, starting at a random sentence.
+
+    The pool holds only the multi-sentence documents, the same kind the true
+    continuations come from: otherwise a negative B that is, say, a lone task
+    sentence gives the label away by its style, and NSP learns nothing that transfers.
+    """
+    other = int(rng.integers(len(pool) - 1))
+    other += other >= exclude  # `exclude` is the current document's place in the pool
+    doc = documents[pool[other]]
     start = int(rng.integers(len(doc)))
     segment: TokenIds = []
     for sentence in doc[start:]:
         segment.extend(sentence)
         if len(segment) >= target:
             break
-    return segment, other
+    return segment
 
 
-def _pairs_from_document(documents, index, max_num_tokens, short_seq_prob, rng):
+def _pairs_from_document(documents, pool, place, max_num_tokens, short_seq_prob, rng):
+    index = pool[place]
     doc = documents[index]
     target = max_num_tokens
     if rng.random() < short_seq_prob:
@@ -69,7 +76,7 @@ def _pairs_from_document(documents, index, max_num_tokens, short_seq_prob, rng):
             segment_a = [t for s in chunk[:a_end] for t in s]
             if is_random:
                 label = 0
-                segment_b, _ = _random_segment(documents, index, target - len(segment_a), rng)
+                segment_b = _random_segment(documents, pool, place, target - len(segment_a), rng)
                 # The unused tail of the chunk goes back for the next pair.
                 i -= len(chunk) - a_end
             else:
@@ -124,12 +131,13 @@ def build_pairs(documents, max_sequence_length: int, rng: np.random.Generator,
         return pack_single_segments(documents, max_sequence_length - 2)
     multi = [i for i, doc in enumerate(documents) if len(doc) >= 2]
     single = [i for i, doc in enumerate(documents) if len(doc) == 1]
-    if multi and len(documents) < 2:
-        raise ValueError("NSP needs at least 2 documents to draw random next segments from.")
+    if len(multi) == 1:
+        raise ValueError("NSP needs at least 2 multi-sentence documents: one to cut pairs "
+                         "from, another to draw random next segments from.")
     examples = []
     for _ in range(dupe_factor):
-        for index in multi:
-            examples.extend(_pairs_from_document(documents, index, max_sequence_length - 3,
+        for place in range(len(multi)):
+            examples.extend(_pairs_from_document(documents, multi, place, max_sequence_length - 3,
                                                  short_seq_prob, rng))
     if single:
         examples.extend(pack_single_segments([documents[i] for i in single],
