@@ -255,3 +255,75 @@ def save_config(config, path: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(to_dict(config), f, indent=2)
         f.write("\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneDataConfig:
+    """Task files (relative to --data_dir unless absolute) and how much of them to use."""
+
+    sst_train: str = "cs224n/sst-train.tsv"
+    sst_dev: str = "cs224n/sst-dev.tsv"
+    para_train: str = "cs224n/quora-train.tsv"
+    para_dev: str = "cs224n/quora-dev.tsv"
+    sts_train: str = "cs224n/sts-train.tsv"
+    sts_dev: str = "cs224n/sts-dev.tsv"
+    max_train_examples: int = 0  # per task; 0 = all
+    max_dev_examples: int = 0  # per task; 0 = all
+    max_sequence_length: int = 128  # packed pair (cross-encoder) or one sentence
+
+    def __post_init__(self):
+        _check(self.max_train_examples >= 0 and self.max_dev_examples >= 0,
+               "data.max_train_examples and data.max_dev_examples must be >= 0")
+        _check(8 <= self.max_sequence_length <= 512,
+               f"data.max_sequence_length must be in [8, 512]. Received: {self.max_sequence_length}")
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadsConfig:
+    """The three task heads on the shared encoder."""
+
+    pair_encoder: str = "cross"  # cross: [CLS] a [SEP] b [SEP]; bi: Sentence-BERT embeddings
+    pooling: str = "mean"  # sentence embedding: mean of token states, or the cls pooler
+    dropout: float = 0.1
+    sts_loss: str = "mse"  # mse on the 0-5 score | cosine (cosine embedding loss, bi only)
+    para_mnrl_weight: float = 0.0  # multiple-negatives ranking loss on positives (bi only)
+    mnrl_scale: float = 20.0  # inverse temperature of the MNRL softmax
+
+    def __post_init__(self):
+        _check(self.pair_encoder in ("cross", "bi"),
+               f"heads.pair_encoder must be cross or bi. Received: {self.pair_encoder!r}")
+        _check(self.pooling in ("mean", "cls"), f"heads.pooling must be mean or cls. Received: {self.pooling!r}")
+        _check(self.sts_loss in ("mse", "cosine"), f"heads.sts_loss must be mse or cosine. Received: {self.sts_loss!r}")
+        _check(self.sts_loss == "mse" or self.pair_encoder == "bi",
+               "heads.sts_loss=cosine needs heads.pair_encoder=bi (it compares two embeddings)")
+        _check(self.para_mnrl_weight == 0 or self.pair_encoder == "bi",
+               "heads.para_mnrl_weight > 0 needs heads.pair_encoder=bi")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleConfig:
+    """How batches of the three tasks are interleaved, and how their losses are weighted."""
+
+    sampling: str = "temperature"  # round_robin | proportional | temperature
+    temperature: float = 2.0  # task t drawn with probability ~ n_t ** (1 / temperature)
+    sst_weight: float = 1.0
+    para_weight: float = 1.0
+    sts_weight: float = 1.0
+    layerwise_lr_decay: float = 1.0  # < 1: lower layers learn slower (1 = off)
+
+    def __post_init__(self):
+        _check(self.sampling in ("round_robin", "proportional", "temperature"),
+               f"schedule.sampling must be round_robin, proportional or temperature. Received: {self.sampling!r}")
+        _check(self.temperature > 0, "schedule.temperature must be > 0")
+        _check(0 < self.layerwise_lr_decay <= 1, "schedule.layerwise_lr_decay must be in (0, 1]")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneConfig:
+    """Everything one multitask fine-tuning run needs; saved as `config.json`."""
+
+    data: FinetuneDataConfig = FinetuneDataConfig()
+    heads: HeadsConfig = HeadsConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+    train: TrainConfig = TrainConfig(batch_size=32, total_steps=600, steps_per_block=100,
+                                     learning_rate=5e-5)

@@ -33,6 +33,12 @@ def build_encoder(config: ModelConfig, vocabulary_size: int, dtype=None) -> kera
     )
 
 
+def checkpoint_source(checkpoint: str) -> str:
+    """The preset folder of a checkpoint: a kerasbert run keeps its encoder in `encoder/`."""
+    inner = os.path.join(checkpoint, "encoder")
+    return inner if os.path.isfile(os.path.join(inner, "config.json")) else checkpoint
+
+
 def load_encoder(checkpoint: str, dtype=None) -> keras_hub.models.BertBackbone:
     """Loads an encoder from a keras-hub preset: a local folder (a kerasbert output's
     `encoder/`, a keras-hub preset, or a Hugging Face BERT folder with `config.json`
@@ -40,4 +46,4 @@ def load_encoder(checkpoint: str, dtype=None) -> keras_hub.models.BertBackbone:
     `hf://google-bert/bert-base-uncased` when online."""
     if os.path.sep in checkpoint and not os.path.isdir(checkpoint):
         raise FileNotFoundError(f"{checkpoint}: checkpoint folder not found")
-    return keras_hub.models.BertBackbone.from_preset(checkpoint, dtype=dtype)
+    return keras_hub.models.BertBackbone.from_preset(checkpoint_source(checkpoint), dtype=dtype)

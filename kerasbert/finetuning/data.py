@@ -1,0 +1,119 @@
+"""Task data for multitask fine-tuning: text -> in-graph tokenizer -> packed batches.
+
+Every batch holds one task and has the same structure for all tasks, so tf.data
+can interleave them:
+    x: task (batch,) int32; token_ids, segment_ids, padding_mask (batch, seq):
+       the sentence, or the packed pair `[CLS] a [SEP] b [SEP]` for a cross-encoder;
+       token_ids_b, segment_ids_b, padding_mask_b: sentence b for a bi-encoder
+       (all padding where unused).
+    y: (batch,) float32: class id (sst, para) or similarity score (sts).
+
+Example:
+    >>> pre = TaskPreprocessor(tokenizer, sequence_length=128, pair_encoder="cross")
+    >>> train = interleave({"sst": sst_ds, "para": para_ds, "sts": sts_ds}, sizes, "temperature")
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from kerasbert.data.tasks import Example, read_task_file
+from kerasbert.pretraining.dataset import make_packer
+from kerasbert.tokenization import special_token_ids
+
+TASK_IDS = {"sst": 0, "para": 1, "sts": 2}
+PAIR_TASKS = ("para", "sts")
+
+
+class TaskPreprocessor:
+    """Tokenizes and packs raw text inside the graph (the same ops serve at export).
+
+    Args:
+        tokenizer: a keras-hub BertTokenizer.
+        sequence_length: packed length.
+        pair_encoder: "cross" packs a pair into one sequence; "bi" packs each sentence alone.
+    """
+
+    def __init__(self, tokenizer, sequence_length: int, pair_encoder: str = "cross"):
+        self.tokenizer = tokenizer
+        self.sequence_length = sequence_length
+        self.pair_encoder = pair_encoder
+        self.ids = special_token_ids(tokenizer)
+        self.packer = make_packer(sequence_length, self.ids)
+
+    def pack(self, *texts: tf.Tensor) -> dict[str, tf.Tensor]:
+        """One or two batches of strings -> token_ids, segment_ids, padding_mask (int32)."""
+        segments = tuple(self.tokenizer(t) for t in texts)
+        token_ids, segment_ids = self.packer(segments)
+        return {
+            "token_ids": tf.cast(token_ids, tf.int32),
+            "segment_ids": tf.cast(segment_ids, tf.int32),
+            "padding_mask": tf.cast(token_ids != self.ids["pad"], tf.int32),
+        }
+
+    def __call__(self, task: str, text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
+        if task in PAIR_TASKS and self.pair_encoder == "cross":
+            x, second = self.pack(text_a, text_b), None
+        elif task in PAIR_TASKS:
+            x, second = self.pack(text_a), self.pack(text_b)
+        else:
+            x, second = self.pack(text_a), None
+        if second is None:
+            second = {k: tf.zeros_like(v) for k, v in x.items()}
+        x.update({f"{k}_b": v for k, v in second.items()})
+        x["task"] = tf.fill([tf.shape(text_a)[0]], TASK_IDS[task])
+        return x
+
+
+def resolve_path(data_dir: str, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(data_dir, path)
+
+
+def load_examples(task: str, path: str, limit: int = 0, seed: int = 0) -> list[Example]:
+    """Reads a task file; with `limit`, a seeded random subset of that size."""
+    result = read_task_file(task, path)
+    if result.skipped:
+        print(f"   {path}: skipped {result.skipped} damaged row(s)")
+    examples = result.examples
+    if limit and len(examples) > limit:
+        keep = np.random.default_rng(seed).choice(len(examples), limit, replace=False)
+        examples = [examples[i] for i in sorted(keep)]
+    return examples
+
+
+def task_dataset(task: str, examples: list[Example], preprocessor: TaskPreprocessor, batch_size: int,
+                 training: bool, seed: int = 0) -> tf.data.Dataset:
+    """Batches of one task: shuffled and repeated for training, in file order for eval."""
+    data = tf.data.Dataset.from_tensor_slices((
+        [e.text_a for e in examples], [e.text_b for e in examples],
+        np.array([e.label for e in examples], np.float32)))
+    if training:
+        data = data.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
+    data = data.batch(batch_size, drop_remainder=training)
+    return data.map(lambda a, b, y: (preprocessor(task, a, b), y), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def task_weights(sizes: dict[str, int], sampling: str, temperature: float) -> dict[str, float]:
+    """Probability of drawing each task's batch: n_t ** (1/T), normalised.
+
+    proportional is T = 1; round_robin gives equal shares (drawn in strict rotation).
+    """
+    power = {"proportional": 1.0, "temperature": 1.0 / temperature, "round_robin": 0.0}[sampling]
+    raw = {task: n**power for task, n in sizes.items()}
+    total = sum(raw.values())
+    return {task: value / total for task, value in raw.items()}
+
+
+def interleave(datasets: dict[str, tf.data.Dataset], sizes: dict[str, int], sampling: str,
+               temperature: float, seed: int = 0) -> tf.data.Dataset:
+    """One stream of single-task batches from the per-task (infinite) streams."""
+    tasks = list(datasets)
+    if sampling == "round_robin":
+        choice = tf.data.Dataset.range(len(tasks)).repeat()
+        return tf.data.Dataset.choose_from_datasets([datasets[t] for t in tasks], choice)
+    weights = task_weights(sizes, sampling, temperature)
+    return tf.data.Dataset.sample_from_datasets([datasets[t] for t in tasks],
+                                                [weights[t] for t in tasks], seed=seed)

@@ -1,0 +1,87 @@
+"""Dev-set predictions and metrics with the key names of metrics.json.
+
+    sst_accuracy; para_accuracy, para_f1; sts_pearson, sts_spearman;
+    overall = (sst_accuracy + para_accuracy + (sts_pearson + 1) / 2) / 3   (the reference study's)
+
+Example:
+    >>> predictions = predict_task(model, "sts", dev_dataset)
+    >>> task_metrics("sts", labels, predictions)
+    {'sts_pearson': 0.87, 'sts_spearman': 0.86}
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import scipy.stats
+import tensorflow as tf
+
+
+_PREDICT_FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _predict_function(model, task: str):
+    """One traced prediction function per (model, task), reused across evaluations."""
+    functions = _PREDICT_FUNCTIONS.setdefault(model, {})
+    if task not in functions:
+        if task == "sst":
+            functions[task] = tf.function(lambda x: tf.nn.softmax(model.sentiment_logits(x)))
+        elif task == "para":
+            functions[task] = tf.function(lambda x: tf.sigmoid(model.paraphrase_logit(x)))
+        else:
+            functions[task] = tf.function(lambda x: model.similarity_score(x))
+    return functions[task]
+
+
+def predict_task(model, task: str, dataset: tf.data.Dataset) -> np.ndarray:
+    """sst: class probabilities (n, 5); para: probability of paraphrase (n,); sts: score (n,)."""
+    step = _predict_function(model, task)
+    return np.concatenate([step(x).numpy() for x, _ in dataset])
+
+
+def task_metrics(task: str, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+    labels = np.asarray(labels)
+    if task == "sst":
+        return {"sst_accuracy": float(np.mean(predictions.argmax(-1) == labels))}
+    if task == "para":
+        predicted = predictions >= 0.5
+        truth = labels >= 0.5
+        true_positives = np.sum(predicted & truth)
+        precision = true_positives / max(np.sum(predicted), 1)
+        recall = true_positives / max(np.sum(truth), 1)
+        f1 = 2 * precision * recall / max(precision + recall, 1e-12)
+        return {"para_accuracy": float(np.mean(predicted == truth)), "para_f1": float(f1)}
+    return {"sts_pearson": float(scipy.stats.pearsonr(predictions, labels)[0]),
+            "sts_spearman": float(scipy.stats.spearmanr(predictions, labels)[0])}
+
+
+def overall_score(metrics: dict[str, float]) -> float:
+    return (metrics["sst_accuracy"] + metrics["para_accuracy"] + (metrics["sts_pearson"] + 1) / 2) / 3
+
+
+def plot_confusion(labels, predicted, output_png: str, title: str) -> None:
+    """5x5 confusion matrix of the sentiment classes, counts in each cell."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    matrix = np.zeros((5, 5), int)
+    for truth, guess in zip(np.asarray(labels, int), np.asarray(predicted, int)):
+        matrix[truth, guess] += 1
+    names = ["very neg", "neg", "neutral", "pos", "very pos"]
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.imshow(matrix, cmap="Blues")
+    for i in range(5):
+        for j in range(5):
+            ax.text(j, i, matrix[i, j], ha="center", va="center",
+                    color="white" if matrix[i, j] > matrix.max() / 2 else "black")
+    ax.set_xticks(range(5), names, rotation=30)
+    ax.set_yticks(range(5), names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(output_png, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,186 @@
+"""One shared BERT encoder, three task heads, and a multitask training step.
+
+Heads:
+- sentiment: dropout + dense(5) on the sentence embedding.
+- paraphrase: cross-encoder: dense(1) on the pair's embedding; bi-encoder: dense(1)
+  on [u, v, |u - v|, u * v] of the two sentence embeddings (Sentence-BERT).
+- similarity: cross-encoder: 5 * sigmoid(dense(1)); bi-encoder: the cosine of u
+  and v mapped from [-1, 1] to [0, 5].
+The sentence embedding (`embed`) is the mean of the token states over the padding
+mask (what MiniLM was trained with) or the `[CLS]` pooler.
+
+Each batch holds one task (see finetuning/data.py); `train_step` switches on it, so a
+step runs the encoder only for that task's inputs. Losses: cross-entropy (sst),
+binary cross-entropy plus optional multiple-negatives ranking on positives (para),
+MSE on the score or cosine-embedding loss (sts), weighted per task.
+
+Example:
+    >>> model = MultitaskBert(backbone, pair_encoder="bi")
+    >>> model.compile(optimizer=keras.optimizers.AdamW(5e-5))
+    >>> model.fit(interleaved_batches, steps_per_epoch=100, epochs=6)
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from keras_hub.src.models.bert.bert_backbone import bert_kernel_initializer
+
+TASKS = ("sst", "para", "sts")
+ENCODER_KEYS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def second_inputs(x: dict) -> dict:
+    """The `_b` fields of a batch (sentence b for a bi-encoder) under the encoder's names."""
+    return {k: x[f"{k}_b"] for k in ENCODER_KEYS}
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class MultitaskBert(keras.Model):
+    def __init__(self, backbone, pair_encoder="cross", pooling="mean", dropout=0.1,
+                 sts_loss="mse", para_mnrl_weight=0.0, mnrl_scale=20.0,
+                 task_weights=(1.0, 1.0, 1.0), layerwise_lr_decay=1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.pair_encoder = pair_encoder
+        self.pooling = pooling
+        self.dropout_rate = dropout
+        self.sts_loss = sts_loss
+        self.para_mnrl_weight = para_mnrl_weight
+        self.mnrl_scale = mnrl_scale
+        self.task_weights = tuple(task_weights)
+        self.layerwise_lr_decay = layerwise_lr_decay
+        init = bert_kernel_initializer()
+        self.dropout = keras.layers.Dropout(dropout, name="head_dropout")
+        self.sentiment_head = keras.layers.Dense(5, kernel_initializer=init, name="sentiment_head")
+        self.paraphrase_head = keras.layers.Dense(1, kernel_initializer=init, name="paraphrase_head")
+        self.similarity_head = keras.layers.Dense(1, kernel_initializer=init, name="similarity_head")
+        self.task_losses = {t: keras.metrics.Mean(name=f"{t}_loss") for t in TASKS}
+        self.total_loss = keras.metrics.Mean(name="loss")
+
+    # --- Forward paths, one per task -------------------------------------------------
+
+    def embed(self, x, training=False):
+        """Sentence embedding (batch, hidden)."""
+        out = self.backbone({k: x[k] for k in ENCODER_KEYS}, training=training)
+        if self.pooling == "cls":
+            return out["pooled_output"]
+        mask = tf.cast(x["padding_mask"], out["sequence_output"].dtype)[..., None]  # (batch, seq, 1)
+        summed = tf.reduce_sum(out["sequence_output"] * mask, axis=1)  # (batch, hidden)
+        return summed / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+
+    def sentiment_logits(self, x, training=False):
+        return self.sentiment_head(self.dropout(self.embed(x, training), training=training))  # (batch, 5)
+
+    def _pair_embeddings(self, x, training):
+        return self.embed(x, training), self.embed(second_inputs(x), training)
+
+    def paraphrase_logit(self, x, training=False):
+        if self.pair_encoder == "cross":
+            features = self.embed(x, training)
+        else:
+            u, v = self._pair_embeddings(x, training)
+            features = tf.concat([u, v, tf.abs(u - v), u * v], axis=-1)  # (batch, 4 * hidden)
+        return self.paraphrase_head(self.dropout(features, training=training))[:, 0]  # (batch,)
+
+    def similarity_cosine(self, x, training=False):
+        u, v = self._pair_embeddings(x, training)
+        return tf.reduce_sum(tf.math.l2_normalize(u, -1) * tf.math.l2_normalize(v, -1), -1)
+
+    def similarity_score(self, x, training=False):
+        """Predicted similarity in [0, 5]."""
+        if self.pair_encoder == "cross":
+            logit = self.similarity_head(self.dropout(self.embed(x, training), training=training))
+            return 5.0 * tf.sigmoid(logit[:, 0])
+        return 2.5 * (self.similarity_cosine(x, training) + 1.0)
+
+    def call(self, x, training=False):
+        return {"sentiment": self.sentiment_logits(x, training),
+                "paraphrase": self.paraphrase_logit(x, training),
+                "similarity": self.similarity_score(x, training)}
+
+    # --- Losses and the multitask step -----------------------------------------------
+
+    def _sst_loss(self, x, y):
+        logits = self.sentiment_logits(x, training=True)
+        return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+            tf.cast(y, tf.int32), logits, from_logits=True))
+
+    def _para_loss(self, x, y):
+        loss = tf.reduce_mean(keras.losses.binary_crossentropy(
+            y[:, None], self.paraphrase_logit(x, training=True)[:, None], from_logits=True))
+        if self.para_mnrl_weight:
+            # Multiple negatives ranking: each positive's b must outscore the other b's.
+            u, v = self._pair_embeddings(x, True)
+            scores = self.mnrl_scale * tf.matmul(tf.math.l2_normalize(u, -1),
+                                                 tf.math.l2_normalize(v, -1), transpose_b=True)
+            ranking = keras.losses.sparse_categorical_crossentropy(
+                tf.range(tf.shape(y)[0]), scores, from_logits=True)  # (batch,)
+            positives = tf.cast(y > 0.5, ranking.dtype)
+            loss += self.para_mnrl_weight * tf.math.divide_no_nan(
+                tf.reduce_sum(ranking * positives), tf.reduce_sum(positives))
+        return loss
+
+    def _sts_loss(self, x, y):
+        if self.sts_loss == "cosine":  # cosine embedding loss: cos(u, v) regressed to y / 5
+            return tf.reduce_mean(tf.square(self.similarity_cosine(x, True) - y / 5.0))
+        return tf.reduce_mean(tf.square(self.similarity_score(x, training=True) - y))
+
+    def _layer_scales(self):
+        """Update scale per trainable variable for layer-wise learning-rate decay."""
+        num_layers = self.backbone.num_layers
+        scales = []
+        for variable in self.trainable_variables:
+            path = variable.path
+            depth = num_layers + 1  # heads and pooler: full rate
+            for i in range(num_layers):
+                if f"transformer_layer_{i}/" in path:
+                    depth = i + 1
+            if "embedding" in path:
+                depth = 0
+            scales.append(self.layerwise_lr_decay ** (num_layers + 1 - depth))
+        return scales
+
+    def train_step(self, data):
+        x, y = data
+        task = x["task"][0]
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        branches = [self._sst_loss, self._para_loss, self._sts_loss]
+        with tf.GradientTape() as tape:
+            loss = tf.switch_case(task, [
+                (lambda f=f, w=w: w * f(x, y)) for f, w in zip(branches, self.task_weights)])
+            scaled = loss / replicas  # gradients are summed across replicas
+        variables = self.trainable_variables
+        gradients = tape.gradient(scaled, variables)
+        gradients = [tf.zeros_like(v) if g is None else g for v, g in zip(variables, gradients)]
+        if self.layerwise_lr_decay < 1.0:
+            before = [tf.identity(v) for v in variables]
+            self.optimizer.apply(gradients, variables)
+            for variable, old, scale in zip(variables, before, self._layer_scales()):
+                if scale != 1.0:  # shrink this step's update: a per-layer learning rate
+                    variable.assign(old + scale * (variable - old))
+        else:
+            self.optimizer.apply(gradients, variables)
+        for index, name in enumerate(TASKS):
+            self.task_losses[name].update_state(loss, sample_weight=tf.cast(task == index, loss.dtype))
+        self.total_loss.update_state(loss)
+        return {m.name: m.result() for m in self.metrics}
+
+    @property
+    def metrics(self):
+        return [self.total_loss, *self.task_losses.values()]
+
+    def get_config(self):
+        return {
+            "backbone": keras.layers.serialize(self.backbone), "pair_encoder": self.pair_encoder,
+            "pooling": self.pooling, "dropout": self.dropout_rate, "sts_loss": self.sts_loss,
+            "para_mnrl_weight": self.para_mnrl_weight, "mnrl_scale": self.mnrl_scale,
+            "task_weights": list(self.task_weights), "layerwise_lr_decay": self.layerwise_lr_decay,
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)

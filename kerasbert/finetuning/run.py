@@ -1,0 +1,164 @@
+"""One multitask fine-tuning run: task files -> shared encoder + 3 heads -> dev metrics.
+
+Output folder (chief only):
+    config.json            resolved FinetuneConfig
+    model.keras            the fine-tuned model at its best dev `overall` (all heads)
+    encoder/               the fine-tuned encoder + tokenizer as a keras-hub preset
+    predictions/           {sst,para,sts}-dev.tsv: id, label, prediction
+    history.csv, logs/     per-block train losses and dev metrics; TensorBoard
+    curves.png             losses and dev metrics per step
+    sst_confusion.png      sentiment confusion matrix on dev
+    metrics.json           sst_accuracy, para_accuracy, para_f1, sts_pearson, sts_spearman, overall
+
+Example:
+    >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json")
+    >>> run_finetuning(config, "../shared/data", "runs/ft", init_checkpoint=minilm_path)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasbert.config import FinetuneConfig, save_config
+from kerasbert.finetuning.data import (TASK_IDS, TaskPreprocessor, interleave, load_examples,
+                                       resolve_path, task_dataset)
+from kerasbert.finetuning.evaluation import overall_score, plot_confusion, predict_task, task_metrics
+from kerasbert.finetuning.model import TASKS, MultitaskBert
+from kerasbert.models.encoder import checkpoint_source, load_encoder
+from kerasbert.pretraining.run import stage
+from kerasbert.tokenization import load_tokenizer
+from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
+from kerasbert.training.optim import make_optimizer
+from kerasbert.training.strategy import worker_info
+
+
+def evaluate_all(model, dev: dict) -> tuple[dict, dict]:
+    """Metrics (with overall) and predictions of every task's dev set."""
+    metrics, predictions = {}, {}
+    for task, (dataset, examples) in dev.items():
+        predictions[task] = predict_task(model, task, dataset)
+        metrics.update(task_metrics(task, [e.label for e in examples], predictions[task]))
+    metrics["overall"] = overall_score(metrics)
+    return metrics, predictions
+
+
+class DevEvaluation(keras.callbacks.Callback):
+    """After each block: dev metrics into the logs; the best `overall` weights kept on disk."""
+
+    def __init__(self, dev: dict, best_path: str):
+        super().__init__()
+        self.dev, self.best_path = dev, best_path
+        self.best = -np.inf
+
+    def on_epoch_end(self, epoch, logs=None):
+        metrics, _ = evaluate_all(self.model, self.dev)
+        print("   dev: " + "  ".join(f"{k}={v:.3f}" for k, v in metrics.items()), flush=True)
+        if logs is not None:
+            logs.update({f"dev_{k}": v for k, v in metrics.items()})
+        if metrics["overall"] > self.best:
+            self.best = metrics["overall"]
+            partial = self.best_path + ".partial.weights.h5"
+            self.model.save_weights(partial)
+            os.replace(partial, self.best_path)
+
+
+def write_predictions(path: str, examples, predictions: np.ndarray) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, delimiter="\t")
+        writer.writerow(["id", "label", "prediction"])
+        for example, prediction in zip(examples, predictions):
+            value = int(np.argmax(prediction)) if np.ndim(prediction) else round(float(prediction), 6)
+            writer.writerow([example.uid, example.label, value])
+
+
+def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_checkpoint: str,
+                   strategy: tf.distribute.Strategy | None = None) -> dict:
+    started = time.perf_counter()
+    strategy = strategy or tf.distribute.get_strategy()
+    _, is_chief = worker_info()
+    train, data, heads, schedule = config.train, config.data, config.heads, config.schedule
+    keras.utils.set_random_seed(train.seed)
+    os.makedirs(output_dir, exist_ok=True)
+    if is_chief:
+        save_config(config, os.path.join(output_dir, "config.json"))
+
+    tokenizer = load_tokenizer(checkpoint_source(init_checkpoint))
+    preprocessor = TaskPreprocessor(tokenizer, data.max_sequence_length, heads.pair_encoder)
+    stage(f"reading task files under {data_dir}")
+    train_sets, dev, sizes = {}, {}, {}
+    for task in TASKS:
+        examples = load_examples(task, resolve_path(data_dir, getattr(data, f"{task}_train")),
+                                 data.max_train_examples, train.seed)
+        dev_examples = load_examples(task, resolve_path(data_dir, getattr(data, f"{task}_dev")),
+                                     data.max_dev_examples, train.seed)
+        if len(examples) < train.batch_size:
+            raise ValueError(f"{task}: {len(examples)} training examples, fewer than one batch "
+                             f"(train.batch_size={train.batch_size})")
+        sizes[task] = len(examples)
+        train_sets[task] = task_dataset(task, examples, preprocessor, train.batch_size, True, train.seed)
+        dev[task] = (task_dataset(task, dev_examples, preprocessor, 64, False), dev_examples)
+        print(f"   {task}: {len(examples)} train, {len(dev_examples)} dev")
+    start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
+    batches = interleave(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed)
+    batches = batches.skip(start_step).prefetch(tf.data.AUTOTUNE)
+
+    with strategy.scope():
+        model = MultitaskBert(
+            load_encoder(init_checkpoint), pair_encoder=heads.pair_encoder, pooling=heads.pooling,
+            dropout=heads.dropout, sts_loss=heads.sts_loss, para_mnrl_weight=heads.para_mnrl_weight,
+            mnrl_scale=heads.mnrl_scale, layerwise_lr_decay=schedule.layerwise_lr_decay,
+            task_weights=(schedule.sst_weight, schedule.para_weight, schedule.sts_weight))
+        model.compile(optimizer=make_optimizer(train), jit_compile=train.jit_compile)
+        model(next(iter(dev["sts"][0]))[0])  # build every head before restoring a backup
+    stage(f"model: {model.count_params() / 1e6:.1f}M parameters, {heads.pair_encoder}-encoder pair "
+          f"heads, {schedule.sampling} sampling; {train.total_steps} steps in {train.num_blocks} "
+          f"blocks" + (f"; resuming at step {start_step}" if start_step else ""), started)
+
+    best_path = os.path.join(output_dir, "best.weights.h5")
+    throughput = Throughput(train.batch_size)
+    callbacks = [DevEvaluation(dev, best_path)] + training_callbacks(
+        output_dir, is_chief, throughput, checkpoint=False)
+    fit_started = time.perf_counter()
+    model.fit(batches, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block,
+              callbacks=callbacks, verbose=1 if is_chief else 0)
+    train_seconds = time.perf_counter() - fit_started
+    if os.path.exists(best_path):
+        model.load_weights(best_path)
+
+    stage("scoring the best model on the dev sets", started)
+    metrics, predictions = evaluate_all(model, dev)
+    metrics.update(train_steps=int(model.optimizer.iterations.numpy()), train_seconds=train_seconds,
+                   examples_per_second=throughput.examples_per_second(),
+                   init_checkpoint=init_checkpoint, pair_encoder=heads.pair_encoder)
+    if is_chief:
+        write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, train.steps_per_block)
+    stage("done: " + "  ".join(f"{k}={metrics[k]:.3f}" for k in
+                                ("sst_accuracy", "para_accuracy", "sts_pearson", "overall"))
+          + f" -> {output_dir}", started)
+    return metrics
+
+
+def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps_per_block) -> None:
+    os.makedirs(os.path.join(output_dir, "predictions"), exist_ok=True)
+    for task, (_, examples) in dev.items():
+        write_predictions(os.path.join(output_dir, "predictions", f"{task}-dev.tsv"), examples,
+                          predictions[task])
+    sst_labels = [e.label for e in dev["sst"][1]]
+    plot_confusion(sst_labels, predictions["sst"].argmax(-1), os.path.join(output_dir, "sst_confusion.png"),
+                   f"SST-5 dev (accuracy {metrics['sst_accuracy']:.3f})")
+    model.save(os.path.join(output_dir, "model.keras"))
+    model.backbone.save_to_preset(os.path.join(output_dir, "encoder"))
+    tokenizer.save_to_preset(os.path.join(output_dir, "encoder"))
+    history = os.path.join(output_dir, "history.csv")
+    if os.path.exists(history):
+        plot_curves(history, os.path.join(output_dir, "curves.png"), "multitask fine-tuning", steps_per_block)
+    with open(os.path.join(output_dir, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+        f.write("\n")

