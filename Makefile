@@ -7,7 +7,7 @@ DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: install demo test bench-pretrain clean
+.PHONY: install demo test bench-pretrain bench-multitask clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: install
 
 bench-pretrain: install
 	$(PY) -m benchmarks.pretrain --data_dir $(DATA_DIR) --output_dir runs/bench-pretrain
+
+# Needs bench-pretrain's outputs (continued and from-scratch encoders) for two of its rows.
+bench-multitask: install
+	$(PY) -m benchmarks.multitask --data_dir $(DATA_DIR) --output_dir runs/bench-multitask
 
 clean:
 	rm -rf runs .pytest_cache

