@@ -1,11 +1,12 @@
-"""One training step of a tiny pretrainer under the default strategy and under
+"""One training step of a tiny model under the default strategy and under
 MirroredStrategy over 2 logical CPU devices; prints both results as JSON.
 
 Run as a fresh process (the CPU split must precede any TF work):
-    python tests/mirrored_step.py
+    python tests/mirrored_step.py pretrainer|multitask
 """
 
 import json
+import sys
 
 from kerasbert.training.strategy import make_strategy
 
@@ -17,7 +18,10 @@ import tensorflow as tf  # noqa: E402
 
 from kerasbert.config import ModelConfig  # noqa: E402
 from kerasbert.models.encoder import build_encoder  # noqa: E402
+from kerasbert.finetuning.model import MultitaskBert  # noqa: E402
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args  # noqa: E402
+
+KIND = sys.argv[1] if len(sys.argv) > 1 else "pretrainer"
 
 BATCH, SEQ, K, VOCAB = 8, 12, 3, 30
 rng = np.random.default_rng(0)
@@ -32,6 +36,12 @@ y = {"mlm": rng.integers(5, VOCAB, (BATCH, K)).astype("int32"),
 # Equal mask counts per half-batch, so per-replica means average to the global mean.
 w = {"mlm": np.repeat([[1.0, 1.0, 0.0]], BATCH, 0).astype("float32"),
      "nsp": np.ones(BATCH, "float32")}
+if KIND == "multitask":  # one STS batch for a bi-encoder: both sentences, score labels
+    x = {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    x.update({"token_ids_b": np.roll(x["token_ids"], 1, axis=1), "segment_ids_b": x["segment_ids"] * 0,
+              "padding_mask_b": x["padding_mask"], "task": np.full(BATCH, 2, "int32")})
+    x["segment_ids"] = x["segment_ids"] * 0
+    y = rng.uniform(0, 5, BATCH).astype("float32")
 
 
 def one_step(strategy, initial_weights):
@@ -39,12 +49,17 @@ def one_step(strategy, initial_weights):
         keras.utils.set_random_seed(0)
         config = ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2,
                              max_sequence_length=SEQ, dropout=0.0)
-        model = BertPretrainer(build_encoder(config, VOCAB), mask_selection_length=K)
-        model.compile(**pretraining_compile_args(model, keras.optimizers.SGD(0.5)))
+        if KIND == "multitask":
+            model = MultitaskBert(build_encoder(config, VOCAB), pair_encoder="bi", dropout=0.0)
+            model.compile(optimizer=keras.optimizers.SGD(0.5))
+            model({k: v[:2] for k, v in x.items()})  # build the heads
+        else:
+            model = BertPretrainer(build_encoder(config, VOCAB), mask_selection_length=K)
+            model.compile(**pretraining_compile_args(model, keras.optimizers.SGD(0.5)))
     if initial_weights is not None:
         model.set_weights(initial_weights)
     start = model.get_weights()
-    data = tf.data.Dataset.from_tensors((x, y, w))
+    data = tf.data.Dataset.from_tensors((x, y) if KIND == "multitask" else (x, y, w))
     history = model.fit(data, epochs=1, verbose=0)
     return start, history.history["loss"][0], model.get_weights()
 
