@@ -1,0 +1,123 @@
+"""Export a fine-tuned model as a TensorFlow SavedModel with named serving signatures.
+
+Layout is TF Serving's: `<export_base>/<version>/saved_model.pb`, `variables/`, `assets/`.
+A version is built in a hidden temporary folder beside it and renamed into place, so
+a polling server never sees half a model; an existing version is never overwritten.
+The resolved config and the vocabulary travel in `assets/`.
+
+Signatures (batch-major; text is UTF-8, tokenized inside the graph with tf_text ops):
+    sentiment  (text)            -> probabilities (batch, 5), label int64   [also serving_default]
+    paraphrase (text_a, text_b)  -> probability (batch,), label int64
+    similarity (text_a, text_b)  -> score (batch,) in [0, 5]
+    embed      (text)            -> embedding (batch, hidden)
+and `<name>_tokens` variants taking token_ids, segment_ids, padding_mask (int32,
+(batch, seq)) and, for bi-encoder pair heads, token_ids_b, segment_ids_b,
+padding_mask_b: core TensorFlow ops only, for clients that tokenize themselves.
+
+Example:
+    >>> path = export_saved_model("runs/finetune", "saved_models/kerasbert")
+    >>> path
+    'saved_models/kerasbert/1'
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import keras
+import tensorflow as tf
+
+from kerasbert.config import FinetuneConfig, load_config
+from kerasbert.finetuning import model as _model  # noqa: F401  registers MultitaskBert
+from kerasbert.finetuning.data import TaskPreprocessor
+from kerasbert.tokenization import load_tokenizer, write_vocabulary
+
+TEXT = tf.TensorSpec([None], tf.string, name="text")
+TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
+TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
+
+
+def token_specs(suffix: str = "") -> list[tf.TensorSpec]:
+    return [tf.TensorSpec([None, None], tf.int32, name=f"{name}{suffix}")
+            for name in ("token_ids", "segment_ids", "padding_mask")]
+
+
+def next_version(export_base: str) -> int:
+    versions = [int(name) for name in os.listdir(export_base) if name.isdigit()] \
+        if os.path.isdir(export_base) else []
+    return max(versions, default=0) + 1
+
+
+def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:
+    """name -> (function, input signature). Each function returns a dict of named outputs."""
+
+    def sentiment_from(x):
+        probabilities = tf.nn.softmax(model.sentiment_logits(x))
+        return {"probabilities": probabilities, "label": tf.argmax(probabilities, axis=-1)}
+
+    def paraphrase_from(x):
+        probability = tf.sigmoid(model.paraphrase_logit(x))
+        return {"probability": probability, "label": tf.cast(probability >= 0.5, tf.int64)}
+
+    def similarity_from(x):
+        return {"score": tf.clip_by_value(model.similarity_score(x), 0.0, 5.0)}
+
+    def embed_from(x):
+        return {"embedding": model.embed(x)}
+
+    def tokens(*tensors):
+        names = ("token_ids", "segment_ids", "padding_mask")
+        x = dict(zip(names, tensors[:3]))
+        second = tensors[3:] if len(tensors) > 3 else [tf.zeros_like(t) for t in tensors[:3]]
+        x.update({f"{n}_b": t for n, t in zip(names, second)})
+        return x
+
+    bi = preprocessor.pair_encoder == "bi"
+    pair_tokens = token_specs() + (token_specs("_b") if bi else [])
+    return {
+        "sentiment": (lambda text: sentiment_from(preprocessor("sst", text, text)), [TEXT]),
+        "paraphrase": (lambda a, b: paraphrase_from(preprocessor("para", a, b)), [TEXT_A, TEXT_B]),
+        "similarity": (lambda a, b: similarity_from(preprocessor("sts", a, b)), [TEXT_A, TEXT_B]),
+        "embed": (lambda text: embed_from(preprocessor.pack(text)), [TEXT]),
+        "sentiment_tokens": (lambda *t: sentiment_from(tokens(*t)), token_specs()),
+        "paraphrase_tokens": (lambda *t: paraphrase_from(tokens(*t)), pair_tokens),
+        "similarity_tokens": (lambda *t: similarity_from(tokens(*t)), pair_tokens),
+        "embed_tokens": (lambda *t: embed_from(tokens(*t)), token_specs()),
+    }
+
+
+def export_saved_model(model_dir: str, export_base: str, version: int | None = None) -> str:
+    """Writes `<export_base>/<version>/` atomically and returns its path."""
+    config = load_config(FinetuneConfig, os.path.join(model_dir, "config.json"))
+    model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
+    tokenizer = load_tokenizer(os.path.join(model_dir, "encoder"))
+    preprocessor = TaskPreprocessor(tokenizer, config.data.max_sequence_length, config.heads.pair_encoder)
+
+    os.makedirs(export_base, exist_ok=True)
+    version = version or next_version(export_base)
+    target = os.path.join(export_base, str(version))
+    if os.path.exists(target):
+        raise FileExistsError(f"{target} exists: an exported version is never overwritten. "
+                              "Omit --version to take the next one.")
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    tokenizer(tf.constant(["build"]))  # a Keras layer must be built before it is tracked
+    archive.track(tokenizer)  # its WordPiece tables are resources the graph needs
+    for name, (function, signature) in serving_functions(model, preprocessor).items():
+        archive.add_endpoint(name, tf.function(function), input_signature=signature)
+
+    building = tempfile.mkdtemp(prefix=f".{version}-building-", dir=export_base)
+    try:
+        archive.write_out(building, verbose=False)
+        assets = os.path.join(building, "assets")
+        os.makedirs(assets, exist_ok=True)
+        shutil.copy(os.path.join(model_dir, "config.json"), os.path.join(assets, "kerasbert_config.json"))
+        write_vocabulary(tokenizer.get_vocabulary(), os.path.join(assets, "vocab.txt"))
+        os.rename(building, target)  # atomic on one filesystem; fails if target appeared
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return target

@@ -1,0 +1,34 @@
+"""Export a fine-tuned model as a versioned SavedModel for TensorFlow Serving.
+
+    python -m pipelines.export --model_dir runs/finetune --export_base saved_models/kerasbert [--version N]
+
+Writes saved_models/kerasbert/<N>/ (default N: the next integer). Signatures: sentiment
+(= serving_default), paraphrase, similarity, embed, and their *_tokens variants.
+"""
+
+import argparse
+import sys
+
+from pipelines.common import main_guard
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.export", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model_dir", required=True, help="Output folder of pipelines.finetune.")
+    parser.add_argument("--export_base", required=True,
+                        help="Model base path: versions are written as <export_base>/<N>/.")
+    parser.add_argument("--version", type=int, default=None,
+                        help="Version number (default: one more than the highest present).")
+    args = parser.parse_args(argv)
+
+    def run():
+        from kerasbert.export import export_saved_model
+        path = export_saved_model(args.model_dir, args.export_base, args.version)
+        print(f"== exported {path}")
+
+    return main_guard(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""SavedModel export: layout, versions, signatures in a fresh TF-only process, TFSMLayer."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import ROOT, TINY_VOCAB
+from kerasbert.config import FinetuneConfig, ModelConfig, load_config, save_config
+from kerasbert.export import export_saved_model
+from kerasbert.finetuning.data import TaskPreprocessor
+from kerasbert.finetuning.model import MultitaskBert
+from kerasbert.models.encoder import build_encoder
+from kerasbert.tokenization import make_tokenizer
+
+TEXTS_A = ["the cat sat on the mat .", "dogs ran fast"]
+TEXTS_B = ["the cat sat .", "the dog ran on the mat"]
+
+
+def tiny_model_dir(path, pair_encoder):
+    """What pipelines.finetune leaves behind, for a tiny random model (no training needed)."""
+    keras.utils.set_random_seed(1)
+    config = load_config(FinetuneConfig, None, [f"heads.pair_encoder={pair_encoder}",
+                                                "data.max_sequence_length=16"])
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
+    model = MultitaskBert(encoder, pair_encoder=pair_encoder)
+    tokenizer = make_tokenizer(TINY_VOCAB)
+    preprocessor = TaskPreprocessor(tokenizer, 16, pair_encoder)
+    model(preprocessor("sts", tf.constant(TEXTS_A), tf.constant(TEXTS_B)))
+    os.makedirs(path)
+    model.save(os.path.join(path, "model.keras"))
+    encoder.save_to_preset(os.path.join(path, "encoder"))
+    tokenizer.save_to_preset(os.path.join(path, "encoder"))
+    save_config(config, os.path.join(path, "config.json"))
+    return model, preprocessor
+
+
+def expected_outputs(model, pre):
+    a, b = tf.constant(TEXTS_A), tf.constant(TEXTS_B)
+    sst, para, sts = pre("sst", a, a), pre("para", a, b), pre("sts", a, b)
+    probabilities = tf.nn.softmax(model.sentiment_logits(sst)).numpy()
+    probability = tf.sigmoid(model.paraphrase_logit(para)).numpy()
+    return {
+        "sentiment": {"probabilities": probabilities, "label": probabilities.argmax(-1)},
+        "paraphrase": {"probability": probability, "label": (probability >= 0.5).astype(int)},
+        "similarity": {"score": model.similarity_score(sts).numpy()},
+        "embed": {"embedding": model.embed(pre.pack(a)).numpy()},
+    }, {"sst": sst, "para": para}
+
+
+@pytest.mark.parametrize("pair_encoder", ["cross", "bi"])
+def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair_encoder):
+    model, pre = tiny_model_dir(str(tmp_path / "run"), pair_encoder)
+    path = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"))
+    assert path == str(tmp_path / "exports" / "1")
+    expected, packed = expected_outputs(model, pre)
+    token_keys = ["token_ids", "segment_ids", "padding_mask"]
+    pair_keys = token_keys + ([f"{k}_b" for k in token_keys] if pair_encoder == "bi" else [])
+    calls = {
+        "sentiment": {"text": TEXTS_A}, "serving_default": {"text": TEXTS_A},
+        "paraphrase": {"text_a": TEXTS_A, "text_b": TEXTS_B},
+        "similarity": {"text_a": TEXTS_A, "text_b": TEXTS_B}, "embed": {"text": TEXTS_A},
+        "sentiment_tokens": {k: packed["sst"][k].numpy().tolist() for k in token_keys},
+        "paraphrase_tokens": {k: packed["para"][k].numpy().tolist() for k in pair_keys},
+    }
+    (tmp_path / "calls.json").write_text(json.dumps(calls))
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "load_export.py"), path,
+                             str(tmp_path / "calls.json")], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"sentiment", "paraphrase", "similarity", "embed", "sentiment_tokens", "paraphrase_tokens",
+            "similarity_tokens", "embed_tokens", "serving_default"} <= set(out["signatures"])
+    aliases = {"serving_default": "sentiment", "sentiment_tokens": "sentiment",
+               "paraphrase_tokens": "paraphrase"}
+    for name, outputs in out["outputs"].items():
+        for key, value in expected[aliases.get(name, name)].items():
+            np.testing.assert_allclose(np.array(outputs[key]), value, atol=1e-5, err_msg=f"{name}/{key}")
+
+
+def test_versions_count_up_are_never_overwritten_and_carry_assets(tmp_path):
+    tiny_model_dir(str(tmp_path / "run"), "cross")
+    base = str(tmp_path / "exports")
+    first = export_saved_model(str(tmp_path / "run"), base)
+    second = export_saved_model(str(tmp_path / "run"), base)
+    assert [os.path.basename(first), os.path.basename(second)] == ["1", "2"]
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        export_saved_model(str(tmp_path / "run"), base, version=1)
+    assert sorted(os.listdir(base)) == ["1", "2"]  # no half-built folder left behind
+    assets = os.listdir(os.path.join(second, "assets"))
+    assert {"kerasbert_config.json", "vocab.txt"} <= set(assets)
+    assert json.load(open(os.path.join(second, "assets", "kerasbert_config.json")))["heads"]["pair_encoder"] == "cross"
+
+
+def test_tfsmlayer_embed_inside_a_new_keras_model_and_saved_model_cli(tmp_path):
+    model, pre = tiny_model_dir(str(tmp_path / "run"), "bi")
+    path = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"))
+    text = keras.Input(shape=(), dtype="string", name="text")
+    embedding = keras.layers.TFSMLayer(path, call_endpoint="embed")(text)["embedding"]
+    classifier = keras.Model(text, keras.layers.Dense(3)(embedding))
+    assert classifier.predict(tf.constant(TEXTS_A), verbose=0).shape == (2, 3)
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    shown = subprocess.run([cli, "show", "--dir", path, "--tag_set", "serve"], capture_output=True, text=True)
+    for name in ("sentiment", "paraphrase", "similarity", "embed", "embed_tokens", "serving_default"):
+        assert f'SignatureDef key: "{name}"' in shown.stdout
