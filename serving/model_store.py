@@ -1,0 +1,219 @@
+"""Loaded SavedModel versions, shared by the REST and gRPC front ends.
+
+Each configured model has a base path of integer version folders and a version
+policy (TF Serving's: latest N, all, or specific versions) plus optional labels.
+A poll thread loads versions as they appear and unloads those the policy drops. A
+request takes a reference to one `Servable`; unloading only removes it from the
+table, so requests in flight finish on the version they started with.
+
+Example:
+    >>> store = ModelStore(parse_model_config_text(open("serving/models.config").read()))
+    >>> store.poll()
+    >>> servable = store.get("kerasbert", version=None, label="stable")
+    >>> servable.predict("sentiment", {"text": np.array([b"great"], object)})
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+import numpy as np
+import tensorflow as tf
+from google.protobuf import text_format
+from tensorflow.python.tools import saved_model_utils
+from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.config import model_server_config_pb2
+
+log = logging.getLogger(__name__)
+ModelConfig = model_server_config_pb2.ModelConfig
+
+
+class NotFound(LookupError):
+    """TF Serving's NOT_FOUND: no such model or version (HTTP 404)."""
+
+
+class InvalidArgument(ValueError):
+    """TF Serving's INVALID_ARGUMENT (HTTP 400)."""
+
+
+class FailedPrecondition(RuntimeError):
+    """TF Serving's FAILED_PRECONDITION (HTTP 400)."""
+
+
+def parse_model_config_text(text: str) -> list[ModelConfig]:
+    """A `--model_config_file` (ModelServerConfig text proto) as ModelConfig messages."""
+    config = model_server_config_pb2.ModelServerConfig()
+    text_format.Parse(text, config)
+    return list(config.model_config_list.config)
+
+
+def single_model_config(name: str, base_path: str) -> ModelConfig:
+    """What `--model_name` and `--model_base_path` mean: one model, latest version."""
+    return ModelConfig(name=name, base_path=base_path, model_platform="tensorflow")
+
+
+class Servable:
+    """One loaded version: its signatures and their input/output dtypes."""
+
+    def __init__(self, name: str, version: int, path: str):
+        self.name, self.version, self.path = name, version, path
+        self.loaded = tf.saved_model.load(path)
+        self.meta_graph = saved_model_utils.get_meta_graph_def(path, "serve")
+        self.signature_defs = self.meta_graph.signature_def
+
+    def signature(self, name: str):
+        if name not in self.loaded.signatures:
+            raise InvalidArgument(f"Serving signature name: \"{name}\" not found in signature def")
+        return self.loaded.signatures[name]
+
+    def input_dtypes(self, name: str) -> dict[str, tf.DType]:
+        function = self.signature(name)
+        specs = function.structured_input_signature[1]
+        return {key: spec.dtype for key, spec in sorted(specs.items())}
+
+    def output_dtypes(self, name: str) -> dict[str, tf.DType]:
+        return {key: spec.dtype for key, spec in self.signature(name).structured_outputs.items()}
+
+    def predict(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        function = self.signature(signature)
+        dtypes = self.input_dtypes(signature)
+        missing = sorted(set(dtypes) - set(inputs))
+        if missing:
+            raise InvalidArgument(f"input tensor alias not found in signature: {missing[0]}. Inputs "
+                                  f"expected to be in the set {{{','.join(dtypes)}}}.")
+        extra = sorted(set(inputs) - set(dtypes))
+        if extra:
+            raise InvalidArgument(f"input tensor alias not found in signature: {extra[0]}. Inputs "
+                                  f"expected to be in the set {{{','.join(dtypes)}}}.")
+        tensors = {}
+        for key, dtype in dtypes.items():
+            try:
+                tensors[key] = tf.constant(inputs[key], dtype=dtype)
+            except (TypeError, ValueError) as error:
+                raise InvalidArgument(f"Input {key}: {error}") from None
+        try:
+            outputs = function(**tensors)
+        except (tf.errors.InvalidArgumentError, TypeError, ValueError) as error:
+            raise InvalidArgument(getattr(error, "message", str(error)).split("\n")[0]) from None
+        return {key: value.numpy() for key, value in outputs.items()}
+
+
+class ModelStore:
+    """Versions of every configured model, kept in line with their base paths."""
+
+    def __init__(self, configs: list[ModelConfig], poll_seconds: float = 1.0):
+        self.configs = {config.name: config for config in configs}
+        self.poll_seconds = poll_seconds
+        self._servables: dict[str, dict[int, Servable]] = {name: {} for name in self.configs}
+        self._failed: dict[str, dict[int, str]] = {name: {} for name in self.configs}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- Version bookkeeping --------------------------------------------------------
+
+    @staticmethod
+    def versions_on_disk(base_path: str) -> list[int]:
+        if not os.path.isdir(base_path):
+            return []
+        return sorted(int(name) for name in os.listdir(base_path)
+                      if name.isdigit() and os.path.isfile(os.path.join(base_path, name, "saved_model.pb")))
+
+    @staticmethod
+    def wanted_versions(config: ModelConfig, on_disk: list[int]) -> list[int]:
+        policy = config.model_version_policy
+        kind = policy.WhichOneof("policy_choice")
+        if kind == "all":
+            return on_disk
+        if kind == "specific":
+            return [v for v in on_disk if v in set(policy.specific.versions)]
+        count = policy.latest.num_versions if kind == "latest" and policy.latest.num_versions else 1
+        return on_disk[-count:]
+
+    def poll(self) -> None:
+        """Loads wanted versions not yet loaded; unloads loaded ones no longer wanted."""
+        for name, config in self.configs.items():
+            wanted = self.wanted_versions(config, self.versions_on_disk(config.base_path))
+            for version in wanted:
+                if version in self._servables[name] or version in self._failed[name]:
+                    continue
+                path = os.path.join(config.base_path, str(version))
+                try:
+                    servable = Servable(name, version, path)
+                except Exception as error:  # a broken export must not take the server down
+                    log.error("failed to load %s version %d from %s: %s", name, version, path, error)
+                    self._failed[name][version] = str(error)
+                    continue
+                with self._lock:
+                    self._servables[name][version] = servable
+                log.warning("loaded %s version %d", name, version)
+            with self._lock:
+                for version in [v for v in self._servables[name] if v not in wanted]:
+                    # Requests holding this servable keep it alive until they finish.
+                    del self._servables[name][version]
+                    log.warning("unloaded %s version %d", name, version)
+
+    def start(self) -> None:
+        self.poll()
+        self._thread = threading.Thread(target=self._poll_forever, name="model-store-poll", daemon=True)
+        self._thread.start()
+
+    def _poll_forever(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            try:
+                self.poll()
+            except Exception:  # keep polling whatever one pass met
+                log.exception("model store poll failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # --- Lookups ----------------------------------------------------------------------
+
+    def resolve_label(self, name: str, label: str) -> int:
+        config = self.configs.get(name)
+        if config is None or label not in config.version_labels:
+            raise InvalidArgument(f"Unrecognized servable version label: {label}")
+        return config.version_labels[label]
+
+    def get(self, name: str, version: int | None = None, label: str | None = None) -> Servable:
+        """The servable a request asks for: a version, a label, or the latest."""
+        if label is not None:
+            version = self.resolve_label(name, label)
+        with self._lock:
+            versions = self._servables.get(name, {})
+            if version is None:
+                if not versions:
+                    raise NotFound(f"Servable not found for request: Latest({name})")
+                return versions[max(versions)]
+            if version not in versions:
+                raise NotFound(f"Servable not found for request: Specific({name}, {version})")
+            return versions[version]
+
+    def status(self, name: str, version: int | None = None, label: str | None = None):
+        """GetModelStatusResponse: AVAILABLE versions (and failed loads), newest first."""
+        if name not in self.configs:
+            raise NotFound(f"Could not find any versions of model {name}")
+        if label is not None:  # TF Serving ignores a label in a status request
+            version = None
+        with self._lock:
+            loaded = sorted(self._servables[name], reverse=True)
+            failed = dict(self._failed[name])
+        response = get_model_status_pb2.GetModelStatusResponse()
+        for number in sorted(set(loaded) | set(failed), reverse=True):
+            if version is not None and number != version:
+                continue
+            entry = response.model_version_status.add(version=number)
+            if number in loaded:
+                entry.state = get_model_status_pb2.ModelVersionStatus.AVAILABLE
+                entry.status.error_code = 0
+            else:
+                entry.state = get_model_status_pb2.ModelVersionStatus.END
+                entry.status.error_code = 13  # INTERNAL: the load failed
+                entry.status.error_message = failed[number]
+        if not response.model_version_status:
+            raise NotFound(f"Could not find version {version} of model {name}")
+        return response

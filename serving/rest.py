@@ -1,0 +1,174 @@
+"""TF Serving's REST API on a threading HTTP/1.1 server (stdlib `http.server`).
+
+    GET  /v1/models/{name}[/versions/{v}|/labels/{l}]            model status
+    GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signature defs
+    POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    (also :classify, :regress)
+
+Every error body is {"error": "..."} with TF Serving's status code for it; a bad
+request never takes the server down. Bodies over `max_body_bytes` are refused.
+
+Example:
+    >>> server = make_rest_server(store, port=8501, predictor=predict_fn)
+    >>> threading.Thread(target=server.serve_forever, daemon=True).start()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from google.protobuf import json_format
+from tensorflow_serving.apis import get_model_metadata_pb2
+
+from serving import json_tensor
+from serving.model_store import FailedPrecondition, InvalidArgument, ModelStore, NotFound
+
+log = logging.getLogger(__name__)
+
+_MODEL_PATH = r"/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?"
+PREDICT_RE = re.compile(_MODEL_PATH + r":(?P<method>classify|regress|predict)", re.IGNORECASE)
+STATUS_RE = re.compile(r"/v1/models(?:/(?P<name>[^/:]+))?(?:/versions/(?P<version>\d+)|"
+                       r"/labels/(?P<label>[^/:]+))?(?P<metadata>/metadata)?", re.IGNORECASE)
+
+
+class Unimplemented(NotImplementedError):
+    """TF Serving's UNIMPLEMENTED (HTTP 501)."""
+
+
+class ResourceExhausted(RuntimeError):
+    """TF Serving's RESOURCE_EXHAUSTED (HTTP 429)."""
+
+
+class Unavailable(RuntimeError):
+    """TF Serving's UNAVAILABLE (HTTP 503)."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """TF Serving's DEADLINE_EXCEEDED (HTTP 504)."""
+
+
+HTTP_STATUS = [(json_tensor.InvalidArgument, 400), (InvalidArgument, 400), (FailedPrecondition, 400),
+               (NotFound, 404), (ResourceExhausted, 429), (Unimplemented, 501), (Unavailable, 503),
+               (DeadlineExceeded, 504)]
+
+
+def http_status(error: Exception) -> int:
+    return next((code for kind, code in HTTP_STATUS if isinstance(error, kind)), 500)
+
+
+def to_json(message) -> str:
+    """A proto as TF Serving prints it: field names as in the .proto, defaults included."""
+    return json_format.MessageToJson(message, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
+
+
+def metadata_json(store: ModelStore, name: str, version, label) -> str:
+    servable = store.get(name, version, label)
+    response = get_model_metadata_pb2.GetModelMetadataResponse()
+    response.model_spec.name = name
+    response.model_spec.version.value = servable.version
+    signature_map = get_model_metadata_pb2.SignatureDefMap()
+    for key, signature in servable.signature_defs.items():
+        signature_map.signature_def[key].CopyFrom(signature)
+    response.metadata["signature_def"].Pack(signature_map)
+    return to_json(response)
+
+
+def predict_json(store: ModelStore, predictor, name: str, version, label, body: bytes) -> str:
+    document = json_tensor.loads_request(body)
+    signature = json_tensor.signature_name(document)
+    servable = store.get(name, version, label)  # held until the response is built
+    inputs, row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(signature))
+    outputs = predictor(servable, signature, inputs)
+    return json_tensor.dumps_response(outputs, row_format, servable.output_dtypes(signature))
+
+
+class RestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
+    server_version = "kerasbert-serving"
+    store: ModelStore
+    predictor = None
+    max_body_bytes = 64 * 1024 * 1024
+
+    def log_message(self, format, *args):  # access log only at debug level
+        log.debug("%s - %s", self.address_string(), format % args)
+
+    def _send(self, code: int, body: str) -> None:
+        data = body.encode("utf-8")
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, error: Exception) -> None:
+        code = http_status(error)
+        if code == 500:
+            log.exception("internal error")
+        self._send(code, json.dumps({"error": str(error)}))
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > self.max_body_bytes:
+            self.close_connection = True  # the unread body must not be taken for a request
+            raise json_tensor.InvalidArgument(f"Request body of {length} bytes exceeds the limit "
+                                              f"of {self.max_body_bytes} bytes")
+        return self.rfile.read(length) if length else b""
+
+    def _route(self, method: str) -> None:
+        path = urllib.parse.urlsplit(self.path).path
+        try:
+            body = self._read_body() if method == "POST" else b""
+            predict = PREDICT_RE.fullmatch(path)
+            status = STATUS_RE.fullmatch(path)
+            if method == "POST" and predict:
+                name, version, label = self._spec(predict)
+                verb = predict["method"].lower()
+                if verb != "predict":
+                    raise Unimplemented(f"{verb} needs a tf.Example {verb} signature, which this "
+                                        "local server does not serve yet; use :predict")
+                self._send(200, predict_json(self.store, self.predictor, name, version, label, body))
+            elif method == "GET" and status:
+                if not status["name"]:
+                    raise InvalidArgument("Missing model name in request.")
+                name, version, label = self._spec(status)
+                if status["metadata"]:
+                    self._send(200, metadata_json(self.store, name, version, label))
+                else:
+                    self._send(200, to_json(self.store.status(name, version, label)))
+            else:
+                raise InvalidArgument(f"Malformed request: {method} {path}")
+        except Exception as error:  # every failure becomes a JSON error; the server stays up
+            self._error(error)
+
+    @staticmethod
+    def _spec(match):
+        name = urllib.parse.unquote(match["name"])
+        version = int(match["version"]) if match["version"] else None
+        label = urllib.parse.unquote(match["label"]) if match["label"] else None
+        return name, version, label
+
+    def do_GET(self):
+        self._route("GET")
+
+    def do_POST(self):
+        self._route("POST")
+
+    def do_PUT(self):
+        self._route("PUT")
+
+    def do_DELETE(self):
+        self._route("DELETE")
+
+
+def make_rest_server(store: ModelStore, port: int, predictor, host: str = "127.0.0.1",
+                     max_body_bytes: int = 64 * 1024 * 1024) -> ThreadingHTTPServer:
+    """A REST server bound to host:port (port 0 picks a free one: see server_address)."""
+    handler = type("BoundRestHandler", (RestHandler,),
+                   {"store": store, "predictor": staticmethod(predictor), "max_body_bytes": max_body_bytes})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
