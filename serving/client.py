@@ -1,0 +1,137 @@
+"""Client for a kerasbert model behind TensorFlow Serving (or `python -m serving`): REST or gRPC.
+
+Timeouts on every call; retries with backoff when the server answers 503 /
+UNAVAILABLE (a model still loading, a server restarting).
+
+    python -m serving.client --text "a gripping, funny film"                    # sentiment, REST
+    python -m serving.client --task similarity --text "A man eats." --text_b "Someone is eating."
+    python -m serving.client --protocol grpc --port 8500 --task paraphrase --text "..." --text_b "..."
+
+Example:
+    >>> client = ServingClient("kerasbert", rest_port=8501)
+    >>> client.predict("sentiment", {"text": ["a fine film"]})
+    {'label': [3], 'probabilities': [[...]]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+
+TASK_INPUTS = {"sentiment": ("text",), "embed": ("text",), "paraphrase": ("text_a", "text_b"),
+               "similarity": ("text_a", "text_b")}
+
+
+class ServingError(RuntimeError):
+    """The server answered with an error; `code` is the HTTP status or gRPC code name."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+class ServingClient:
+    def __init__(self, model: str, host: str = "127.0.0.1", rest_port: int = 8501, grpc_port: int = 8500,
+                 protocol: str = "rest", timeout: float = 10.0, retries: int = 3, backoff: float = 0.5,
+                 version: int | None = None, label: str | None = None):
+        if protocol not in ("rest", "grpc"):
+            raise ValueError(f"protocol must be rest or grpc. Received: {protocol!r}")
+        self.model, self.host, self.protocol = model, host, protocol
+        self.rest_port, self.grpc_port = rest_port, grpc_port
+        self.timeout, self.retries, self.backoff = timeout, retries, backoff
+        self.version, self.label = version, label
+        self._stub = None
+
+    def _with_retries(self, call):
+        for attempt in range(self.retries + 1):
+            try:
+                return call()
+            except ServingError as error:
+                if error.code not in (503, "UNAVAILABLE") or attempt == self.retries:
+                    raise
+            time.sleep(self.backoff * 2**attempt)
+
+    def predict(self, signature: str, inputs: dict[str, list]) -> dict[str, list]:
+        """Columnar predict: {input name: list per example} -> {output name: list per example}."""
+        call = self._predict_rest if self.protocol == "rest" else self._predict_grpc
+        return self._with_retries(lambda: call(signature, inputs))
+
+    def _model_path(self) -> str:
+        suffix = f"/versions/{self.version}" if self.version else f"/labels/{self.label}" if self.label else ""
+        return f"http://{self.host}:{self.rest_port}/v1/models/{self.model}{suffix}"
+
+    def _predict_rest(self, signature, inputs):
+        body = json.dumps({"signature_name": signature, "inputs": inputs}).encode("utf-8")
+        request = urllib.request.Request(self._model_path() + ":predict", data=body,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                outputs = json.loads(response.read())["outputs"]
+        except urllib.error.HTTPError as error:
+            raise ServingError(error.code, json.loads(error.read() or b"{}").get("error", error.reason)) from None
+        except urllib.error.URLError as error:  # connection refused: the server is not up (yet)
+            raise ServingError(503, str(error.reason)) from None
+        return outputs if isinstance(outputs, dict) else {"output": outputs}
+
+    def _predict_grpc(self, signature, inputs):
+        import grpc
+        import tensorflow as tf
+        from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+        if self._stub is None:
+            channel = grpc.insecure_channel(f"{self.host}:{self.grpc_port}")
+            self._stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = self.model
+        request.model_spec.signature_name = signature
+        if self.version:
+            request.model_spec.version.value = self.version
+        elif self.label:
+            request.model_spec.version_label = self.label
+        for name, values in inputs.items():
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(values))
+        try:
+            response = self._stub.Predict(request, timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServingError(error.code().name, error.details()) from None
+        outputs = {}
+        for name, proto in response.outputs.items():
+            value = tf.make_ndarray(proto)
+            outputs[name] = [v.decode() if isinstance(v, bytes) else v for v in value.tolist()]
+        return outputs
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m serving.client", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--text", required=True, help="Sentence (or first sentence of a pair).")
+    parser.add_argument("--text_b", default=None, help="Second sentence, for paraphrase and similarity.")
+    parser.add_argument("--task", default="sentiment", choices=sorted(TASK_INPUTS), help="Signature to call.")
+    parser.add_argument("--model_name", default="kerasbert", help="Model name on the server.")
+    parser.add_argument("--host", default="127.0.0.1", help="Server address.")
+    parser.add_argument("--protocol", default="rest", choices=("rest", "grpc"), help="REST or gRPC.")
+    parser.add_argument("--port", type=int, default=None, help="Port (default 8501 REST, 8500 gRPC).")
+    parser.add_argument("--timeout", type=float, default=10.0, help="Seconds per attempt.")
+    parser.add_argument("--retries", type=int, default=3, help="Retries on 503 / UNAVAILABLE.")
+    args = parser.parse_args(argv)
+    names = TASK_INPUTS[args.task]
+    if len(names) == 2 and args.text_b is None:
+        parser.error(f"--task {args.task} needs --text_b")
+    inputs = {names[0]: [args.text]} if len(names) == 1 else {"text_a": [args.text], "text_b": [args.text_b]}
+    port = args.port or (8501 if args.protocol == "rest" else 8500)
+    client = ServingClient(args.model_name, args.host, rest_port=port, grpc_port=port, protocol=args.protocol,
+                           timeout=args.timeout, retries=args.retries)
+    try:
+        print(json.dumps(client.predict(args.task, inputs), indent=2))
+    except ServingError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""The local TF Serving stand-in over loopback: REST and gRPC, errors, versions, hot loading."""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,
+                                     predict_pb2, prediction_service_pb2_grpc)
+
+from conftest import ROOT
+from serving.__main__ import ServerFlags, parse_flags, run_server
+from serving_models import save_toy
+from test_distribution import free_ports
+
+
+@pytest.fixture(scope="module")
+def model_base(tmp_path_factory):
+    base = tmp_path_factory.mktemp("models") / "toy"
+    save_toy(str(base / "1"), 2.0)
+    save_toy(str(base / "2"), 3.0)
+    return base
+
+
+class Server:
+    def __init__(self, **flags):
+        self.grpc_port, self.rest_port = free_ports(2)
+        self.flags = ServerFlags(port=self.grpc_port, rest_api_port=self.rest_port, **flags)
+        self.ready, self.stop = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=run_server, args=(self.flags, self.ready, self.stop), daemon=True)
+        self.thread.start()
+        assert self.ready.wait(120), "server did not start"
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.rest_port}{path}"
+
+    def request(self, path, body=None, method=None):
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url(path), data=data, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read()), response.headers["Content-Type"]
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read()), error.headers["Content-Type"]
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def server(model_base):
+    server = Server(model_name="toy", model_base_path=str(model_base))
+    yield server
+    server.close()
+
+
+def test_status_and_metadata(server):
+    code, body, content_type = server.request("/v1/models/toy")
+    assert code == 200 and content_type == "application/json"
+    assert body == {"model_version_status": [{"version": "2", "state": "AVAILABLE",
+                                              "status": {"error_code": "OK", "error_message": ""}}]}
+    code, body, _ = server.request("/v1/models/toy/metadata")
+    assert code == 200 and body["model_spec"] == {"name": "toy", "version": "2", "signature_name": ""}
+    signatures = body["metadata"]["signature_def"]["signature_def"]
+    assert {"serving_default", "strings", "pair", "__saved_model_init_op"} <= set(signatures)
+    x = signatures["serving_default"]["inputs"]["x"]
+    assert x["dtype"] == "DT_FLOAT" and [d["size"] for d in x["tensor_shape"]["dim"]] == ["-1", "2"]
+
+
+def test_predict_row_and_columnar_formats(server):
+    code, body, _ = server.request("/v1/models/toy:predict", {"instances": [[1.0, 0.1], [2, 3]]})
+    assert code == 200
+    assert body == {"predictions": [{"rows": 2, "y": [3.0, 0.3]}, {"rows": 2, "y": [6.0, 9.0]}]}
+    code, body, _ = server.request("/v1/models/toy/versions/2:predict", {"inputs": [[1.5, -2.0]]})
+    assert code == 200 and body == {"outputs": {"rows": [1], "y": [[4.5, -6.0]]}}
+    # The default policy serves only the latest version.
+    assert server.request("/v1/models/toy/versions/1:predict", {"inputs": [[1.5, -2.0]]})[0] == 404
+    code, body, _ = server.request("/v1/models/toy:predict", {"signature_name": "pair",
+                                                              "instances": [{"a": 1, "b": 0.5}, {"a": 2, "b": 1}]})
+    assert code == 200 and body == {"predictions": [2.5, 5.0]}
+
+
+def test_float_formatting_matches_tf_serving(server):
+    raw = urllib.request.urlopen(urllib.request.Request(
+        server.url("/v1/models/toy:predict"),
+        data=json.dumps({"inputs": [[0.1, 1e-7]]}).encode()), timeout=30).read().decode()
+    # float32 0.3 prints as 0.3 (6 significant digits read back equal), 3e-07 stays scientific.
+    assert '"y": [[0.3, 3e-07]]' in raw
+
+
+def test_strings_b64_in_and_bytes_out(server):
+    text = "héllo"
+    code, body, _ = server.request("/v1/models/toy:predict", {
+        "signature_name": "strings",
+        "instances": [{"b64": base64.b64encode(text.encode()).decode()}, "ab"]})
+    assert code == 200
+    assert body["predictions"][0] == {"length": 5, "upper_bytes": {"b64": base64.b64encode("HéLLO".encode()).decode()}}
+    assert body["predictions"][1]["length"] == 2
+
+
+@pytest.mark.parametrize("path, body, method, code, message", [
+    ("/v1/models/toy:predict", b"{not json", None, 400, "JSON Parse error"),
+    ("/v1/models/toy:predict", {"instances": [[1.0, 2.0]], "inputs": [[1.0, 2.0]]}, None, 400, "only one of"),
+    ("/v1/models/toy:predict", {"signature_name": "nope", "instances": [[1.0, 2.0]]}, None, 400,
+     'Serving signature name: "nope" not found'),
+    ("/v1/models/toy:predict", {"signature_name": "pair", "instances": [{"a": 1.0, "b": 1.0}]}, None, 400,
+     "DT_INT64"),
+    ("/v1/models/toy:predict", {"instances": [[1.0, 2.0], [1.0]]}, None, 400, "Expecting tensor size"),
+    ("/v1/models/toy:predict", {}, None, 400, "Missing 'inputs' or 'instances' key"),
+    ("/v1/models/missing:predict", {"instances": [[1.0, 2.0]]}, None, 404, "Servable not found for request"),
+    ("/v1/models/toy/versions/9:predict", {"instances": [[1.0, 2.0]]}, None, 404, "Specific(toy, 9)"),
+    ("/v1/models/toy/labels/stable:predict", {"instances": [[1.0, 2.0]]}, None, 400, "Unrecognized servable version label"),
+    ("/v1/models/toy:predict", None, "GET", 400, "Malformed request: GET"),
+    ("/v1/models/toy", b"{}", "PUT", 400, "Malformed request: PUT"),
+    ("/v1/models/toy:classify", {"examples": [{}]}, None, 501, "classify"),
+])
+def test_errors_are_json_with_tf_serving_status_codes(server, path, body, method, code, message):
+    got, answer, content_type = server.request(path, body, method)
+    assert (got, content_type) == (code, "application/json")
+    assert set(answer) == {"error"} and message in answer["error"]
+    assert server.request("/v1/models/toy")[0] == 200  # still up
+
+
+def test_oversized_body_is_refused_and_server_stays_up(model_base):
+    server = Server(model_name="toy", model_base_path=str(model_base), max_body_bytes=100)
+    try:
+        code, body, _ = server.request("/v1/models/toy:predict", {"instances": [[1.0, 2.0]] * 50})
+        assert code == 400 and "exceeds the limit" in body["error"]
+        assert server.request("/v1/models/toy:predict", {"instances": [[1.0, 2.0]]})[0] == 200
+    finally:
+        server.close()
+
+
+def test_grpc_predict_metadata_status_and_errors(server):
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(server.channel)
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "toy"
+    request.inputs["x"].CopyFrom(tf.make_tensor_proto(np.array([[1.0, 2.0]], np.float32)))
+    response = stub.Predict(request, timeout=30)
+    assert response.model_spec.version.value == 2
+    np.testing.assert_allclose(tf.make_ndarray(response.outputs["y"]), [[3.0, 6.0]])
+    metadata = get_model_metadata_pb2.GetModelMetadataRequest()
+    metadata.model_spec.name = "toy"
+    metadata.metadata_field.append("signature_def")
+    signature_map = get_model_metadata_pb2.SignatureDefMap()
+    stub.GetModelMetadata(metadata, timeout=30).metadata["signature_def"].Unpack(signature_map)
+    assert "strings" in signature_map.signature_def
+    status = model_service_pb2_grpc.ModelServiceStub(server.channel).GetModelStatus(
+        get_model_status_pb2.GetModelStatusRequest(model_spec={"name": "toy"}), timeout=30)
+    assert [(s.version, s.state) for s in status.model_version_status] == [(2, 30)]  # AVAILABLE
+    request.model_spec.version.value = 9
+    with pytest.raises(grpc.RpcError) as error:
+        stub.Predict(request, timeout=30)
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    request.model_spec.ClearField("version")
+    request.inputs["x"].CopyFrom(tf.make_tensor_proto(np.array([[1, 2]], np.int32)))
+    with pytest.raises(grpc.RpcError) as error:
+        stub.Predict(request, timeout=30)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_config_file_policies_labels_and_hot_loading(tmp_path, model_base):
+    base = tmp_path / "toy"
+    shutil.copytree(model_base / "1", base / "1")
+    config = tmp_path / "models.config"
+    config.write_text(f'''model_config_list {{ config {{
+        name: "toy" base_path: "{base}" model_platform: "tensorflow"
+        model_version_policy {{ latest {{ num_versions: 2 }} }}
+        version_labels {{ key: "stable" value: 1 }} }} }}''')
+    server = Server(model_config_file=str(config), file_system_poll_wait_seconds=0.2)
+    try:
+        assert server.request("/v1/models/toy/labels/stable:predict", {"inputs": [[1.0, 1.0]]})[1] == \
+            {"outputs": {"rows": [1], "y": [[2.0, 2.0]]}}
+        # A new version appears: built elsewhere, then renamed in (as pipelines.export does).
+        shutil.copytree(model_base / "2", tmp_path / "staging")
+        os.rename(tmp_path / "staging", base / "2")
+        deadline = time.time() + 5
+        while server.request("/v1/models/toy")[1]["model_version_status"][0]["version"] != "2":
+            assert time.time() < deadline, "version 2 was not picked up"
+            time.sleep(0.1)
+        assert server.request("/v1/models/toy:predict", {"inputs": [[1.0, 1.0]]})[1]["outputs"]["y"] == [[3.0, 3.0]]
+        assert server.request("/v1/models/toy/versions/1:predict", {"inputs": [[1.0, 1.0]]})[0] == 200
+        # A third version: latest-2 policy unloads version 1.
+        shutil.copytree(model_base / "2", base / "3")
+        deadline = time.time() + 5
+        while server.request("/v1/models/toy/versions/1:predict", {"inputs": [[1.0, 1.0]]})[0] != 404:
+            assert time.time() < deadline, "version 1 was not unloaded"
+            time.sleep(0.1)
+        versions = [s["version"] for s in server.request("/v1/models/toy")[1]["model_version_status"]]
+        assert versions == ["3", "2"]  # newest first
+    finally:
+        server.close()
+
+
+def test_cli_flags_and_shipped_configs_parse():
+    flags = parse_flags(["--port=9000", "--rest_api_port=9001", "--model_name=m", "--model_base_path=/x",
+                         "--enable_batching", "--batching_parameters_file=serving/batching.config",
+                         "--file_system_poll_wait_seconds=2", "--some_tf_serving_flag=1"])
+    assert (flags.port, flags.rest_api_port, flags.enable_batching, flags.host) == (9000, 9001, True, "127.0.0.1")
+    with pytest.raises(SystemExit):
+        parse_flags(["--model_base_path=/x", "--batching_parameters_file=b"])  # needs --enable_batching
+    from serving.batching import parse_batching_parameters
+    from serving.model_store import parse_model_config_text
+    configs = parse_model_config_text(open(os.path.join(ROOT, "serving", "models.config")).read())
+    assert configs[0].name == "kerasbert" and configs[0].model_version_policy.latest.num_versions == 2
+    parameters = parse_batching_parameters(open(os.path.join(ROOT, "serving", "batching.config")).read())
+    assert parameters.max_batch_size.value == 32 and list(parameters.allowed_batch_sizes) == [8, 16, 32]
+
+
+def test_python_m_serving_subprocess_warns_on_unknown_flags(model_base):
+    grpc_port, rest_port = free_ports(2)
+    process = subprocess.Popen([sys.executable, "-m", "serving", f"--port={grpc_port}",
+                                f"--rest_api_port={rest_port}", "--model_name=toy",
+                                f"--model_base_path={model_base}", "--xla_cpu_compilation_enabled=true"],
+                               cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{rest_port}/v1/models/toy", timeout=5) as r:
+                    assert r.status == 200
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.time() < deadline and process.poll() is None, "server did not come up"
+                time.sleep(0.3)
+    finally:
+        process.terminate()
+        output = process.communicate(timeout=30)[0]
+    assert "Ignoring unknown flag: --xla_cpu_compilation_enabled=true" in output
+    assert process.returncode == 0  # SIGTERM: clean shutdown
