@@ -241,3 +241,24 @@ def test_python_m_serving_subprocess_warns_on_unknown_flags(model_base):
         output = process.communicate(timeout=30)[0]
     assert "Ignoring unknown flag: --xla_cpu_compilation_enabled=true" in output
     assert process.returncode == 0  # SIGTERM: clean shutdown
+
+
+def test_serves_a_kerasbert_export_like_the_keras_model(tmp_path):
+    from test_export import TEXTS_A, TEXTS_B, expected_outputs, tiny_model_dir
+
+    from kerasbert.export import export_saved_model
+
+    model, pre = tiny_model_dir(str(tmp_path / "run"), "bi")
+    export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"))
+    expected, _ = expected_outputs(model, pre)
+    server = Server(model_name="kerasbert", model_base_path=str(tmp_path / "exports"), enable_batching=True)
+    try:
+        code, body, _ = server.request("/v1/models/kerasbert:predict", {"instances": TEXTS_A})
+        assert code == 200  # serving_default is sentiment
+        np.testing.assert_allclose([p["probabilities"] for p in body["predictions"]],
+                                   expected["sentiment"]["probabilities"], atol=1e-5)
+        code, body, _ = server.request("/v1/models/kerasbert:predict", {
+            "signature_name": "similarity", "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}})
+        np.testing.assert_allclose(body["outputs"], expected["similarity"]["score"], atol=1e-5)
+    finally:
+        server.close()
