@@ -7,7 +7,7 @@ DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: install demo test bench-pretrain bench-multitask clean
+.PHONY: install demo test bench-pretrain bench-multitask bench-serving clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ bench-pretrain: install
 # Needs bench-pretrain's outputs (continued and from-scratch encoders) for two of its rows.
 bench-multitask: install
 	$(PY) -m benchmarks.multitask --data_dir $(DATA_DIR) --output_dir runs/bench-multitask
+
+# Needs an export: python -m pipelines.export --model_dir ... --export_base saved_models/kerasbert
+bench-serving: install
+	$(PY) -m benchmarks.serving --export_base saved_models/kerasbert --output_dir runs/bench-serving
 
 clean:
 	rm -rf runs .pytest_cache

@@ -1,0 +1,205 @@
+"""Serving load benchmark: the exported model's `sentiment` signature behind `python -m serving`.
+
+    python -m benchmarks.serving --export_base saved_models/kerasbert [--seconds 60] [--clients 32]
+
+For batching off and on: `--clients` concurrent REST clients (keep-alive connections,
+one sentence per request) for `--seconds`; requests/s, p50/p99 latency, errors. At 1
+client: the server's latency against calling the loaded SavedModel in process (the
+floor). During the batching run a copy of the newest version is dropped into the
+base path as a new version; the report gives how long until it served and whether
+any request failed meanwhile. Writes results.json and results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import http.client
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+SENTENCES = ["a gripping , funny and moving film .", "the plot is thin and the acting is worse .",
+             "an ordinary thriller with one great scene .", "I have rarely been this bored in a cinema ."]
+
+
+def percentile(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(base: str, batching: bool):
+    rest, grpc_port = free_port(), free_port()
+    command = [sys.executable, "-m", "serving", f"--port={grpc_port}", f"--rest_api_port={rest}",
+               "--model_name=kerasbert", f"--model_base_path={base}", "--file_system_poll_wait_seconds=0.5"]
+    if batching:
+        command += ["--enable_batching", "--batching_parameters_file=serving/batching.config"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{rest}/v1/models/kerasbert", timeout=2)
+            return process, rest
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("server did not start")
+
+
+def load(port: int, clients: int, seconds: float, on_half_time=None) -> dict:
+    """`clients` threads, each on its own keep-alive connection, for `seconds`."""
+    latencies, errors, lock = [], [], threading.Lock()
+    stop_at = time.perf_counter() + seconds
+
+    def client(index):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        i = index
+        while time.perf_counter() < stop_at:
+            body = json.dumps({"signature_name": "sentiment", "instances": [SENTENCES[i % len(SENTENCES)]]})
+            start = time.perf_counter()
+            try:
+                connection.request("POST", "/v1/models/kerasbert:predict", body,
+                                   {"Content-Type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                ok = response.status == 200
+            except OSError as error:
+                ok = False
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                response = error
+            with lock:
+                (latencies if ok else errors).append(time.perf_counter() - start if ok else str(response))
+            i += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    if on_half_time is not None:
+        time.sleep(seconds / 2)
+        on_half_time()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    return {"clients": clients, "seconds": elapsed, "requests": len(latencies), "errors": len(errors),
+            "requests_per_second": len(latencies) / elapsed,
+            "p50_ms": 1000 * percentile(latencies, 0.5), "p99_ms": 1000 * percentile(latencies, 0.99),
+            "first_errors": errors[:3]}
+
+
+def in_process_ms(path: str, calls: int = 200) -> float:
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    signature = tf.saved_model.load(path).signatures["sentiment"]
+    times = []
+    for i in range(calls + 10):
+        text = tf.constant([SENTENCES[i % len(SENTENCES)]])
+        start = time.perf_counter()
+        signature(text=text)["label"].numpy()
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times[10:])
+
+
+def watch_new_version(port: int, version: int, dropped_at: list, result: dict) -> None:
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/kerasbert", timeout=5) as r:
+                if json.loads(r.read())["model_version_status"][0]["version"] == str(version):
+                    result["new_version_served_after_s"] = time.perf_counter() - dropped_at[0]
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+
+
+def main(argv=None) -> int:
+    from benchmarks.pretrain import machine
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.serving", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--export_base", default="saved_models/kerasbert", help="Exported model base path.")
+    parser.add_argument("--output_dir", default="runs/bench-serving", help="Results folder.")
+    parser.add_argument("--seconds", type=float, default=60.0, help="Length of each 32-client run.")
+    parser.add_argument("--clients", type=int, default=32, help="Concurrent clients.")
+    args = parser.parse_args(argv)
+    versions = sorted(int(v) for v in os.listdir(args.export_base) if v.isdigit()) \
+        if os.path.isdir(args.export_base) else []
+    if not versions:
+        print(f"error: no exported version under {args.export_base}; run pipelines.export first", file=sys.stderr)
+        return 2
+    os.makedirs(args.output_dir, exist_ok=True)
+    # Serve a private copy: the benchmark adds a version, and must not touch the user's exports.
+    base = tempfile.mkdtemp(prefix="kerasbert-bench-serving-")
+    shutil.copytree(os.path.join(args.export_base, str(versions[-1])), os.path.join(base, "1"))
+    results = {"export": os.path.join(args.export_base, str(versions[-1])),
+               "in_process_p50_ms": in_process_ms(os.path.join(base, "1"))}
+    for batching in (False, True):
+        key = "batching" if batching else "no_batching"
+        process, port = start_server(base, batching)
+        try:
+            load(port, 4, 5)  # warm up (traces, connections)
+            single = load(port, 1, 15)
+            swap = {}
+            dropped_at = []
+
+            def drop_new_version():
+                shutil.copytree(os.path.join(base, "1"), os.path.join(base, ".2-building"))
+                dropped_at.append(time.perf_counter())
+                os.rename(os.path.join(base, ".2-building"), os.path.join(base, "2"))
+                threading.Thread(target=watch_new_version, args=(port, 2, dropped_at, swap)).start()
+
+            many = load(port, args.clients, args.seconds, drop_new_version if batching else None)
+            results[key] = {"one_client": single, "many_clients": many, **swap}
+            print(f"   {key}: {many['requests_per_second']:.1f} req/s at {args.clients} clients, "
+                  f"p50 {many['p50_ms']:.1f} ms, p99 {many['p99_ms']:.1f} ms, errors {many['errors']}; "
+                  f"1 client p50 {single['p50_ms']:.2f} ms", flush=True)
+        finally:
+            process.terminate()
+            process.wait(30)
+    shutil.rmtree(base, ignore_errors=True)
+    results.update(command="python -m benchmarks.serving " + " ".join(sys.argv[1:]), machine=machine(),
+                   updated=datetime.datetime.now().isoformat(timespec="seconds"))
+    off, on = results["no_batching"], results["batching"]
+    lines = ["# Serving benchmark (sentiment signature, REST)", "", f"Command: `{results['command']}`  ",
+             f"Machine: {results['machine']}  ", f"Model: {results['export']}", "",
+             f"| batching | clients | requests/s | p50 ms | p99 ms | errors |", "|---|---:|---:|---:|---:|---:|"]
+    for name, run in (("off", off), ("on", on)):
+        for r in (run["one_client"], run["many_clients"]):
+            lines.append(f"| {name} | {r['clients']} | {r['requests_per_second']:.1f} | {r['p50_ms']:.2f} | "
+                         f"{r['p99_ms']:.2f} | {r['errors']} |")
+    lines += ["", f"In-process SavedModel call (floor): p50 {results['in_process_p50_ms']:.2f} ms; "
+              f"server overhead at 1 client (batching off): "
+              f"{off['one_client']['p50_ms'] - results['in_process_p50_ms']:.2f} ms.",
+              f"Throughput ratio at {args.clients} clients, batching on / off: "
+              f"{on['many_clients']['requests_per_second'] / off['many_clients']['requests_per_second']:.2f}.",
+              f"New version dropped in mid-run served after "
+              f"{on.get('new_version_served_after_s', float('nan')):.2f} s, with "
+              f"{on['many_clients']['errors']} failed requests.", ""]
+    with open(os.path.join(args.output_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    with open(os.path.join(args.output_dir, "results.md"), "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
