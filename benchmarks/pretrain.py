@@ -51,12 +51,20 @@ def training_flops_per_token(layers, hidden, intermediate, seq, vocab, predictio
     return 3 * (layers * (per_layer + attention) + mlm)
 
 
-def time_steps(model, dataset, steps: int) -> float:
-    iterator = iter(dataset)
-    model.fit(iterator, steps_per_epoch=3, epochs=1, verbose=0)  # warm-up
-    start = time.perf_counter()
-    model.fit(iterator, steps_per_epoch=steps, epochs=1, verbose=0)
-    return (time.perf_counter() - start) / steps
+def time_steps(model, dataset, steps: int, warmup: int = 3) -> float:
+    """Seconds per step over `steps` steps, timed after `warmup` steps inside one fit call
+    (so iterator start-up and tracing are excluded)."""
+    import keras
+
+    marks = []
+
+    class Timer(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch + 1 == warmup or batch + 1 == warmup + steps:
+                marks.append(time.perf_counter())
+
+    model.fit(dataset, steps_per_epoch=warmup + steps, epochs=1, verbose=0, callbacks=[Timer()])
+    return (marks[1] - marks[0]) / steps
 
 
 def part_throughput(data_dir: str, output_dir: str, steps: int = 20, repeats: int = 3) -> dict:
