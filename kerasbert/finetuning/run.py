@@ -56,14 +56,15 @@ class DevEvaluation(keras.callbacks.Callback):
         super().__init__()
         self.dev, self.best_path = dev, best_path
         self.best = -np.inf
+        self.best_result: tuple[dict, dict] | None = None  # (metrics, predictions) of the best block
 
     def on_epoch_end(self, epoch, logs=None):
-        metrics, _ = evaluate_all(self.model, self.dev)
+        metrics, predictions = evaluate_all(self.model, self.dev)
         print("   dev: " + "  ".join(f"{k}={v:.3f}" for k, v in metrics.items()), flush=True)
         if logs is not None:
             logs.update({f"dev_{k}": v for k, v in metrics.items()})
         if metrics["overall"] > self.best:
-            self.best = metrics["overall"]
+            self.best, self.best_result = metrics["overall"], (dict(metrics), predictions)
             partial = self.best_path + ".partial.weights.h5"
             self.model.save_weights(partial)
             os.replace(partial, self.best_path)
@@ -123,7 +124,8 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
 
     best_path = os.path.join(output_dir, "best.weights.h5")
     throughput = Throughput(train.batch_size)
-    callbacks = [DevEvaluation(dev, best_path)] + training_callbacks(
+    dev_evaluation = DevEvaluation(dev, best_path)
+    callbacks = [dev_evaluation] + training_callbacks(
         output_dir, is_chief, throughput, checkpoint=False)
     fit_started = time.perf_counter()
     model.fit(batches, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block,
@@ -131,9 +133,11 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
     train_seconds = time.perf_counter() - fit_started
     if os.path.exists(best_path):
         model.load_weights(best_path)
-
-    stage("scoring the best model on the dev sets", started)
-    metrics, predictions = evaluate_all(model, dev)
+    if dev_evaluation.best_result is not None:  # scored in this run: reuse, don't re-score
+        metrics, predictions = dev_evaluation.best_result
+    else:  # resumed after the best block: score the restored weights
+        stage("scoring the best model on the dev sets", started)
+        metrics, predictions = evaluate_all(model, dev)
     metrics.update(train_steps=int(model.optimizer.iterations.numpy()), train_seconds=train_seconds,
                    examples_per_second=throughput.examples_per_second(),
                    init_checkpoint=init_checkpoint, pair_encoder=heads.pair_encoder)
