@@ -15,8 +15,7 @@ import logging
 
 import grpc
 import tensorflow as tf
-from tensorflow_serving.apis import (get_model_metadata_pb2, model_service_pb2_grpc, predict_pb2,
-                                     prediction_service_pb2_grpc)
+from tensorflow_serving.apis import model_service_pb2_grpc, predict_pb2, prediction_service_pb2_grpc
 
 from serving import json_tensor, rest
 from serving.model_store import ModelStore
@@ -75,16 +74,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         try:
             if list(request.metadata_field) != ["signature_def"]:
                 raise json_tensor.InvalidArgument("Metadata field signature_def is the only one supported")
-            name, version, label = _spec(request.model_spec)
-            servable = self.store.get(name, version, label)
-            response = get_model_metadata_pb2.GetModelMetadataResponse()
-            response.model_spec.name = name
-            response.model_spec.version.value = servable.version
-            signature_map = get_model_metadata_pb2.SignatureDefMap()
-            for key, signature in servable.signature_defs.items():
-                signature_map.signature_def[key].CopyFrom(signature)
-            response.metadata["signature_def"].Pack(signature_map)
-            return response
+            return self.store.metadata(*_spec(request.model_spec))
         except Exception as error:
             _abort(context, error)
 

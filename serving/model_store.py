@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow.python.tools import saved_model_utils
-from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 log = logging.getLogger(__name__)
@@ -192,6 +192,18 @@ class ModelStore:
             if version not in versions:
                 raise NotFound(f"Servable not found for request: Specific({name}, {version})")
             return versions[version]
+
+    def metadata(self, name: str, version: int | None = None, label: str | None = None):
+        """GetModelMetadataResponse: every signature def of the requested version."""
+        servable = self.get(name, version, label)
+        response = get_model_metadata_pb2.GetModelMetadataResponse()
+        response.model_spec.name = name
+        response.model_spec.version.value = servable.version
+        signature_map = get_model_metadata_pb2.SignatureDefMap()
+        for key, signature in servable.signature_defs.items():
+            signature_map.signature_def[key].CopyFrom(signature)
+        response.metadata["signature_def"].Pack(signature_map)
+        return response
 
     def status(self, name: str, version: int | None = None, label: str | None = None):
         """GetModelStatusResponse: AVAILABLE versions (and failed loads), newest first."""

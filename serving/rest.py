@@ -21,7 +21,6 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.protobuf import json_format
-from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving import json_tensor
 from serving.model_store import FailedPrecondition, InvalidArgument, ModelStore, NotFound
@@ -63,18 +62,6 @@ def to_json(message) -> str:
     """A proto as TF Serving prints it: field names as in the .proto, defaults included."""
     return json_format.MessageToJson(message, preserving_proto_field_name=True,
                                      always_print_fields_with_no_presence=True)
-
-
-def metadata_json(store: ModelStore, name: str, version, label) -> str:
-    servable = store.get(name, version, label)
-    response = get_model_metadata_pb2.GetModelMetadataResponse()
-    response.model_spec.name = name
-    response.model_spec.version.value = servable.version
-    signature_map = get_model_metadata_pb2.SignatureDefMap()
-    for key, signature in servable.signature_defs.items():
-        signature_map.signature_def[key].CopyFrom(signature)
-    response.metadata["signature_def"].Pack(signature_map)
-    return to_json(response)
 
 
 def predict_json(store: ModelStore, predictor, name: str, version, label, body: bytes) -> str:
@@ -136,7 +123,7 @@ class RestHandler(BaseHTTPRequestHandler):
                     raise InvalidArgument("Missing model name in request.")
                 name, version, label = self._spec(status)
                 if status["metadata"]:
-                    self._send(200, metadata_json(self.store, name, version, label))
+                    self._send(200, to_json(self.store.metadata(name, version, label)))
                 else:
                     self._send(200, to_json(self.store.status(name, version, label)))
             else:
