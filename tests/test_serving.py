@@ -262,3 +262,20 @@ def test_serves_a_kerasbert_export_like_the_keras_model(tmp_path):
         np.testing.assert_allclose(body["outputs"], expected["similarity"]["score"], atol=1e-5)
     finally:
         server.close()
+
+
+def test_client_rest_and_grpc_and_retry_on_unavailable(server):
+    from serving.client import ServingClient, ServingError
+
+    for protocol in ("rest", "grpc"):
+        client = ServingClient("toy", rest_port=server.rest_port, grpc_port=server.grpc_port, protocol=protocol)
+        outputs = client.predict("serving_default", {"x": [[1.0, 2.0]]})
+        np.testing.assert_allclose(outputs["y"], [[3.0, 6.0]])
+    with pytest.raises(ServingError) as error:
+        ServingClient("toy", rest_port=server.rest_port).predict("nope", {"x": [[1.0, 2.0]]})
+    assert error.value.code == 400  # not retried: only 503 is
+    closed_port = free_ports(1)[0]  # nothing listens: every attempt is UNAVAILABLE
+    started = time.time()
+    with pytest.raises(ServingError) as error:
+        ServingClient("toy", rest_port=closed_port, retries=2, backoff=0.1).predict("x", {"x": [[1.0]]})
+    assert error.value.code == 503 and time.time() - started >= 0.3  # backoff 0.1 + 0.2
