@@ -14,11 +14,11 @@ The reference study's rows are quoted for comparison. Writes results.json and re
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import sys
 import time
+
+from benchmarks.results import load_results, save_results
 
 REFERENCE = [  # the reference study's dev-set figures, quoted; overall as quoted (None: not quoted)
     ("reference study: base implementation", 0.385, 0.375, 0.280, None),
@@ -72,7 +72,6 @@ def render_markdown(results: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from benchmarks.pretrain import machine
     from kerasbert.data.corpus import default_data_dir
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.multitask", description=__doc__,
@@ -82,18 +81,11 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS),
                         help="Which experiments to run (default: all).")
     args = parser.parse_args(argv)
-    os.makedirs(args.output_dir, exist_ok=True)
-    path = os.path.join(args.output_dir, "results.json")
-    results = json.load(open(path)) if os.path.exists(path) else {"rows": {}}
+    results = load_results(args.output_dir, default={"rows": {}})
     for key in args.rows:
         print(f"== benchmark row: {key}", flush=True)
         results["rows"][key] = run_row(key, args.data_dir, args.output_dir)
-        results.update(command="python -m benchmarks.multitask " + " ".join(sys.argv[1:]),
-                       machine=machine(), updated=datetime.datetime.now().isoformat(timespec="seconds"))
-        with open(path, "w") as f:
-            json.dump(results, f, indent=2)
-        with open(os.path.join(args.output_dir, "results.md"), "w") as f:
-            f.write(render_markdown(results))
+        save_results(args.output_dir, results, "benchmarks.multitask", render_markdown)
     print(render_markdown(results))
     return 0
 

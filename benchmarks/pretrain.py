@@ -15,13 +15,12 @@ Parts (each writes its entry of results.json, then results.md is redrawn):
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import statistics
 import sys
 import time
+
+from benchmarks.results import load_results, save_results
 
 PARTS = ("throughput", "scratch", "continue")
 
@@ -151,16 +150,6 @@ def part_continue(data_dir: str, output_dir: str) -> dict:
             "config": "pipelines/configs/continue_minilm_tasks.json"}
 
 
-def machine() -> str:
-    cpu = platform.processor() or "cpu"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{os.cpu_count()} cores ({cpu}), no GPU"
-
-
 def render_markdown(results: dict) -> str:
     lines = [f"# Pretraining benchmark", "",
              f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
@@ -208,19 +197,12 @@ def main(argv=None) -> int:
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS,
                         help="Which parts to run (default: all).")
     args = parser.parse_args(argv)
-    os.makedirs(args.output_dir, exist_ok=True)
-    path = os.path.join(args.output_dir, "results.json")
-    results = json.load(open(path)) if os.path.exists(path) else {}
+    results = load_results(args.output_dir, default={})
     runners = {"throughput": part_throughput, "scratch": part_scratch, "continue": part_continue}
     for part in args.parts:
         print(f"== benchmark part: {part}", flush=True)
         results[part] = runners[part](args.data_dir, args.output_dir)
-        results.update(command="python -m benchmarks.pretrain " + " ".join(sys.argv[1:]),
-                       machine=machine(), updated=datetime.datetime.now().isoformat(timespec="seconds"))
-        with open(path, "w") as f:
-            json.dump(results, f, indent=2)
-        with open(os.path.join(args.output_dir, "results.md"), "w") as f:
-            f.write(render_markdown(results))
+        save_results(args.output_dir, results, "benchmarks.pretrain", render_markdown)
     print(render_markdown(results))
     return 0
 

@@ -131,7 +131,7 @@ def watch_new_version(port: int, version: int, dropped_at: list, result: dict) -
 
 
 def main(argv=None) -> int:
-    from benchmarks.pretrain import machine
+    from benchmarks.results import machine
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serving", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
