@@ -13,6 +13,11 @@ Signatures (batch-major; text is UTF-8, tokenized inside the graph with tf_text 
 and `<name>_tokens` variants taking token_ids, segment_ids, padding_mask (int32,
 (batch, seq)) and, for bi-encoder pair heads, token_ids_b, segment_ids_b,
 padding_mask_b: core TensorFlow ops only, for clients that tokenize themselves.
+For TF Serving's :classify and :regress (serialized tf.Examples with bytes features
+`text`, or `text_a` and `text_b`, in `inputs`):
+    sentiment_classify   -> classes "0".."4", scores (batch, 5)
+    paraphrase_classify  -> classes "0", "1", scores (batch, 2)
+    similarity_regress   -> outputs (batch,) in [0, 5]
 
 Example:
     >>> path = export_saved_model("runs/finetune", "saved_models/kerasbert")
@@ -28,6 +33,7 @@ import tempfile
 
 import keras
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from kerasbert.config import FinetuneConfig, load_config
 from kerasbert.finetuning import model as _model  # noqa: F401  registers MultitaskBert
@@ -37,6 +43,9 @@ from kerasbert.tokenization import load_tokenizer, write_vocabulary
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
 TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
+EXAMPLES = tf.TensorSpec([None], tf.string, name="inputs")
+METHODS = {"sentiment_classify": "tensorflow/serving/classify", "paraphrase_classify": "tensorflow/serving/classify",
+           "similarity_regress": "tensorflow/serving/regress"}
 
 
 def token_specs(suffix: str = "") -> list[tf.TensorSpec]:
@@ -48,6 +57,33 @@ def next_version(export_base: str) -> int:
     versions = [int(name) for name in os.listdir(export_base) if name.isdigit()] \
         if os.path.isdir(export_base) else []
     return max(versions, default=0) + 1
+
+
+def text_features(serialized, *names):
+    """The bytes features `names` of serialized tf.Examples, each (batch,)."""
+    spec = {name: tf.io.FixedLenFeature([], tf.string) for name in names}
+    features = tf.io.parse_example(serialized, spec)
+    return [features[name] for name in names]
+
+
+def classes_and_scores(scores):
+    """TF Serving's classify outputs: class names "0".."n-1" per row, and their scores."""
+    names = tf.strings.as_string(tf.range(tf.shape(scores)[-1]))
+    return {"classes": tf.tile(names[tf.newaxis], [tf.shape(scores)[0], 1]), "scores": scores}
+
+
+def set_signature_methods(path: str, methods: dict[str, str]) -> None:
+    """Sets the method_name of signatures in `path`/saved_model.pb (tf.saved_model.save
+    writes every signature as predict; TF Serving's classify/regress check this name)."""
+    proto_path = os.path.join(path, "saved_model.pb")
+    saved_model = saved_model_pb2.SavedModel()
+    with open(proto_path, "rb") as f:
+        saved_model.ParseFromString(f.read())
+    for meta_graph in saved_model.meta_graphs:
+        for name, method in methods.items():
+            meta_graph.signature_def[name].method_name = method
+    with open(proto_path, "wb") as f:
+        f.write(saved_model.SerializeToString())
 
 
 def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:
@@ -74,6 +110,17 @@ def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:
         x.update({f"{n}_b": t for n, t in zip(names, second)})
         return x
 
+    def sentiment_classify(inputs):
+        (text,) = text_features(inputs, "text")
+        return classes_and_scores(sentiment_from(preprocessor("sst", text, text))["probabilities"])
+
+    def paraphrase_classify(inputs):
+        probability = paraphrase_from(preprocessor("para", *text_features(inputs, "text_a", "text_b")))["probability"]
+        return classes_and_scores(tf.stack([1.0 - probability, probability], axis=-1))
+
+    def similarity_regress(inputs):
+        return {"outputs": similarity_from(preprocessor("sts", *text_features(inputs, "text_a", "text_b")))["score"]}
+
     bi = preprocessor.pair_encoder == "bi"
     pair_tokens = token_specs() + (token_specs("_b") if bi else [])
     return {
@@ -85,6 +132,9 @@ def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:
         "paraphrase_tokens": (lambda *t: paraphrase_from(tokens(*t)), pair_tokens),
         "similarity_tokens": (lambda *t: similarity_from(tokens(*t)), pair_tokens),
         "embed_tokens": (lambda *t: embed_from(tokens(*t)), token_specs()),
+        "sentiment_classify": (sentiment_classify, [EXAMPLES]),
+        "paraphrase_classify": (paraphrase_classify, [EXAMPLES]),
+        "similarity_regress": (similarity_regress, [EXAMPLES]),
     }
 
 
@@ -112,6 +162,7 @@ def export_saved_model(model_dir: str, export_base: str, version: int | None = N
     building = tempfile.mkdtemp(prefix=f".{version}-building-", dir=export_base)
     try:
         archive.write_out(building, verbose=False)
+        set_signature_methods(building, METHODS)
         assets = os.path.join(building, "assets")
         os.makedirs(assets, exist_ok=True)
         shutil.copy(os.path.join(model_dir, "config.json"), os.path.join(assets, "kerasbert_config.json"))

@@ -15,15 +15,16 @@ import logging
 
 import grpc
 import tensorflow as tf
-from tensorflow_serving.apis import model_service_pb2_grpc, predict_pb2, prediction_service_pb2_grpc
+from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc, predict_pb2,
+                                     prediction_service_pb2_grpc, regression_pb2)
 
-from serving import json_tensor, rest
+from serving import examples, json_tensor, rest
 from serving.model_store import ModelStore
 
 log = logging.getLogger(__name__)
 
 GRPC_CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 404: grpc.StatusCode.NOT_FOUND,
-              429: grpc.StatusCode.RESOURCE_EXHAUSTED, 501: grpc.StatusCode.UNIMPLEMENTED,
+              429: grpc.StatusCode.RESOURCE_EXHAUSTED,
               503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
@@ -79,12 +80,23 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             _abort(context, error)
 
     def Classify(self, request, context):
-        _abort(context, rest.Unimplemented("Classify needs a tf.Example classify signature, which "
-                                           "this local server does not serve yet"))
+        return self._examples(request, context, examples.classify, classification_pb2.ClassificationResponse())
 
     def Regress(self, request, context):
-        _abort(context, rest.Unimplemented("Regress needs a tf.Example regress signature, which "
-                                           "this local server does not serve yet"))
+        return self._examples(request, context, examples.regress, regression_pb2.RegressionResponse())
+
+    def _examples(self, request, context, run, response):
+        try:
+            name, version, label = _spec(request.model_spec)
+            servable = self.store.get(name, version, label)
+            signature = request.model_spec.signature_name or "serving_default"
+            response.result.CopyFrom(run(servable, signature, request.input))
+            response.model_spec.name = name
+            response.model_spec.version.value = servable.version
+            response.model_spec.signature_name = signature
+            return response
+        except Exception as error:
+            _abort(context, error)
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):

@@ -104,7 +104,7 @@ def dumps_response(outputs: dict[str, np.ndarray], row_format: bool,
 # --- Request parsing ------------------------------------------------------------------
 
 
-def _json_text(value) -> str:
+def json_text(value) -> str:
     return json.dumps(value, allow_nan=True)
 
 
@@ -122,7 +122,7 @@ def dtype_name(dtype: tf.DType) -> str:
 
 
 def _type_error(value, dtype: tf.DType) -> InvalidArgument:
-    return InvalidArgument(f"JSON Value: {_json_text(value)} Type: {_type_name(value)} is not of "
+    return InvalidArgument(f"JSON Value: {json_text(value)} Type: {_type_name(value)} is not of "
                            f"expected type: {dtype_name(dtype)}")
 
 
@@ -130,9 +130,9 @@ def is_b64_object(value) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
 
 
-def _decode_b64(value) -> bytes:
+def decode_b64(value) -> bytes:
     if not is_b64_object(value):
-        raise InvalidArgument(f"JSON Value: {_json_text(value)} not formatted correctly for base64 data")
+        raise InvalidArgument(f"JSON Value: {json_text(value)} not formatted correctly for base64 data")
     text = value["b64"]
     try:
         return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
@@ -147,7 +147,7 @@ def _convert(value, dtype: tf.DType):
     """One JSON leaf as a value of `dtype` (AddValueToTensor)."""
     if dtype == tf.string:
         if isinstance(value, dict):
-            return _decode_b64(value)
+            return decode_b64(value)
         if not isinstance(value, str):
             raise _type_error(value, dtype)
         return value.encode("utf-8")
@@ -164,7 +164,7 @@ def _convert(value, dtype: tf.DType):
                     (abs(value) <= 2**digits - 1 if isinstance(value, int)
                      else limit.min <= value <= limit.max))
         if not lossless:
-            raise InvalidArgument(f"Cannot convert JSON value: {_json_text(value)} to "
+            raise InvalidArgument(f"Cannot convert JSON value: {json_text(value)} to "
                                   f"{'double' if dtype == tf.float64 else 'float'} without loss of precision.")
         return float(value)
     if not isinstance(value, int):  # 1.0 is not an integer for TF Serving
@@ -194,7 +194,7 @@ def _fill(value, level: int, shape: list[int], dtype: tf.DType, out: list) -> No
     rank = len(shape)
     if not isinstance(value, list):
         if level != rank:
-            raise InvalidArgument(f"JSON Value: {_json_text(value)} found at incorrect level: "
+            raise InvalidArgument(f"JSON Value: {json_text(value)} found at incorrect level: "
                                   f"{level + 1} in the JSON DOM. Expected at level: {rank}")
         if isinstance(value, dict) and dtype != tf.string:
             raise _type_error(value, dtype)
@@ -227,14 +227,14 @@ def loads_request(body: bytes) -> dict:
         raise InvalidArgument(f"JSON Parse error: {getattr(error, 'msg', str(error))} at offset: "
                               f"{position}") from None
     if not isinstance(document, dict):
-        raise InvalidArgument(f"JSON Value: {_json_text(document)} Is not object")
+        raise InvalidArgument(f"JSON Value: {json_text(document)} Is not object")
     return document
 
 
 def signature_name(document: dict) -> str:
     name = document.get("signature_name", "serving_default")
     if not isinstance(name, str):
-        raise InvalidArgument(f"JSON Value: {_json_text(document)} not formatted correctly. "
+        raise InvalidArgument(f"JSON Value: {json_text(document)} not formatted correctly. "
                               "'signature_name' key must be a string value.")
     return name or "serving_default"
 
@@ -245,7 +245,7 @@ def parse_predict_inputs(document: dict, input_dtypes: dict[str, tf.DType]) -> t
         raise InvalidArgument("Failed to get input map for signature")
     has_rows, has_columns = "instances" in document, "inputs" in document
     if has_rows and has_columns:
-        raise InvalidArgument(f"JSON Value: {_json_text(document)} Not formatted correctly expecting only "
+        raise InvalidArgument(f"JSON Value: {json_text(document)} Not formatted correctly expecting only "
                               "one of 'inputs' or 'instances' keys to exist ")
     if has_rows:
         return _parse_instances(document, input_dtypes), True
@@ -261,9 +261,9 @@ def _is_element_object(value) -> bool:
 def _parse_instances(document: dict, input_dtypes: dict) -> dict:
     instances = document["instances"]
     if not isinstance(instances, list):
-        raise InvalidArgument(f"JSON Value: {_json_text(document)} Excepting 'instances' to be an list/array")
+        raise InvalidArgument(f"JSON Value: {json_text(document)} Excepting 'instances' to be an list/array")
     if not instances:
-        raise InvalidArgument(f"JSON Value: {_json_text(document)} No values in 'instances' array")
+        raise InvalidArgument(f"JSON Value: {json_text(document)} No values in 'instances' array")
     objects = _is_element_object(instances[0])
     if not objects and len(input_dtypes) > 1:
         raise InvalidArgument("instances is a plain list, but expecting list of objects as multiple "
@@ -275,7 +275,7 @@ def _parse_instances(document: dict, input_dtypes: dict) -> dict:
                 raise InvalidArgument(f"Expecting object but got list at item {index} of input list")
             if set(element) != set(input_dtypes):
                 raise InvalidArgument(f"Failed to process element: {index} of 'instances' list. JSON "
-                                      f"object: {_json_text(element)} keys must be equal to: "
+                                      f"object: {json_text(element)} keys must be equal to: "
                                       f"{','.join(sorted(input_dtypes))}")
             items = element.items()
         else:

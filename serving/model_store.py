@@ -43,6 +43,20 @@ class FailedPrecondition(RuntimeError):
     """TF Serving's FAILED_PRECONDITION (HTTP 400)."""
 
 
+def tf_error_message(error: Exception) -> str:
+    """The failing op's own message, without TensorFlow's graph-execution framing.
+
+    >>> tf_error_message(tf.errors.InvalidArgumentError(None, None, "Graph execution error:\n\n"
+    ...     "Name: <unknown>, Feature: x is required\n\t [[{{node ParseExample}}]]"))
+    'Name: <unknown>, Feature: x is required'
+    """
+    lines = [line for line in getattr(error, "message", str(error)).splitlines() if line.strip()]
+    for before, line in zip(lines, lines[1:]):
+        if line.lstrip().startswith("[["):
+            return before
+    return lines[0] if lines else type(error).__name__
+
+
 def parse_model_config_text(text: str) -> list[ModelConfig]:
     """A `--model_config_file` (ModelServerConfig text proto) as ModelConfig messages."""
     config = model_server_config_pb2.ModelServerConfig()
@@ -97,7 +111,7 @@ class Servable:
         try:
             outputs = function(**tensors)
         except (tf.errors.InvalidArgumentError, TypeError, ValueError) as error:
-            raise InvalidArgument(getattr(error, "message", str(error)).split("\n")[0]) from None
+            raise InvalidArgument(tf_error_message(error)) from None
         return {key: value.numpy() for key, value in outputs.items()}
 
 

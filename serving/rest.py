@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.protobuf import json_format
 
-from serving import json_tensor
+from serving import examples, json_tensor
 from serving.model_store import FailedPrecondition, InvalidArgument, ModelStore, NotFound
 
 log = logging.getLogger(__name__)
@@ -31,10 +31,6 @@ _MODEL_PATH = r"/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|/labels
 PREDICT_RE = re.compile(_MODEL_PATH + r":(?P<method>classify|regress|predict)", re.IGNORECASE)
 STATUS_RE = re.compile(r"/v1/models(?:/(?P<name>[^/:]+))?(?:/versions/(?P<version>\d+)|"
                        r"/labels/(?P<label>[^/:]+))?(?P<metadata>/metadata)?", re.IGNORECASE)
-
-
-class Unimplemented(NotImplementedError):
-    """TF Serving's UNIMPLEMENTED (HTTP 501)."""
 
 
 class ResourceExhausted(RuntimeError):
@@ -50,7 +46,7 @@ class DeadlineExceeded(TimeoutError):
 
 
 HTTP_STATUS = [(json_tensor.InvalidArgument, 400), (InvalidArgument, 400), (FailedPrecondition, 400),
-               (NotFound, 404), (ResourceExhausted, 429), (Unimplemented, 501), (Unavailable, 503),
+               (NotFound, 404), (ResourceExhausted, 429), (Unavailable, 503),
                (DeadlineExceeded, 504)]
 
 
@@ -71,6 +67,16 @@ def predict_json(store: ModelStore, predictor, name: str, version, label, body: 
     inputs, row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(signature))
     outputs = predictor(servable, signature, inputs)
     return json_tensor.dumps_response(outputs, row_format, servable.output_dtypes(signature))
+
+
+def classify_regress_json(store: ModelStore, verb: str, name: str, version, label, body: bytes) -> str:
+    document = json_tensor.loads_request(body)
+    signature = json_tensor.signature_name(document)
+    request = examples.input_from_json(document)
+    servable = store.get(name, version, label)
+    if verb == "classify":
+        return examples.dumps_classification(examples.classify(servable, signature, request))
+    return examples.dumps_regression(examples.regress(servable, signature, request))
 
 
 class RestHandler(BaseHTTPRequestHandler):
@@ -114,10 +120,10 @@ class RestHandler(BaseHTTPRequestHandler):
             if method == "POST" and predict:
                 name, version, label = self._spec(predict)
                 verb = predict["method"].lower()
-                if verb != "predict":
-                    raise Unimplemented(f"{verb} needs a tf.Example {verb} signature, which this "
-                                        "local server does not serve yet; use :predict")
-                self._send(200, predict_json(self.store, self.predictor, name, version, label, body))
+                if verb == "predict":
+                    self._send(200, predict_json(self.store, self.predictor, name, version, label, body))
+                else:
+                    self._send(200, classify_regress_json(self.store, verb, name, version, label, body))
             elif method == "GET" and status:
                 if not status["name"]:
                     raise InvalidArgument("Missing model name in request.")

@@ -1,6 +1,11 @@
-"""Small plain-TF SavedModels for the serving tests (numeric, string, several inputs)."""
+"""Small plain-TF SavedModels for the serving tests (numeric, string, several inputs,
+and tf.Example classify/regress signatures)."""
 
 import tensorflow as tf
+
+from kerasbert.export import set_signature_methods
+
+EXAMPLES = tf.TensorSpec([None], tf.string, name="inputs")
 
 
 class Toy(tf.Module):
@@ -22,9 +27,25 @@ class Toy(tf.Module):
     def pair(self, a, b):
         return {"sum": tf.cast(a, tf.float64) + b * tf.cast(self.scale, tf.float64)}
 
+    @tf.function(input_signature=[EXAMPLES])
+    def classify(self, inputs):
+        """Examples with float feature x (2 values) -> classes neg/pos, scores softmax(x * scale)."""
+        x = tf.io.parse_example(inputs, {"x": tf.io.FixedLenFeature([2], tf.float32)})["x"]
+        classes = tf.tile(tf.constant([["neg", "pos"]]), [tf.shape(inputs)[0], 1])
+        return {"classes": classes, "scores": tf.nn.softmax(x * self.scale)}
+
+    @tf.function(input_signature=[EXAMPLES])
+    def regress(self, inputs):
+        """Examples with float x (2 values), int64 bias (default 0) -> sum(x) * scale + bias."""
+        features = tf.io.parse_example(inputs, {"x": tf.io.FixedLenFeature([2], tf.float32),
+                                                "bias": tf.io.FixedLenFeature([], tf.int64, default_value=0)})
+        return {"outputs": tf.reduce_sum(features["x"], -1) * self.scale + tf.cast(features["bias"], tf.float32)}
+
 
 def save_toy(path, scale):
     """Version folder `path` whose signatures scale by `scale` (so versions are distinguishable)."""
     toy = Toy(scale)
     tf.saved_model.save(toy, path, signatures={"serving_default": toy.numeric, "strings": toy.strings,
-                                               "pair": toy.pair})
+                                               "pair": toy.pair, "classify": toy.classify,
+                                               "regress": toy.regress})
+    set_signature_methods(path, {"classify": "tensorflow/serving/classify", "regress": "tensorflow/serving/regress"})

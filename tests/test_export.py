@@ -1,5 +1,6 @@
 """SavedModel export: layout, versions, signatures in a fresh TF-only process, TFSMLayer."""
 
+import base64
 import json
 import os
 import subprocess
@@ -40,6 +41,17 @@ def tiny_model_dir(path, pair_encoder):
     return model, preprocessor
 
 
+def serialized_examples(**texts):
+    """tf.Examples with one bytes feature per keyword, as {"b64": ...} JSON values."""
+    rows = []
+    for values in zip(*texts.values()):
+        features = {key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+                    for key, value in zip(texts, values)}
+        example = tf.train.Example(features=tf.train.Features(feature=features))
+        rows.append({"b64": base64.b64encode(example.SerializeToString()).decode()})
+    return rows
+
+
 def expected_outputs(model, pre):
     a, b = tf.constant(TEXTS_A), tf.constant(TEXTS_B)
     sst, para, sts = pre("sst", a, a), pre("para", a, b), pre("sts", a, b)
@@ -67,6 +79,9 @@ def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair
         "similarity": {"text_a": TEXTS_A, "text_b": TEXTS_B}, "embed": {"text": TEXTS_A},
         "sentiment_tokens": {k: packed["sst"][k].numpy().tolist() for k in token_keys},
         "paraphrase_tokens": {k: packed["para"][k].numpy().tolist() for k in pair_keys},
+        "sentiment_classify": {"inputs": serialized_examples(text=TEXTS_A)},
+        "paraphrase_classify": {"inputs": serialized_examples(text_a=TEXTS_A, text_b=TEXTS_B)},
+        "similarity_regress": {"inputs": serialized_examples(text_a=TEXTS_A, text_b=TEXTS_B)},
     }
     (tmp_path / "calls.json").write_text(json.dumps(calls))
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "load_export.py"), path,
@@ -78,9 +93,17 @@ def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair
             "similarity_tokens", "embed_tokens", "serving_default"} <= set(out["signatures"])
     aliases = {"serving_default": "sentiment", "sentiment_tokens": "sentiment",
                "paraphrase_tokens": "paraphrase"}
+    p = expected["paraphrase"]["probability"]
+    expected["sentiment_classify"] = {"classes": ["0", "1", "2", "3", "4"] * 2,
+                                      "scores": expected["sentiment"]["probabilities"]}
+    expected["paraphrase_classify"] = {"classes": ["0", "1"] * 2, "scores": np.stack([1 - p, p], -1)}
+    expected["similarity_regress"] = {"outputs": expected["similarity"]["score"]}
     for name, outputs in out["outputs"].items():
         for key, value in expected[aliases.get(name, name)].items():
-            np.testing.assert_allclose(np.array(outputs[key]), value, atol=1e-5, err_msg=f"{name}/{key}")
+            if key == "classes":
+                assert outputs[key] == value
+            else:
+                np.testing.assert_allclose(np.array(outputs[key]), value, atol=1e-5, err_msg=f"{name}/{key}")
 
 
 def test_versions_count_up_are_never_overwritten_and_carry_assets(tmp_path):
@@ -106,5 +129,9 @@ def test_tfsmlayer_embed_inside_a_new_keras_model_and_saved_model_cli(tmp_path):
     assert classifier.predict(tf.constant(TEXTS_A), verbose=0).shape == (2, 3)
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     shown = subprocess.run([cli, "show", "--dir", path, "--tag_set", "serve"], capture_output=True, text=True)
-    for name in ("sentiment", "paraphrase", "similarity", "embed", "embed_tokens", "serving_default"):
+    for name in ("sentiment", "paraphrase", "similarity", "embed", "embed_tokens", "serving_default",
+                 "sentiment_classify", "similarity_regress"):
         assert f'SignatureDef key: "{name}"' in shown.stdout
+    shown = subprocess.run([cli, "show", "--dir", path, "--tag_set", "serve", "--signature_def",
+                            "sentiment_classify"], capture_output=True, text=True)
+    assert "Method name is: tensorflow/serving/classify" in shown.stdout

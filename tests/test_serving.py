@@ -15,8 +15,9 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,
-                                     predict_pb2, prediction_service_pb2_grpc)
+from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2,
+                                     model_service_pb2_grpc, predict_pb2, prediction_service_pb2_grpc,
+                                     regression_pb2)
 
 from conftest import ROOT
 from serving.__main__ import ServerFlags, parse_flags, run_server
@@ -74,7 +75,8 @@ def test_status_and_metadata(server):
     code, body, _ = server.request("/v1/models/toy/metadata")
     assert code == 200 and body["model_spec"] == {"name": "toy", "version": "2", "signature_name": ""}
     signatures = body["metadata"]["signature_def"]["signature_def"]
-    assert {"serving_default", "strings", "pair", "__saved_model_init_op"} <= set(signatures)
+    assert {"serving_default", "strings", "pair", "classify", "__saved_model_init_op"} <= set(signatures)
+    assert signatures["classify"]["method_name"] == "tensorflow/serving/classify"
     x = signatures["serving_default"]["inputs"]["x"]
     assert x["dtype"] == "DT_FLOAT" and [d["size"] for d in x["tensor_shape"]["dim"]] == ["-1", "2"]
 
@@ -124,13 +126,64 @@ def test_strings_b64_in_and_bytes_out(server):
     ("/v1/models/toy/labels/stable:predict", {"instances": [[1.0, 2.0]]}, None, 400, "Unrecognized servable version label"),
     ("/v1/models/toy:predict", None, "GET", 400, "Malformed request: GET"),
     ("/v1/models/toy", b"{}", "PUT", 400, "Malformed request: PUT"),
-    ("/v1/models/toy:classify", {"examples": [{}]}, None, 501, "classify"),
+    ("/v1/models/toy:classify", {"instances": [[1.0, 2.0]]}, None, 400, "key 'examples' is expected"),
+    ("/v1/models/toy:classify", {"examples": []}, None, 400, "'examples' value is an empty array"),
+    ("/v1/models/toy:classify", {"examples": [{"x": [1.0, 2.0]}]}, None, 400,
+     "Expected classification signature method_name to be tensorflow/serving/classify. "
+     "Was: tensorflow/serving/predict"),
+    ("/v1/models/toy:regress", {"signature_name": "classify", "examples": [{"x": [1.0, 2.0]}]}, None, 400,
+     "Expected regression signature method_name to be tensorflow/serving/regress"),
+    ("/v1/models/toy:classify", {"signature_name": "classify", "examples": [{"x": [1.0, 2]}]}, None, 400,
+     "Unexpected element type in feature: x expecting type: float"),
+    ("/v1/models/toy:classify", {"signature_name": "classify", "examples": [{"x": [[1.0]]}]}, None, 400,
+     "Feature: x has element with unexpected JSON type: Array"),
+    ("/v1/models/toy:classify", {"signature_name": "classify", "examples": [{"y": [1.0, 2.0]}]}, None, 400,
+     "Feature: x (data type: float) is required but could not be found"),
+    ("/v1/models/toy:classify", {"signature_name": "nope", "examples": [{"x": 1}]}, None, 400,
+     "No signature was found with the name: nope"),
 ])
 def test_errors_are_json_with_tf_serving_status_codes(server, path, body, method, code, message):
     got, answer, content_type = server.request(path, body, method)
     assert (got, content_type) == (code, "application/json")
     assert set(answer) == {"error"} and message in answer["error"]
     assert server.request("/v1/models/toy")[0] == 200  # still up
+
+
+def test_classify_and_regress_with_examples_context_and_b64(server):
+    code, body, _ = server.request("/v1/models/toy:classify", {
+        "signature_name": "classify", "examples": [{"x": [0.0, 0.5]}, {"x": [1.0, 1.0]}]})
+    assert code == 200
+    scores = tf.nn.softmax(np.array([[0.0, 1.5], [3.0, 3.0]], np.float32)).numpy()  # version 2 scales by 3
+    assert [[label for label, _ in row] for row in body["results"]] == [["neg", "pos"]] * 2
+    np.testing.assert_allclose([[score for _, score in row] for row in body["results"]], scores, rtol=1e-6)
+    # Context features join every example; ints are int64 features, b64 objects bytes ones.
+    code, body, _ = server.request("/v1/models/toy/versions/2:regress", {
+        "signature_name": "regress", "context": {"bias": 10},
+        "examples": [{"x": [1.0, 2.0]}, {"x": [0.5, 0.5], "note": {"b64": base64.b64encode(b"\xff").decode()}}]})
+    assert (code, body) == (200, {"results": [19.0, 13.0]})
+
+
+def test_grpc_classify_and_regress(server):
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(server.channel)
+    request = classification_pb2.ClassificationRequest()
+    request.model_spec.name, request.model_spec.signature_name = "toy", "classify"
+    request.input.example_list.examples.add().features.feature["x"].float_list.value.extend([2.0, 0.0])
+    response = stub.Classify(request, timeout=30)
+    assert response.model_spec.version.value == 2
+    classes = response.result.classifications[0].classes
+    assert [c.label for c in classes] == ["neg", "pos"]
+    np.testing.assert_allclose([c.score for c in classes], tf.nn.softmax([6.0, 0.0]).numpy(), rtol=1e-6)
+    regression = regression_pb2.RegressionRequest()
+    regression.model_spec.name, regression.model_spec.signature_name = "toy", "regress"
+    context = regression.input.example_list_with_context
+    context.context.features.feature["bias"].int64_list.value.append(-1)
+    context.examples.add().features.feature["x"].float_list.value.extend([1.0, 1.0])
+    assert [r.value for r in stub.Regress(regression, timeout=30).result.regressions] == [5.0]
+    regression.model_spec.signature_name = "serving_default"
+    with pytest.raises(grpc.RpcError) as error:
+        stub.Regress(regression, timeout=30)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "Expected regression signature method_name" in error.value.details()
 
 
 def test_oversized_body_is_refused_and_server_stays_up(model_base):
@@ -260,6 +313,15 @@ def test_serves_a_kerasbert_export_like_the_keras_model(tmp_path):
         code, body, _ = server.request("/v1/models/kerasbert:predict", {
             "signature_name": "similarity", "inputs": {"text_a": TEXTS_A, "text_b": TEXTS_B}})
         np.testing.assert_allclose(body["outputs"], expected["similarity"]["score"], atol=1e-5)
+        code, body, _ = server.request("/v1/models/kerasbert:classify", {
+            "signature_name": "sentiment_classify", "examples": [{"text": t} for t in TEXTS_A]})
+        assert code == 200 and [label for label, _ in body["results"][0]] == ["0", "1", "2", "3", "4"]
+        np.testing.assert_allclose([[s for _, s in row] for row in body["results"]],
+                                   expected["sentiment"]["probabilities"], atol=1e-5)
+        code, body, _ = server.request("/v1/models/kerasbert:regress", {
+            "signature_name": "similarity_regress",
+            "examples": [{"text_a": a, "text_b": b} for a, b in zip(TEXTS_A, TEXTS_B)]})
+        np.testing.assert_allclose(body["results"], expected["similarity"]["score"], atol=1e-5)
     finally:
         server.close()
 

@@ -1,0 +1,228 @@
+"""TF Serving's Classify and Regress APIs: tf.Examples in, classes/scores or values out.
+
+A classify signature has method_name `tensorflow/serving/classify`, one input named
+`inputs` (serialized tf.Example strings, shape [batch]) and outputs `classes`
+(string, [batch, num_classes]) and/or `scores` (float, [batch, num_classes]). A regress
+signature has method_name `tensorflow/serving/regress`, the same input, and one float
+output `outputs` of shape [batch] or [batch, 1]. Context features are merged into
+every example, as TF Serving does.
+
+REST body (TF Serving's FillClassifyRegressRequestFromJson):
+    {"signature_name": "...", "context": {"f": value | [values]},
+     "examples": [{"g": value | [values]}, ...]}
+A JSON integer (or true/false) is an int64 feature, a number with a fraction or an
+exponent a float feature, a string or {"b64": ...} a bytes feature.
+
+Example:
+    >>> request = input_from_json({"examples": [{"text": "a fine film"}]})
+    >>> result = classify(servable, "sentiment_classify", request)
+    >>> dumps_classification(result)
+    '{"results": [[["0", 0.01], ["1", 0.02], ...]]}'
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
+
+from serving.json_tensor import InvalidArgument, decode_b64, format_decimal, is_b64_object, json_text
+from serving.model_store import FailedPrecondition, tf_error_message
+
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+_KIND_NAMES = {"bytes_list": "bytes", "float_list": "float", "int64_list": "int64"}
+
+
+# --- JSON -> tf.Example ----------------------------------------------------------------
+
+
+def _json_type(value) -> str:
+    if value is None:
+        return "Null"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return {dict: "Object", list: "Array", str: "String"}.get(type(value), "Number")
+
+
+def _add_value(feature: tf.train.Feature, name: str, value) -> None:
+    if isinstance(value, bool):
+        kind, item = "int64_list", int(value)
+    elif isinstance(value, int):
+        if value >= 2**63:
+            raise InvalidArgument(f"Feature: {name} has uint64 element. Only int64 is supported.")
+        kind, item = "int64_list", value
+    elif isinstance(value, float):
+        if np.isfinite(value) and abs(value) > np.finfo(np.float32).max:
+            raise InvalidArgument(f"Cannot convert JSON value: {json_text(value)} to float without "
+                                  "loss of precision.")
+        kind, item = "float_list", value
+    elif isinstance(value, str):
+        kind, item = "bytes_list", value.encode("utf-8")
+    elif is_b64_object(value):
+        kind, item = "bytes_list", decode_b64(value)
+    else:
+        raise InvalidArgument(f"Feature: {name} has element with unexpected JSON type: {_json_type(value)}")
+    current = feature.WhichOneof("kind")
+    if current not in (None, kind):
+        raise InvalidArgument(f"Unexpected element type in feature: {name} expecting type: "
+                              f"{_KIND_NAMES[current]}")
+    getattr(feature, kind).value.append(item)
+
+
+def example_from_json(value) -> tf.train.Example:
+    """One JSON object of features as a tf.train.Example."""
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"Example must be JSON object but got JSON {_json_type(value)}")
+    example = tf.train.Example()
+    for name, content in value.items():
+        feature = example.features.feature[name]
+        for item in content if isinstance(content, list) else [content]:
+            _add_value(feature, name, item)
+    return example
+
+
+def input_from_json(document: dict) -> input_pb2.Input:
+    """The `input` of a Classification/RegressionRequest from a REST body."""
+    request = input_pb2.Input()
+    if "context" in document:
+        target = request.example_list_with_context
+        target.context.CopyFrom(example_from_json(document["context"]))
+    else:
+        target = request.example_list
+    if "examples" not in document:
+        raise InvalidArgument(f"JSON Value: {json_text(document)} When method is classify, key "
+                              "'examples' is expected and was not found")
+    examples = document["examples"]
+    if not isinstance(examples, list):
+        raise InvalidArgument(f"JSON Value: {json_text(document)} Expecting 'examples' value to be "
+                              "an list/array")
+    if not examples:
+        raise InvalidArgument(f"JSON Value: {json_text(document)} 'examples' value is an empty array")
+    for value in examples:
+        target.examples.add().CopyFrom(example_from_json(value))
+    return request
+
+
+def serialized_examples(request: input_pb2.Input) -> list[bytes]:
+    """Each example serialized, with the context's features merged in."""
+    kind = request.WhichOneof("kind")
+    if kind == "example_list":
+        examples = [example.SerializeToString() for example in request.example_list.examples]
+    elif kind == "example_list_with_context":
+        context = request.example_list_with_context.context
+        examples = []
+        for example in request.example_list_with_context.examples:
+            merged = tf.train.Example()
+            merged.CopyFrom(context)
+            merged.MergeFrom(example)
+            examples.append(merged.SerializeToString())
+    else:
+        raise InvalidArgument("Input is empty")
+    if not examples:
+        raise InvalidArgument("Input is empty")
+    return examples
+
+
+# --- Running a signature ------------------------------------------------------------
+
+
+def _checked_signature(servable, name: str, method: str, kind: str):
+    name = name or "serving_default"
+    if name not in servable.signature_defs:
+        raise InvalidArgument(f"No signature was found with the name: {name}")
+    signature_def = servable.signature_defs[name]
+    if signature_def.method_name != method:
+        raise InvalidArgument(f"Expected {kind} signature method_name to be {method}. Was: "
+                              f"{signature_def.method_name}")
+    if len(signature_def.inputs) != 1:
+        raise InvalidArgument("Expected one input Tensor.")
+    if "inputs" not in signature_def.inputs:
+        raise FailedPrecondition(f"No {kind} inputs found in SignatureDef: {signature_def}")
+    return name, signature_def
+
+
+def _run(servable, name: str, request: input_pb2.Input) -> tuple[dict[str, np.ndarray], int]:
+    examples = serialized_examples(request)
+    try:
+        outputs = servable.signature(name)(inputs=tf.constant(examples, tf.string))
+    except tf.errors.InvalidArgumentError as error:  # e.g. a required feature is missing
+        raise InvalidArgument(tf_error_message(error)) from None
+    return {key: value.numpy() for key, value in outputs.items()}, len(examples)
+
+
+def classify(servable, signature_name: str, request: input_pb2.Input) -> classification_pb2.ClassificationResult:
+    """Runs a classify signature (TF Serving's PreProcess/PostProcessClassification)."""
+    name, signature_def = _checked_signature(servable, signature_name, CLASSIFY_METHOD, "classification")
+    if len(signature_def.outputs) not in (1, 2):
+        raise InvalidArgument(f"Expected one or two output Tensors, found {len(signature_def.outputs)}")
+    if "classes" not in signature_def.outputs and "scores" not in signature_def.outputs:
+        raise FailedPrecondition('Expected classification signature outputs to contain at least one of '
+                                 f'"classes" or "scores". Signature was: {signature_def}')
+    outputs, batch = _run(servable, name, request)
+    classes, scores = outputs.get("classes"), outputs.get("scores")
+    for key, value, dtype in (("classes", classes, object), ("scores", scores, np.float32)):
+        if value is None:
+            continue
+        if value.ndim != 2:
+            raise InvalidArgument(f"Expected Tensor shape: [batch_size num_classes] but got {list(value.shape)}")
+        if value.dtype != dtype:
+            expected = "DT_STRING" if dtype is object else "DT_FLOAT"
+            raise InvalidArgument(f"Expected {key} Tensor of {expected}. Got: {value.dtype}")
+        if value.shape[0] != batch:
+            raise InvalidArgument(f"Expected {key} output batch size of {batch}. Got: {value.shape[0]}")
+    if classes is not None and scores is not None and classes.shape[1] != scores.shape[1]:
+        raise InvalidArgument("Tensors class and score should match in dim_size(1). Got "
+                              f"{classes.shape[1]} vs. {scores.shape[1]}")
+    num_classes = (classes if classes is not None else scores).shape[1]
+    result = classification_pb2.ClassificationResult()
+    for i in range(batch):
+        classifications = result.classifications.add()
+        for c in range(num_classes):
+            entry = classifications.classes.add()
+            if classes is not None:
+                entry.label = classes[i, c].decode("utf-8", "replace")
+            if scores is not None:
+                entry.score = float(scores[i, c])
+    return result
+
+
+def regress(servable, signature_name: str, request: input_pb2.Input) -> regression_pb2.RegressionResult:
+    """Runs a regress signature (TF Serving's PreProcess/PostProcessRegressionResult)."""
+    name, signature_def = _checked_signature(servable, signature_name, REGRESS_METHOD, "regression")
+    if len(signature_def.outputs) != 1:
+        raise InvalidArgument("Expected one output Tensor.")
+    if "outputs" not in signature_def.outputs:
+        raise FailedPrecondition(f"No regression outputs found in SignatureDef: {signature_def}")
+    outputs, batch = _run(servable, name, request)
+    values = outputs["outputs"]
+    if not (values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)):
+        raise InvalidArgument("Expected output Tensor shape to be either [batch_size] or [batch_size, 1] "
+                              f"but got {list(values.shape)}")
+    if values.dtype != np.float32:
+        raise InvalidArgument(f"Expected output Tensor of DT_FLOAT.  Got: {values.dtype}")
+    if values.shape[0] != batch:
+        raise InvalidArgument(f"Input batch size did not match output batch size: {batch} vs. {values.shape[0]}")
+    result = regression_pb2.RegressionResult()
+    for value in values.reshape(-1):
+        result.regressions.add(value=float(value))
+    return result
+
+
+# --- Results -> JSON ------------------------------------------------------------------
+
+
+def dumps_classification(result: classification_pb2.ClassificationResult) -> str:
+    """TF Serving's MakeJsonFromClassificationResult: [[label, score], ...] per example."""
+    if not result.classifications:
+        raise InvalidArgument("Cannot convert empty ClassificationResults to JSON")
+    rows = ["[" + ", ".join(f"[{json_text(c.label)}, {format_decimal(c.score)}]" for c in row.classes) + "]"
+            for row in result.classifications]
+    return '{"results": [' + ", ".join(rows) + "]}"
+
+
+def dumps_regression(result: regression_pb2.RegressionResult) -> str:
+    """TF Serving's MakeJsonFromRegressionResult: one value per example."""
+    if not result.regressions:
+        raise InvalidArgument("Cannot convert empty RegressionResults to JSON")
+    return '{"results": [' + ", ".join(format_decimal(r.value) for r in result.regressions) + "]}"
