@@ -13,13 +13,11 @@ any request failed meanwhile. Writes results.json and results.md.
 from __future__ import annotations
 
 import argparse
-import datetime
 import http.client
 import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,33 +31,6 @@ SENTENCES = ["a gripping , funny and moving film .", "the plot is thin and the a
 def percentile(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(base: str, batching: bool):
-    rest, grpc_port = free_port(), free_port()
-    command = [sys.executable, "-m", "serving", f"--port={grpc_port}", f"--rest_api_port={rest}",
-               "--model_name=kerasbert", f"--model_base_path={base}", "--file_system_poll_wait_seconds=0.5"]
-    if batching:
-        command += ["--enable_batching", "--batching_parameters_file=serving/batching.config"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{rest}/v1/models/kerasbert", timeout=2)
-            return process, rest
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise RuntimeError("server did not start")
 
 
 def load(port: int, clients: int, seconds: float, on_half_time=None) -> dict:
@@ -130,8 +101,30 @@ def watch_new_version(port: int, version: int, dropped_at: list, result: dict) -
         time.sleep(0.05)
 
 
+def render_markdown(results: dict) -> str:
+    off, on = results["no_batching"], results["batching"]
+    clients = off["many_clients"]["clients"]
+    lines = ["# Serving benchmark (sentiment signature, REST)", "", f"Command: `{results['command']}`  ",
+             f"Machine: {results['machine']}  ", f"Model: {results['export']}", "",
+             "| batching | clients | requests/s | p50 ms | p99 ms | errors |", "|---|---:|---:|---:|---:|---:|"]
+    for name, run in (("off", off), ("on", on)):
+        for r in (run["one_client"], run["many_clients"]):
+            lines.append(f"| {name} | {r['clients']} | {r['requests_per_second']:.1f} | {r['p50_ms']:.2f} | "
+                         f"{r['p99_ms']:.2f} | {r['errors']} |")
+    lines += ["", f"In-process SavedModel call (floor): p50 {results['in_process_p50_ms']:.2f} ms; "
+              f"server overhead at 1 client (batching off, p50): "
+              f"{off['one_client']['p50_ms'] - results['in_process_p50_ms']:.2f} ms.",
+              f"Throughput ratio at {clients} clients, batching on / off: "
+              f"{on['many_clients']['requests_per_second'] / off['many_clients']['requests_per_second']:.2f}.",
+              f"New version dropped in mid-run served after "
+              f"{on.get('new_version_served_after_s', float('nan')):.2f} s, with "
+              f"{on['many_clients']['errors']} failed requests.", ""]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
-    from benchmarks.results import machine
+    from benchmarks.results import save_results
+    from serving.process import LocalServer
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serving", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -153,8 +146,10 @@ def main(argv=None) -> int:
                "in_process_p50_ms": in_process_ms(os.path.join(base, "1"))}
     for batching in (False, True):
         key = "batching" if batching else "no_batching"
-        process, port = start_server(base, batching)
-        try:
+        flags = ["--enable_batching", "--batching_parameters_file=serving/batching.config"] if batching else []
+        with LocalServer("kerasbert", base, extra_flags=flags) as server:
+            server.wait_for_version()
+            port = server.rest_port
             load(port, 4, 5)  # warm up (traces, connections)
             single = load(port, 1, 15)
             swap = {}
@@ -171,33 +166,9 @@ def main(argv=None) -> int:
             print(f"   {key}: {many['requests_per_second']:.1f} req/s at {args.clients} clients, "
                   f"p50 {many['p50_ms']:.1f} ms, p99 {many['p99_ms']:.1f} ms, errors {many['errors']}; "
                   f"1 client p50 {single['p50_ms']:.2f} ms", flush=True)
-        finally:
-            process.terminate()
-            process.wait(30)
     shutil.rmtree(base, ignore_errors=True)
-    results.update(command="python -m benchmarks.serving " + " ".join(sys.argv[1:]), machine=machine(),
-                   updated=datetime.datetime.now().isoformat(timespec="seconds"))
-    off, on = results["no_batching"], results["batching"]
-    lines = ["# Serving benchmark (sentiment signature, REST)", "", f"Command: `{results['command']}`  ",
-             f"Machine: {results['machine']}  ", f"Model: {results['export']}", "",
-             f"| batching | clients | requests/s | p50 ms | p99 ms | errors |", "|---|---:|---:|---:|---:|---:|"]
-    for name, run in (("off", off), ("on", on)):
-        for r in (run["one_client"], run["many_clients"]):
-            lines.append(f"| {name} | {r['clients']} | {r['requests_per_second']:.1f} | {r['p50_ms']:.2f} | "
-                         f"{r['p99_ms']:.2f} | {r['errors']} |")
-    lines += ["", f"In-process SavedModel call (floor): p50 {results['in_process_p50_ms']:.2f} ms; "
-              f"server overhead at 1 client (batching off): "
-              f"{off['one_client']['p50_ms'] - results['in_process_p50_ms']:.2f} ms.",
-              f"Throughput ratio at {args.clients} clients, batching on / off: "
-              f"{on['many_clients']['requests_per_second'] / off['many_clients']['requests_per_second']:.2f}.",
-              f"New version dropped in mid-run served after "
-              f"{on.get('new_version_served_after_s', float('nan')):.2f} s, with "
-              f"{on['many_clients']['errors']} failed requests.", ""]
-    with open(os.path.join(args.output_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    with open(os.path.join(args.output_dir, "results.md"), "w") as f:
-        f.write("\n".join(lines))
-    print("\n".join(lines))
+    save_results(args.output_dir, results, "benchmarks.serving", render_markdown)
+    print(render_markdown(results))
     return 0
 
 

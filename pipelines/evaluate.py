@@ -24,24 +24,12 @@ def main(argv=None) -> int:
 
     def run():
         import json
-        import os
 
-        import keras
+        from kerasbert.finetuning.data import load_finetuned
+        from kerasbert.finetuning.evaluation import score_file
 
-        from kerasbert.config import FinetuneConfig, load_config
-        from kerasbert.finetuning import model as _  # noqa: F401  registers MultitaskBert
-        from kerasbert.finetuning.data import TaskPreprocessor, load_examples, task_dataset
-        from kerasbert.finetuning.evaluation import predict_task, task_metrics
-        from kerasbert.tokenization import load_tokenizer
-
-        config = load_config(FinetuneConfig, os.path.join(args.model_dir, "config.json"))
-        model = keras.models.load_model(os.path.join(args.model_dir, "model.keras"), compile=False)
-        preprocessor = TaskPreprocessor(load_tokenizer(os.path.join(args.model_dir, "encoder")),
-                                        config.data.max_sequence_length, config.heads.pair_encoder)
-        examples = load_examples(args.task, args.data_file)
-        dataset = task_dataset(args.task, examples, preprocessor, 64, training=False)
-        metrics = task_metrics(args.task, [e.label for e in examples],
-                               predict_task(model, args.task, dataset))
+        _, model, preprocessor = load_finetuned(args.model_dir)
+        metrics = score_file(model, preprocessor, args.task, args.data_file)
         text = json.dumps(metrics, indent=2)
         print(text)
         if args.output:

@@ -45,6 +45,8 @@ class ServingClient:
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self.version, self.label = version, label
         self._stub = None
+        self._output_names: dict[str, list[str]] = {}  # REST: names of single outputs
+        self._input_dtypes: dict[str, dict] = {}  # gRPC: input dtypes per signature
 
     def _with_retries(self, call):
         for attempt in range(self.retries + 1):
@@ -64,38 +66,75 @@ class ServingClient:
         suffix = f"/versions/{self.version}" if self.version else f"/labels/{self.label}" if self.label else ""
         return f"http://{self.host}:{self.rest_port}/v1/models/{self.model}{suffix}"
 
-    def _predict_rest(self, signature, inputs):
-        body = json.dumps({"signature_name": signature, "inputs": inputs}).encode("utf-8")
-        request = urllib.request.Request(self._model_path() + ":predict", data=body,
-                                         headers={"Content-Type": "application/json"})
+    def _rest(self, url: str, body: dict | None = None) -> dict:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                outputs = json.loads(response.read())["outputs"]
+                return json.loads(response.read())
         except urllib.error.HTTPError as error:
             raise ServingError(error.code, json.loads(error.read() or b"{}").get("error", error.reason)) from None
         except urllib.error.URLError as error:  # connection refused: the server is not up (yet)
             raise ServingError(503, str(error.reason)) from None
-        return outputs if isinstance(outputs, dict) else {"output": outputs}
 
-    def _predict_grpc(self, signature, inputs):
+    def _predict_rest(self, signature, inputs):
+        outputs = self._rest(self._model_path() + ":predict", {"signature_name": signature, "inputs": inputs})["outputs"]
+        if isinstance(outputs, dict):
+            return outputs
+        # One output comes back bare (TF Serving's columnar format): name it from the metadata.
+        if signature not in self._output_names:
+            signatures = self._rest(self._model_path() + "/metadata")["metadata"]["signature_def"]["signature_def"]
+            self._output_names[signature] = sorted(signatures[signature]["outputs"])
+        return {self._output_names[signature][0]: outputs}
+
+    def _grpc_stub(self):
         import grpc
-        import tensorflow as tf
-        from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+        from tensorflow_serving.apis import prediction_service_pb2_grpc
 
         if self._stub is None:
             channel = grpc.insecure_channel(f"{self.host}:{self.grpc_port}")
             self._stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        request = predict_pb2.PredictRequest()
-        request.model_spec.name = self.model
-        request.model_spec.signature_name = signature
+        return self._stub
+
+    def _set_spec(self, model_spec, signature=None):
+        model_spec.name = self.model
+        if signature:
+            model_spec.signature_name = signature
         if self.version:
-            request.model_spec.version.value = self.version
+            model_spec.version.value = self.version
         elif self.label:
-            request.model_spec.version_label = self.label
+            model_spec.version_label = self.label
+
+    def _grpc_input_dtypes(self, signature):
+        """The signature's input dtypes, from GetModelMetadata (a Python 1 is not an int64 by itself)."""
+        import grpc
+        from tensorflow_serving.apis import get_model_metadata_pb2
+
+        if signature not in self._input_dtypes:
+            request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+            self._set_spec(request.model_spec)
+            try:
+                response = self._grpc_stub().GetModelMetadata(request, timeout=self.timeout)
+            except grpc.RpcError as error:
+                raise ServingError(error.code().name, error.details()) from None
+            signatures = get_model_metadata_pb2.SignatureDefMap()
+            response.metadata["signature_def"].Unpack(signatures)
+            definition = signatures.signature_def.get(signature)
+            self._input_dtypes[signature] = {k: v.dtype for k, v in definition.inputs.items()} if definition else {}
+        return self._input_dtypes[signature]
+
+    def _predict_grpc(self, signature, inputs):
+        import grpc
+        import tensorflow as tf
+        from tensorflow_serving.apis import predict_pb2
+
+        dtypes = self._grpc_input_dtypes(signature)
+        request = predict_pb2.PredictRequest()
+        self._set_spec(request.model_spec, signature)
         for name, values in inputs.items():
-            request.inputs[name].CopyFrom(tf.make_tensor_proto(values))
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=dtypes.get(name)))
         try:
-            response = self._stub.Predict(request, timeout=self.timeout)
+            response = self._grpc_stub().Predict(request, timeout=self.timeout)
         except grpc.RpcError as error:
             raise ServingError(error.code().name, error.details()) from None
         outputs = {}

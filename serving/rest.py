@@ -81,6 +81,7 @@ def classify_regress_json(store: ModelStore, verb: str, name: str, version, labe
 
 class RestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
+    disable_nagle_algorithm = True  # else header and body writes wait on the client's delayed ACK
     server_version = "kerasbert-serving"
     store: ModelStore
     predictor = None
@@ -162,6 +163,13 @@ def make_rest_server(store: ModelStore, port: int, predictor, host: str = "127.0
     """A REST server bound to host:port (port 0 picks a free one: see server_address)."""
     handler = type("BoundRestHandler", (RestHandler,),
                    {"store": store, "predictor": staticmethod(predictor), "max_body_bytes": max_body_bytes})
-    server = ThreadingHTTPServer((host, port), handler)
+    server = ThreadingHTTPServer((host, port), handler, bind_and_activate=False)
     server.daemon_threads = True
+    server.request_queue_size = 256  # listen backlog: many clients may connect at once
+    try:
+        server.server_bind()
+        server.server_activate()
+    except OSError:
+        server.server_close()
+        raise
     return server

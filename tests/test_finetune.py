@@ -66,6 +66,20 @@ def test_head_shapes_and_ranges(pair_encoder):
     assert model.embed(batch("sst", pair_encoder)[0]).shape == (4, 8)
 
 
+@pytest.mark.parametrize("pair_encoder", ["cross", "bi"])
+def test_trimmed_batches_give_the_same_outputs_as_fully_padded_ones(pair_encoder):
+    model = tiny_model(pair_encoder)
+    a = tf.constant(["the cat sat on the mat .", "dogs ran"])
+    b = tf.constant(["the cat sat .", "the cats ran fast ."])
+    padded = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 16, pair_encoder, trim=False)
+    trimmed = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 16, pair_encoder)
+    x = trimmed("sts", a, b)
+    assert x["token_ids"].shape[1] < 16 and x["padding_mask"].numpy().max(axis=0).min() == 1
+    for method in ("sentiment_logits", "paraphrase_logit", "similarity_score"):
+        np.testing.assert_allclose(getattr(model, method)(x), getattr(model, method)(padded("sts", a, b)),
+                                   atol=1e-5, err_msg=method)
+
+
 def test_bi_encoder_inputs_differ_between_sentences():
     x, _ = batch("sts", "bi")
     assert not np.array_equal(x["token_ids"].numpy(), x["token_ids_b"].numpy())

@@ -4,6 +4,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -186,6 +187,31 @@ def test_grpc_classify_and_regress(server):
     assert "Expected regression signature method_name" in error.value.details()
 
 
+def test_local_server_process_is_stopped_on_error_and_on_sigterm(model_base, tmp_path):
+    from serving.process import LocalServer
+
+    with pytest.raises(RuntimeError, match="boom"):
+        with LocalServer("toy", str(model_base)) as local:
+            assert local.wait_for_version(2) == 2
+            raise RuntimeError("boom")
+    assert local.process.poll() is not None
+    script = tmp_path / "hold.py"
+    script.write_text("import sys, time\n"
+                      "from serving.process import LocalServer, stop_on_sigterm\n"
+                      "stop_on_sigterm()\n"
+                      "with LocalServer('toy', sys.argv[1]) as local:\n"
+                      "    local.wait_for_version()\n"
+                      "    print(local.process.pid, flush=True)\n"
+                      "    time.sleep(300)\n")
+    holder = subprocess.Popen([sys.executable, str(script), str(model_base)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)
+    server_pid = int(holder.stdout.readline())
+    holder.send_signal(signal.SIGTERM)
+    holder.wait(60)
+    with pytest.raises(ProcessLookupError):  # stopped and reaped by the holder's `finally`
+        os.kill(server_pid, 0)
+
+
 def test_oversized_body_is_refused_and_server_stays_up(model_base):
     server = Server(model_name="toy", model_base_path=str(model_base), max_body_bytes=100)
     try:
@@ -269,7 +295,7 @@ def test_cli_flags_and_shipped_configs_parse():
     configs = parse_model_config_text(open(os.path.join(ROOT, "serving", "models.config")).read())
     assert configs[0].name == "kerasbert" and configs[0].model_version_policy.latest.num_versions == 2
     parameters = parse_batching_parameters(open(os.path.join(ROOT, "serving", "batching.config")).read())
-    assert parameters.max_batch_size.value == 32 and list(parameters.allowed_batch_sizes) == [8, 16, 32]
+    assert parameters.max_batch_size.value == 32 and list(parameters.allowed_batch_sizes) == [1, 2, 4, 8, 16, 32]
 
 
 def test_python_m_serving_subprocess_warns_on_unknown_flags(model_base):
@@ -333,6 +359,8 @@ def test_client_rest_and_grpc_and_retry_on_unavailable(server):
         client = ServingClient("toy", rest_port=server.rest_port, grpc_port=server.grpc_port, protocol=protocol)
         outputs = client.predict("serving_default", {"x": [[1.0, 2.0]]})
         np.testing.assert_allclose(outputs["y"], [[3.0, 6.0]])
+        # One output: REST answers it bare; the client names it as gRPC does.
+        assert client.predict("pair", {"a": [1], "b": [0.5]}) == {"sum": [2.5]}
     with pytest.raises(ServingError) as error:
         ServingClient("toy", rest_port=server.rest_port).predict("nope", {"x": [[1.0, 2.0]]})
     assert error.value.code == 400  # not retried: only 503 is

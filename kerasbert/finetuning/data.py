@@ -35,12 +35,16 @@ class TaskPreprocessor:
         tokenizer: a keras-hub BertTokenizer.
         sequence_length: packed length.
         pair_encoder: "cross" packs a pair into one sequence; "bi" packs each sentence alone.
+        trim: cut each packed batch to its longest sequence (the padding beyond it changes
+            nothing under the padding mask, and costs most of the compute on short text).
+            Off for XLA, which wants one shape.
     """
 
-    def __init__(self, tokenizer, sequence_length: int, pair_encoder: str = "cross"):
+    def __init__(self, tokenizer, sequence_length: int, pair_encoder: str = "cross", trim: bool = True):
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
         self.pair_encoder = pair_encoder
+        self.trim = trim
         self.ids = special_token_ids(tokenizer)
         self.packer = make_packer(sequence_length, self.ids)
 
@@ -48,11 +52,15 @@ class TaskPreprocessor:
         """One or two batches of strings -> token_ids, segment_ids, padding_mask (int32)."""
         segments = tuple(self.tokenizer(t) for t in texts)
         token_ids, segment_ids = self.packer(segments)
-        return {
+        packed = {
             "token_ids": tf.cast(token_ids, tf.int32),
             "segment_ids": tf.cast(segment_ids, tf.int32),
             "padding_mask": tf.cast(token_ids != self.ids["pad"], tf.int32),
         }
+        if not self.trim:
+            return packed
+        length = tf.maximum(tf.reduce_max(tf.reduce_sum(packed["padding_mask"], axis=1)), 1)
+        return {key: value[:, :length] for key, value in packed.items()}
 
     def __call__(self, task: str, text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
         if task in PAIR_TASKS and self.pair_encoder == "cross":
@@ -117,3 +125,27 @@ def interleave(datasets: dict[str, tf.data.Dataset], sizes: dict[str, int], samp
     weights = task_weights(sizes, sampling, temperature)
     return tf.data.Dataset.sample_from_datasets([datasets[t] for t in tasks],
                                                 [weights[t] for t in tasks], seed=seed)
+
+
+def load_finetuned(model_dir: str):
+    """(config, model, preprocessor) of a pipelines.finetune output folder.
+
+    >>> config, model, pre = load_finetuned("runs/finetune")
+    >>> model.embed(pre.pack(tf.constant(["a fine film"]))).shape
+    TensorShape([1, 384])
+    """
+    import keras
+
+    from kerasbert.config import FinetuneConfig, load_config
+    from kerasbert.finetuning import model as _model  # noqa: F401  registers MultitaskBert
+    from kerasbert.tokenization import load_tokenizer
+
+    for name in ("config.json", "model.keras", "encoder"):
+        if not os.path.exists(os.path.join(model_dir, name)):
+            raise FileNotFoundError(f"{model_dir}: no {name}; --model_dir takes an output folder of "
+                                    "pipelines.finetune")
+    config = load_config(FinetuneConfig, os.path.join(model_dir, "config.json"))
+    model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
+    preprocessor = TaskPreprocessor(load_tokenizer(os.path.join(model_dir, "encoder")),
+                                    config.data.max_sequence_length, config.heads.pair_encoder)
+    return config, model, preprocessor

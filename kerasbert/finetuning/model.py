@@ -30,6 +30,11 @@ TASKS = ("sst", "para", "sts")
 ENCODER_KEYS = ("token_ids", "segment_ids", "padding_mask")
 
 
+def cosine(u, v):
+    """Row-wise cosine similarity of two (batch, hidden) tensors."""
+    return tf.reduce_sum(tf.math.l2_normalize(u, -1) * tf.math.l2_normalize(v, -1), -1)
+
+
 def second_inputs(x: dict) -> dict:
     """The `_b` fields of a batch (sentence b for a bi-encoder) under the encoder's names."""
     return {k: x[f"{k}_b"] for k in ENCODER_KEYS}
@@ -70,29 +75,38 @@ class MultitaskBert(keras.Model):
         return summed / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
 
     def sentiment_logits(self, x, training=False):
-        return self.sentiment_head(self.dropout(self.embed(x, training), training=training))  # (batch, 5)
+        return self.sentiment_logits_from(self.embed(x, training), training)  # (batch, 5)
 
     def _pair_embeddings(self, x, training):
         return self.embed(x, training), self.embed(second_inputs(x), training)
 
     def paraphrase_logit(self, x, training=False):
         if self.pair_encoder == "cross":
-            features = self.embed(x, training)
-        else:
-            u, v = self._pair_embeddings(x, training)
-            features = tf.concat([u, v, tf.abs(u - v), u * v], axis=-1)  # (batch, 4 * hidden)
-        return self.paraphrase_head(self.dropout(features, training=training))[:, 0]  # (batch,)
+            return self.paraphrase_logit_from(self.embed(x, training), training=training)
+        return self.paraphrase_logit_from(*self._pair_embeddings(x, training), training=training)
 
     def similarity_cosine(self, x, training=False):
-        u, v = self._pair_embeddings(x, training)
-        return tf.reduce_sum(tf.math.l2_normalize(u, -1) * tf.math.l2_normalize(v, -1), -1)
+        return cosine(*self._pair_embeddings(x, training))
 
     def similarity_score(self, x, training=False):
         """Predicted similarity in [0, 5]."""
         if self.pair_encoder == "cross":
-            logit = self.similarity_head(self.dropout(self.embed(x, training), training=training))
-            return 5.0 * tf.sigmoid(logit[:, 0])
-        return 2.5 * (self.similarity_cosine(x, training) + 1.0)
+            return self.similarity_score_from(self.embed(x, training), training=training)
+        return self.similarity_score_from(*self._pair_embeddings(x, training), training=training)
+
+    # --- Heads on sentence embeddings: u is the pair's (cross) or sentence a's, v sentence b's ---
+
+    def sentiment_logits_from(self, u, training=False):
+        return self.sentiment_head(self.dropout(u, training=training))
+
+    def paraphrase_logit_from(self, u, v=None, training=False):
+        features = u if v is None else tf.concat([u, v, tf.abs(u - v), u * v], axis=-1)  # (batch, 4 * hidden)
+        return self.paraphrase_head(self.dropout(features, training=training))[:, 0]  # (batch,)
+
+    def similarity_score_from(self, u, v=None, training=False):
+        if v is None:
+            return 5.0 * tf.sigmoid(self.similarity_head(self.dropout(u, training=training))[:, 0])
+        return 2.5 * (cosine(u, v) + 1.0)
 
     def call(self, x, training=False):
         return {"sentiment": self.sentiment_logits(x, training),

@@ -91,7 +91,8 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
         save_config(config, os.path.join(output_dir, "config.json"))
 
     tokenizer = load_tokenizer(checkpoint_source(init_checkpoint))
-    preprocessor = TaskPreprocessor(tokenizer, data.max_sequence_length, heads.pair_encoder)
+    preprocessor = TaskPreprocessor(tokenizer, data.max_sequence_length, heads.pair_encoder,
+                                    trim=not config.train.jit_compile)  # XLA wants one shape
     stage(f"reading task files under {data_dir}")
     train_sets, dev, sizes = {}, {}, {}
     for task in TASKS:

@@ -1,0 +1,139 @@
+"""Semantic search with sentence embeddings: each sentence is embedded once (Sentence-BERT).
+
+A cross-encoder must run BERT on every (query, sentence) pair; a bi-encoder embeds the
+corpus once, caches it, and answers a query with one more embedding and a matrix
+product. Embeddings come from a fine-tuning run (`model.embed`) or from an exported
+SavedModel's `embed` signature; both are L2-normalised, so dot products are cosines.
+
+Example:
+    >>> embedder = make_embedder("runs/finetune")
+    >>> corpus = read_sentences("questions.txt")
+    >>> vectors = embed_corpus(embedder, corpus, cache_dir="runs/finetune/search_cache")
+    >>> nearest(embedder(["how do I learn python?"]), vectors, top_k=3)
+    (array([[12, 408, 7]]), array([[0.93, 0.88, 0.85]], dtype=float32))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+
+def _file_digest(*paths: str) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _batches(sentences: list[str], batch_size: int, progress: bool):
+    import keras
+
+    bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
+    for start in range(0, len(sentences), batch_size):
+        batch = sentences[start:start + batch_size]
+        yield tf.constant(batch)
+        if bar is not None:
+            bar.add(len(batch))
+
+
+class KerasEmbedder:
+    """Sentence embeddings of a pipelines.finetune output folder (its `embed` path)."""
+
+    def __init__(self, model_dir: str, batch_size: int = 64):
+        from kerasbert.finetuning.data import load_finetuned
+
+        _, self.model, self.preprocessor = load_finetuned(model_dir)
+        self.batch_size = batch_size
+        self.fingerprint = _file_digest(os.path.join(model_dir, "model.keras"))
+        self._embed = tf.function(lambda text: self.model.embed(self.preprocessor.pack(text)),
+                                  input_signature=[tf.TensorSpec([None], tf.string)])
+
+    def __call__(self, sentences: list[str], progress: bool = False) -> np.ndarray:
+        parts = [self._embed(batch).numpy() for batch in _batches(sentences, self.batch_size, progress)]
+        return _normalize(np.concatenate(parts))
+
+
+class SavedModelEmbedder:
+    """Sentence embeddings from an exported SavedModel's `embed` signature."""
+
+    def __init__(self, path: str, batch_size: int = 64):
+        import tensorflow_text  # noqa: F401  the signature's tokenizer ops
+
+        self.signature = tf.saved_model.load(path).signatures["embed"]
+        self.batch_size = batch_size
+        self.fingerprint = _file_digest(os.path.join(path, "saved_model.pb"),
+                                        os.path.join(path, "variables", "variables.index"))
+
+    def __call__(self, sentences: list[str], progress: bool = False) -> np.ndarray:
+        parts = [self.signature(text=batch)["embedding"].numpy()
+                 for batch in _batches(sentences, self.batch_size, progress)]
+        return _normalize(np.concatenate(parts))
+
+
+def make_embedder(path: str, batch_size: int = 64):
+    """A SavedModel version folder (has saved_model.pb) or a fine-tuning output folder."""
+    if os.path.exists(os.path.join(path, "saved_model.pb")):
+        return SavedModelEmbedder(path, batch_size)
+    return KerasEmbedder(path, batch_size)
+
+
+def _normalize(vectors: np.ndarray) -> np.ndarray:
+    return (vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)).astype(np.float32)
+
+
+def read_sentences(path: str) -> list[str]:
+    """One sentence per line; blank lines are skipped."""
+    from kerasbert.data.corpus import read_utf8_lines
+
+    sentences = [line.strip() for line in read_utf8_lines(path) if line.strip()]
+    if not sentences:
+        raise ValueError(f"{path}: no sentences (expected one per line)")
+    return sentences
+
+
+def embed_corpus(embedder, sentences: list[str], cache_dir: str | None = None,
+                 progress: bool = True) -> np.ndarray:
+    """Embeddings of `sentences`, read from / written to `cache_dir` keyed by model and text."""
+    if not cache_dir:
+        return embedder(sentences, progress)
+    key = hashlib.sha256((embedder.fingerprint + "\n" + "\n".join(sentences)).encode("utf-8")).hexdigest()
+    path = os.path.join(cache_dir, f"{key[:24]}.npy")
+    if os.path.exists(path):
+        return np.load(path)
+    vectors = embedder(sentences, progress)
+    os.makedirs(cache_dir, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=cache_dir, suffix=".npy.tmp", delete=False) as f:
+        np.save(f, vectors)
+    os.replace(f.name, path)  # a crash never leaves a half-written cache entry
+    return vectors
+
+
+def nearest(queries: np.ndarray, corpus: np.ndarray, top_k: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and cosines of the `top_k` corpus rows nearest each query row, best first."""
+    scores = queries @ corpus.T  # (queries, corpus)
+    k = min(top_k, corpus.shape[0])
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1)
+    indices = np.take_along_axis(top, order, axis=1)
+    return indices, np.take_along_axis(scores, indices, axis=1)
+
+
+def most_similar_pair(vectors: np.ndarray, block: int = 1024) -> tuple[int, int, float]:
+    """(i, j, cosine) with i < j of the most similar pair of rows, in blocks of rows."""
+    best = (-1, -1, -np.inf)
+    for start in range(0, len(vectors), block):
+        scores = vectors[start:start + block] @ vectors.T  # (block, n)
+        rows = np.arange(scores.shape[0])
+        scores[rows[:, None] + start >= np.arange(len(vectors))[None, :]] = -np.inf  # keep j > i only
+        flat = int(np.argmax(scores))
+        i, j = divmod(flat, scores.shape[1])
+        if scores[i, j] > best[2]:
+            best = (start + i, j, float(scores[i, j]))
+    return best

@@ -1,0 +1,102 @@
+"""`python -m serving` in a child process on free loopback ports, stopped on exit.
+
+The server is stopped when the `with` block ends, whatever ends it (an error,
+Ctrl-C, or SIGTERM to this process, which `stop_on_sigterm` turns into an exception).
+
+Example:
+    >>> with LocalServer("kerasbert", "saved_models/kerasbert", log_path="server.log") as server:
+    ...     server.wait_for_version(3)
+    ...     ServingClient("kerasbert", rest_port=server.rest_port, version=3).predict(...)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt in the main thread, so `finally` blocks run."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, handler)
+
+
+class LocalServer:
+    """A child `python -m serving` for one model base path; REST and gRPC on 127.0.0.1."""
+
+    def __init__(self, model_name: str, base_path: str, log_path: str | None = None,
+                 extra_flags: list[str] | None = None, poll_seconds: float = 0.5):
+        self.model_name, self.base_path = model_name, os.path.abspath(base_path)
+        self.rest_port, self.grpc_port = free_port(), free_port()
+        self.log_path = log_path
+        self.command = [sys.executable, "-m", "serving", f"--port={self.grpc_port}",
+                        f"--rest_api_port={self.rest_port}", f"--model_name={model_name}",
+                        f"--model_base_path={self.base_path}",
+                        f"--file_system_poll_wait_seconds={poll_seconds}"] + (extra_flags or [])
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> "LocalServer":
+        log = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+               "TF_CPP_MIN_LOG_LEVEL": "2"}
+        self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        if log is not subprocess.DEVNULL:
+            log.close()  # the child holds its own descriptor
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()  # the server shuts down cleanly on SIGTERM
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def url(self, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.rest_port}/v1/models/{self.model_name}{path}"
+
+    def _log_tail(self) -> str:
+        if not self.log_path or not os.path.exists(self.log_path):
+            return ""
+        with open(self.log_path, errors="replace") as f:
+            return "".join(f.readlines()[-15:])
+
+    def wait_for_version(self, version: int | None = None, timeout: float = 180.0) -> int:
+        """Blocks until `version` (or any version) is AVAILABLE; returns the version served."""
+        deadline = time.time() + timeout
+        path = f"/versions/{version}" if version else ""
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited with code {self.process.returncode}:\n{self._log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url(path), timeout=5) as response:
+                    states = json.loads(response.read())["model_version_status"]
+                available = [int(s["version"]) for s in states if s["state"] == "AVAILABLE"]
+                if available:
+                    return max(available)
+            except (urllib.error.URLError, OSError, ValueError, KeyError):
+                pass  # not listening yet, or the version is not loaded yet
+            time.sleep(0.25)
+        raise TimeoutError(f"{self.model_name} version {version or 'any'} not served after {timeout:.0f} s "
+                           f"(base path {self.base_path}):\n{self._log_tail()}")

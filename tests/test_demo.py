@@ -1,0 +1,56 @@
+"""The demo's whole path (vocabulary -> ... -> REST answers -> report) on a tiny configuration."""
+
+import json
+import os
+import re
+import socket
+import time
+
+import pytest
+
+from conftest import DATA_DIR, run_module
+
+TINY = ["--init_checkpoint", "pretrained", "--eval_examples", "64",
+        "--set", "pretrain.data.vocab_size=1000", "--set", "pretrain.data.heldout_examples=32",
+        "--set", "pretrain.train.total_steps=10", "--set", "pretrain.train.steps_per_block=10",
+        "--set", "finetune.data.max_train_examples=64", "--set", "finetune.data.max_dev_examples=32",
+        "--set", "finetune.train.batch_size=8", "--set", "finetune.train.total_steps=10",
+        "--set", "finetune.train.steps_per_block=10"]
+
+
+@pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
+def test_demo_runs_the_whole_path_and_stops_its_server(tmp_path):
+    run, exports = tmp_path / "run", tmp_path / "exports"
+    started = time.perf_counter()
+    result = run_module(["pipelines.demo", "--data_dir", DATA_DIR, "--output_dir", str(run),
+                         "--export_base", str(exports)] + TINY, timeout=400)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 180, f"the tiny demo took {elapsed:.0f} s"
+    out = result.stdout
+    titles = ["vocabulary", "pretrain", "fine-tune", "evaluate", "export", "serve", "report"]
+    positions = [out.index(f"== [{n}/7] {title} (elapsed") for n, title in enumerate(titles, start=1)]
+    assert positions == sorted(positions)
+    assert "== kerasbert demo: summary" in out and str(run / "report.md") in out
+
+    report = (run / "report.md").read_text()
+    links = re.findall(r"\]\(([^)]+)\)", report)
+    assert {"pretrain/curves.png", "finetune/curves.png", "finetune/sst_confusion.png"} <= set(links)
+    for link in links:
+        assert (run / link).exists(), link
+    results = json.loads((run / "results.json").read_text())
+    rest = results["rest"]
+    assert len(rest["sentiment"]["label"]) == 3 and len(rest["paraphrase"]["probability"]) == 4
+    assert all(abs(sum(p) - 1) < 1e-4 for p in rest["sentiment"]["probabilities"])
+    assert all(0 <= s <= 5 for s in rest["similarity"]["score"])
+    assert rest["max_difference_from_keras"] < 1e-4  # the server answers with the fine-tuned model
+    assert set(results["dev"]) >= {"sst_accuracy", "para_accuracy", "sts_pearson", "overall"}
+    assert (exports / "1" / "saved_model.pb").exists()
+
+    port = int(re.search(r"REST :(\d+)", out).group(1))
+    with pytest.raises(OSError):  # the server the demo started is gone
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_demo_rejects_an_override_without_a_stage():
+    result = run_module(["pipelines.demo", "--set", "train.total_steps=10"], check=False)
+    assert result.returncode == 2 and "pretrain.<key>=<value> or finetune.<key>=<value>" in result.stderr
