@@ -7,7 +7,7 @@ DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: install demo test bench-pretrain bench-multitask bench-serving clean
+.PHONY: install demo test bench-pretrain bench-multitask bench-serving bench-search clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,9 +19,9 @@ $(STAMP): requirements.txt
 
 install: $(STAMP)
 
+# The whole path: vocabulary, pretrain, fine-tune, evaluate, export, serve, report.
 demo: install
-	$(PY) -m pipelines.pretrain --config pipelines/configs/pretrain_tiny.json \
-		--data_dir $(DATA_DIR) --output_dir runs/demo-pretrain
+	$(PY) -m pipelines.demo --data_dir $(DATA_DIR)
 
 test: install
 	$(PY) -m pytest -q tests
@@ -33,9 +33,13 @@ bench-pretrain: install
 bench-multitask: install
 	$(PY) -m benchmarks.multitask --data_dir $(DATA_DIR) --output_dir runs/bench-multitask
 
-# Needs an export: python -m pipelines.export --model_dir ... --export_base saved_models/kerasbert
+# Serves the newest version under saved_models/kerasbert (make demo writes one).
 bench-serving: install
 	$(PY) -m benchmarks.serving --export_base saved_models/kerasbert --output_dir runs/bench-serving
+
+# Needs bench-multitask's bi- and cross-encoder runs.
+bench-search: install
+	$(PY) -m benchmarks.search --data_dir $(DATA_DIR) --output_dir runs/bench-search
 
 clean:
 	rm -rf runs .pytest_cache
