@@ -24,7 +24,7 @@ demo: install
 	$(PY) -m pipelines.demo --data_dir $(DATA_DIR)
 
 test: install
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=10 tests
 
 bench-pretrain: install
 	$(PY) -m benchmarks.pretrain --data_dir $(DATA_DIR) --output_dir runs/bench-pretrain
