@@ -36,7 +36,7 @@ def main(argv=None) -> int:
 
         from kerasbert import tokenization
         from kerasbert.config import PretrainConfig, load_config
-        from kerasbert.data.corpus import load_corpora
+        from kerasbert.data.corpus import load_labelled_corpora
         from kerasbert.pretraining.dataset import write_tfrecords
         from kerasbert.pretraining.pairs import build_pairs
         from kerasbert.pretraining.run import tokenize_documents
@@ -49,10 +49,11 @@ def main(argv=None) -> int:
         else:
             raise ValueError("Give --vocab_file, --init_checkpoint or data.vocab_file: shards hold "
                              "token ids, so the vocabulary must be fixed first (pipelines.vocab).")
-        documents = load_corpora(config.data.sources, args.data_dir)
+        documents, sources = load_labelled_corpora(config.data.sources, args.data_dir)
         pairs = build_pairs(tokenize_documents(tokenizer, documents), config.model.max_sequence_length,
                             np.random.default_rng(config.train.seed), nsp=config.data.nsp,
-                            short_seq_prob=config.data.short_seq_prob, dupe_factor=config.data.dupe_factor)
+                            short_seq_prob=config.data.short_seq_prob, dupe_factor=config.data.dupe_factor,
+                            sources=sources)
         paths = write_tfrecords(pairs, args.output_dir, args.num_shards)
         print(f"== wrote {len(pairs)} examples to {len(paths)} shards in {args.output_dir}")
 

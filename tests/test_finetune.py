@@ -87,8 +87,7 @@ def test_bi_encoder_inputs_differ_between_sentences():
 
 
 @pytest.mark.parametrize("pair_encoder, kwargs", [
-    ("cross", {}), ("bi", {"sts_loss": "cosine", "para_mnrl_weight": 0.5}),
-    ("bi", {"layerwise_lr_decay": 0.5})])
+    ("cross", {}), ("bi", {"sts_loss": "cosine", "para_mnrl_weight": 0.5, "layerwise_lr_decay": 0.5})])
 def test_each_task_step_lowers_that_task_loss(pair_encoder, kwargs):
     model = tiny_model(pair_encoder, dropout=0.0, **kwargs)
     model.compile(optimizer=keras.optimizers.Adam(1e-2))

@@ -33,6 +33,23 @@ def test_labels_balanced_and_negatives_from_other_documents():
             assert len(b_docs) == 1 and b_docs != a_docs
 
 
+def test_negatives_stay_within_the_source_of_segment_a():
+    """Else NSP learns "same corpus?", which tells nothing on held-out text of one corpus."""
+    docs = documents(num_documents=40)
+    sources = ["wiki"] * 4 + ["reviews"] * 35 + ["lonely"]  # "lonely" has one document only
+    pairs = build_pairs(docs, 48, np.random.default_rng(3), dupe_factor=4, sources=sources)
+    negatives = [p for p in pairs if p["nsp_label"] == 0]
+    assert len(negatives) > 100
+    for p in negatives:
+        a_doc, b_doc = p["document"], doc_of(p["segment_b"][0])
+        if sources[a_doc] != "lonely":
+            assert sources[b_doc] == sources[a_doc] and b_doc != a_doc
+    # Without sources, a wiki A mostly meets review B's (35 of the 39 other documents).
+    unlabelled = [p for p in build_pairs(docs, 48, np.random.default_rng(3), dupe_factor=4)
+                  if p["nsp_label"] == 0 and p["document"] < 4]
+    assert np.mean([doc_of(p["segment_b"][0]) >= 4 for p in unlabelled]) > 0.7
+
+
 def test_negatives_never_come_from_single_sentence_documents():
     """Else a lone task sentence as B would give the label away by its style."""
     singles = [[[50000 + i, 50001 + i]] for i in range(0, 2000, 2)]

@@ -148,14 +148,26 @@ def read_plain_text(path: str) -> list[Document]:
     return documents
 
 
-def load_corpora(names: tuple[str, ...] | list[str], data_dir: str) -> list[Document]:
+def load_labelled_corpora(names: tuple[str, ...] | list[str], data_dir: str) -> tuple[list[Document], list[str]]:
+    """The documents of several corpora, and for each document the name of its corpus.
+
+    >>> documents, sources = load_labelled_corpora(["wikitext", "imdb"], "../shared/data")
+    >>> sources[0], sources[-1]
+    ('wikitext', 'imdb')
+    """
     documents: list[Document] = []
+    sources: list[str] = []
     for name in names:
         loaded = load_corpus(name, data_dir)
         if not loaded:
             raise DataError(f"Corpus {name!r} under {data_dir} has no documents")
         documents.extend(loaded)
-    return documents
+        sources.extend([name] * len(loaded))
+    return documents, sources
+
+
+def load_corpora(names: tuple[str, ...] | list[str], data_dir: str) -> list[Document]:
+    return load_labelled_corpora(names, data_dir)[0]
 
 
 def default_data_dir() -> str:

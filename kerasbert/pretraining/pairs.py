@@ -55,8 +55,9 @@ def _random_segment(documents, pool: list[int], exclude: int, target: int,
     return segment
 
 
-def _pairs_from_document(documents, pool, place, max_num_tokens, short_seq_prob, rng):
-    index = pool[place]
+def _pairs_from_document(documents, index, pool, place, max_num_tokens, short_seq_prob, rng):
+    """Pairs cut from documents[index]; random next segments come from `pool` (which holds
+    `index` at `place`)."""
     doc = documents[index]
     target = max_num_tokens
     if rng.random() < short_seq_prob:
@@ -114,17 +115,37 @@ def pack_single_segments(documents, max_num_tokens: int, document_ids=None) -> l
     return examples
 
 
+def negative_pools(multi: list[int], sources) -> dict[int, list[int]]:
+    """For each multi-sentence document, the documents its random next segments come from:
+    those of its own source (corpus), if the source has another one, else all of them.
+
+    Drawing across sources lets NSP learn "same corpus?" (a Wikipedia A with a movie-review
+    B) instead of coherence, and that shortcut is worthless on held-out text of one source.
+    """
+    if sources is None:
+        return {index: multi for index in multi}
+    by_source: dict = {}
+    for index in multi:
+        by_source.setdefault(sources[index], []).append(index)
+    return {index: by_source[sources[index]] if len(by_source[sources[index]]) >= 2 else multi
+            for index in multi}
+
+
 def build_pairs(documents, max_sequence_length: int, rng: np.random.Generator,
-                nsp: bool = True, short_seq_prob: float = 0.1, dupe_factor: int = 1) -> list[dict]:
+                nsp: bool = True, short_seq_prob: float = 0.1, dupe_factor: int = 1,
+                sources: list | None = None) -> list[dict]:
     """Examples from tokenized documents (each a list of sentences of token ids).
 
     With `nsp`, multi-sentence documents give A/B pairs (labels ~50/50) and
     single-sentence documents give MLM-only examples; without `nsp`, all text is
     packed into single segments. `[CLS]` and the `[SEP]`s are added later by the
-    packer, so the budget here is `max_sequence_length - 3` (or `- 2`).
+    packer, so the budget here is `max_sequence_length - 3` (or `- 2`). `sources`
+    (one label per document, e.g. its corpus name) keeps random next segments within
+    the source of A (see `negative_pools`).
     """
-    documents = [[s for s in doc if s] for doc in documents]
-    documents = [doc for doc in documents if doc]
+    kept = [i for i, doc in enumerate(documents) if any(doc)]
+    sources = None if sources is None else [sources[i] for i in kept]
+    documents = [[s for s in documents[i] if s] for i in kept]
     if not documents:
         raise ValueError("build_pairs needs at least one non-empty document. Received: 0")
     if not nsp:
@@ -134,11 +155,14 @@ def build_pairs(documents, max_sequence_length: int, rng: np.random.Generator,
     if len(multi) == 1:
         raise ValueError("NSP needs at least 2 multi-sentence documents: one to cut pairs "
                          "from, another to draw random next segments from.")
+    pools = negative_pools(multi, sources)
+    places = {id(pool): {index: place for place, index in enumerate(pool)} for pool in pools.values()}
     examples = []
     for _ in range(dupe_factor):
-        for place in range(len(multi)):
-            examples.extend(_pairs_from_document(documents, multi, place, max_sequence_length - 3,
-                                                 short_seq_prob, rng))
+        for index in multi:
+            pool = pools[index]
+            examples.extend(_pairs_from_document(documents, index, pool, places[id(pool)][index],
+                                                 max_sequence_length - 3, short_seq_prob, rng))
     if single:
         examples.extend(pack_single_segments([documents[i] for i in single],
                                              max_sequence_length - 2, document_ids=single))

@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from kerasbert import tokenization
 from kerasbert.config import PretrainConfig, save_config
-from kerasbert.data.corpus import load_corpora
+from kerasbert.data.corpus import load_corpora, load_labelled_corpora
 from kerasbert.models.encoder import build_encoder, load_encoder
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
 from kerasbert.pretraining.dataset import (examples_dataset, make_packer, pretraining_dataset,
@@ -136,7 +136,7 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         save_config(config, os.path.join(output_dir, "config.json"))
 
     stage(f"reading corpora {list(config.data.sources)} from {data_dir}")
-    documents = load_corpora(config.data.sources, data_dir)
+    documents, sources = load_labelled_corpora(config.data.sources, data_dir)
     tokenizer = resolve_tokenizer(config, documents, init_checkpoint, output_dir, is_chief)
     ids = tokenization.special_token_ids(tokenizer)
     seq = config.model.max_sequence_length
@@ -151,7 +151,7 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         pairs = build_pairs(tokenize_documents(tokenizer, documents), seq,
                             np.random.default_rng(train.seed), nsp=config.data.nsp,
                             short_seq_prob=config.data.short_seq_prob,
-                            dupe_factor=config.data.dupe_factor)
+                            dupe_factor=config.data.dupe_factor, sources=sources)
         check_enough_examples(pairs, train.batch_size, f"corpora {list(config.data.sources)}")
         nsp_pairs = [p for p in pairs if p["nsp_weight"] > 0]
         print(f"   {len(pairs)} examples ({len(nsp_pairs)} NSP pairs, "
