@@ -283,6 +283,7 @@ class HeadsConfig:
     """The three task heads on the shared encoder."""
 
     pair_encoder: str = "cross"  # cross: [CLS] a [SEP] b [SEP]; bi: Sentence-BERT embeddings
+    sts_encoder: str = ""  # the similarity head's own choice of cross | bi; "" = pair_encoder
     pooling: str = "mean"  # sentence embedding: mean of token states, or the cls pooler
     dropout: float = 0.1
     sts_loss: str = "mse"  # mse on the 0-5 score | cosine (cosine embedding loss, bi only)
@@ -292,12 +293,20 @@ class HeadsConfig:
     def __post_init__(self):
         _check(self.pair_encoder in ("cross", "bi"),
                f"heads.pair_encoder must be cross or bi. Received: {self.pair_encoder!r}")
+        _check(self.sts_encoder in ("", "cross", "bi"),
+               f"heads.sts_encoder must be cross, bi or empty. Received: {self.sts_encoder!r}")
         _check(self.pooling in ("mean", "cls"), f"heads.pooling must be mean or cls. Received: {self.pooling!r}")
         _check(self.sts_loss in ("mse", "cosine"), f"heads.sts_loss must be mse or cosine. Received: {self.sts_loss!r}")
-        _check(self.sts_loss == "mse" or self.pair_encoder == "bi",
-               "heads.sts_loss=cosine needs heads.pair_encoder=bi (it compares two embeddings)")
+        _check(self.sts_loss == "mse" or self.encoders["sts"] == "bi",
+               "heads.sts_loss=cosine needs a bi-encoder similarity head (it compares two "
+               "embeddings): heads.sts_encoder=bi, or heads.pair_encoder=bi")
         _check(self.para_mnrl_weight == 0 or self.pair_encoder == "bi",
                "heads.para_mnrl_weight > 0 needs heads.pair_encoder=bi")
+
+    @property
+    def encoders(self) -> dict[str, str]:
+        """Pair task -> "cross" or "bi": paraphrase takes pair_encoder, similarity sts_encoder."""
+        return {"para": self.pair_encoder, "sts": self.sts_encoder or self.pair_encoder}
 
 
 @dataclasses.dataclass(frozen=True)

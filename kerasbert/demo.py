@@ -216,7 +216,8 @@ class Demo:
                   "![pretraining curves](pretrain/curves.png)", "",
                   "## Multitask fine-tuning", "",
                   f"From `{self.init_checkpoint}`, {finetune['train_steps']} steps, "
-                  f"{finetune['pair_encoder']}-encoder pair heads.", "",
+                  f"{finetune['pair_encoder']}-encoder paraphrase head, "
+                  f"{finetune.get('sts_encoder', finetune['pair_encoder'])}-encoder similarity head.", "",
                   "![fine-tuning curves](finetune/curves.png)", "",
                   f"## Dev sets ({self.results['dev']['examples_per_task']} examples per task)", ""]
         lines += self.dev_table()

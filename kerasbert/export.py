@@ -42,6 +42,7 @@ TEXT = tf.TensorSpec([None], tf.string, name="text")
 TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
 TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
 EXAMPLES = tf.TensorSpec([None], tf.string, name="inputs")
+SEGMENT = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)  # token ids
 METHODS = {"sentiment_classify": "tensorflow/serving/classify", "paraphrase_classify": "tensorflow/serving/classify",
            "similarity_regress": "tensorflow/serving/regress"}
 
@@ -87,23 +88,35 @@ def set_signature_methods(path: str, methods: dict[str, str]) -> None:
 def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:
     """name -> (function, input signature). Each function returns a dict of named outputs.
 
-    Every signature calls the same two traced functions, `pack` (text -> token tensors)
-    and `encode` (token tensors -> sentence embedding), so the SavedModel holds the
-    encoder graph once rather than once per signature: it loads several times faster.
+    Every signature calls the same traced functions, `tokenize` (text -> ragged token ids),
+    `pack_segments` (one or two segments -> token tensors) and `encode` (token tensors ->
+    sentence embedding), so the SavedModel holds each graph once rather than once per
+    signature. The tokenizer and packer hold many ragged-shape assertions, each a pair of
+    branch functions; traced once, they load several times faster.
     """
     keys = ("token_ids", "segment_ids", "padding_mask")
     encode = tf.function(lambda *tokens: model.embed(dict(zip(keys, tokens))), input_signature=token_specs())
-    pack_one = tf.function(lambda text: tuple(preprocessor.pack(text)[k] for k in keys), input_signature=[TEXT])
-    pack_pair = tf.function(lambda a, b: tuple(preprocessor.pack(a, b)[k] for k in keys),
-                            input_signature=[TEXT_A, TEXT_B])
-    bi = preprocessor.pair_encoder == "bi"
+    tokenize = tf.function(preprocessor.tokenizer, input_signature=[TEXT])
+    pack_segments = {count: tf.function(lambda *segments: tuple(preprocessor.pack_tokens(*segments)[k] for k in keys),
+                                        input_signature=[SEGMENT] * count) for count in (1, 2)}
 
-    def pair_embeddings(a, b):
-        """(u, v) for a bi-encoder; (u of the packed pair, None) for a cross-encoder."""
-        return (encode(*pack_one(a)), encode(*pack_one(b))) if bi else (encode(*pack_pair(a, b)), None)
+    def pack_one(text):
+        return pack_segments[1](tokenize(text))
 
-    def token_embeddings(tokens):
-        return (encode(*tokens[:3]), encode(*tokens[3:])) if bi else (encode(*tokens), None)
+    def pack_pair(a, b):
+        return pack_segments[2](tokenize(a), tokenize(b))
+
+    bi = {task: encoder == "bi" for task, encoder in preprocessor.encoders.items()}
+
+    def pair_embeddings(task, a, b):
+        """(u, v) for a bi-encoder task; (u of the packed pair, None) for a cross-encoder one."""
+        return (encode(*pack_one(a)), encode(*pack_one(b))) if bi[task] else (encode(*pack_pair(a, b)), None)
+
+    def token_embeddings(task, tokens):
+        return (encode(*tokens[:3]), encode(*tokens[3:])) if bi[task] else (encode(*tokens), None)
+
+    def pair_tokens(task):
+        return token_specs() + (token_specs("_b") if bi[task] else [])
 
     def sentiment_from(u):
         probabilities = tf.nn.softmax(model.sentiment_logits_from(u))
@@ -121,21 +134,22 @@ def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:
         return classes_and_scores(sentiment_from(encode(*pack_one(text)))["probabilities"])
 
     def paraphrase_classify(inputs):
-        probability = paraphrase_from(*pair_embeddings(*text_features(inputs, "text_a", "text_b")))["probability"]
+        pair = text_features(inputs, "text_a", "text_b")
+        probability = paraphrase_from(*pair_embeddings("para", *pair))["probability"]
         return classes_and_scores(tf.stack([1.0 - probability, probability], axis=-1))
 
     def similarity_regress(inputs):
-        return {"outputs": similarity_from(*pair_embeddings(*text_features(inputs, "text_a", "text_b")))["score"]}
+        pair = text_features(inputs, "text_a", "text_b")
+        return {"outputs": similarity_from(*pair_embeddings("sts", *pair))["score"]}
 
-    pair_tokens = token_specs() + (token_specs("_b") if bi else [])
     return {
         "sentiment": (lambda text: sentiment_from(encode(*pack_one(text))), [TEXT]),
-        "paraphrase": (lambda a, b: paraphrase_from(*pair_embeddings(a, b)), [TEXT_A, TEXT_B]),
-        "similarity": (lambda a, b: similarity_from(*pair_embeddings(a, b)), [TEXT_A, TEXT_B]),
+        "paraphrase": (lambda a, b: paraphrase_from(*pair_embeddings("para", a, b)), [TEXT_A, TEXT_B]),
+        "similarity": (lambda a, b: similarity_from(*pair_embeddings("sts", a, b)), [TEXT_A, TEXT_B]),
         "embed": (lambda text: {"embedding": encode(*pack_one(text))}, [TEXT]),
         "sentiment_tokens": (lambda *t: sentiment_from(encode(*t)), token_specs()),
-        "paraphrase_tokens": (lambda *t: paraphrase_from(*token_embeddings(t)), pair_tokens),
-        "similarity_tokens": (lambda *t: similarity_from(*token_embeddings(t)), pair_tokens),
+        "paraphrase_tokens": (lambda *t: paraphrase_from(*token_embeddings("para", t)), pair_tokens("para")),
+        "similarity_tokens": (lambda *t: similarity_from(*token_embeddings("sts", t)), pair_tokens("sts")),
         "embed_tokens": (lambda *t: {"embedding": encode(*t)}, token_specs()),
         "sentiment_classify": (sentiment_classify, [EXAMPLES]),
         "paraphrase_classify": (paraphrase_classify, [EXAMPLES]),

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from kerasbert.config import ConfigError, PretrainConfig, load_config, save_config
+from kerasbert.config import ConfigError, FinetuneConfig, PretrainConfig, load_config, save_config
 
 
 def test_preset_fills_sizes_and_overrides_apply(tmp_path):
@@ -44,3 +44,14 @@ def test_bad_json_names_file_and_line(tmp_path):
     path.write_text('{\n  "model": {,}\n}')
     with pytest.raises(ConfigError, match=r"bad.json:2: invalid JSON"):
         load_config(PretrainConfig, str(path))
+
+
+def test_similarity_head_can_take_its_own_encoder():
+    config = load_config(FinetuneConfig, None, ["heads.sts_encoder=bi", "heads.sts_loss=cosine"])
+    assert config.heads.encoders == {"para": "cross", "sts": "bi"}
+    assert load_config(FinetuneConfig, None, ["heads.pair_encoder=bi"]).heads.encoders == {"para": "bi", "sts": "bi"}
+    with pytest.raises(ConfigError, match="sts_loss=cosine needs a bi-encoder similarity head"):
+        load_config(FinetuneConfig, None, ["heads.pair_encoder=bi", "heads.sts_encoder=cross",
+                                           "heads.sts_loss=cosine"])
+    with pytest.raises(ConfigError, match="heads.sts_encoder must be"):
+        load_config(FinetuneConfig, None, ["heads.sts_encoder=both"])

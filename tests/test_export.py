@@ -23,15 +23,16 @@ TEXTS_A = ["the cat sat on the mat .", "dogs ran fast"]
 TEXTS_B = ["the cat sat .", "the dog ran on the mat"]
 
 
-def tiny_model_dir(path, pair_encoder):
+def tiny_model_dir(path, pair_encoder, sts_encoder=""):
     """What pipelines.finetune leaves behind, for a tiny random model (no training needed)."""
     keras.utils.set_random_seed(1)
     config = load_config(FinetuneConfig, None, [f"heads.pair_encoder={pair_encoder}",
+                                                f"heads.sts_encoder={sts_encoder}",
                                                 "data.max_sequence_length=16"])
     encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
-    model = MultitaskBert(encoder, pair_encoder=pair_encoder)
+    model = MultitaskBert(encoder, pair_encoder=pair_encoder, sts_encoder=sts_encoder)
     tokenizer = make_tokenizer(TINY_VOCAB)
-    preprocessor = TaskPreprocessor(tokenizer, 16, pair_encoder)
+    preprocessor = TaskPreprocessor(tokenizer, 16, pair_encoder, sts_encoder=sts_encoder)
     model(preprocessor("sts", tf.constant(TEXTS_A), tf.constant(TEXTS_B)))
     os.makedirs(path)
     model.save(os.path.join(path, "model.keras"))
@@ -62,23 +63,27 @@ def expected_outputs(model, pre):
         "paraphrase": {"probability": probability, "label": (probability >= 0.5).astype(int)},
         "similarity": {"score": model.similarity_score(sts).numpy()},
         "embed": {"embedding": model.embed(pre.pack(a)).numpy()},
-    }, {"sst": sst, "para": para}
+    }, {"sst": sst, "para": para, "sts": sts}
 
 
-@pytest.mark.parametrize("pair_encoder", ["cross", "bi"])
-def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair_encoder):
-    model, pre = tiny_model_dir(str(tmp_path / "run"), pair_encoder)
+# Each pair task once as a cross-encoder and once as a bi-encoder, and a mixed model both ways.
+@pytest.mark.parametrize("pair_encoder, sts_encoder", [("cross", "bi"), ("bi", "cross")])
+def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair_encoder, sts_encoder):
+    model, pre = tiny_model_dir(str(tmp_path / "run"), pair_encoder, sts_encoder)
     path = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"))
     assert path == str(tmp_path / "exports" / "1")
     expected, packed = expected_outputs(model, pre)
     token_keys = ["token_ids", "segment_ids", "padding_mask"]
-    pair_keys = token_keys + ([f"{k}_b" for k in token_keys] if pair_encoder == "bi" else [])
+
+    def pair_keys(encoder):
+        return token_keys + ([f"{k}_b" for k in token_keys] if encoder == "bi" else [])
     calls = {
         "sentiment": {"text": TEXTS_A}, "serving_default": {"text": TEXTS_A},
         "paraphrase": {"text_a": TEXTS_A, "text_b": TEXTS_B},
         "similarity": {"text_a": TEXTS_A, "text_b": TEXTS_B}, "embed": {"text": TEXTS_A},
         "sentiment_tokens": {k: packed["sst"][k].numpy().tolist() for k in token_keys},
-        "paraphrase_tokens": {k: packed["para"][k].numpy().tolist() for k in pair_keys},
+        "paraphrase_tokens": {k: packed["para"][k].numpy().tolist() for k in pair_keys(pair_encoder)},
+        "similarity_tokens": {k: packed["sts"][k].numpy().tolist() for k in pair_keys(sts_encoder)},
         "sentiment_classify": {"inputs": serialized_examples(text=TEXTS_A)},
         "paraphrase_classify": {"inputs": serialized_examples(text_a=TEXTS_A, text_b=TEXTS_B)},
         "similarity_regress": {"inputs": serialized_examples(text_a=TEXTS_A, text_b=TEXTS_B)},
@@ -92,7 +97,7 @@ def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair
     assert {"sentiment", "paraphrase", "similarity", "embed", "sentiment_tokens", "paraphrase_tokens",
             "similarity_tokens", "embed_tokens", "serving_default"} <= set(out["signatures"])
     aliases = {"serving_default": "sentiment", "sentiment_tokens": "sentiment",
-               "paraphrase_tokens": "paraphrase"}
+               "paraphrase_tokens": "paraphrase", "similarity_tokens": "similarity"}
     p = expected["paraphrase"]["probability"]
     expected["sentiment_classify"] = {"classes": ["0", "1", "2", "3", "4"] * 2,
                                       "scores": expected["sentiment"]["probabilities"]}

@@ -12,7 +12,7 @@ import tensorflow as tf
 from conftest import DATA_DIR, run_module
 from kerasbert.config import ModelConfig
 from kerasbert.finetuning.data import TaskPreprocessor, interleave, task_weights
-from kerasbert.finetuning.model import MultitaskBert
+from kerasbert.finetuning.model import MultitaskBert, cosine
 from kerasbert.models.encoder import build_encoder
 from kerasbert.tokenization import make_tokenizer
 
@@ -48,8 +48,8 @@ def tiny_model(pair_encoder, **kwargs):
     return MultitaskBert(encoder, pair_encoder=pair_encoder, **kwargs)
 
 
-def batch(task, pair_encoder):
-    pre = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 12, pair_encoder)
+def batch(task, pair_encoder, sts_encoder=""):
+    pre = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 12, pair_encoder, sts_encoder=sts_encoder)
     a = tf.constant(["the cat sat on the mat .", "dogs ran fast", "the dog sat", "cats ran"])
     b = tf.constant(["the cat sat .", "a dog ran", "mat", "the cats ran fast ."])
     labels = {"sst": [0.0, 4.0, 2.0, 3.0], "para": [1.0, 0.0, 1.0, 0.0], "sts": [4.5, 1.0, 0.0, 3.2]}
@@ -86,13 +86,25 @@ def test_bi_encoder_inputs_differ_between_sentences():
     assert x["segment_ids"].numpy().max() == 0  # single sentences, no segment 1
 
 
+def test_mixed_heads_pack_paraphrase_as_one_sequence_and_similarity_as_two():
+    model = tiny_model("cross", sts_encoder="bi")
+    para, _ = batch("para", "cross", sts_encoder="bi")
+    sts, _ = batch("sts", "cross", sts_encoder="bi")
+    assert para["segment_ids"].numpy().max() == 1 and para["token_ids_b"].numpy().max() == 0
+    assert sts["segment_ids"].numpy().max() == 0 and sts["token_ids_b"].numpy().max() > 0
+    assert model.paraphrase_logit(para).shape == (4,)
+    u, v = model.embed(sts), model.embed({k[:-2]: sts[k] for k in sts if k.endswith("_b")})
+    np.testing.assert_allclose(model.similarity_score(sts), 2.5 * (cosine(u, v) + 1.0), atol=1e-5)
+
+
 @pytest.mark.parametrize("pair_encoder, kwargs", [
-    ("cross", {}), ("bi", {"sts_loss": "cosine", "para_mnrl_weight": 0.5, "layerwise_lr_decay": 0.5})])
+    ("cross", {}), ("bi", {"sts_loss": "cosine", "para_mnrl_weight": 0.5, "layerwise_lr_decay": 0.5}),
+    ("cross", {"sts_encoder": "bi", "sts_loss": "cosine"})])
 def test_each_task_step_lowers_that_task_loss(pair_encoder, kwargs):
     model = tiny_model(pair_encoder, dropout=0.0, **kwargs)
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     for task, loss_fn in (("sst", model._sst_loss), ("para", model._para_loss), ("sts", model._sts_loss)):
-        x, y = batch(task, pair_encoder)
+        x, y = batch(task, pair_encoder, kwargs.get("sts_encoder", ""))
         before = float(loss_fn(x, y))
         data = tf.data.Dataset.from_tensors((x, y)).repeat()
         logs = model.fit(data, steps_per_epoch=15, epochs=1, verbose=0).history

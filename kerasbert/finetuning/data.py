@@ -35,22 +35,27 @@ class TaskPreprocessor:
         tokenizer: a keras-hub BertTokenizer.
         sequence_length: packed length.
         pair_encoder: "cross" packs a pair into one sequence; "bi" packs each sentence alone.
+        sts_encoder: the same choice for similarity pairs only ("" = pair_encoder).
         trim: cut each packed batch to its longest sequence (the padding beyond it changes
             nothing under the padding mask, and costs most of the compute on short text).
             Off for XLA, which wants one shape.
     """
 
-    def __init__(self, tokenizer, sequence_length: int, pair_encoder: str = "cross", trim: bool = True):
+    def __init__(self, tokenizer, sequence_length: int, pair_encoder: str = "cross", trim: bool = True,
+                 sts_encoder: str = ""):
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
-        self.pair_encoder = pair_encoder
+        self.encoders = {"para": pair_encoder, "sts": sts_encoder or pair_encoder}
         self.trim = trim
         self.ids = special_token_ids(tokenizer)
         self.packer = make_packer(sequence_length, self.ids)
 
     def pack(self, *texts: tf.Tensor) -> dict[str, tf.Tensor]:
         """One or two batches of strings -> token_ids, segment_ids, padding_mask (int32)."""
-        segments = tuple(self.tokenizer(t) for t in texts)
+        return self.pack_tokens(*(self.tokenizer(t) for t in texts))
+
+    def pack_tokens(self, *segments: tf.RaggedTensor) -> dict[str, tf.Tensor]:
+        """`pack` for text the tokenizer has already split into (ragged) token ids."""
         token_ids, segment_ids = self.packer(segments)
         packed = {
             "token_ids": tf.cast(token_ids, tf.int32),
@@ -63,7 +68,7 @@ class TaskPreprocessor:
         return {key: value[:, :length] for key, value in packed.items()}
 
     def __call__(self, task: str, text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
-        if task in PAIR_TASKS and self.pair_encoder == "cross":
+        if task in PAIR_TASKS and self.encoders[task] == "cross":
             x, second = self.pack(text_a, text_b), None
         elif task in PAIR_TASKS:
             x, second = self.pack(text_a), self.pack(text_b)
@@ -147,5 +152,6 @@ def load_finetuned(model_dir: str):
     config = load_config(FinetuneConfig, os.path.join(model_dir, "config.json"))
     model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
     preprocessor = TaskPreprocessor(load_tokenizer(os.path.join(model_dir, "encoder")),
-                                    config.data.max_sequence_length, config.heads.pair_encoder)
+                                    config.data.max_sequence_length, config.heads.pair_encoder,
+                                    sts_encoder=config.heads.sts_encoder)
     return config, model, preprocessor

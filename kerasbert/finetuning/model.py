@@ -6,6 +6,8 @@ Heads:
   on [u, v, |u - v|, u * v] of the two sentence embeddings (Sentence-BERT).
 - similarity: cross-encoder: 5 * sigmoid(dense(1)); bi-encoder: the cosine of u
   and v mapped from [-1, 1] to [0, 5].
+The paraphrase head uses `pair_encoder`; the similarity head `sts_encoder` (default: the
+same), so paraphrase can read both sentences at once while similarity stays a cosine.
 The sentence embedding (`embed`) is the mean of the token states over the padding
 mask (what MiniLM was trained with) or the `[CLS]` pooler.
 
@@ -42,12 +44,13 @@ def second_inputs(x: dict) -> dict:
 
 @keras.saving.register_keras_serializable(package="kerasbert")
 class MultitaskBert(keras.Model):
-    def __init__(self, backbone, pair_encoder="cross", pooling="mean", dropout=0.1,
+    def __init__(self, backbone, pair_encoder="cross", sts_encoder=None, pooling="mean", dropout=0.1,
                  sts_loss="mse", para_mnrl_weight=0.0, mnrl_scale=20.0,
                  task_weights=(1.0, 1.0, 1.0), layerwise_lr_decay=1.0, **kwargs):
         super().__init__(**kwargs)
         self.backbone = backbone
         self.pair_encoder = pair_encoder
+        self.sts_encoder = sts_encoder or pair_encoder
         self.pooling = pooling
         self.dropout_rate = dropout
         self.sts_loss = sts_loss
@@ -90,7 +93,7 @@ class MultitaskBert(keras.Model):
 
     def similarity_score(self, x, training=False):
         """Predicted similarity in [0, 5]."""
-        if self.pair_encoder == "cross":
+        if self.sts_encoder == "cross":
             return self.similarity_score_from(self.embed(x, training), training=training)
         return self.similarity_score_from(*self._pair_embeddings(x, training), training=training)
 
@@ -187,6 +190,7 @@ class MultitaskBert(keras.Model):
     def get_config(self):
         return {
             "backbone": keras.layers.serialize(self.backbone), "pair_encoder": self.pair_encoder,
+            "sts_encoder": self.sts_encoder,
             "pooling": self.pooling, "dropout": self.dropout_rate, "sts_loss": self.sts_loss,
             "para_mnrl_weight": self.para_mnrl_weight, "mnrl_scale": self.mnrl_scale,
             "task_weights": list(self.task_weights), "layerwise_lr_decay": self.layerwise_lr_decay,

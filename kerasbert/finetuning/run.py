@@ -92,7 +92,8 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
 
     tokenizer = load_tokenizer(checkpoint_source(init_checkpoint))
     preprocessor = TaskPreprocessor(tokenizer, data.max_sequence_length, heads.pair_encoder,
-                                    trim=not config.train.jit_compile)  # XLA wants one shape
+                                    trim=not config.train.jit_compile,  # XLA wants one shape
+                                    sts_encoder=heads.sts_encoder)
     stage(f"reading task files under {data_dir}")
     train_sets, dev, sizes = {}, {}, {}
     for task in TASKS:
@@ -113,14 +114,16 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
 
     with strategy.scope():
         model = MultitaskBert(
-            load_encoder(init_checkpoint), pair_encoder=heads.pair_encoder, pooling=heads.pooling,
+            load_encoder(init_checkpoint), pair_encoder=heads.pair_encoder,
+            sts_encoder=heads.sts_encoder, pooling=heads.pooling,
             dropout=heads.dropout, sts_loss=heads.sts_loss, para_mnrl_weight=heads.para_mnrl_weight,
             mnrl_scale=heads.mnrl_scale, layerwise_lr_decay=schedule.layerwise_lr_decay,
             task_weights=(schedule.sst_weight, schedule.para_weight, schedule.sts_weight))
         model.compile(optimizer=make_optimizer(train), jit_compile=train.jit_compile)
         model(next(iter(dev["sts"][0]))[0])  # build every head before restoring a backup
-    stage(f"model: {model.count_params() / 1e6:.1f}M parameters, {heads.pair_encoder}-encoder pair "
-          f"heads, {schedule.sampling} sampling; {train.total_steps} steps in {train.num_blocks} "
+    stage(f"model: {model.count_params() / 1e6:.1f}M parameters, {heads.encoders['para']}-encoder "
+          f"paraphrase and {heads.encoders['sts']}-encoder similarity heads, {schedule.sampling} "
+          f"sampling; {train.total_steps} steps in {train.num_blocks} "
           f"blocks" + (f"; resuming at step {start_step}" if start_step else ""), started)
 
     best_path = os.path.join(output_dir, "best.weights.h5")
@@ -141,7 +144,8 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
         metrics, predictions = evaluate_all(model, dev)
     metrics.update(train_steps=int(model.optimizer.iterations.numpy()), train_seconds=train_seconds,
                    examples_per_second=throughput.examples_per_second(),
-                   init_checkpoint=init_checkpoint, pair_encoder=heads.pair_encoder)
+                   init_checkpoint=init_checkpoint, pair_encoder=heads.encoders["para"],
+                   sts_encoder=heads.encoders["sts"])
     if is_chief:
         write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, train.steps_per_block)
     stage("done: " + "  ".join(f"{k}={metrics[k]:.3f}" for k in
