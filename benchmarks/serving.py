@@ -5,9 +5,10 @@
 For batching off and on: `--clients` concurrent REST clients (keep-alive connections,
 one sentence per request) for `--seconds`; requests/s, p50/p99 latency, errors. At 1
 client: the server's latency against calling the loaded SavedModel in process (the
-floor). During the batching run a copy of the newest version is dropped into the
-base path as a new version; the report gives how long until it served and whether
-any request failed meanwhile. Writes results.json and results.md.
+floor). The time to load the version and make its first call, idle. During the
+batching run a copy of the newest version is dropped into the base path as a new
+version; the report gives how long until it served and whether any request failed
+meanwhile. Writes results.json and results.md.
 """
 
 from __future__ import annotations
@@ -88,6 +89,23 @@ def in_process_ms(path: str, calls: int = 200) -> float:
     return 1000 * statistics.median(times[10:])
 
 
+def load_seconds(path: str, repeats: int = 3) -> dict:
+    """Median seconds to load the SavedModel and to make its first `sentiment` call, in a
+    process that has loaded TF already (as the server has): what a new version costs."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    loads, first_calls = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        signature = tf.saved_model.load(path).signatures["sentiment"]
+        loaded = time.perf_counter()
+        signature(text=tf.constant(SENTENCES[:1]))["label"].numpy()
+        loads.append(loaded - start)
+        first_calls.append(time.perf_counter() - loaded)
+    return {"load_s": statistics.median(loads), "first_call_s": statistics.median(first_calls)}
+
+
 def watch_new_version(port: int, version: int, dropped_at: list, result: dict) -> None:
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -116,6 +134,8 @@ def render_markdown(results: dict) -> str:
               f"{off['one_client']['p50_ms'] - results['in_process_p50_ms']:.2f} ms.",
               f"Throughput ratio at {clients} clients, batching on / off: "
               f"{on['many_clients']['requests_per_second'] / off['many_clients']['requests_per_second']:.2f}.",
+              f"Loading a version on the idle machine (median of 3): tf.saved_model.load "
+              f"{results['load']['load_s']:.2f} s, then its first call {results['load']['first_call_s']:.2f} s.",
               f"New version dropped in mid-run served after "
               f"{on.get('new_version_served_after_s', float('nan')):.2f} s, with "
               f"{on['many_clients']['errors']} failed requests.", ""]
@@ -143,7 +163,8 @@ def main(argv=None) -> int:
     base = tempfile.mkdtemp(prefix="kerasbert-bench-serving-")
     shutil.copytree(os.path.join(args.export_base, str(versions[-1])), os.path.join(base, "1"))
     results = {"export": os.path.join(args.export_base, str(versions[-1])),
-               "in_process_p50_ms": in_process_ms(os.path.join(base, "1"))}
+               "in_process_p50_ms": in_process_ms(os.path.join(base, "1")),
+               "load": load_seconds(os.path.join(base, "1"))}
     for batching in (False, True):
         key = "batching" if batching else "no_batching"
         flags = ["--enable_batching", "--batching_parameters_file=serving/batching.config"] if batching else []
