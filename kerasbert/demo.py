@@ -217,7 +217,7 @@ class Demo:
                   "## Multitask fine-tuning", "",
                   f"From `{self.init_checkpoint}`, {finetune['train_steps']} steps, "
                   f"{finetune['pair_encoder']}-encoder paraphrase head, "
-                  f"{finetune.get('sts_encoder', finetune['pair_encoder'])}-encoder similarity head.", "",
+                  f"{finetune['sts_encoder']}-encoder similarity head.", "",
                   "![fine-tuning curves](finetune/curves.png)", "",
                   f"## Dev sets ({self.results['dev']['examples_per_task']} examples per task)", ""]
         lines += self.dev_table()

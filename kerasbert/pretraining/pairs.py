@@ -115,20 +115,25 @@ def pack_single_segments(documents, max_num_tokens: int, document_ids=None) -> l
     return examples
 
 
-def negative_pools(multi: list[int], sources) -> dict[int, list[int]]:
-    """For each multi-sentence document, the documents its random next segments come from:
-    those of its own source (corpus), if the source has another one, else all of them.
+def negative_pools(multi: list[int], sources) -> dict[int, tuple[list[int], int]]:
+    """For each multi-sentence document: the documents its random next segments come from
+    (those of its own source, or corpus, if the source has another one, else all of them),
+    and its own place in that pool (the place `_random_segment` skips).
 
     Drawing across sources lets NSP learn "same corpus?" (a Wikipedia A with a movie-review
     B) instead of coherence, and that shortcut is worthless on held-out text of one source.
     """
+    everyone = {index: (multi, place) for place, index in enumerate(multi)}
     if sources is None:
-        return {index: multi for index in multi}
+        return everyone
     by_source: dict = {}
+    place_in_source = {}
     for index in multi:
-        by_source.setdefault(sources[index], []).append(index)
-    return {index: by_source[sources[index]] if len(by_source[sources[index]]) >= 2 else multi
-            for index in multi}
+        pool = by_source.setdefault(sources[index], [])
+        place_in_source[index] = len(pool)
+        pool.append(index)
+    return {index: (by_source[sources[index]], place_in_source[index])
+            if len(by_source[sources[index]]) >= 2 else everyone[index] for index in multi}
 
 
 def build_pairs(documents, max_sequence_length: int, rng: np.random.Generator,
@@ -156,12 +161,11 @@ def build_pairs(documents, max_sequence_length: int, rng: np.random.Generator,
         raise ValueError("NSP needs at least 2 multi-sentence documents: one to cut pairs "
                          "from, another to draw random next segments from.")
     pools = negative_pools(multi, sources)
-    places = {id(pool): {index: place for place, index in enumerate(pool)} for pool in pools.values()}
     examples = []
     for _ in range(dupe_factor):
         for index in multi:
-            pool = pools[index]
-            examples.extend(_pairs_from_document(documents, index, pool, places[id(pool)][index],
+            pool, place = pools[index]
+            examples.extend(_pairs_from_document(documents, index, pool, place,
                                                  max_sequence_length - 3, short_seq_prob, rng))
     if single:
         examples.extend(pack_single_segments([documents[i] for i in single],
