@@ -3,7 +3,9 @@
 Layout is TF Serving's: `<export_base>/<version>/saved_model.pb`, `variables/`, `assets/`.
 A version is built in a hidden temporary folder beside it and renamed into place, so
 a polling server never sees half a model; an existing version is never overwritten.
-The resolved config and the vocabulary travel in `assets/`.
+The resolved config and the vocabulary travel in `assets/`; warm-up requests for the
+text signatures in `assets.extra/tf_serving_warmup_requests`, which TF Serving (and
+`python -m serving`) replays before it serves the version.
 
 Signatures (batch-major; text is UTF-8, tokenized inside the graph with tf_text ops):
     sentiment  (text)            -> probabilities (batch, 5), label int64   [also serving_default]
@@ -34,9 +36,12 @@ import tempfile
 import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_serving.apis import predict_pb2
 
 from kerasbert.finetuning.data import TaskPreprocessor, load_finetuned
+from kerasbert.packing import pack_segments
 from kerasbert.tokenization import write_vocabulary
+from serving.warmup import write_warmup_requests
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
@@ -85,26 +90,43 @@ def set_signature_methods(path: str, methods: dict[str, str]) -> None:
         f.write(saved_model.SerializeToString())
 
 
+def warmup_requests() -> list:
+    """One PredictRequest per text signature, replayed by servers when they load the version."""
+    sentence, other = [b"a warm-up sentence ."], [b"another warm-up sentence ."]
+    inputs = {"sentiment": {"text": sentence}, "embed": {"text": sentence},
+              "paraphrase": {"text_a": sentence, "text_b": other},
+              "similarity": {"text_a": sentence, "text_b": other}}
+    requests = []
+    for signature, tensors in inputs.items():
+        request = predict_pb2.PredictRequest()
+        request.model_spec.signature_name = signature
+        for key, value in tensors.items():
+            request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
+        requests.append(request)
+    return requests
+
+
 def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:
     """name -> (function, input signature). Each function returns a dict of named outputs.
 
     Every signature calls the same traced functions, `tokenize` (text -> ragged token ids),
     `pack_segments` (one or two segments -> token tensors) and `encode` (token tensors ->
     sentence embedding), so the SavedModel holds each graph once rather than once per
-    signature. The tokenizer and packer hold many ragged-shape assertions, each a pair of
-    branch functions; traced once, they load several times faster.
+    signature. Packing is `kerasbert.packing.pack_segments`, which gives keras-hub's
+    packer's output in a small graph that a server loads fast.
     """
     keys = ("token_ids", "segment_ids", "padding_mask")
     encode = tf.function(lambda *tokens: model.embed(dict(zip(keys, tokens))), input_signature=token_specs())
     tokenize = tf.function(preprocessor.tokenizer, input_signature=[TEXT])
-    pack_segments = {count: tf.function(lambda *segments: tuple(preprocessor.pack_tokens(*segments)[k] for k in keys),
-                                        input_signature=[SEGMENT] * count) for count in (1, 2)}
+    ids, sequence_length = preprocessor.ids, preprocessor.sequence_length
+    pack = {count: tf.function(lambda *segments: tuple(pack_segments(segments, sequence_length, ids)[k] for k in keys),
+                               input_signature=[SEGMENT] * count) for count in (1, 2)}
 
     def pack_one(text):
-        return pack_segments[1](tokenize(text))
+        return pack[1](tokenize(text))
 
     def pack_pair(a, b):
-        return pack_segments[2](tokenize(a), tokenize(b))
+        return pack[2](tokenize(a), tokenize(b))
 
     bi = {task: encoder == "bi" for task, encoder in preprocessor.encoders.items()}
 
@@ -157,6 +179,32 @@ def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:
     }
 
 
+class _OrderedExportArchive(type(keras.export.ExportArchive())):  # the backend's archive class
+    """An ExportArchive that saves the endpoints' variables in the model's weight order.
+
+    keras lists them in the order the endpoints captured them, which follows object
+    ids, so two exports of one model had different program fingerprints. In a fixed
+    order a re-export has the same fingerprint, and a server may restore its weights
+    into a graph it has already loaded (`python -m serving --warm_standby`).
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        self._rank = {id(weight.value): rank for rank, weight in enumerate(model.weights)}
+
+    def _filter_and_track_resources(self):
+        super()._filter_and_track_resources()
+        variables = sorted(self._tf_trackable._all_variables,
+                           key=lambda v: (self._rank.get(id(v), len(self._rank)), v.name))
+        trackable = self._tf_trackable
+        trackable._all_variables = variables
+        # The loaded object's .variables, as archive.track(model) would give, but the same
+        # tf.Variable objects, so the checkpoint still holds each weight once.
+        trackable.variables = list(variables)
+        trackable.trainable_variables = [v for v in variables if v.trainable]
+        trackable.non_trainable_variables = [v for v in variables if not v.trainable]
+
+
 def export_saved_model(model_dir: str, export_base: str, version: int | None = None) -> str:
     """Writes `<export_base>/<version>/` atomically and returns its path."""
     _, model, preprocessor = load_finetuned(model_dir)
@@ -169,8 +217,9 @@ def export_saved_model(model_dir: str, export_base: str, version: int | None = N
         raise FileExistsError(f"{target} exists: an exported version is never overwritten. "
                               "Omit --version to take the next one.")
 
-    archive = keras.export.ExportArchive()
-    archive.track(model)
+    # The endpoints track the variables they use. archive.track(model) would add the
+    # Keras variables as second objects, and the checkpoint would hold every weight twice.
+    archive = _OrderedExportArchive(model)
     tokenizer(tf.constant(["build"]))  # a Keras layer must be built before it is tracked
     archive.track(tokenizer)  # its WordPiece tables are resources the graph needs
     for name, (function, signature) in serving_functions(model, preprocessor).items():
@@ -180,6 +229,7 @@ def export_saved_model(model_dir: str, export_base: str, version: int | None = N
     try:
         archive.write_out(building, verbose=False)
         set_signature_methods(building, METHODS)
+        write_warmup_requests(building, warmup_requests())
         assets = os.path.join(building, "assets")
         os.makedirs(assets, exist_ok=True)
         shutil.copy(os.path.join(model_dir, "config.json"), os.path.join(assets, "kerasbert_config.json"))

@@ -18,6 +18,8 @@ from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.models.encoder import build_encoder
 from kerasbert.tokenization import make_tokenizer
+from serving.model_store import program_key
+from serving.warmup import read_warmup_requests
 
 TEXTS_A = ["the cat sat on the mat .", "dogs ran fast"]
 TEXTS_B = ["the cat sat .", "the dog ran on the mat"]
@@ -112,7 +114,7 @@ def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair
 
 
 def test_versions_count_up_are_never_overwritten_and_carry_assets(tmp_path):
-    tiny_model_dir(str(tmp_path / "run"), "cross")
+    model, _ = tiny_model_dir(str(tmp_path / "run"), "cross")
     base = str(tmp_path / "exports")
     first = export_saved_model(str(tmp_path / "run"), base)
     second = export_saved_model(str(tmp_path / "run"), base)
@@ -123,6 +125,16 @@ def test_versions_count_up_are_never_overwritten_and_carry_assets(tmp_path):
     assets = os.listdir(os.path.join(second, "assets"))
     assert {"kerasbert_config.json", "vocab.txt"} <= set(assets)
     assert json.load(open(os.path.join(second, "assets", "kerasbert_config.json")))["heads"]["pair_encoder"] == "cross"
+    warmups = read_warmup_requests(second)
+    assert [r.model_spec.signature_name for r in warmups] == ["sentiment", "embed", "paraphrase", "similarity"]
+    # Each weight is saved once (not once per Keras variable and once per tf.Variable).
+    reader = tf.train.load_checkpoint(os.path.join(second, "variables", "variables"))
+    saved = sum(np.prod(shape) for key, shape in reader.get_variable_to_shape_map().items()
+                if reader.get_variable_to_dtype_map()[key].is_floating)
+    assert 0 < saved <= sum(np.prod(w.shape) for w in model.weights if "float" in str(w.dtype))
+    assert len(tf.saved_model.load(second).variables) == len(reader.get_variable_to_shape_map()) - 1
+    # A re-export of the same model can take a server's warm standby copy.
+    assert program_key(first) == program_key(second)
 
 
 def test_tfsmlayer_embed_inside_a_new_keras_model_and_saved_model_cli(tmp_path):
