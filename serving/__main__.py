@@ -35,6 +35,8 @@ class ServerFlags:
     rest_api_timeout_in_ms: int = 30000
     tensorflow_intra_op_parallelism: int = 0
     tensorflow_inter_op_parallelism: int = 0
+    enable_model_warmup: bool = True
+    warm_standby: bool = False  # not a TF Serving flag
     host: str = "127.0.0.1"  # not a TF Serving flag: it binds every interface
     max_body_bytes: int = 64 * 1024 * 1024
 
@@ -50,6 +52,9 @@ HELP = {
     "rest_api_timeout_in_ms": "REST request timeout (default 30000)",
     "tensorflow_intra_op_parallelism": "TF intra-op threads (0: TF's default)",
     "tensorflow_inter_op_parallelism": "TF inter-op threads (0: TF's default)",
+    "enable_model_warmup": "replay assets.extra/tf_serving_warmup_requests before serving a version (default true)",
+    "warm_standby": "keep a spare loaded copy of each model, so a new version with the same graph only "
+                    "restores weights (kerasbert only; one more copy of the weights in memory)",
     "host": "address to bind (kerasbert only; default 127.0.0.1)",
     "max_body_bytes": "largest accepted REST body / gRPC message (kerasbert only)",
 }
@@ -107,7 +112,8 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
             configs = parse_model_config_text(f.read())
     else:
         configs = [single_model_config(flags.model_name, flags.model_base_path)]
-    store = ModelStore(configs, flags.file_system_poll_wait_seconds)
+    store = ModelStore(configs, flags.file_system_poll_wait_seconds, warmup=flags.enable_model_warmup,
+                       standby=flags.warm_standby)
     store.start()
     if not flags.allow_version_labels_for_unavailable_models:
         for config in configs:

@@ -6,6 +6,14 @@ A poll thread loads versions as they appear and unloads those the policy drops. 
 request takes a reference to one `Servable`; unloading only removes it from the
 table, so requests in flight finish on the version they started with.
 
+As TF Serving does, a version's warm-up requests (`assets.extra/
+tf_serving_warmup_requests`) are replayed before it is served. With `standby`, the
+store also keeps one spare, loaded and warmed copy of each model's newest version.
+A new version with the same program (the fingerprint's graph, signature and object
+hashes, and the same assets: a retrained model, re-exported) then only needs its
+weights restored into the spare, about 0.3 s, instead of a full load and warm-up.
+The spare costs one more copy of the weights in memory.
+
 Example:
     >>> store = ModelStore(parse_model_config_text(open("serving/models.config").read()))
     >>> store.poll()
@@ -15,10 +23,10 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -26,6 +34,8 @@ from google.protobuf import text_format
 from tensorflow.python.tools import saved_model_utils
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from tensorflow_serving.config import model_server_config_pb2
+
+from serving.warmup import replay_warmup_requests
 
 log = logging.getLogger(__name__)
 ModelConfig = model_server_config_pb2.ModelConfig
@@ -69,12 +79,40 @@ def single_model_config(name: str, base_path: str) -> ModelConfig:
     return ModelConfig(name=name, base_path=base_path, model_platform="tensorflow")
 
 
-class Servable:
-    """One loaded version: its signatures and their input/output dtypes."""
+def program_key(path: str) -> tuple | None:
+    """What two versions share when one may reuse the other's loaded graph.
 
-    def __init__(self, name: str, version: int, path: str):
+    None when the SavedModel has no fingerprint.pb (written since TF 2.12).
+    """
+    try:
+        fingerprint = tf.saved_model.experimental.read_fingerprint(path)
+    except (FileNotFoundError, tf.errors.NotFoundError):
+        return None
+    assets = hashlib.sha256()
+    for folder, _, files in sorted(os.walk(os.path.join(path, "assets"))):
+        for file in sorted(files):
+            assets.update(os.path.relpath(os.path.join(folder, file), path).encode())
+            with open(os.path.join(folder, file), "rb") as f:
+                assets.update(hashlib.sha256(f.read()).digest())
+    return (fingerprint.graph_def_program_hash, fingerprint.signature_def_hash,
+            fingerprint.saved_object_graph_hash, assets.hexdigest())
+
+
+class Servable:
+    """One loaded version: its signatures and their input/output dtypes.
+
+    With `loaded` (an object tf.saved_model.load returned for a version with the same
+    program_key), the version's weights are restored into it instead of loading anew.
+    """
+
+    def __init__(self, name: str, version: int, path: str, loaded=None):
         self.name, self.version, self.path = name, version, path
-        self.loaded = tf.saved_model.load(path)
+        if loaded is None:
+            loaded = tf.saved_model.load(path)
+        else:
+            variables = os.path.join(path, "variables", "variables")
+            tf.train.Checkpoint(root=loaded).read(variables).assert_existing_objects_matched()
+        self.loaded = loaded
         self.meta_graph = saved_model_utils.get_meta_graph_def(path, "serve")
         self.signature_defs = self.meta_graph.signature_def
 
@@ -118,9 +156,12 @@ class Servable:
 class ModelStore:
     """Versions of every configured model, kept in line with their base paths."""
 
-    def __init__(self, configs: list[ModelConfig], poll_seconds: float = 1.0):
+    def __init__(self, configs: list[ModelConfig], poll_seconds: float = 1.0, warmup: bool = True,
+                 standby: bool = False):
         self.configs = {config.name: config for config in configs}
         self.poll_seconds = poll_seconds
+        self.warmup, self.standby = warmup, standby
+        self._spares: dict[str, tuple[tuple, object]] = {}  # name -> (program key, loaded object)
         self._servables: dict[str, dict[int, Servable]] = {name: {} for name in self.configs}
         self._failed: dict[str, dict[int, str]] = {name: {} for name in self.configs}
         self._lock = threading.Lock()
@@ -156,7 +197,7 @@ class ModelStore:
                     continue
                 path = os.path.join(config.base_path, str(version))
                 try:
-                    servable = Servable(name, version, path)
+                    servable = self._load(name, version, path)
                 except Exception as error:  # a broken export must not take the server down
                     log.error("failed to load %s version %d from %s: %s", name, version, path, error)
                     self._failed[name][version] = str(error)
@@ -164,11 +205,45 @@ class ModelStore:
                 with self._lock:
                     self._servables[name][version] = servable
                 log.warning("loaded %s version %d", name, version)
+                if self.standby:
+                    threading.Thread(target=self._prepare_spare, args=(name, path), daemon=True,
+                                     name=f"standby-{name}").start()
             with self._lock:
                 for version in [v for v in self._servables[name] if v not in wanted]:
                     # Requests holding this servable keep it alive until they finish.
                     del self._servables[name][version]
                     log.warning("unloaded %s version %d", name, version)
+
+    def _load(self, name: str, version: int, path: str) -> Servable:
+        """A warmed Servable: the spare's graph with this version's weights, if they match."""
+        key = program_key(path) if self.standby else None
+        with self._lock:
+            spare = self._spares.pop(name, None)
+        if key is not None and spare is not None and spare[0] == key:
+            servable = Servable(name, version, path, loaded=spare[1])
+            log.warning("%s version %d: weights restored into the standby copy", name, version)
+            return servable
+        servable = Servable(name, version, path)
+        if self.warmup:
+            replay_warmup_requests(servable)
+        return servable
+
+    def _prepare_spare(self, name: str, path: str) -> None:
+        """Loads and warms a spare copy of `path` for the next version of `name`."""
+        try:
+            key = program_key(path)
+            if key is None:
+                return
+            spare = Servable(name, 0, path)
+            replay_warmup_requests(spare)
+            with self._lock:
+                self._spares[name] = (key, spare.loaded)
+        except Exception:  # a missing spare only means the next version loads in full
+            log.exception("could not prepare a standby copy of %s", path)
+
+    def spare_ready(self, name: str) -> bool:
+        with self._lock:
+            return name in self._spares
 
     def start(self) -> None:
         self.poll()

@@ -49,3 +49,16 @@ def save_toy(path, scale):
                                                "pair": toy.pair, "classify": toy.classify,
                                                "regress": toy.regress})
     set_signature_methods(path, {"classify": "tensorflow/serving/classify", "regress": "tensorflow/serving/regress"})
+
+
+class Counted(tf.Module):
+    """Counts its calls in a variable, so a test can see whether warm-up ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = tf.Variable(0, dtype=tf.int64)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+    def identity(self, x):
+        self.calls.assign_add(1)
+        return {"y": x}

@@ -1,0 +1,80 @@
+"""The model store: warm-up replay before a version is served, and the warm standby copy."""
+
+import logging
+import time
+
+import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import predict_pb2
+
+from serving.model_store import ModelConfig, ModelStore, program_key
+from serving.warmup import read_warmup_requests, write_warmup_requests
+from tests.serving_models import Counted, save_toy
+
+
+def warmup_request(signature, **inputs):
+    request = predict_pb2.PredictRequest()
+    request.model_spec.signature_name = signature
+    for key, value in inputs.items():
+        request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
+    return request
+
+
+def save_counted(path, warmups: int):
+    counted = Counted()
+    tf.saved_model.save(counted, str(path), signatures={"serving_default": counted.identity})
+    write_warmup_requests(str(path), [warmup_request("serving_default", x=np.ones(3, np.float32))] * warmups)
+
+
+def test_warmup_requests_run_before_the_version_is_served(tmp_path):
+    save_counted(tmp_path / "m" / "1", warmups=2)
+    assert len(read_warmup_requests(str(tmp_path / "m" / "1"))) == 2
+    for warmup, calls in ((True, 2), (False, 0)):
+        store = ModelStore([ModelConfig(name="m", base_path=str(tmp_path / "m"))], warmup=warmup)
+        store.poll()
+        assert store.get("m").loaded.calls.numpy() == calls
+
+
+def test_a_broken_warmup_file_fails_the_load_not_the_server(tmp_path):
+    save_counted(tmp_path / "m" / "1", warmups=1)
+    write_warmup_requests(str(tmp_path / "m" / "1"), [warmup_request("no_such_signature", x=np.ones(1, np.float32))])
+    store = ModelStore([ModelConfig(name="m", base_path=str(tmp_path / "m"))])
+    store.poll()
+    status = store.status("m").model_version_status[0]
+    assert status.status.error_code == 13 and "no_such_signature" in status.status.error_message
+
+
+def wait_for_spare(store, name, seconds=60):
+    deadline = time.time() + seconds
+    while not store.spare_ready(name):
+        assert time.time() < deadline, "the standby copy was never ready"
+        time.sleep(0.05)
+
+
+def test_standby_copy_takes_a_new_version_with_the_same_program(tmp_path, caplog):
+    base = tmp_path / "toy"
+    save_toy(str(base / "1"), scale=2.0)
+    config = ModelConfig(name="toy", base_path=str(base))
+    config.model_version_policy.all.SetInParent()
+    store = ModelStore([config], standby=True)
+    store.poll()
+    wait_for_spare(store, "toy")
+    save_toy(str(base / "2"), scale=3.0)  # retrained weights, same graph
+    assert program_key(str(base / "1")) == program_key(str(base / "2"))
+    with caplog.at_level(logging.WARNING, logger="serving.model_store"):
+        store.poll()
+    assert "toy version 2: weights restored into the standby copy" in caplog.text
+    x = {"x": np.array([[1.0, 2.0]], np.float32)}
+    np.testing.assert_allclose(store.get("toy", 2).predict("serving_default", x)["y"], [[3.0, 6.0]])
+    np.testing.assert_allclose(store.get("toy", 1).predict("serving_default", x)["y"], [[2.0, 4.0]])
+    assert store.get("toy", 2).loaded is not store.get("toy", 1).loaded
+
+    # A different program is loaded in full, never into a copy of another graph.
+    wait_for_spare(store, "toy")
+    save_counted(base / "3", warmups=1)
+    assert program_key(str(base / "3")) != program_key(str(base / "2"))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="serving.model_store"):
+        store.poll()
+    assert "standby" not in caplog.text
+    assert store.get("toy", 3).loaded.calls.numpy() == 1
