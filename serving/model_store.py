@@ -192,6 +192,7 @@ class ModelStore:
         """Loads wanted versions not yet loaded; unloads loaded ones no longer wanted."""
         for name, config in self.configs.items():
             wanted = self.wanted_versions(config, self.versions_on_disk(config.base_path))
+            newest_loaded = None
             for version in wanted:
                 if version in self._servables[name] or version in self._failed[name]:
                     continue
@@ -205,9 +206,10 @@ class ModelStore:
                 with self._lock:
                     self._servables[name][version] = servable
                 log.warning("loaded %s version %d", name, version)
-                if self.standby:
-                    threading.Thread(target=self._prepare_spare, args=(name, path), daemon=True,
-                                     name=f"standby-{name}").start()
+                newest_loaded = path
+            if self.standby and newest_loaded:  # one spare per model, of its newest version
+                threading.Thread(target=self._prepare_spare, args=(name, newest_loaded), daemon=True,
+                                 name=f"standby-{name}").start()
             with self._lock:
                 for version in [v for v in self._servables[name] if v not in wanted]:
                     # Requests holding this servable keep it alive until they finish.
