@@ -7,8 +7,8 @@ Rows (each a full fine-tuning run on the full task files, scored on the dev sets
     minilm_cross   MiniLM, cross-encoder pair heads                finetune_minilm_cross.json
     minilm_mixed   MiniLM, cross-encoder paraphrase, bi-encoder (cosine) similarity,
                    600 round-robin steps                          finetune_minilm_mixed.json
-    continued_bi   MiniLM after continued MLM on the task sentences (the `continue` part of
-                   benchmarks.pretrain), then minilm_bi's fine-tuning
+    continued_cross  MiniLM after continued MLM on the task sentences (the `continue` part of
+                   benchmarks.pretrain), then minilm_cross's fine-tuning
     scratch_cross  the mini encoder pretrained from scratch by benchmarks.pretrain, cross
                    heads, 1,500 steps at a small model's learning rate  finetune_scratch_mini.json
 The reference study's rows are quoted for comparison. Writes results.json and results.md.
@@ -28,8 +28,8 @@ ROWS = {
     "minilm_cross": ("MiniLM, multitask, cross-encoder pair heads", "finetune_minilm_cross.json", "minilm"),
     "minilm_mixed": ("MiniLM, multitask, cross-encoder paraphrase + bi-encoder similarity",
                      "finetune_minilm_mixed.json", "minilm"),
-    "continued_bi": ("MiniLM + continued MLM on task text, then bi-encoder multitask",
-                     "finetune_minilm_bi.json", "runs/bench-pretrain/continue"),
+    "continued_cross": ("MiniLM + continued MLM on task text, then cross-encoder multitask",
+                        "finetune_minilm_cross.json", "runs/bench-pretrain/continue"),
     "scratch_cross": ("mini BERT pretrained from scratch here, cross-encoder multitask",
                       "finetune_scratch_mini.json", "runs/bench-pretrain/scratch"),
 }

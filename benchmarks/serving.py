@@ -5,10 +5,11 @@
 For batching off and on: `--clients` concurrent REST clients (keep-alive connections,
 one sentence per request) for `--seconds`; requests/s, p50/p99 latency, errors. At 1
 client: the server's latency against calling the loaded SavedModel in process (the
-floor). The time to load the version and make its first call, idle. During the
-batching run a copy of the newest version is dropped into the base path as a new
-version; the report gives how long until it served and whether any request failed
-meanwhile. Writes results.json and results.md.
+floor). The time to load the version and make its first call, idle. Halfway through
+each 32-client run a copy of the newest version is dropped into the base path as a
+new version; the report gives how long until a predict request addressed to it was
+answered, and whether any request failed meanwhile. The servers load it in full (with
+warm-up), except a third batching run with `--warm_standby`. Writes results.json and results.md.
 """
 
 from __future__ import annotations
@@ -107,28 +108,43 @@ def load_seconds(path: str, repeats: int = 3) -> dict:
 
 
 def watch_new_version(port: int, version: int, dropped_at: list, result: dict) -> None:
+    """Records when a predict request addressed to `version` is first answered."""
+    body = json.dumps({"signature_name": "sentiment", "instances": [SENTENCES[0]]}).encode()
+    url = f"http://127.0.0.1:{port}/v1/models/kerasbert/versions/{version}:predict"
     deadline = time.time() + 30
     while time.time() < deadline:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/kerasbert", timeout=5) as r:
-                if json.loads(r.read())["model_version_status"][0]["version"] == str(version):
+            with urllib.request.urlopen(urllib.request.Request(url, body), timeout=10) as r:
+                if "predictions" in json.loads(r.read()):
                     result["new_version_served_after_s"] = time.perf_counter() - dropped_at[0]
                     return
-        except OSError:
+        except OSError:  # 404 until the version is loaded
             pass
         time.sleep(0.05)
 
 
+MODES = (  # results key, table label, server flags
+    ("no_batching", "off", []),
+    ("batching", "on", ["--enable_batching", "--batching_parameters_file=serving/batching.config"]),
+    ("batching_standby", "on, warm standby",
+     ["--enable_batching", "--batching_parameters_file=serving/batching.config", "--warm_standby"]),
+)
+
+
 def render_markdown(results: dict) -> str:
-    off, on = results["no_batching"], results["batching"]
+    off, on, standby = (results[key] for key, _, _ in MODES)
     clients = off["many_clients"]["clients"]
     lines = ["# Serving benchmark (sentiment signature, REST)", "", f"Command: `{results['command']}`  ",
              f"Machine: {results['machine']}  ", f"Model: {results['export']}", "",
-             "| batching | clients | requests/s | p50 ms | p99 ms | errors |", "|---|---:|---:|---:|---:|---:|"]
-    for name, run in (("off", off), ("on", on)):
+             "| batching | clients | requests/s | p50 ms | p99 ms | errors | new version answering after |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for key, label, _ in MODES:
+        run = results[key]
         for r in (run["one_client"], run["many_clients"]):
-            lines.append(f"| {name} | {r['clients']} | {r['requests_per_second']:.1f} | {r['p50_ms']:.2f} | "
-                         f"{r['p99_ms']:.2f} | {r['errors']} |")
+            swap = f"{run.get('new_version_served_after_s', float('nan')):.2f} s" if r is run["many_clients"] else ""
+            lines.append(f"| {label} | {r['clients']} | {r['requests_per_second']:.1f} | {r['p50_ms']:.2f} | "
+                         f"{r['p99_ms']:.2f} | {r['errors']} | {swap} |")
+    errors = sum(results[key]["many_clients"]["errors"] for key, _, _ in MODES)
     lines += ["", f"In-process SavedModel call (floor): p50 {results['in_process_p50_ms']:.2f} ms; "
               f"server overhead at 1 client (batching off, p50): "
               f"{off['one_client']['p50_ms'] - results['in_process_p50_ms']:.2f} ms.",
@@ -136,9 +152,12 @@ def render_markdown(results: dict) -> str:
               f"{on['many_clients']['requests_per_second'] / off['many_clients']['requests_per_second']:.2f}.",
               f"Loading a version on the idle machine (median of 3): tf.saved_model.load "
               f"{results['load']['load_s']:.2f} s, then its first call {results['load']['first_call_s']:.2f} s.",
-              f"New version dropped in mid-run served after "
-              f"{on.get('new_version_served_after_s', float('nan')):.2f} s, with "
-              f"{on['many_clients']['errors']} failed requests.", ""]
+              f"New version (a copy of the served one, dropped in halfway through the {clients}-client run) "
+              f"answering predict requests: {off.get('new_version_served_after_s', float('nan')):.2f} s "
+              f"(batching off) and {on.get('new_version_served_after_s', float('nan')):.2f} s (batching on) "
+              f"after a full load and warm-up; {standby.get('new_version_served_after_s', float('nan')):.2f} s "
+              f"from the warm standby copy (batching on, `--warm_standby`). Failed requests in all runs: "
+              f"{errors}.", ""]
     return "\n".join(lines)
 
 
@@ -165,11 +184,11 @@ def main(argv=None) -> int:
     results = {"export": os.path.join(args.export_base, str(versions[-1])),
                "in_process_p50_ms": in_process_ms(os.path.join(base, "1")),
                "load": load_seconds(os.path.join(base, "1"))}
-    for batching in (False, True):
-        key = "batching" if batching else "no_batching"
-        flags = ["--enable_batching", "--batching_parameters_file=serving/batching.config"] if batching else []
+    for key, _, flags in MODES:
         with LocalServer("kerasbert", base, extra_flags=flags) as server:
             server.wait_for_version()
+            if "--warm_standby" in flags:
+                time.sleep(10)  # the standby copy loads in the background; keep it out of the latencies
             port = server.rest_port
             load(port, 4, 5)  # warm up (traces, connections)
             single = load(port, 1, 15)
@@ -177,16 +196,19 @@ def main(argv=None) -> int:
             dropped_at = []
 
             def drop_new_version():
-                shutil.copytree(os.path.join(base, "1"), os.path.join(base, ".2-building"))
+                newest = max(int(v) for v in os.listdir(base) if v.isdigit())
+                shutil.copytree(os.path.join(base, "1"), os.path.join(base, ".building"))
                 dropped_at.append(time.perf_counter())
-                os.rename(os.path.join(base, ".2-building"), os.path.join(base, "2"))
-                threading.Thread(target=watch_new_version, args=(port, 2, dropped_at, swap)).start()
+                os.rename(os.path.join(base, ".building"), os.path.join(base, str(newest + 1)))
+                threading.Thread(target=watch_new_version, args=(port, newest + 1, dropped_at, swap)).start()
 
-            many = load(port, args.clients, args.seconds, drop_new_version if batching else None)
+            many = load(port, args.clients, args.seconds, drop_new_version)
+            time.sleep(0.5)  # let the watcher record its answer
             results[key] = {"one_client": single, "many_clients": many, **swap}
             print(f"   {key}: {many['requests_per_second']:.1f} req/s at {args.clients} clients, "
                   f"p50 {many['p50_ms']:.1f} ms, p99 {many['p99_ms']:.1f} ms, errors {many['errors']}; "
-                  f"1 client p50 {single['p50_ms']:.2f} ms", flush=True)
+                  f"1 client p50 {single['p50_ms']:.2f} ms; new version served after "
+                  f"{swap.get('new_version_served_after_s', float('nan')):.2f} s", flush=True)
     shutil.rmtree(base, ignore_errors=True)
     save_results(args.output_dir, results, "benchmarks.serving", render_markdown)
     print(render_markdown(results))
