@@ -8,7 +8,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 
 from serving.model_store import ModelConfig, ModelStore, program_key
-from serving.warmup import read_warmup_requests, write_warmup_requests
+from serving.warmup import read_warmup_requests, replay_warmup_requests, write_warmup_requests
 from tests.serving_models import Counted, save_toy
 
 
@@ -78,3 +78,24 @@ def test_standby_copy_takes_a_new_version_with_the_same_program(tmp_path, caplog
         store.poll()
     assert "standby" not in caplog.text
     assert store.get("toy", 3).loaded.calls.numpy() == 1
+
+
+def test_classify_and_regress_warmup_records_replay(tmp_path):
+    from tensorflow_serving.apis import classification_pb2, regression_pb2
+
+    save_toy(str(tmp_path / "toy" / "1"), scale=1.0)
+    requests = [classification_pb2.ClassificationRequest(), regression_pb2.RegressionRequest()]
+    for request, signature in zip(requests, ("classify", "regress")):
+        request.model_spec.signature_name = signature
+        request.input.example_list.examples.add().features.feature["x"].float_list.value.extend([1.0, 2.0])
+    write_warmup_requests(str(tmp_path / "toy" / "1"), requests)
+    store = ModelStore([ModelConfig(name="toy", base_path=str(tmp_path / "toy"))])
+    store.poll()
+    assert store.status("toy").model_version_status[0].status.error_code == 0
+    assert replay_warmup_requests(store.get("toy")) == 2
+    # A record the signature cannot take (three values for a 2-value feature) fails that version's load.
+    requests[1].input.example_list.examples[0].features.feature["x"].float_list.value.append(3.0)
+    save_toy(str(tmp_path / "toy" / "2"), scale=1.0)
+    write_warmup_requests(str(tmp_path / "toy" / "2"), requests)
+    store.poll()
+    assert store.status("toy", 2).model_version_status[0].status.error_code == 13
