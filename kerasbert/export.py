@@ -36,12 +36,11 @@ import tempfile
 import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
-from tensorflow_serving.apis import predict_pb2
 
 from kerasbert.finetuning.data import TaskPreprocessor, load_finetuned
 from kerasbert.packing import pack_segments
 from kerasbert.tokenization import write_vocabulary
-from serving.warmup import write_warmup_requests
+from serving.warmup import predict_request, write_warmup_requests
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
@@ -96,14 +95,7 @@ def warmup_requests() -> list:
     inputs = {"sentiment": {"text": sentence}, "embed": {"text": sentence},
               "paraphrase": {"text_a": sentence, "text_b": other},
               "similarity": {"text_a": sentence, "text_b": other}}
-    requests = []
-    for signature, tensors in inputs.items():
-        request = predict_pb2.PredictRequest()
-        request.model_spec.signature_name = signature
-        for key, value in tensors.items():
-            request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
-        requests.append(request)
-    return requests
+    return [predict_request(signature, tensors) for signature, tensors in inputs.items()]
 
 
 def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:

@@ -218,10 +218,9 @@ class ModelStore:
 
     def _load(self, name: str, version: int, path: str) -> Servable:
         """A warmed Servable: the spare's graph with this version's weights, if they match."""
-        key = program_key(path) if self.standby else None
         with self._lock:
-            spare = self._spares.pop(name, None)
-        if key is not None and spare is not None and spare[0] == key:
+            spare = self._spares.pop(name, None)  # only ever set with standby on
+        if spare is not None and spare[0] == program_key(path):
             servable = Servable(name, version, path, loaded=spare[1])
             log.warning("%s version %d: weights restored into the standby copy", name, version)
             return servable

@@ -7,10 +7,7 @@ signature (function instantiation and graph optimisation: about 0.5 s for the
 kerasbert text signatures here). This module writes such a file and replays it.
 
 Example:
-    >>> request = predict_pb2.PredictRequest()
-    >>> request.model_spec.signature_name = "sentiment"
-    >>> request.inputs["text"].CopyFrom(tf.make_tensor_proto([b"a fine film"]))
-    >>> write_warmup_requests(export_dir, [request])
+    >>> write_warmup_requests(export_dir, [predict_request("sentiment", {"text": [b"a fine film"]})])
     >>> replay_warmup_requests(servable)  # returns how many records it ran
     1
 """
@@ -27,6 +24,15 @@ MAX_RECORDS = 1000  # TF Serving's limit on warm-up records per version
 
 _LOG_FIELDS = {predict_pb2.PredictRequest: "predict_log", classification_pb2.ClassificationRequest: "classify_log",
                regression_pb2.RegressionRequest: "regress_log"}
+
+
+def predict_request(signature: str, inputs: dict) -> predict_pb2.PredictRequest:
+    """A PredictRequest for `signature`, each input (a list or array) as a TensorProto."""
+    request = predict_pb2.PredictRequest()
+    request.model_spec.signature_name = signature
+    for key, value in inputs.items():
+        request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
+    return request
 
 
 def write_warmup_requests(export_dir: str, requests: list) -> str:

@@ -5,25 +5,16 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from tensorflow_serving.apis import predict_pb2
 
 from serving.model_store import ModelConfig, ModelStore, program_key
-from serving.warmup import read_warmup_requests, replay_warmup_requests, write_warmup_requests
+from serving.warmup import predict_request, read_warmup_requests, replay_warmup_requests, write_warmup_requests
 from tests.serving_models import Counted, save_toy
-
-
-def warmup_request(signature, **inputs):
-    request = predict_pb2.PredictRequest()
-    request.model_spec.signature_name = signature
-    for key, value in inputs.items():
-        request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
-    return request
 
 
 def save_counted(path, warmups: int):
     counted = Counted()
     tf.saved_model.save(counted, str(path), signatures={"serving_default": counted.identity})
-    write_warmup_requests(str(path), [warmup_request("serving_default", x=np.ones(3, np.float32))] * warmups)
+    write_warmup_requests(str(path), [predict_request("serving_default", {"x": np.ones(3, np.float32)})] * warmups)
 
 
 def test_warmup_requests_run_before_the_version_is_served(tmp_path):
@@ -37,7 +28,8 @@ def test_warmup_requests_run_before_the_version_is_served(tmp_path):
 
 def test_a_broken_warmup_file_fails_the_load_not_the_server(tmp_path):
     save_counted(tmp_path / "m" / "1", warmups=1)
-    write_warmup_requests(str(tmp_path / "m" / "1"), [warmup_request("no_such_signature", x=np.ones(1, np.float32))])
+    bad = predict_request("no_such_signature", {"x": np.ones(1, np.float32)})
+    write_warmup_requests(str(tmp_path / "m" / "1"), [bad])
     store = ModelStore([ModelConfig(name="m", base_path=str(tmp_path / "m"))])
     store.poll()
     status = store.status("m").model_version_status[0]
