@@ -82,4 +82,17 @@ def test_without_nsp_all_text_is_packed_into_single_segments():
     pairs = build_pairs(docs, 32, np.random.default_rng(0), nsp=False)
     assert all(p["nsp_weight"] == 0 and not p["segment_b"] for p in pairs)
     packed = [t for p in pairs for t in p["segment_a"]]
-    assert packed == [t for d in docs for s in d for t in s]
+    assert sorted(packed) == sorted(t for d in docs for s in d for t in s)
+
+
+def test_examples_come_out_shuffled_across_corpora_and_kinds():
+    """Built corpus by corpus, they must not reach tf.data in that order: a shuffle buffer
+    smaller than the data would then feed long runs of one corpus, or of MLM-only rows."""
+    docs = documents(num_documents=40) + [[[90000 + i]] for i in range(400)]
+    sources = ["wiki"] * 20 + ["reviews"] * 20 + ["task"] * 400
+    pairs = build_pairs(docs, 32, np.random.default_rng(0), dupe_factor=2, sources=sources)
+    first_tenth = pairs[: len(pairs) // 10]
+    kinds = {("mlm-only" if p["nsp_weight"] == 0 else sources[p["document"]]) for p in first_tenth}
+    assert kinds == {"wiki", "reviews", "mlm-only"}
+    again = build_pairs(docs, 32, np.random.default_rng(0), dupe_factor=2, sources=sources)
+    assert again == pairs  # seeded: the same order every time

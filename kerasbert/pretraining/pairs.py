@@ -136,6 +136,25 @@ def negative_pools(multi: list[int], sources) -> dict[int, tuple[list[int], int]
             if len(by_source[sources[index]]) >= 2 else everyone[index] for index in multi}
 
 
+def _nsp_examples(documents, sources, max_sequence_length, short_seq_prob, dupe_factor, rng):
+    multi = [i for i, doc in enumerate(documents) if len(doc) >= 2]
+    single = [i for i, doc in enumerate(documents) if len(doc) == 1]
+    if len(multi) == 1:
+        raise ValueError("NSP needs at least 2 multi-sentence documents: one to cut pairs "
+                         "from, another to draw random next segments from.")
+    pools = negative_pools(multi, sources)
+    examples = []
+    for _ in range(dupe_factor):
+        for index in multi:
+            pool, place = pools[index]
+            examples.extend(_pairs_from_document(documents, index, pool, place,
+                                                 max_sequence_length - 3, short_seq_prob, rng))
+    if single:
+        examples.extend(pack_single_segments([documents[i] for i in single],
+                                             max_sequence_length - 2, document_ids=single))
+    return examples
+
+
 def build_pairs(documents, max_sequence_length: int, rng: np.random.Generator,
                 nsp: bool = True, short_seq_prob: float = 0.1, dupe_factor: int = 1,
                 sources: list | None = None) -> list[dict]:
@@ -153,21 +172,12 @@ def build_pairs(documents, max_sequence_length: int, rng: np.random.Generator,
     documents = [[s for s in documents[i] if s] for i in kept]
     if not documents:
         raise ValueError("build_pairs needs at least one non-empty document. Received: 0")
-    if not nsp:
-        return pack_single_segments(documents, max_sequence_length - 2)
-    multi = [i for i, doc in enumerate(documents) if len(doc) >= 2]
-    single = [i for i, doc in enumerate(documents) if len(doc) == 1]
-    if len(multi) == 1:
-        raise ValueError("NSP needs at least 2 multi-sentence documents: one to cut pairs "
-                         "from, another to draw random next segments from.")
-    pools = negative_pools(multi, sources)
-    examples = []
-    for _ in range(dupe_factor):
-        for index in multi:
-            pool, place = pools[index]
-            examples.extend(_pairs_from_document(documents, index, pool, place,
-                                                 max_sequence_length - 3, short_seq_prob, rng))
-    if single:
-        examples.extend(pack_single_segments([documents[i] for i in single],
-                                             max_sequence_length - 2, document_ids=single))
+    if nsp:
+        examples = _nsp_examples(documents, sources, max_sequence_length, short_seq_prob,
+                                 dupe_factor, rng)
+    else:
+        examples = pack_single_segments(documents, max_sequence_length - 2)
+    # Built in corpus order; shuffled here (as google-research/bert does) so that any
+    # slice, and any window of a tf.data shuffle buffer, mixes sources and NSP/MLM-only rows.
+    rng.shuffle(examples)
     return examples
