@@ -49,6 +49,9 @@ class ModelConfig:
     intermediate_dim: int = 0
     max_sequence_length: int = 128  # length of packed inputs (and position table)
     dropout: float = 0.1
+    # "random": keras-hub's truncated normal (BERT). "sinusoidal": the Transformer's
+    # sin/cos table, scaled to the token embeddings' size; still trained.
+    position_init: str = "random"
 
     def __post_init__(self):
         _check(
@@ -79,6 +82,8 @@ class ModelConfig:
             f"model.max_sequence_length must be in [8, 512]. Received: {self.max_sequence_length}",
         )
         _check(0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1). Received: {self.dropout}")
+        _check(self.position_init in ("random", "sinusoidal"),
+               f"model.position_init must be 'random' or 'sinusoidal'. Received: {self.position_init!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +107,9 @@ class PretrainDataConfig:
     span_geometric_p: float = 0.2  # SpanBERT span lengths ~ Geometric(p), clipped
     span_max_length: int = 10
     tfrecord_dir: str = ""  # read pre-made shards (pipelines.make_pretraining_data) instead
+    # Start a fresh MLM head's output bias at the log unigram frequencies of the training
+    # tokens: the loss starts at the unigram level instead of climbing to it for hundreds of steps.
+    mlm_bias_prior: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "sources", tuple(self.sources))

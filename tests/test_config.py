@@ -32,6 +32,7 @@ def test_saved_config_loads_back_equal(tmp_path):
     ("data.masking=random", "data.masking must be"),
     ("train.total_steps=110", "multiple of train.steps_per_block"),
     ("model.num_heads=3", "multiple of model.num_heads"),
+    ("model.position_init=rotary", "model.position_init must be"),
     ("train.batch_size=abc", "Bad value"),
 ])
 def test_bad_values_name_the_field(override, message):

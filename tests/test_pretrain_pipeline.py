@@ -28,13 +28,15 @@ def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path):
     output = tmp_path / "out"
     result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(output),
                          "--set", f"data.vocab_file={vocab}", "--set", f"data.tfrecord_dir={shards}",
-                         "--set", "data.masking=whole_word"])
+                         "--set", "data.masking=whole_word", "--set", "data.mlm_bias_prior=true",
+                         "--set", "model.position_init=sinusoidal"])
     assert "Epoch 2/2" in result.stdout  # Keras progress shown
     metrics = json.loads((output / "metrics.json").read_text())
     assert METRIC_KEYS <= set(metrics) and metrics["train_steps"] == 20
     assert 0.0 <= metrics["mlm_accuracy"] <= 1.0 and metrics["examples_per_second"] > 0
     saved = json.loads((output / "config.json").read_text())
     assert saved["data"]["masking"] == "whole_word"  # the resolved config travels with the run
+    assert saved["data"]["mlm_bias_prior"] and saved["model"]["position_init"] == "sinusoidal"
     assert (output / "curves.png").stat().st_size > 1000
 
     # The encoder folder is a keras-hub preset: what fine-tuning and from_preset load.

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from kerasbert.config import ModelConfig, TrainConfig
-from kerasbert.models.encoder import build_encoder
+from kerasbert.models.encoder import TOKEN_EMBEDDING_STDDEV, build_encoder, sinusoidal_positions
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
+from kerasbert.pretraining.run import set_mlm_bias, unigram_log_prior
 from kerasbert.training.optim import make_optimizer
 
 VOCAB, SEQ, K = 15, 6, 3
@@ -74,3 +75,40 @@ def test_mlm_loss_is_mean_over_masked_positions_only(model):
     y_other = {**y, "mlm": np.array([[5, 7, 9]] * 4, "int32")}
     other = model.evaluate(x, y_other, sample_weight=w, return_dict=True, verbose=0)["mlm_loss"]
     assert other == pytest.approx(loss, rel=1e-6)
+
+
+def test_sinusoidal_positions_make_position_similarity_depend_on_offset_only():
+    config = dict(preset="custom", num_layers=1, hidden_dim=16, num_heads=2, max_sequence_length=16)
+    encoder = build_encoder(ModelConfig(**config, position_init="sinusoidal"), VOCAB)
+    table = keras.ops.convert_to_numpy(encoder.position_embedding.position_embeddings)
+    np.testing.assert_allclose(table, sinusoidal_positions(*table.shape))
+    assert np.sqrt(np.mean(table**2)) == pytest.approx(TOKEN_EMBEDDING_STDDEV, rel=1e-4)  # token scale
+    similarity = table[:64] @ table[:64].T
+    for offset in (0, 1, 5):  # Toeplitz: <p_i, p_i+offset> is the same for every i
+        diagonal = np.diagonal(similarity, offset)
+        np.testing.assert_allclose(diagonal, diagonal[0], atol=1e-7)
+    random = build_encoder(ModelConfig(**config), VOCAB).position_embedding.position_embeddings
+    assert not np.allclose(keras.ops.convert_to_numpy(random), table)
+
+
+def test_unigram_prior_is_smoothed_log_frequency():
+    prior = unigram_log_prior([[[5, 5, 5], [6]], [[5, 7]]], vocabulary_size=VOCAB)
+    counts = np.ones(VOCAB)
+    counts[[5, 6, 7]] += [4, 1, 1]
+    np.testing.assert_allclose(prior, np.log(counts / counts.sum()), rtol=1e-6)
+
+
+def test_mlm_bias_prior_lowers_the_starting_loss_on_text_with_that_distribution(model):
+    rng = np.random.default_rng(0)
+    frequencies = rng.dirichlet(np.full(VOCAB, 0.3))
+    labels = rng.choice(VOCAB, size=(4, K), p=frequencies).astype("int32")
+    y = {"mlm": labels, "nsp": np.array([1, 0, 1, 0], "int32")}
+
+    def mlm_loss():
+        return model.evaluate(inputs(), y, return_dict=True, verbose=0)["mlm_loss"]
+
+    before = mlm_loss()
+    set_mlm_bias(model, np.log(frequencies).astype("float32"))
+    after = mlm_loss()
+    entropy = -(frequencies * np.log(frequencies)).sum()
+    assert after < before - 0.5 and after == pytest.approx(entropy, abs=1.0)

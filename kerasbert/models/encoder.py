@@ -15,13 +15,31 @@ from __future__ import annotations
 import os
 
 import keras_hub
+import numpy as np
 
 from kerasbert.config import ModelConfig
+
+TOKEN_EMBEDDING_STDDEV = 0.02  # keras-hub's bert_kernel_initializer
+
+
+def sinusoidal_positions(length: int, dim: int, stddev: float = TOKEN_EMBEDDING_STDDEV) -> np.ndarray:
+    """The Transformer's position table (sin on even, cos on odd dimensions), scaled to a
+    root mean square of `stddev`, the token embeddings' scale.
+
+    Offsets between positions are then a fixed rotation of each (sin, cos) pair, which
+    attention can pick up from the first steps instead of learning positions from noise.
+    """
+    position = np.arange(length)[:, None]
+    frequency = np.exp(-np.log(10000.0) * np.arange(0, dim, 2) / dim)
+    table = np.zeros((length, dim), np.float32)
+    table[:, 0::2] = np.sin(position * frequency)
+    table[:, 1::2] = np.cos(position * frequency)[:, : dim // 2]
+    return table * (stddev / np.sqrt(0.5))
 
 
 def build_encoder(config: ModelConfig, vocabulary_size: int, dtype=None) -> keras_hub.models.BertBackbone:
     """A freshly initialised encoder of the configured size."""
-    return keras_hub.models.BertBackbone(
+    encoder = keras_hub.models.BertBackbone(
         vocabulary_size=vocabulary_size,
         num_layers=config.num_layers,
         num_heads=config.num_heads,
@@ -31,6 +49,10 @@ def build_encoder(config: ModelConfig, vocabulary_size: int, dtype=None) -> kera
         max_sequence_length=max(config.max_sequence_length, 512),
         dtype=dtype,
     )
+    if config.position_init == "sinusoidal":
+        table = encoder.position_embedding.position_embeddings
+        table.assign(sinusoidal_positions(*table.shape))
+    return encoder
 
 
 def checkpoint_source(checkpoint: str) -> str:

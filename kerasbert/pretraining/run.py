@@ -78,6 +78,25 @@ def tokenize_documents(tokenizer, documents):
     return [[next(it) for _ in doc] for doc in documents]
 
 
+def unigram_log_prior(tokenized_documents, vocabulary_size: int) -> np.ndarray:
+    """log p(token) over all tokens of the documents, add-one smoothed.
+
+    Example:
+        >>> unigram_log_prior([[[3, 3], [4]]], vocabulary_size=5).round(2)
+        array([-2.08, -2.08, -2.08, -0.98, -1.39], dtype=float32)
+    """
+    counts = np.ones(vocabulary_size, np.float64)
+    for document in tokenized_documents:
+        for sentence in document:
+            np.add.at(counts, sentence, 1)
+    return np.log(counts / counts.sum()).astype(np.float32)
+
+
+def set_mlm_bias(model: BertPretrainer, bias: np.ndarray) -> None:
+    (variable,) = [w for w in model.mlm_head.weights if w.path.endswith("output_bias")]
+    variable.assign(bias)
+
+
 def build_model(config: PretrainConfig, vocabulary_size: int, init_checkpoint: str | None) -> BertPretrainer:
     """Pretrainer from scratch, from a preset/HF encoder (fresh heads), or from a
     kerasbert run (encoder and heads)."""
@@ -143,12 +162,15 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
     packer = make_packer(seq, ids)
 
     start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
+    tokenized = None
+    if not config.data.tfrecord_dir or config.data.mlm_bias_prior:
+        stage(f"tokenizing {sum(map(len, documents))} sentences in {len(documents)} documents", started)
+        tokenized = tokenize_documents(tokenizer, documents)
     if config.data.tfrecord_dir:
         stage(f"reading pre-made examples from {config.data.tfrecord_dir}", started)
         train_examples = tfrecord_dataset(config.data.tfrecord_dir, seed=train.seed)
     else:
-        stage(f"tokenizing {sum(map(len, documents))} sentences in {len(documents)} documents", started)
-        pairs = build_pairs(tokenize_documents(tokenizer, documents), seq,
+        pairs = build_pairs(tokenized, seq,
                             np.random.default_rng(train.seed), nsp=config.data.nsp,
                             short_seq_prob=config.data.short_seq_prob,
                             dupe_factor=config.data.dupe_factor, sources=sources)
@@ -177,6 +199,8 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
 
     with strategy.scope():
         model = build_model(config, tokenizer.vocabulary_size(), init_checkpoint)
+        if config.data.mlm_bias_prior and not (init_checkpoint and is_kerasbert_run(init_checkpoint)):
+            set_mlm_bias(model, unigram_log_prior(tokenized, tokenizer.vocabulary_size()))
         model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile))
     params = model.count_params()
     stage(f"model: {params / 1e6:.2f}M parameters, {strategy.num_replicas_in_sync} replica(s); "
