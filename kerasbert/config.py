@@ -278,12 +278,14 @@ class FinetuneDataConfig:
     max_train_examples: int = 0  # per task; 0 = all
     max_dev_examples: int = 0  # per task; 0 = all
     max_sequence_length: int = 128  # packed pair (cross-encoder) or one sentence
+    group_by_length: int = 0  # > 1: sort each run of this many training batches by length (0 = off)
 
     def __post_init__(self):
         _check(self.max_train_examples >= 0 and self.max_dev_examples >= 0,
                "data.max_train_examples and data.max_dev_examples must be >= 0")
         _check(8 <= self.max_sequence_length <= 512,
                f"data.max_sequence_length must be in [8, 512]. Received: {self.max_sequence_length}")
+        _check(self.group_by_length >= 0, f"data.group_by_length must be >= 0. Received: {self.group_by_length}")
 
 
 @dataclasses.dataclass(frozen=True)

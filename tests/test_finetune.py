@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from conftest import DATA_DIR, run_module
 from kerasbert.config import ModelConfig
-from kerasbert.finetuning.data import TaskPreprocessor, interleave, task_weights
+from kerasbert.data.tasks import Example
+from kerasbert.finetuning.data import TaskPreprocessor, interleave, task_dataset, task_weights
 from kerasbert.finetuning.model import MultitaskBert, cosine
 from kerasbert.models.encoder import build_encoder
 from kerasbert.tokenization import make_tokenizer
@@ -39,6 +40,30 @@ def test_round_robin_rotates_strictly():
     sizes = {"sst": 10, "para": 99, "sts": 5}
     stream = interleave({t: tagged(i) for i, t in enumerate(sizes)}, sizes, "round_robin", 1.0)
     assert [int(v) for v in stream.take(9).as_numpy_iterator()] == [0, 1, 2] * 3
+
+
+@pytest.mark.parametrize("task", ["sst", "para"])
+def test_grouping_by_length_cuts_padding_and_keeps_every_example(task):
+    rng = np.random.default_rng(0)
+    words = ["the", "cat", "dog", "sat", "ran", "on", "mat", "fast"]
+    examples = [Example(" ".join(rng.choice(words, rng.integers(1, 30))), "mat ." if task == "para" else "",
+                        float(i % 2)) for i in range(256)]
+    pre = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 48, "cross")
+
+    def ten_epochs(group_by_length):  # 320 batches of 8: fill = real tokens / tokens computed
+        rows, real, computed = collections.Counter(), 0, 0
+        data = task_dataset(task, examples, pre, 8, training=True, seed=3, group_by_length=group_by_length)
+        for x, _ in data.take(320).as_numpy_iterator():
+            real, computed = real + x["padding_mask"].sum(), computed + x["padding_mask"].size
+            rows.update(tuple(r[r > 0]) for r in x["token_ids"])
+        return rows, real / computed
+
+    (_, plain_fill), (grouped_rows, grouped_fill) = ten_epochs(0), ten_epochs(8)
+    assert plain_fill < 0.7 and grouped_fill > 0.9
+    once = collections.Counter()
+    for x, _ in task_dataset(task, examples, pre, 256, training=False).as_numpy_iterator():
+        once.update(tuple(r[r > 0]) for r in x["token_ids"])
+    assert all(9 <= grouped_rows[r] / once[r] <= 11 for r in once)  # every example about 10 times
 
 
 def tiny_model(pair_encoder, **kwargs):
