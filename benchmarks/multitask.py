@@ -6,7 +6,8 @@ Rows (each a full fine-tuning run on the full task files, scored on the dev sets
     minilm_bi      MiniLM, bi-encoder (Sentence-BERT) pair heads   finetune_minilm_bi.json
     minilm_cross   MiniLM, cross-encoder pair heads                finetune_minilm_cross.json
     minilm_mixed   MiniLM, cross-encoder paraphrase, bi-encoder (cosine) similarity with its
-                   loss weighted x10, 1,200 round-robin steps     finetune_minilm_mixed.json
+                   loss weighted x10, 1,800 proportionally sampled steps at lr 1e-4
+                                                                  finetune_minilm_mixed.json
     continued_cross  MiniLM after continued MLM on the task sentences (the `continue` part of
                    benchmarks.pretrain), then minilm_cross's fine-tuning
     scratch_cross  the mini encoder pretrained from scratch by benchmarks.pretrain, cross
