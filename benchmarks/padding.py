@@ -30,18 +30,19 @@ def token_fill(data_dir: str, batch_size: int = 32) -> list[dict]:
     from kerasbert.tokenization import load_tokenizer
 
     tokenizer = load_tokenizer(checkpoint_source(str(get_model_path())))
-    files = FinetuneDataConfig(max_sequence_length=64)
+    data_config = FinetuneDataConfig(max_sequence_length=64)
     rows = []
     for encoder, tasks in (("cross", ("sst", "para", "sts")), ("bi", ("para", "sts"))):
-        preprocessor = TaskPreprocessor(tokenizer, files.max_sequence_length, encoder)
+        preprocessor = TaskPreprocessor(tokenizer, data_config.max_sequence_length, encoder)
         for task in tasks:
-            examples = load_examples(task, resolve_path(data_dir, getattr(files, f"{task}_train")))
+            examples = load_examples(task, resolve_path(data_dir, getattr(data_config, f"{task}_train")))
             row = {"encoder": encoder, "task": task}
             for group in GROUPS:
                 real = computed = 0
                 batches = task_dataset(task, examples, preprocessor, batch_size, True, 0, group)
                 for features, _ in batches.take(BATCHES).as_numpy_iterator():
                     for key in ("padding_mask", "padding_mask_b"):
+                        # Cross-encoder batches carry padding_mask_b too, all zeros: not a sequence.
                         if key in features and features[key].any():
                             real += int(features[key].sum())
                             computed += features[key].size
