@@ -279,6 +279,9 @@ class FinetuneDataConfig:
     max_dev_examples: int = 0  # per task; 0 = all
     max_sequence_length: int = 128  # packed pair (cross-encoder) or one sentence
     group_by_length: int = 0  # > 1: sort each run of this many training batches by length (0 = off)
+    # Training pairs (para, sts) put b before a half the time: both tasks are symmetric,
+    # and a cross-encoder otherwise learns from one order only.
+    swap_pairs: bool = False
 
     def __post_init__(self):
         _check(self.max_train_examples >= 0 and self.max_dev_examples >= 0,

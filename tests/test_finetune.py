@@ -66,6 +66,26 @@ def test_grouping_by_length_cuts_padding_and_keeps_every_example(task):
     assert all(9 <= grouped_rows[r] / once[r] <= 11 for r in once)  # every example about 10 times
 
 
+@pytest.mark.parametrize("task", ["sst", "para"])
+def test_swap_pairs_shows_each_pair_in_both_orders_with_its_label(task):
+    # Pair i is ("cat" * i, "dog"): the count of cat tokens names the pair in either order.
+    examples = [Example(" ".join(["cat"] * i), "dog", float(i % 2)) for i in range(1, 9)]
+    pre = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 12, "bi")
+    cat, dog = TINY_VOCAB.index("cat"), TINY_VOCAB.index("dog")
+    orders = collections.Counter()
+    data = task_dataset(task, examples, pre, 8, training=True, seed=5, swap_pairs=True)
+    for x, y in data.take(50).as_numpy_iterator():
+        for a, b, label in zip(x["token_ids"], x["token_ids_b"], y):
+            swapped = (a == dog).any()
+            pair = (b if swapped else a) == cat
+            assert label == pair.sum() % 2  # the label travels with its pair
+            orders[swapped] += 1
+    if task == "para":
+        assert 0.4 < orders[True] / 400 < 0.6
+    else:  # single sentences are never swapped
+        assert orders[True] == 0
+
+
 def tiny_model(pair_encoder, **kwargs):
     keras.utils.set_random_seed(0)
     encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=8, num_heads=2,

@@ -98,25 +98,37 @@ def load_examples(task: str, path: str, limit: int = 0, seed: int = 0) -> list[E
 
 
 def task_dataset(task: str, examples: list[Example], preprocessor: TaskPreprocessor, batch_size: int,
-                 training: bool, seed: int = 0, group_by_length: int = 0) -> tf.data.Dataset:
+                 training: bool, seed: int = 0, group_by_length: int = 0,
+                 swap_pairs: bool = False) -> tf.data.Dataset:
     """Batches of one task: shuffled and repeated for training, in file order for eval.
 
     With `group_by_length=k` (training only), each run of k batches' worth of shuffled
     examples is sorted by text length, cut into batches, and those k batches are shuffled
     again: a batch then holds texts of similar length, so a trimmed batch carries little
     padding. The examples seen, and how often, do not change.
+
+    With `swap_pairs` (training only, pair tasks), each drawn pair is (b, a) with
+    probability 1/2, seeded.
     """
     data = tf.data.Dataset.from_tensor_slices((
         [e.text_a for e in examples], [e.text_b for e in examples],
         np.array([e.label for e in examples], np.float32)))
     if training:
         data = data.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
+    if training and swap_pairs and task in PAIR_TASKS:
+        coins = tf.data.Dataset.random(seed=seed).map(lambda r: r % 2 == 1)
+        data = tf.data.Dataset.zip(data, coins).map(_swap_if)
     if training and group_by_length > 1:
         data = (data.batch(batch_size * group_by_length).map(_sort_by_length).unbatch()
                 .batch(batch_size, drop_remainder=True).shuffle(group_by_length, seed=seed))
     else:
         data = data.batch(batch_size, drop_remainder=training)
     return data.map(lambda a, b, y: (preprocessor(task, a, b), y), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _swap_if(pair, swap):
+    text_a, text_b, label = pair
+    return tf.where(swap, text_b, text_a), tf.where(swap, text_a, text_b), label
 
 
 def _sort_by_length(text_a, text_b, labels):

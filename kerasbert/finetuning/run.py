@@ -106,7 +106,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
                              f"(train.batch_size={train.batch_size})")
         sizes[task] = len(examples)
         train_sets[task] = task_dataset(task, examples, preprocessor, train.batch_size, True, train.seed,
-                                        data.group_by_length)
+                                        data.group_by_length, data.swap_pairs)
         dev[task] = (task_dataset(task, dev_examples, preprocessor, 64, False), dev_examples)
         print(f"   {task}: {len(examples)} train, {len(dev_examples)} dev")
     start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
