@@ -20,6 +20,7 @@ from kerasbert.config import ModelConfig  # noqa: E402
 from kerasbert.models.encoder import build_encoder  # noqa: E402
 from kerasbert.finetuning.model import MultitaskBert  # noqa: E402
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args  # noqa: E402
+from kerasbert.training.optim import build_optimizer  # noqa: E402
 
 KIND = sys.argv[1] if len(sys.argv) > 1 else "pretrainer"
 
@@ -56,6 +57,7 @@ def one_step(strategy, initial_weights):
         else:
             model = BertPretrainer(build_encoder(config, VOCAB), mask_selection_length=K)
             model.compile(**pretraining_compile_args(model, keras.optimizers.SGD(0.5)))
+        build_optimizer(model)  # as the pipelines do
     if initial_weights is not None:
         model.set_weights(initial_weights)
     start = model.get_weights()

@@ -35,7 +35,7 @@ from kerasbert.models.encoder import checkpoint_source, load_encoder
 from kerasbert.pretraining.run import stage
 from kerasbert.tokenization import load_tokenizer
 from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
-from kerasbert.training.optim import make_optimizer
+from kerasbert.training.optim import build_optimizer, make_optimizer
 from kerasbert.training.strategy import worker_info
 
 
@@ -122,6 +122,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
             task_weights=(schedule.sst_weight, schedule.para_weight, schedule.sts_weight))
         model.compile(optimizer=make_optimizer(train), jit_compile=train.jit_compile)
         model(next(iter(dev["sts"][0]))[0])  # build every head before restoring a backup
+        build_optimizer(model)
     stage(f"model: {model.count_params() / 1e6:.1f}M parameters, {heads.encoders['para']}-encoder "
           f"paraphrase and {heads.encoders['sts']}-encoder similarity heads, {schedule.sampling} "
           f"sampling; {train.total_steps} steps in {train.num_blocks} "

@@ -37,7 +37,7 @@ from kerasbert.pretraining.dataset import (examples_dataset, make_packer, pretra
 from kerasbert.pretraining.masking import Masker
 from kerasbert.pretraining.pairs import build_pairs
 from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
-from kerasbert.training.optim import make_optimizer
+from kerasbert.training.optim import build_optimizer, make_optimizer
 from kerasbert.training.strategy import worker_info
 
 log = logging.getLogger(__name__)
@@ -202,6 +202,7 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         if config.data.mlm_bias_prior and not (init_checkpoint and is_kerasbert_run(init_checkpoint)):
             set_mlm_bias(model, unigram_log_prior(tokenized, tokenizer.vocabulary_size()))
         model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile))
+        build_optimizer(model)
     params = model.count_params()
     stage(f"model: {params / 1e6:.2f}M parameters, {strategy.num_replicas_in_sync} replica(s); "
           f"{train.total_steps} steps in {train.num_blocks} blocks of {train.steps_per_block}"
