@@ -147,6 +147,9 @@ class TrainConfig:
     exponential_gamma: float = 0.9  # lr = lr0 * gamma ** (step / steps_per_block)
     weight_decay: float = 0.01
     clipnorm: float = 1.0
+    # > 0: keep an exponential moving average of the weights (keras' use_ema), evaluate and
+    # keep that average. 0.99 averages over about the last 100 steps.
+    ema_momentum: float = 0.0
     mixed_precision: bool = False
     jit_compile: bool = False  # XLA
     seed: int = 1234
@@ -167,6 +170,8 @@ class TrainConfig:
             f"train.schedule must be linear or exponential. Received: {self.schedule!r}",
         )
         _check(0.0 <= self.warmup_fraction < 1.0, "train.warmup_fraction must be in [0, 1).")
+        _check(0.0 <= self.ema_momentum < 1.0,
+               f"train.ema_momentum must be in [0, 1) (0 = off). Received: {self.ema_momentum}")
 
     @property
     def num_blocks(self) -> int:
@@ -349,3 +354,9 @@ class FinetuneConfig:
     schedule: ScheduleConfig = ScheduleConfig()
     train: TrainConfig = TrainConfig(batch_size=32, total_steps=600, steps_per_block=100,
                                      learning_rate=5e-5)
+
+    def __post_init__(self):
+        # The layer-wise decay rescales each update after the optimizer has applied it (and
+        # updated its average): the average would follow weights the model never had.
+        _check(not (self.train.ema_momentum and self.schedule.layerwise_lr_decay < 1.0),
+               "train.ema_momentum cannot be combined with schedule.layerwise_lr_decay < 1.")

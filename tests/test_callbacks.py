@@ -1,8 +1,14 @@
-"""Training callbacks: what the throughput figure in metrics.json counts."""
+"""Training callbacks: what the throughput figure in metrics.json counts, and what evaluation
+sees when the optimizer keeps a moving average of the weights."""
 
 import time
 
-from kerasbert.training.callbacks import Throughput
+import keras
+import numpy as np
+
+from kerasbert.config import TrainConfig
+from kerasbert.training.callbacks import Throughput, training_callbacks
+from kerasbert.training.optim import build_optimizer, make_optimizer
 
 
 def run_block(throughput: Throughput, steps: int, step_seconds: float, after_block_seconds: float) -> None:
@@ -22,3 +28,50 @@ def test_throughput_counts_training_steps_only():
     # Counting the 0.5 s after the block would give ~55/s.
     assert len(throughput.block_rates) == 2
     assert 250 < throughput.examples_per_second() <= 8 / 0.02
+
+
+def test_ema_evaluation_sees_the_average_and_training_continues_from_the_raw_weights(tmp_path):
+    class Recorder(keras.callbacks.Callback):
+        """What an evaluation callback sees at block end, and the raw weights along the way."""
+
+        def __init__(self):
+            super().__init__()
+            self.after_step, self.at_evaluation, self.at_block_start = [], [], []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.after_step.append(self.model.get_weights()[0].copy())
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.at_evaluation.append(self.model.get_weights()[0].copy())
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.at_block_start.append(self.model.get_weights()[0].copy())
+
+    momentum = 0.8
+    config = TrainConfig(batch_size=4, total_steps=8, steps_per_block=4, learning_rate=0.1,
+                         warmup_fraction=0.0, weight_decay=0.0, ema_momentum=momentum)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer=make_optimizer(config), loss="mse")
+    build_optimizer(model)
+    recorder = Recorder()
+    callbacks = training_callbacks(str(tmp_path), is_chief=True, evaluation=(recorder,), ema=True)
+    order = [type(c).__name__ for c in callbacks]
+    # The backup is written before the average is swapped in: a resumed run continues raw training.
+    assert order.index("BackupAndRestore") < order.index("SwapEMAWeights") < order.index("Recorder") \
+        < order.index("CSVLogger")
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(32, 3)).astype("float32"), rng.normal(size=(32, 1)).astype("float32")
+    model.fit(x, y, batch_size=4, epochs=2, steps_per_epoch=4, shuffle=False, verbose=0,
+              callbacks=callbacks)
+
+    average = recorder.after_step[0]  # keras' average starts at the first step's weights
+    averages = [average]
+    for weights in recorder.after_step[1:]:
+        average = momentum * average + (1 - momentum) * weights
+        averages.append(average)
+    np.testing.assert_allclose(recorder.at_evaluation[0], averages[3], atol=1e-6)
+    np.testing.assert_allclose(recorder.at_evaluation[1], averages[7], atol=1e-6)
+    assert np.abs(averages[3] - recorder.after_step[3]).max() > 1e-3  # the average is not the raw
+    np.testing.assert_allclose(recorder.at_block_start[1], recorder.after_step[3], atol=1e-7)

@@ -34,6 +34,7 @@ def test_saved_config_loads_back_equal(tmp_path):
     ("model.num_heads=3", "multiple of model.num_heads"),
     ("model.position_init=rotary", "model.position_init must be"),
     ("train.batch_size=abc", "Bad value"),
+    ("train.ema_momentum=1", "train.ema_momentum must be in"),
 ])
 def test_bad_values_name_the_field(override, message):
     with pytest.raises(ConfigError, match=message):
@@ -56,3 +57,9 @@ def test_similarity_head_can_take_its_own_encoder():
                                            "heads.sts_loss=cosine"])
     with pytest.raises(ConfigError, match="heads.sts_encoder must be"):
         load_config(FinetuneConfig, None, ["heads.sts_encoder=both"])
+
+
+def test_weight_average_and_layerwise_decay_are_refused_together():
+    assert load_config(FinetuneConfig, None, ["train.ema_momentum=0.99"]).train.ema_momentum == 0.99
+    with pytest.raises(ConfigError, match="ema_momentum cannot be combined with schedule.layerwise_lr_decay"):
+        load_config(FinetuneConfig, None, ["train.ema_momentum=0.99", "schedule.layerwise_lr_decay=0.9"])

@@ -131,8 +131,8 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
     best_path = os.path.join(output_dir, "best.weights.h5")
     throughput = Throughput(train.batch_size)
     dev_evaluation = DevEvaluation(dev, best_path)
-    callbacks = [dev_evaluation] + training_callbacks(
-        output_dir, is_chief, throughput, checkpoint=False)
+    callbacks = training_callbacks(output_dir, is_chief, throughput, checkpoint=False,
+                                   evaluation=(dev_evaluation,), ema=train.ema_momentum > 0)
     fit_started = time.perf_counter()
     model.fit(batches, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block,
               callbacks=callbacks, verbose=1 if is_chief else 0)

@@ -211,7 +211,8 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
     throughput = Throughput(train.batch_size)
     fit_started = time.perf_counter()
     model.fit(train_data, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block,
-              callbacks=training_callbacks(output_dir, is_chief, throughput), verbose=1 if is_chief else 0)
+              callbacks=training_callbacks(output_dir, is_chief, throughput, ema=train.ema_momentum > 0),
+              verbose=1 if is_chief else 0)
     train_seconds = time.perf_counter() - fit_started
 
     stage(f"evaluating on held-out {config.data.heldout_source} ({len(heldout)} examples)", started)

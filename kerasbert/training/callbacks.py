@@ -103,11 +103,16 @@ def plot_curves(history_csv: str, output_png: str, title: str, steps_per_block: 
 
 
 def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput | None = None,
-                       checkpoint: bool = True) -> list[keras.callbacks.Callback]:
-    """Backup (for resume), and on the chief only: checkpoints, CSV history, TensorBoard.
+                       checkpoint: bool = True, evaluation: tuple = (),
+                       ema: bool = False) -> list[keras.callbacks.Callback]:
+    """Backup (for resume), `evaluation` callbacks, and on the chief only: checkpoints,
+    CSV history, TensorBoard.
 
     Non-chief workers keep their backup in a private temporary folder, so only
-    the chief writes into `output_dir`.
+    the chief writes into `output_dir`. With `ema` (an optimizer with `use_ema`),
+    the moving-average weights are swapped in after the backup is written and
+    before `evaluation` runs, and swapped out when the next block begins: the
+    backup holds the raw training state, evaluation and checkpoints the average.
     """
     backup_dir = (os.path.join(output_dir, "backup") if is_chief
                   else tempfile.mkdtemp(prefix="kerasbert-worker-backup-"))
@@ -116,6 +121,9 @@ def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput |
         keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", double_checkpoint=True),
         keras.callbacks.TerminateOnNaN(),
     ]
+    if ema:
+        callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
+    callbacks.extend(evaluation)  # before the loggers, which record what it adds to the logs
     if throughput is not None:
         callbacks.append(throughput)
     if is_chief:
