@@ -36,7 +36,8 @@ def test_demo_runs_the_whole_path_and_stops_its_server(tmp_path):
                          "--export_base", str(exports), "--set", f"pretrain.data.sources={corpus}"]
                         + TINY, timeout=400)
     elapsed = time.perf_counter() - started
-    assert elapsed < 180, f"the tiny demo took {elapsed:.0f} s"
+    # ~105 s alone here, ~145 s while the other pytest worker shares the two cores.
+    assert elapsed < 300, f"the tiny demo took {elapsed:.0f} s"
     out = result.stdout
     titles = ["vocabulary", "pretrain", "fine-tune", "evaluate", "export", "serve", "report"]
     positions = [out.index(f"== [{n}/7] {title} (elapsed") for n, title in enumerate(titles, start=1)]

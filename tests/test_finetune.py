@@ -160,6 +160,22 @@ def test_each_task_step_lowers_that_task_loss(pair_encoder, kwargs):
         assert f"{task}_loss" in logs
 
 
+def test_train_step_is_traced_once_when_the_optimizer_is_built_first(monkeypatch):
+    # Keras otherwise builds the optimizer inside the first trace, and the new variables make
+    # TensorFlow trace the step again: the pipelines call build_optimizer to avoid that.
+    traces = []
+    original = MultitaskBert.train_step
+    monkeypatch.setattr(MultitaskBert, "train_step",
+                        lambda self, data: traces.append(1) or original(self, data))
+    model = tiny_model("cross")
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    x, y = batch("sst", "cross")
+    model(x)
+    build_optimizer(model)
+    model.fit(tf.data.Dataset.from_tensors((x, y)).repeat(), steps_per_epoch=2, epochs=1, verbose=0)
+    assert len(traces) == 1
+
+
 def test_save_load_round_trip(tmp_path):
     model = tiny_model("bi", pooling="cls")
     x, _ = batch("para", "bi")
