@@ -53,7 +53,7 @@ def make_optimizer(config: TrainConfig) -> keras.optimizers.AdamW:
         clipnorm=config.clipnorm or None,
         epsilon=1e-6,
         use_ema=config.ema_momentum > 0,
-        ema_momentum=config.ema_momentum or 0.99,
+        ema_momentum=config.ema_momentum,  # read by keras only with use_ema
     )
     optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
     return optimizer
