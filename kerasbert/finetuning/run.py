@@ -29,7 +29,7 @@ import tensorflow as tf
 from kerasbert.config import FinetuneConfig, save_config
 from kerasbert.finetuning.data import (TASK_IDS, TaskPreprocessor, interleave, load_examples,
                                        resolve_path, task_dataset)
-from kerasbert.finetuning.evaluation import overall_score, plot_confusion, predict_task, task_metrics
+from kerasbert.finetuning.evaluation import overall_score, plot_confusion, predict_examples, task_metrics
 from kerasbert.finetuning.model import TASKS, MultitaskBert
 from kerasbert.models.encoder import checkpoint_source, load_encoder
 from kerasbert.pretraining.run import stage
@@ -39,11 +39,11 @@ from kerasbert.training.optim import build_optimizer, make_optimizer
 from kerasbert.training.strategy import worker_info
 
 
-def evaluate_all(model, dev: dict) -> tuple[dict, dict]:
-    """Metrics (with overall) and predictions of every task's dev set."""
+def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
+    """Metrics (with overall) and predictions of every task's dev set ({task: examples})."""
     metrics, predictions = {}, {}
-    for task, (dataset, examples) in dev.items():
-        predictions[task] = predict_task(model, task, dataset)
+    for task, examples in dev.items():
+        predictions[task] = predict_examples(model, preprocessor, task, examples)
         metrics.update(task_metrics(task, [e.label for e in examples], predictions[task]))
     metrics["overall"] = overall_score(metrics)
     return metrics, predictions
@@ -52,14 +52,14 @@ def evaluate_all(model, dev: dict) -> tuple[dict, dict]:
 class DevEvaluation(keras.callbacks.Callback):
     """After each block: dev metrics into the logs; the best `overall` weights kept on disk."""
 
-    def __init__(self, dev: dict, best_path: str):
+    def __init__(self, preprocessor, dev: dict, best_path: str):
         super().__init__()
-        self.dev, self.best_path = dev, best_path
+        self.preprocessor, self.dev, self.best_path = preprocessor, dev, best_path
         self.best = -np.inf
         self.best_result: tuple[dict, dict] | None = None  # (metrics, predictions) of the best block
 
     def on_epoch_end(self, epoch, logs=None):
-        metrics, predictions = evaluate_all(self.model, self.dev)
+        metrics, predictions = evaluate_all(self.model, self.preprocessor, self.dev)
         print("   dev: " + "  ".join(f"{k}={v:.3f}" for k, v in metrics.items()), flush=True)
         if logs is not None:
             logs.update({f"dev_{k}": v for k, v in metrics.items()})
@@ -107,7 +107,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
         sizes[task] = len(examples)
         train_sets[task] = task_dataset(task, examples, preprocessor, train.batch_size, True, train.seed,
                                         data.group_by_length, data.swap_pairs)
-        dev[task] = (task_dataset(task, dev_examples, preprocessor, 64, False), dev_examples)
+        dev[task] = dev_examples
         print(f"   {task}: {len(examples)} train, {len(dev_examples)} dev")
     start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
     batches = interleave(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed)
@@ -121,7 +121,8 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
             mnrl_scale=heads.mnrl_scale, layerwise_lr_decay=schedule.layerwise_lr_decay,
             task_weights=(schedule.sst_weight, schedule.para_weight, schedule.sts_weight))
         model.compile(optimizer=make_optimizer(train), jit_compile=train.jit_compile)
-        model(next(iter(dev["sts"][0]))[0])  # build every head before restoring a backup
+        # Build every head before restoring a backup.
+        model(next(iter(task_dataset("sts", dev["sts"][:2], preprocessor, 2, False)))[0])
         build_optimizer(model)
     stage(f"model: {model.count_params() / 1e6:.1f}M parameters, {heads.encoders['para']}-encoder "
           f"paraphrase and {heads.encoders['sts']}-encoder similarity heads, {schedule.sampling} "
@@ -130,7 +131,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
 
     best_path = os.path.join(output_dir, "best.weights.h5")
     throughput = Throughput(train.batch_size)
-    dev_evaluation = DevEvaluation(dev, best_path)
+    dev_evaluation = DevEvaluation(preprocessor, dev, best_path)
     callbacks = training_callbacks(output_dir, is_chief, throughput, checkpoint=False,
                                    evaluation=(dev_evaluation,), ema=train.ema_momentum > 0)
     fit_started = time.perf_counter()
@@ -143,7 +144,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
         metrics, predictions = dev_evaluation.best_result
     else:  # resumed after the best block: score the restored weights
         stage("scoring the best model on the dev sets", started)
-        metrics, predictions = evaluate_all(model, dev)
+        metrics, predictions = evaluate_all(model, preprocessor, dev)
     metrics.update(train_steps=int(model.optimizer.iterations.numpy()), train_seconds=train_seconds,
                    examples_per_second=throughput.examples_per_second(),
                    init_checkpoint=init_checkpoint, pair_encoder=heads.encoders["para"],
@@ -158,10 +159,10 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
 
 def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps_per_block) -> None:
     os.makedirs(os.path.join(output_dir, "predictions"), exist_ok=True)
-    for task, (_, examples) in dev.items():
+    for task, examples in dev.items():
         write_predictions(os.path.join(output_dir, "predictions", f"{task}-dev.tsv"), examples,
                           predictions[task])
-    sst_labels = [e.label for e in dev["sst"][1]]
+    sst_labels = [e.label for e in dev["sst"]]
     plot_confusion(sst_labels, predictions["sst"].argmax(-1), os.path.join(output_dir, "sst_confusion.png"),
                    f"SST-5 dev (accuracy {metrics['sst_accuracy']:.3f})")
     model.save(os.path.join(output_dir, "model.keras"))
