@@ -59,7 +59,7 @@ def test_ema_evaluation_sees_the_average_and_training_continues_from_the_raw_wei
     order = [type(c).__name__ for c in callbacks]
     # The backup is written before the average is swapped in: a resumed run continues raw training.
     assert order.index("BackupAndRestore") < order.index("SwapEMAWeights") < order.index("Recorder") \
-        < order.index("CSVLogger")
+        < order.index("HistoryCSV")
 
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(32, 3)).astype("float32"), rng.normal(size=(32, 1)).astype("float32")

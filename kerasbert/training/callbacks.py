@@ -127,13 +127,27 @@ def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput |
     if throughput is not None:
         callbacks.append(throughput)
     if is_chief:
-        callbacks.append(keras.callbacks.CSVLogger(os.path.join(output_dir, "history.csv"),
-                                                   append=True))
+        callbacks.append(HistoryCSV(os.path.join(output_dir, "history.csv"), append=True))
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"),
                                                      update_freq="epoch"))
         if checkpoint:
             callbacks.append(BlockCheckpoint(os.path.join(output_dir, "checkpoints")))
     return callbacks
+
+
+class HistoryCSV(keras.callbacks.CSVLogger):
+    """keras' CSVLogger with one column per logged key. keras adds a `val_<key>` column for
+    every key when the first block logs no `val_*` key, as these runs never do (dev metrics
+    are `dev_*`), which filled half of history.csv with NA.
+
+    Example:
+        >>> callbacks = [HistoryCSV("runs/x/history.csv", append=True)]
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.keys is None:
+            self.keys = sorted(logs or {})
+        super().on_epoch_end(epoch, logs)
 
 
 class BlockCheckpoint(keras.callbacks.Callback):
