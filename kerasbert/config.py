@@ -179,12 +179,29 @@ class TrainConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class PretrainTrainConfig(TrainConfig):
+    """Pretraining's `train.*`: TrainConfig plus a warm-up of fresh heads."""
+
+    # > 0 (with --init_checkpoint): first train only the fresh MLM/NSP heads, encoder frozen,
+    # for this many steps at a constant head_warmup_learning_rate; then the whole model as usual.
+    head_warmup_steps: int = 0
+    head_warmup_learning_rate: float = 1e-3
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check(self.head_warmup_steps >= 0,
+               f"train.head_warmup_steps must be >= 0. Received: {self.head_warmup_steps}")
+        _check(self.head_warmup_learning_rate > 0,
+               f"train.head_warmup_learning_rate must be > 0. Received: {self.head_warmup_learning_rate}")
+
+
+@dataclasses.dataclass(frozen=True)
 class PretrainConfig:
     """Everything one pretraining run needs, saved as `config.json` in its output."""
 
     model: ModelConfig = ModelConfig()
     data: PretrainDataConfig = PretrainDataConfig()
-    train: TrainConfig = TrainConfig()
+    train: PretrainTrainConfig = PretrainTrainConfig()
 
 
 # --- Loading, overriding, saving ------------------------------------------------

@@ -35,6 +35,7 @@ def test_saved_config_loads_back_equal(tmp_path):
     ("model.position_init=rotary", "model.position_init must be"),
     ("train.batch_size=abc", "Bad value"),
     ("train.ema_momentum=1", "train.ema_momentum must be in"),
+    ("train.head_warmup_steps=-1", "train.head_warmup_steps must be >= 0"),
 ])
 def test_bad_values_name_the_field(override, message):
     with pytest.raises(ConfigError, match=message):

@@ -77,6 +77,7 @@ def test_continue_from_minilm_checkpoint(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("data.sources=/nonexistent/corpus.txt", "Unknown corpus '/nonexistent/corpus.txt'"),
     ("train.batch_size=4096", "fewer than one batch"),
+    ("train.head_warmup_steps=2", "needs --init_checkpoint"),
 ])
 def test_bad_input_gives_one_clear_error(tmp_path, override, message):
     config = tiny_run_config(tmp_path)

@@ -3,11 +3,12 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from kerasbert.config import ModelConfig, TrainConfig
 from kerasbert.models.encoder import TOKEN_EMBEDDING_STDDEV, build_encoder, sinusoidal_positions
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
-from kerasbert.pretraining.run import set_mlm_bias, unigram_log_prior
+from kerasbert.pretraining.run import set_mlm_bias, unigram_log_prior, warm_up_heads
 from kerasbert.training.optim import make_optimizer
 
 VOCAB, SEQ, K = 15, 6, 3
@@ -112,3 +113,28 @@ def test_mlm_bias_prior_lowers_the_starting_loss_on_text_with_that_distribution(
     after = mlm_loss()
     entropy = -(frequencies * np.log(frequencies)).sum()
     assert after < before - 0.5 and after == pytest.approx(entropy, abs=1.0)
+
+
+def test_head_warmup_trains_the_heads_and_leaves_the_encoder_alone(model):
+    x = inputs()
+    y = {"mlm": np.array([[5, 7, 0]] * 4, "int32"), "nsp": np.array([1, 0, 1, 0], "int32")}
+    w = {"mlm": np.array([[1, 1, 0]] * 4, "float32"), "nsp": np.ones(4, "float32")}
+    data = tf.data.Dataset.from_tensors((x, y, w)).repeat()
+    encoder_before = [v.numpy().copy() for v in model.backbone.weights]
+    encoder_paths = {v.path for v in model.backbone.weights}
+    heads = [v for v in model.weights if v.path not in encoder_paths]
+    heads_before = [v.numpy().copy() for v in heads]
+
+    warm_up_heads(model, data, steps=3, learning_rate=1e-2, verbose=0)
+
+    for before, variable in zip(encoder_before, model.backbone.weights):  # tied embedding included
+        np.testing.assert_array_equal(variable.numpy(), before, err_msg=variable.path)
+    assert len(heads) == 7  # MLM dense kernel, bias, LayerNorm gamma, beta, output bias; NSP kernel, bias
+    for before, variable in zip(heads_before, heads):
+        assert not np.array_equal(variable.numpy(), before), variable.path
+    # Compiled again, the whole model trains.
+    assert model.backbone.trainable
+    model.compile(**pretraining_compile_args(model, make_optimizer(TrainConfig())))
+    model.fit(data, steps_per_epoch=3, epochs=1, verbose=0)  # the first step's lr is 0 (warm-up)
+    changed = [not np.array_equal(v.numpy(), b) for v, b in zip(model.backbone.weights, encoder_before)]
+    assert all(changed)

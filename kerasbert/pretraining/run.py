@@ -120,6 +120,28 @@ def build_model(config: PretrainConfig, vocabulary_size: int, init_checkpoint: s
     return BertPretrainer(encoder, mask_selection_length=length, nsp=nsp)
 
 
+def warm_up_heads(model: BertPretrainer, data: tf.data.Dataset, steps: int, learning_rate: float,
+                  jit_compile: bool = False, verbose: int = 1) -> None:
+    """Trains only the heads for `steps` steps, with the encoder frozen.
+
+    A fresh MLM head on a pretrained encoder sends back gradients that are noise at
+    first, and the first steps of training then pull the encoder away from what it
+    learned (linear probing before fine-tuning avoids that: Kumar et al. 2022, "Fine-Tuning
+    can Distort Pretrained Features"). The MLM output projection is tied to the
+    encoder's token embedding, so it stays frozen too; the head's transform,
+    LayerNorm and output bias (and the NSP head) train. Call in the strategy scope;
+    compile the model again afterwards.
+
+    Example:
+        >>> warm_up_heads(model, train_data, steps=100, learning_rate=1e-3)
+    """
+    model.backbone.trainable = False
+    model.compile(**pretraining_compile_args(
+        model, keras.optimizers.Adam(learning_rate, epsilon=1e-6), jit_compile))
+    model.fit(data, epochs=1, steps_per_epoch=steps, verbose=verbose)
+    model.backbone.trainable = True
+
+
 def make_masker(config: PretrainConfig, tokenizer, seed=None) -> Masker:
     ids = tokenization.special_token_ids(tokenizer)
     data = config.data
@@ -142,6 +164,9 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
                     init_checkpoint: str | None = None,
                     strategy: tf.distribute.Strategy | None = None) -> dict:
     """Trains, evaluates on held-out documents and writes the outputs; returns metrics."""
+    if config.train.head_warmup_steps and not init_checkpoint:
+        raise ValueError("train.head_warmup_steps trains fresh heads on a pretrained encoder and "
+                         "needs --init_checkpoint. Received: no --init_checkpoint")
     started = time.perf_counter()
     strategy = strategy or tf.distribute.get_strategy()
     _, is_chief = worker_info()
@@ -201,6 +226,11 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         model = build_model(config, tokenizer.vocabulary_size(), init_checkpoint)
         if config.data.mlm_bias_prior and not (init_checkpoint and is_kerasbert_run(init_checkpoint)):
             set_mlm_bias(model, unigram_log_prior(tokenized, tokenizer.vocabulary_size()))
+        if train.head_warmup_steps and start_step == 0:  # a resumed run restores warmed heads
+            stage(f"training the heads alone for {train.head_warmup_steps} steps, encoder frozen",
+                  started)
+            warm_up_heads(model, train_data, train.head_warmup_steps,
+                          train.head_warmup_learning_rate, train.jit_compile, 1 if is_chief else 0)
         model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile))
         build_optimizer(model)
     params = model.count_params()
