@@ -150,6 +150,10 @@ class TrainConfig:
     # > 0: keep an exponential moving average of the weights (keras' use_ema), evaluate and
     # keep that average. 0.99 averages over about the last 100 steps.
     ema_momentum: float = 0.0
+    # > 0: first train only the fresh heads (MLM/NSP, or the task heads), encoder frozen, for
+    # this many steps at a constant head_warmup_learning_rate; then the whole model as usual.
+    head_warmup_steps: int = 0
+    head_warmup_learning_rate: float = 1e-3
     mixed_precision: bool = False
     jit_compile: bool = False  # XLA
     seed: int = 1234
@@ -172,27 +176,14 @@ class TrainConfig:
         _check(0.0 <= self.warmup_fraction < 1.0, "train.warmup_fraction must be in [0, 1).")
         _check(0.0 <= self.ema_momentum < 1.0,
                f"train.ema_momentum must be in [0, 1) (0 = off). Received: {self.ema_momentum}")
-
-    @property
-    def num_blocks(self) -> int:
-        return self.total_steps // self.steps_per_block
-
-
-@dataclasses.dataclass(frozen=True)
-class PretrainTrainConfig(TrainConfig):
-    """Pretraining's `train.*`: TrainConfig plus a warm-up of fresh heads."""
-
-    # > 0 (with --init_checkpoint): first train only the fresh MLM/NSP heads, encoder frozen,
-    # for this many steps at a constant head_warmup_learning_rate; then the whole model as usual.
-    head_warmup_steps: int = 0
-    head_warmup_learning_rate: float = 1e-3
-
-    def __post_init__(self):
-        super().__post_init__()
         _check(self.head_warmup_steps >= 0,
                f"train.head_warmup_steps must be >= 0. Received: {self.head_warmup_steps}")
         _check(self.head_warmup_learning_rate > 0,
                f"train.head_warmup_learning_rate must be > 0. Received: {self.head_warmup_learning_rate}")
+
+    @property
+    def num_blocks(self) -> int:
+        return self.total_steps // self.steps_per_block
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,7 +192,7 @@ class PretrainConfig:
 
     model: ModelConfig = ModelConfig()
     data: PretrainDataConfig = PretrainDataConfig()
-    train: PretrainTrainConfig = PretrainTrainConfig()
+    train: TrainConfig = TrainConfig()
 
 
 # --- Loading, overriding, saving ------------------------------------------------

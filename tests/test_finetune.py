@@ -17,6 +17,7 @@ from kerasbert.finetuning.data import TaskPreprocessor, interleave, task_dataset
 from kerasbert.finetuning.model import MultitaskBert, cosine
 from kerasbert.models.encoder import build_encoder
 from kerasbert.tokenization import make_tokenizer
+from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer
 
 from conftest import TINY_VOCAB
@@ -177,6 +178,26 @@ def test_each_task_step_lowers_that_task_loss(pair_encoder, kwargs):
         logs = model.fit(data, steps_per_epoch=15, epochs=1, verbose=0).history
         assert np.isfinite(before) and float(loss_fn(x, y)) < before, task
         assert f"{task}_loss" in logs
+
+
+def test_head_warmup_trains_the_task_heads_and_leaves_the_encoder_alone():
+    model = tiny_model("cross")
+    tasks = [tf.data.Dataset.from_tensors(batch(task, "cross", trim=False)) for task in ("sst", "para", "sts")]
+    data = tasks[0].concatenate(tasks[1]).concatenate(tasks[2]).repeat()
+    model(batch("sst", "cross")[0])
+    encoder_before = [v.numpy().copy() for v in model.backbone.weights]
+    heads = [model.sentiment_head, model.paraphrase_head, model.similarity_head]
+    heads_before = [[w.copy() for w in head.get_weights()] for head in heads]
+
+    warm_up_heads(model, data, steps=6, learning_rate=1e-2, verbose=0,
+                  compile_model=lambda optimizer: model.compile(optimizer=optimizer))
+
+    for before, variable in zip(encoder_before, model.backbone.weights):
+        np.testing.assert_array_equal(variable.numpy(), before, err_msg=variable.path)
+    for head, before in zip(heads, heads_before):  # every task's batches reached its head
+        for old, new in zip(before, head.get_weights()):
+            assert not np.array_equal(old, new), head.name
+    assert model.backbone.trainable and len(model.trainable_weights) > 6
 
 
 def test_train_step_is_traced_once_when_the_optimizer_is_built_first(monkeypatch):

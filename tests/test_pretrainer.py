@@ -8,7 +8,8 @@ import tensorflow as tf
 from kerasbert.config import ModelConfig, TrainConfig
 from kerasbert.models.encoder import TOKEN_EMBEDDING_STDDEV, build_encoder, sinusoidal_positions
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
-from kerasbert.pretraining.run import set_mlm_bias, unigram_log_prior, warm_up_heads
+from kerasbert.pretraining.run import set_mlm_bias, unigram_log_prior
+from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import make_optimizer
 
 VOCAB, SEQ, K = 15, 6, 3
@@ -125,7 +126,8 @@ def test_head_warmup_trains_the_heads_and_leaves_the_encoder_alone(model):
     heads = [v for v in model.weights if v.path not in encoder_paths]
     heads_before = [v.numpy().copy() for v in heads]
 
-    warm_up_heads(model, data, steps=3, learning_rate=1e-2, verbose=0)
+    warm_up_heads(model, data, steps=3, learning_rate=1e-2, verbose=0,
+                  compile_model=lambda optimizer: model.compile(**pretraining_compile_args(model, optimizer)))
 
     for before, variable in zip(encoder_before, model.backbone.weights):  # tied embedding included
         np.testing.assert_array_equal(variable.numpy(), before, err_msg=variable.path)

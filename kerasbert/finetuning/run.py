@@ -35,6 +35,7 @@ from kerasbert.models.encoder import checkpoint_source, load_encoder
 from kerasbert.pretraining.run import stage
 from kerasbert.tokenization import load_tokenizer
 from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
+from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
 from kerasbert.training.strategy import worker_info
 
@@ -120,6 +121,12 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
             dropout=heads.dropout, sts_loss=heads.sts_loss, para_mnrl_weight=heads.para_mnrl_weight,
             mnrl_scale=heads.mnrl_scale, layerwise_lr_decay=schedule.layerwise_lr_decay,
             task_weights=(schedule.sst_weight, schedule.para_weight, schedule.sts_weight))
+        if train.head_warmup_steps and start_step == 0:  # a resumed run restores warmed heads
+            stage(f"training the task heads alone for {train.head_warmup_steps} steps, encoder frozen",
+                  started)
+            warm_up_heads(model, batches, train.head_warmup_steps, train.head_warmup_learning_rate,
+                          lambda optimizer: model.compile(optimizer=optimizer, jit_compile=train.jit_compile),
+                          verbose=1 if is_chief else 0)
         model.compile(optimizer=make_optimizer(train), jit_compile=train.jit_compile)
         # Build every head before restoring a backup.
         model(next(iter(task_dataset("sts", dev["sts"][:2], preprocessor, 2, False)))[0])

@@ -37,6 +37,7 @@ from kerasbert.pretraining.dataset import (examples_dataset, make_packer, pretra
 from kerasbert.pretraining.masking import Masker
 from kerasbert.pretraining.pairs import build_pairs
 from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
+from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
 from kerasbert.training.strategy import worker_info
 
@@ -118,28 +119,6 @@ def build_model(config: PretrainConfig, vocabulary_size: int, init_checkpoint: s
         raise ValueError(f"model.max_sequence_length={config.model.max_sequence_length} exceeds the "
                          f"encoder's position table ({encoder.max_sequence_length})")
     return BertPretrainer(encoder, mask_selection_length=length, nsp=nsp)
-
-
-def warm_up_heads(model: BertPretrainer, data: tf.data.Dataset, steps: int, learning_rate: float,
-                  jit_compile: bool = False, verbose: int = 1) -> None:
-    """Trains only the heads for `steps` steps, with the encoder frozen.
-
-    A fresh MLM head on a pretrained encoder sends back gradients that are noise at
-    first, and the first steps of training then pull the encoder away from what it
-    learned (linear probing before fine-tuning avoids that: Kumar et al. 2022, "Fine-Tuning
-    can Distort Pretrained Features"). The MLM output projection is tied to the
-    encoder's token embedding, so it stays frozen too; the head's transform,
-    LayerNorm and output bias (and the NSP head) train. Call in the strategy scope;
-    compile the model again afterwards.
-
-    Example:
-        >>> warm_up_heads(model, train_data, steps=100, learning_rate=1e-3)
-    """
-    model.backbone.trainable = False
-    model.compile(**pretraining_compile_args(
-        model, keras.optimizers.Adam(learning_rate, epsilon=1e-6), jit_compile))
-    model.fit(data, epochs=1, steps_per_epoch=steps, verbose=verbose)
-    model.backbone.trainable = True
 
 
 def make_masker(config: PretrainConfig, tokenizer, seed=None) -> Masker:
@@ -229,8 +208,9 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         if train.head_warmup_steps and start_step == 0:  # a resumed run restores warmed heads
             stage(f"training the heads alone for {train.head_warmup_steps} steps, encoder frozen",
                   started)
-            warm_up_heads(model, train_data, train.head_warmup_steps,
-                          train.head_warmup_learning_rate, train.jit_compile, 1 if is_chief else 0)
+            warm_up_heads(model, train_data, train.head_warmup_steps, train.head_warmup_learning_rate,
+                          lambda optimizer: model.compile(**pretraining_compile_args(
+                              model, optimizer, train.jit_compile)), verbose=1 if is_chief else 0)
         model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile))
         build_optimizer(model)
     params = model.count_params()
