@@ -271,8 +271,9 @@ def test_config_file_policies_labels_and_hot_loading(tmp_path, model_base):
             time.sleep(0.1)
         assert server.request("/v1/models/toy:predict", {"inputs": [[1.0, 1.0]]})[1]["outputs"]["y"] == [[3.0, 3.0]]
         assert server.request("/v1/models/toy/versions/1:predict", {"inputs": [[1.0, 1.0]]})[0] == 200
-        # A third version: latest-2 policy unloads version 1.
-        shutil.copytree(model_base / "2", base / "3")
+        # A third version (renamed in whole, as above): latest-2 policy unloads version 1.
+        shutil.copytree(model_base / "2", tmp_path / "staging3")
+        os.rename(tmp_path / "staging3", base / "3")
         deadline = time.time() + 5
         while server.request("/v1/models/toy/versions/1:predict", {"inputs": [[1.0, 1.0]]})[0] != 404:
             assert time.time() < deadline, "version 1 was not unloaded"
