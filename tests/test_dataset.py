@@ -1,10 +1,13 @@
 """Packing, masking in tf.data and TFRecord shards."""
 
+import subprocess
+import sys
+
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.pretraining.dataset import (examples_dataset, make_packer, pretraining_dataset,
-                                           tfrecord_dataset, write_tfrecords)
+from kerasbert.pretraining.dataset import (examples_dataset, heldout_dataset, make_packer,
+                                           pretraining_dataset, tfrecord_dataset, write_tfrecords)
 from kerasbert.pretraining.masking import Masker
 
 IDS = {"pad": 0, "cls": 2, "sep": 3, "mask": 4}
@@ -57,6 +60,27 @@ def test_masking_is_dynamic_across_epochs():
                                IDS["pad"], shuffle_buffer=0, repeat=True)
     first, second = [x["mask_positions"].numpy() for x, _, _ in data.take(2)]
     assert not np.array_equal(first, second)
+
+
+def test_heldout_masks_are_the_same_in_every_build_on_a_busy_machine():
+    # A busy process makes the threads interleave: rows masked in parallel (a map_fn in
+    # keras-hub's mask generator, parallel tf.data calls) drew their masks in a different order
+    # from one build to the next.
+    examples = [dict(segment_a=list(range(10 + i % 7, 30)), segment_b=list(range(40, 50 + i % 5)),
+                     nsp_label=i % 2, nsp_weight=1.0) for i in range(32)]
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        masks = set()
+        for _ in range(4):
+            tf.random.set_seed(0)
+            masker = Masker(100, IDS["mask"], [0, 2, 3], mask_selection_length=8, seed=0)
+            data = heldout_dataset(examples_dataset(examples), make_packer(48, IDS), masker, 8,
+                                   IDS["pad"])
+            masks.add(b"".join(x["mask_positions"].numpy().tobytes() for x, _, _ in data))
+    finally:
+        busy.kill()
+        busy.wait()
+    assert len(masks) == 1
 
 
 def test_tfrecord_shards_round_trip(tmp_path):

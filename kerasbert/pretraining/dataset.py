@@ -14,6 +14,8 @@ Each batch is Keras' `(x, y, sample_weight)`:
 Example:
     >>> dataset = pretraining_dataset(examples_dataset(pairs), packer, masker, batch_size=8)
     >>> x, y, w = next(iter(dataset))
+
+Held-out batches come from `heldout_dataset`: masked once, the same in every run.
 """
 
 from __future__ import annotations
@@ -146,3 +148,23 @@ def pretraining_dataset(examples: tf.data.Dataset, packer, masker, batch_size: i
     dataset = dataset.map(lambda batch: pack_and_mask(batch, packer, masker, pad_id, nsp),
                           num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def heldout_dataset(examples: tf.data.Dataset, packer, masker, batch_size: int, pad_id: int,
+                    nsp: bool = True) -> tf.data.Dataset:
+    """Packed, masked batches with the same masks in every run, for held-out metrics.
+
+    The masks come from stateful random ops, and the masking of a batch runs rows in
+    parallel (keras-hub's mask generator shuffles each row inside a `map_fn`): rows
+    draw their masks in whatever order the threads run, so two runs with the same
+    seed would score different masks. Here examples are masked one at a time, in
+    order, then batched and cached.
+
+    Example:
+        >>> data = heldout_dataset(examples_dataset(pairs), packer, masker, 8, pad_id=0)
+        >>> model.evaluate(data)
+    """
+    dataset = examples.ragged_batch(1).map(
+        lambda one: pack_and_mask(one, packer, masker, pad_id, nsp))  # sequential: no parallel calls
+    dataset = dataset.unbatch().batch(batch_size, drop_remainder=True)
+    return dataset.cache().prefetch(tf.data.AUTOTUNE)

@@ -32,8 +32,8 @@ from kerasbert.config import PretrainConfig, save_config
 from kerasbert.data.corpus import load_corpora, load_labelled_corpora
 from kerasbert.models.encoder import build_encoder, load_encoder
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
-from kerasbert.pretraining.dataset import (examples_dataset, make_packer, pretraining_dataset,
-                                           tfrecord_dataset)
+from kerasbert.pretraining.dataset import (examples_dataset, heldout_dataset, make_packer,
+                                           pretraining_dataset, tfrecord_dataset)
 from kerasbert.pretraining.masking import Masker
 from kerasbert.pretraining.pairs import build_pairs
 from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
@@ -196,10 +196,9 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
                           np.random.default_rng(train.seed + 1), nsp=config.data.nsp)
     heldout = heldout[: config.data.heldout_examples]
     check_enough_examples(heldout, train.batch_size, f"held-out corpus {config.data.heldout_source}")
-    # Fixed masks for the held-out set: masked once, then cached.
-    heldout_data = pretraining_dataset(
+    heldout_data = heldout_dataset(
         examples_dataset(heldout), packer, make_masker(config, tokenizer, seed=train.seed),
-        train.batch_size, ids["pad"], shuffle_buffer=0, repeat=False, nsp=config.data.nsp).cache()
+        train.batch_size, ids["pad"], nsp=config.data.nsp)
 
     with strategy.scope():
         model = build_model(config, tokenizer.vocabulary_size(), init_checkpoint)
