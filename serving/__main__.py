@@ -31,6 +31,8 @@ class ServerFlags:
     enable_batching: bool = False
     batching_parameters_file: str = ""
     file_system_poll_wait_seconds: float = 1.0
+    max_num_load_retries: int = 5
+    load_retry_interval_micros: int = 60_000_000
     allow_version_labels_for_unavailable_models: bool = False
     rest_api_timeout_in_ms: int = 30000
     tensorflow_intra_op_parallelism: int = 0
@@ -48,6 +50,8 @@ HELP = {
     "model_config_file": "ModelServerConfig text proto: several models, version policies, labels",
     "enable_batching": "batch concurrent requests", "batching_parameters_file": "BatchingParameters text proto",
     "file_system_poll_wait_seconds": "how often to look for new versions (default 1)",
+    "max_num_load_retries": "tries after a failed load of a version (default 5)",
+    "load_retry_interval_micros": "wait between those tries (default 60000000, a minute)",
     "allow_version_labels_for_unavailable_models": "accept labels of versions not yet loaded",
     "rest_api_timeout_in_ms": "REST request timeout (default 30000)",
     "tensorflow_intra_op_parallelism": "TF intra-op threads (0: TF's default)",
@@ -113,7 +117,8 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     else:
         configs = [single_model_config(flags.model_name, flags.model_base_path)]
     store = ModelStore(configs, flags.file_system_poll_wait_seconds, warmup=flags.enable_model_warmup,
-                       standby=flags.warm_standby)
+                       standby=flags.warm_standby, max_load_retries=flags.max_num_load_retries,
+                       load_retry_seconds=flags.load_retry_interval_micros / 1e6)
     store.start()
     if not flags.allow_version_labels_for_unavailable_models:
         for config in configs:

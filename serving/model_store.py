@@ -4,7 +4,8 @@ Each configured model has a base path of integer version folders and a version
 policy (TF Serving's: latest N, all, or specific versions) plus optional labels.
 A poll thread loads versions as they appear and unloads those the policy drops. A
 request takes a reference to one `Servable`; unloading only removes it from the
-table, so requests in flight finish on the version they started with.
+table, so requests in flight finish on the version they started with. A version
+that fails to load is tried again later (5 more times, a minute apart, by default).
 
 As TF Serving does, a version's warm-up requests (`assets.extra/
 tf_serving_warmup_requests`) are replayed before it is served. With `standby`, the
@@ -27,6 +28,7 @@ import hashlib
 import logging
 import os
 import threading
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -157,13 +159,17 @@ class ModelStore:
     """Versions of every configured model, kept in line with their base paths."""
 
     def __init__(self, configs: list[ModelConfig], poll_seconds: float = 1.0, warmup: bool = True,
-                 standby: bool = False):
+                 standby: bool = False, max_load_retries: int = 5, load_retry_seconds: float = 60.0):
         self.configs = {config.name: config for config in configs}
         self.poll_seconds = poll_seconds
         self.warmup, self.standby = warmup, standby
+        # As TF Serving's --max_num_load_retries / --load_retry_interval_micros: a version
+        # caught half-written, or on a flaky file system, loads on a later try.
+        self.max_load_retries, self.load_retry_seconds = max_load_retries, load_retry_seconds
         self._spares: dict[str, tuple[tuple, object]] = {}  # name -> (program key, loaded object)
         self._servables: dict[str, dict[int, Servable]] = {name: {} for name in self.configs}
         self._failed: dict[str, dict[int, str]] = {name: {} for name in self.configs}
+        self._retries: dict[tuple[str, int], tuple[int, float]] = {}  # -> (retries made, next try time)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -194,16 +200,17 @@ class ModelStore:
             wanted = self.wanted_versions(config, self.versions_on_disk(config.base_path))
             newest_loaded = None
             for version in wanted:
-                if version in self._servables[name] or version in self._failed[name]:
+                if version in self._servables[name] or not self._load_due(name, version):
                     continue
                 path = os.path.join(config.base_path, str(version))
                 try:
                     servable = self._load(name, version, path)
                 except Exception as error:  # a broken export must not take the server down
-                    log.error("failed to load %s version %d from %s: %s", name, version, path, error)
-                    self._failed[name][version] = str(error)
+                    self._record_failure(name, version, path, error)
                     continue
+                self._retries.pop((name, version), None)
                 with self._lock:
+                    self._failed[name].pop(version, None)
                     self._servables[name][version] = servable
                 log.warning("loaded %s version %d", name, version)
                 newest_loaded = path
@@ -215,6 +222,23 @@ class ModelStore:
                     # Requests holding this servable keep it alive until they finish.
                     del self._servables[name][version]
                     log.warning("unloaded %s version %d", name, version)
+
+    def _load_due(self, name: str, version: int) -> bool:
+        """True for a version never tried, or failed with retries left and its wait over."""
+        if version not in self._failed[name]:
+            return True
+        retries, next_try = self._retries[(name, version)]
+        return retries < self.max_load_retries and time.monotonic() >= next_try
+
+    def _record_failure(self, name: str, version: int, path: str, error: Exception) -> None:
+        retries = self._retries[(name, version)][0] + 1 if version in self._failed[name] else 0
+        self._retries[(name, version)] = (retries, time.monotonic() + self.load_retry_seconds)
+        left = self.max_load_retries - retries
+        log.error("failed to load %s version %d from %s: %s (%s)", name, version, path, error,
+                  f"trying again in {self.load_retry_seconds:g} s; tries left: {left}" if left > 0
+                  else "no tries left")
+        with self._lock:
+            self._failed[name][version] = str(error)
 
     def _load(self, name: str, version: int, path: str) -> Servable:
         """A warmed Servable: the spare's graph with this version's weights, if they match."""

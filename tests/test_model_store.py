@@ -36,6 +36,39 @@ def test_a_broken_warmup_file_fails_the_load_not_the_server(tmp_path):
     assert status.status.error_code == 13 and "no_such_signature" in status.status.error_message
 
 
+def test_a_failed_load_is_tried_again_after_the_retry_interval(tmp_path, caplog):
+    # A version caught half-written: saved_model.pb is there, variables/ not yet.
+    save_counted(tmp_path / "whole" / "1", warmups=0)
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "1" / "saved_model.pb").write_bytes((tmp_path / "whole" / "1" / "saved_model.pb").read_bytes())
+    store = ModelStore([ModelConfig(name="m", base_path=str(tmp_path / "m"))], max_load_retries=2,
+                       load_retry_seconds=0.2)
+    store.poll()
+    assert store.status("m").model_version_status[0].status.error_code == 13
+
+    (tmp_path / "m" / "1").rename(tmp_path / "half")
+    (tmp_path / "whole" / "1").rename(tmp_path / "m" / "1")  # the copy completes
+    store.poll()  # too soon: the retry waits its interval
+    assert store.status("m").model_version_status[0].status.error_code == 13
+    time.sleep(0.3)
+    store.poll()
+    assert store.get("m").version == 1
+    assert store.status("m").model_version_status[0].status.error_code == 0
+
+    # A version that stays broken is tried max_load_retries more times, then left alone.
+    (tmp_path / "m" / "2").mkdir()
+    (tmp_path / "m" / "2" / "saved_model.pb").write_bytes(b"not a SavedModel")
+    config = ModelConfig(name="m", base_path=str(tmp_path / "m"))
+    config.model_version_policy.all.SetInParent()
+    store = ModelStore([config], max_load_retries=2, load_retry_seconds=0.0)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="serving.model_store"):
+        for _ in range(5):
+            store.poll()
+    assert caplog.text.count("failed to load m version 2") == 3 and "no tries left" in caplog.text
+    assert caplog.text.count("loaded m version 1") == 1 and store.get("m").version == 1
+
+
 def wait_for_spare(store, name, seconds=60):
     deadline = time.time() + seconds
     while not store.spare_ready(name):
