@@ -222,6 +222,9 @@ class ModelStore:
                     # Requests holding this servable keep it alive until they finish.
                     del self._servables[name][version]
                     log.warning("unloaded %s version %d", name, version)
+                for version in [v for v in self._failed[name] if v not in wanted]:
+                    del self._failed[name][version]  # exported again later: tried afresh
+                    self._retries.pop((name, version), None)
 
     def _load_due(self, name: str, version: int) -> bool:
         """True for a version never tried, or failed with retries left and its wait over."""

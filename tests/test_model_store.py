@@ -68,6 +68,13 @@ def test_a_failed_load_is_tried_again_after_the_retry_interval(tmp_path, caplog)
     assert caplog.text.count("failed to load m version 2") == 3 and "no tries left" in caplog.text
     assert caplog.text.count("loaded m version 1") == 1 and store.get("m").version == 1
 
+    # Out of tries; removed and exported again, the version is tried afresh.
+    (tmp_path / "m" / "2").rename(tmp_path / "broken")
+    store.poll()
+    (tmp_path / "m" / "1").rename(tmp_path / "m" / "2")
+    store.poll()
+    assert store.get("m").version == 2 and len(store.status("m").model_version_status) == 1
+
 
 def wait_for_spare(store, name, seconds=60):
     deadline = time.time() + seconds
