@@ -1,4 +1,4 @@
-"""The model store: warm-up replay before a version is served, and the warm standby copy."""
+"""The model store: warm-up replay before a version is served, load retries, the warm standby copy."""
 
 import logging
 import time
@@ -42,7 +42,7 @@ def test_a_failed_load_is_tried_again_after_the_retry_interval(tmp_path, caplog)
     (tmp_path / "m" / "1").mkdir(parents=True)
     (tmp_path / "m" / "1" / "saved_model.pb").write_bytes((tmp_path / "whole" / "1" / "saved_model.pb").read_bytes())
     store = ModelStore([ModelConfig(name="m", base_path=str(tmp_path / "m"))], max_load_retries=2,
-                       load_retry_seconds=0.2)
+                       load_retry_seconds=1.0)
     store.poll()
     assert store.status("m").model_version_status[0].status.error_code == 13
 
@@ -50,7 +50,7 @@ def test_a_failed_load_is_tried_again_after_the_retry_interval(tmp_path, caplog)
     (tmp_path / "whole" / "1").rename(tmp_path / "m" / "1")  # the copy completes
     store.poll()  # too soon: the retry waits its interval
     assert store.status("m").model_version_status[0].status.error_code == 13
-    time.sleep(0.3)
+    time.sleep(1.1)
     store.poll()
     assert store.get("m").version == 1
     assert store.status("m").model_version_status[0].status.error_code == 0
