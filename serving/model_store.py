@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 import time
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -100,6 +101,13 @@ def program_key(path: str) -> tuple | None:
             fingerprint.saved_object_graph_hash, assets.hexdigest())
 
 
+class LoadFailure(NamedTuple):
+    """The last failed load of a version, and when it may be tried again."""
+    error: str
+    retries: int  # tries made after the first
+    next_try: float  # time.monotonic()
+
+
 class Servable:
     """One loaded version: its signatures and their input/output dtypes.
 
@@ -168,8 +176,7 @@ class ModelStore:
         self.max_load_retries, self.load_retry_seconds = max_load_retries, load_retry_seconds
         self._spares: dict[str, tuple[tuple, object]] = {}  # name -> (program key, loaded object)
         self._servables: dict[str, dict[int, Servable]] = {name: {} for name in self.configs}
-        self._failed: dict[str, dict[int, str]] = {name: {} for name in self.configs}
-        self._retries: dict[tuple[str, int], tuple[int, float]] = {}  # -> (retries made, next try time)
+        self._failed: dict[str, dict[int, LoadFailure]] = {name: {} for name in self.configs}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -208,7 +215,6 @@ class ModelStore:
                 except Exception as error:  # a broken export must not take the server down
                     self._record_failure(name, version, path, error)
                     continue
-                self._retries.pop((name, version), None)
                 with self._lock:
                     self._failed[name].pop(version, None)
                     self._servables[name][version] = servable
@@ -224,24 +230,23 @@ class ModelStore:
                     log.warning("unloaded %s version %d", name, version)
                 for version in [v for v in self._failed[name] if v not in wanted]:
                     del self._failed[name][version]  # exported again later: tried afresh
-                    self._retries.pop((name, version), None)
 
     def _load_due(self, name: str, version: int) -> bool:
         """True for a version never tried, or failed with retries left and its wait over."""
-        if version not in self._failed[name]:
-            return True
-        retries, next_try = self._retries[(name, version)]
-        return retries < self.max_load_retries and time.monotonic() >= next_try
+        failure = self._failed[name].get(version)
+        return failure is None or (failure.retries < self.max_load_retries
+                                   and time.monotonic() >= failure.next_try)
 
     def _record_failure(self, name: str, version: int, path: str, error: Exception) -> None:
-        retries = self._retries[(name, version)][0] + 1 if version in self._failed[name] else 0
-        self._retries[(name, version)] = (retries, time.monotonic() + self.load_retry_seconds)
+        previous = self._failed[name].get(version)
+        retries = previous.retries + 1 if previous else 0
         left = self.max_load_retries - retries
         log.error("failed to load %s version %d from %s: %s (%s)", name, version, path, error,
                   f"trying again in {self.load_retry_seconds:g} s; tries left: {left}" if left > 0
                   else "no tries left")
         with self._lock:
-            self._failed[name][version] = str(error)
+            self._failed[name][version] = LoadFailure(str(error), retries,
+                                                      time.monotonic() + self.load_retry_seconds)
 
     def _load(self, name: str, version: int, path: str) -> Servable:
         """A warmed Servable: the spare's graph with this version's weights, if they match."""
@@ -342,7 +347,7 @@ class ModelStore:
             else:
                 entry.state = get_model_status_pb2.ModelVersionStatus.END
                 entry.status.error_code = 13  # INTERNAL: the load failed
-                entry.status.error_message = failed[number]
+                entry.status.error_message = failed[number].error
         if not response.model_version_status:
             raise NotFound(f"Could not find version {version} of model {name}")
         return response
