@@ -101,6 +101,9 @@ class PretrainDataConfig:
     dupe_factor: int = 1  # passes over the corpus with different pairings
     masking: str = "token"  # token | whole_word | span
     mask_selection_rate: float = 0.15
+    # Held-out examples are always masked at this rate (BERT's 15%), so held-out MLM accuracy
+    # compares across runs that train at other rates.
+    heldout_mask_selection_rate: float = 0.15
     mask_token_rate: float = 0.8
     random_token_rate: float = 0.1
     mask_selection_length: int = 20  # max predictions per sequence
@@ -121,6 +124,11 @@ class PretrainDataConfig:
         _check(
             0.0 < self.mask_selection_rate < 1.0,
             f"data.mask_selection_rate must be in (0, 1). Received: {self.mask_selection_rate}",
+        )
+        _check(
+            0.0 < self.heldout_mask_selection_rate < 1.0,
+            "data.heldout_mask_selection_rate must be in (0, 1). Received: "
+            f"{self.heldout_mask_selection_rate}",
         )
         _check(
             self.mask_token_rate >= 0

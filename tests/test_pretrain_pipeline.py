@@ -39,6 +39,11 @@ def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path):
     assert saved["data"]["masking"] == "whole_word"  # the resolved config travels with the run
     assert saved["data"]["mlm_bias_prior"] and saved["model"]["position_init"] == "sinusoidal"
     assert (output / "curves.png").stat().st_size > 1000
+    # The held-out set is scored after every block; the last block's score is metrics.json's.
+    history = (output / "history.csv").read_text().splitlines()
+    header, last = history[0].split(","), history[-1].split(",")
+    assert len(history) == 3 and "val_mlm_accuracy" in header
+    assert float(last[header.index("val_mlm_loss")]) == pytest.approx(metrics["mlm_loss"], rel=1e-4)
 
     # The encoder folder is a keras-hub preset: what fine-tuning and from_preset load.
     import keras_hub
@@ -47,11 +52,13 @@ def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path):
     assert encoder.hidden_dim == 16 and tokenizer.vocabulary_size() == len(open(vocab).read().split())
 
     # Continuing from this run restores encoder and heads: with a learning rate of ~0 the
-    # same held-out examples score as they did at the end of the first run.
+    # same held-out examples score as they did at the end of the first run, with the same
+    # masks although training now masks twice as many tokens.
     again = tmp_path / "continued"
     result = run_module(run_args + ["--output_dir", str(again), "--init_checkpoint", str(output),
                                     "--set", "train.total_steps=2", "--set", "train.steps_per_block=2",
-                                    "--set", "train.learning_rate=1e-12"])
+                                    "--set", "train.learning_rate=1e-12",
+                                    "--set", "data.mask_selection_rate=0.3"])
     assert "initialised fresh" not in result.stdout
     continued = json.loads((again / "metrics.json").read_text())
     assert continued["train_steps"] == 2

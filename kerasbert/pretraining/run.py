@@ -6,8 +6,8 @@ Output folder layout (written by the chief only):
     encoder/             keras-hub preset (encoder + tokenizer): `BertBackbone.from_preset`
     pretrainer.keras     the whole model with both heads
     checkpoints/         weights after the last blocks; backup/ while running (resume)
-    history.csv, logs/   per-block metrics; TensorBoard
-    curves.png           loss and accuracy per block
+    history.csv, logs/   per-block training and held-out (val_*) metrics; TensorBoard
+    curves.png           loss and accuracy per block, training and held-out
     metrics.json         held-out mlm/nsp accuracy and loss, train_steps, speed
 
 Example:
@@ -121,13 +121,16 @@ def build_model(config: PretrainConfig, vocabulary_size: int, init_checkpoint: s
     return BertPretrainer(encoder, mask_selection_length=length, nsp=nsp)
 
 
-def make_masker(config: PretrainConfig, tokenizer, seed=None) -> Masker:
+def make_masker(config: PretrainConfig, tokenizer, seed=None,
+                selection_rate: float | None = None) -> Masker:
+    """The configured masker; `selection_rate` overrides `data.mask_selection_rate`."""
     ids = tokenization.special_token_ids(tokenizer)
     data = config.data
     return Masker(
         vocabulary_size=tokenizer.vocabulary_size(), mask_token_id=ids["mask"],
         unselectable_token_ids=[ids["pad"], ids["cls"], ids["sep"]], strategy=data.masking,
-        mask_selection_rate=data.mask_selection_rate, mask_selection_length=data.mask_selection_length,
+        mask_selection_rate=selection_rate or data.mask_selection_rate,
+        mask_selection_length=data.mask_selection_length,
         mask_token_rate=data.mask_token_rate, random_token_rate=data.random_token_rate,
         continuation=tokenization.continuation_table(tokenizer) if data.masking != "token" else None,
         span_geometric_p=data.span_geometric_p, span_max_length=data.span_max_length, seed=seed)
@@ -197,7 +200,9 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
     heldout = heldout[: config.data.heldout_examples]
     check_enough_examples(heldout, train.batch_size, f"held-out corpus {config.data.heldout_source}")
     heldout_data = heldout_dataset(
-        examples_dataset(heldout), packer, make_masker(config, tokenizer, seed=train.seed),
+        examples_dataset(heldout), packer,
+        make_masker(config, tokenizer, seed=train.seed,
+                    selection_rate=config.data.heldout_mask_selection_rate),
         train.batch_size, ids["pad"], nsp=config.data.nsp)
 
     with strategy.scope():
@@ -219,7 +224,9 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
 
     throughput = Throughput(train.batch_size)
     fit_started = time.perf_counter()
+    # The held-out set is scored after every block (val_* in history.csv and the curves).
     model.fit(train_data, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block,
+              validation_data=heldout_data,
               callbacks=training_callbacks(output_dir, is_chief, throughput, ema=train.ema_momentum > 0),
               verbose=1 if is_chief else 0)
     train_seconds = time.perf_counter() - fit_started

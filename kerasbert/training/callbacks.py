@@ -64,7 +64,8 @@ class Throughput(keras.callbacks.Callback):
 
 
 def plot_curves(history_csv: str, output_png: str, title: str, steps_per_block: int = 1) -> None:
-    """Plots every `*loss` and `*accuracy` column of a CSVLogger file against training step."""
+    """Plots every `*loss` and `*accuracy` column of a CSVLogger file against training step;
+    held-out (`val_*`) columns dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -82,14 +83,18 @@ def plot_curves(history_csv: str, output_png: str, title: str, steps_per_block: 
 
     blocks = [(int(r["epoch"]) + 1) * steps_per_block for r in rows]
     fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    colours: dict[str, str] = {}
     for key in rows[0]:
         values = [number(r.get(key)) for r in rows]
         if key == "epoch" or all(np.isnan(values)):
             continue
+        base = key.removeprefix("val_")  # a held-out curve takes its training curve's colour
+        style = {"marker": ".", "label": key, "linestyle": "--" if base != key else "-",
+                 "color": colours.setdefault(base, f"C{len(colours)}")}
         if key.endswith("loss"):
-            loss_ax.plot(blocks, values, marker=".", label=key)
+            loss_ax.plot(blocks, values, **style)
         elif key.endswith("accuracy") or key.endswith("pearson"):
-            acc_ax.plot(blocks, values, marker=".", label=key)
+            acc_ax.plot(blocks, values, **style)
     for ax, name in ((loss_ax, "loss"), (acc_ax, "accuracy")):
         ax.set_xlabel("training step")
         ax.xaxis.get_major_locator().set_params(integer=True)
