@@ -353,6 +353,7 @@ class ScheduleConfig:
     para_weight: float = 1.0
     sts_weight: float = 1.0
     layerwise_lr_decay: float = 1.0  # < 1: lower layers learn slower (1 = off)
+    hold_idle_heads: bool = False  # True: a head keeps its weights on other tasks' batches
 
     def __post_init__(self):
         _check(self.sampling in ("round_robin", "proportional", "temperature"),
@@ -372,7 +373,10 @@ class FinetuneConfig:
                                      learning_rate=5e-5)
 
     def __post_init__(self):
-        # The layer-wise decay rescales each update after the optimizer has applied it (and
-        # updated its average): the average would follow weights the model never had.
+        # The layer-wise decay and the held heads rescale each update after the optimizer has
+        # applied it (and updated its average): the average would follow weights the model
+        # never had.
         _check(not (self.train.ema_momentum and self.schedule.layerwise_lr_decay < 1.0),
                "train.ema_momentum cannot be combined with schedule.layerwise_lr_decay < 1.")
+        _check(not (self.train.ema_momentum and self.schedule.hold_idle_heads),
+               "train.ema_momentum cannot be combined with schedule.hold_idle_heads.")

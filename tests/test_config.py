@@ -60,7 +60,9 @@ def test_similarity_head_can_take_its_own_encoder():
         load_config(FinetuneConfig, None, ["heads.sts_encoder=both"])
 
 
-def test_weight_average_and_layerwise_decay_are_refused_together():
+def test_weight_average_is_refused_with_updates_rescaled_after_the_optimizer():
     assert load_config(FinetuneConfig, None, ["train.ema_momentum=0.99"]).train.ema_momentum == 0.99
     with pytest.raises(ConfigError, match="ema_momentum cannot be combined with schedule.layerwise_lr_decay"):
         load_config(FinetuneConfig, None, ["train.ema_momentum=0.99", "schedule.layerwise_lr_decay=0.9"])
+    with pytest.raises(ConfigError, match="ema_momentum cannot be combined with schedule.hold_idle_heads"):
+        load_config(FinetuneConfig, None, ["train.ema_momentum=0.99", "schedule.hold_idle_heads=true"])

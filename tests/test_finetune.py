@@ -200,6 +200,26 @@ def test_head_warmup_trains_the_task_heads_and_leaves_the_encoder_alone():
     assert model.backbone.trainable and len(model.trainable_weights) > 6
 
 
+@pytest.mark.parametrize("hold", [False, True])
+def test_hold_idle_heads_keeps_other_tasks_heads_still(hold):
+    # One sst step, then para steps: without hold, AdamW's momentum and weight decay keep
+    # moving the sentiment head on batches that give it no gradient.
+    model = tiny_model("cross", hold_idle_heads=hold)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-2, weight_decay=0.1))
+    model(batch("sst", "cross", trim=False)[0])
+    build_optimizer(model)
+    one_batch = lambda task: tf.data.Dataset.from_tensors(batch(task, "cross", trim=False))
+    model.fit(one_batch("sst"), epochs=1, verbose=0)
+    sentiment = [w.copy() for w in model.sentiment_head.get_weights()]
+    paraphrase = [w.copy() for w in model.paraphrase_head.get_weights()]
+    model.fit(one_batch("para").repeat(), steps_per_epoch=3, epochs=1, verbose=0)
+
+    held = all(np.array_equal(a, b) for a, b in zip(sentiment, model.sentiment_head.get_weights()))
+    assert held == hold
+    for old, new in zip(paraphrase, model.paraphrase_head.get_weights()):  # the used head learns
+        assert not np.array_equal(old, new)
+
+
 def test_train_step_is_traced_once_when_the_optimizer_is_built_first(monkeypatch):
     # Keras otherwise builds the optimizer inside the first trace, and the new variables make
     # TensorFlow trace the step again: the pipelines call build_optimizer to avoid that.

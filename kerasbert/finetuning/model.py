@@ -46,7 +46,8 @@ def second_inputs(x: dict) -> dict:
 class MultitaskBert(keras.Model):
     def __init__(self, backbone, pair_encoder="cross", sts_encoder=None, pooling="mean", dropout=0.1,
                  sts_loss="mse", para_mnrl_weight=0.0, mnrl_scale=20.0,
-                 task_weights=(1.0, 1.0, 1.0), layerwise_lr_decay=1.0, **kwargs):
+                 task_weights=(1.0, 1.0, 1.0), layerwise_lr_decay=1.0, hold_idle_heads=False,
+                 **kwargs):
         super().__init__(**kwargs)
         self.backbone = backbone
         self.pair_encoder = pair_encoder
@@ -58,6 +59,7 @@ class MultitaskBert(keras.Model):
         self.mnrl_scale = mnrl_scale
         self.task_weights = tuple(task_weights)
         self.layerwise_lr_decay = layerwise_lr_decay
+        self.hold_idle_heads = hold_idle_heads
         init = bert_kernel_initializer()
         self.dropout = keras.layers.Dropout(dropout, name="head_dropout")
         self.sentiment_head = keras.layers.Dense(5, kernel_initializer=init, name="sentiment_head")
@@ -143,9 +145,19 @@ class MultitaskBert(keras.Model):
             return tf.reduce_mean(tf.square(self.similarity_cosine(x, True) - y / 5.0))
         return tf.reduce_mean(tf.square(self.similarity_score(x, training=True) - y))
 
-    def _layer_scales(self):
-        """Update scale per trainable variable for layer-wise learning-rate decay."""
+    def _update_scales(self, task):
+        """Per trainable variable: the share of the optimizer's update it keeps this step.
+
+        Layer-wise learning-rate decay gives layer i of L the constant
+        `layerwise_lr_decay ** (L + 1 - depth)` (embeddings depth 0; heads and pooler the full
+        rate). With `hold_idle_heads`, a task head keeps 0 of the update on other tasks'
+        batches: it gets no gradient there, but Adam's momentum and the weight decay would
+        still move it (PyTorch's AdamW skips such parameters; here their Adam moments still
+        decay). Returns None for variables that keep the whole update.
+        """
         num_layers = self.backbone.num_layers
+        heads = (self.sentiment_head, self.paraphrase_head, self.similarity_head)  # TASKS order
+        owners = {v.path: task for task, head in enumerate(heads) for v in head.trainable_variables}
         scales = []
         for variable in self.trainable_variables:
             path = variable.path
@@ -155,7 +167,11 @@ class MultitaskBert(keras.Model):
                     depth = i + 1
             if "embedding" in path:
                 depth = 0
-            scales.append(self.layerwise_lr_decay ** (num_layers + 1 - depth))
+            scale = self.layerwise_lr_decay ** (num_layers + 1 - depth)
+            owner = owners.get(path)
+            if self.hold_idle_heads and owner is not None:
+                scale = scale * tf.cast(task == owner, variable.dtype)
+            scales.append(None if isinstance(scale, float) and scale == 1.0 else scale)
         return scales
 
     def train_step(self, data):
@@ -170,14 +186,12 @@ class MultitaskBert(keras.Model):
         variables = self.trainable_variables
         gradients = tape.gradient(scaled, variables)
         gradients = [tf.zeros_like(v) if g is None else g for v, g in zip(variables, gradients)]
-        if self.layerwise_lr_decay < 1.0:
-            before = [tf.identity(v) for v in variables]
-            self.optimizer.apply(gradients, variables)
-            for variable, old, scale in zip(variables, before, self._layer_scales()):
-                if scale != 1.0:  # shrink this step's update: a per-layer learning rate
-                    variable.assign(old + scale * (variable - old))
-        else:
-            self.optimizer.apply(gradients, variables)
+        scales = self._update_scales(task)
+        before = [None if s is None else tf.identity(v) for v, s in zip(variables, scales)]
+        self.optimizer.apply(gradients, variables)
+        for variable, old, scale in zip(variables, before, scales):
+            if scale is not None:  # keep `scale` of this step's update
+                variable.assign(old + scale * (variable - old))
         for index, name in enumerate(TASKS):
             self.task_losses[name].update_state(loss, sample_weight=tf.cast(task == index, loss.dtype))
         self.total_loss.update_state(loss)
@@ -194,7 +208,7 @@ class MultitaskBert(keras.Model):
             "pooling": self.pooling, "dropout": self.dropout_rate, "sts_loss": self.sts_loss,
             "para_mnrl_weight": self.para_mnrl_weight, "mnrl_scale": self.mnrl_scale,
             "task_weights": list(self.task_weights), "layerwise_lr_decay": self.layerwise_lr_decay,
-            "name": self.name,
+            "hold_idle_heads": self.hold_idle_heads, "name": self.name,
         }
 
     @classmethod

@@ -120,6 +120,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
             sts_encoder=heads.sts_encoder, pooling=heads.pooling,
             dropout=heads.dropout, sts_loss=heads.sts_loss, para_mnrl_weight=heads.para_mnrl_weight,
             mnrl_scale=heads.mnrl_scale, layerwise_lr_decay=schedule.layerwise_lr_decay,
+            hold_idle_heads=schedule.hold_idle_heads,
             task_weights=(schedule.sst_weight, schedule.para_weight, schedule.sts_weight))
         if train.head_warmup_steps and start_step == 0:  # a resumed run restores warmed heads
             stage(f"training the task heads alone for {train.head_warmup_steps} steps, encoder frozen",
