@@ -97,6 +97,7 @@ class PretrainDataConfig:
     vocab_file: str = ""  # "" = vocabulary of --init_checkpoint, else trained by pipelines.vocab
     vocab_size: int = 8000  # used only when a vocabulary is trained
     nsp: bool = True  # next-sentence prediction head and 50/50 pairs
+    nsp_loss_weight: float = 1.0  # training loss = mlm + nsp_loss_weight * nsp
     short_seq_prob: float = 0.1  # as google-research/bert: some shorter pairs
     dupe_factor: int = 1  # passes over the corpus with different pairings
     masking: str = "token"  # token | whole_word | span
@@ -140,6 +141,7 @@ class PretrainDataConfig:
         _check(self.mask_selection_length > 0, "data.mask_selection_length must be > 0.")
         _check(0.0 < self.span_geometric_p <= 1.0, "data.span_geometric_p must be in (0, 1].")
         _check(self.dupe_factor >= 1, "data.dupe_factor must be >= 1.")
+        _check(self.nsp_loss_weight >= 0, "data.nsp_loss_weight must be >= 0.")
 
 
 @dataclasses.dataclass(frozen=True)

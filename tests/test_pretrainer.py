@@ -79,6 +79,19 @@ def test_mlm_loss_is_mean_over_masked_positions_only(model):
     assert other == pytest.approx(loss, rel=1e-6)
 
 
+def test_nsp_loss_weight_scales_nsp_in_the_training_loss_only(model):
+    x = inputs()
+    y = {"mlm": np.array([[5, 7, 0]] * 4, "int32"), "nsp": np.array([1, 0, 1, 0], "int32")}
+    w = {"mlm": np.array([[1, 1, 0]] * 4, "float32"), "nsp": np.ones(4, "float32")}
+    plain = model.evaluate(x, y, sample_weight=w, return_dict=True, verbose=0)
+    model.compile(**pretraining_compile_args(model, make_optimizer(TrainConfig()), nsp_loss_weight=5.0))
+    weighted = model.evaluate(x, y, sample_weight=w, return_dict=True, verbose=0)
+    assert weighted["mlm_loss"] == pytest.approx(plain["mlm_loss"], rel=1e-6)
+    assert weighted["nsp_loss"] == pytest.approx(plain["nsp_loss"], rel=1e-6)
+    assert plain["loss"] == pytest.approx(plain["mlm_loss"] + plain["nsp_loss"], rel=1e-5)
+    assert weighted["loss"] == pytest.approx(plain["mlm_loss"] + 5.0 * plain["nsp_loss"], rel=1e-5)
+
+
 def test_sinusoidal_positions_make_position_similarity_depend_on_offset_only():
     config = dict(preset="custom", num_layers=1, hidden_dim=16, num_heads=2, max_sequence_length=16)
     encoder = build_encoder(ModelConfig(**config, position_init="sinusoidal"), VOCAB)

@@ -73,12 +73,15 @@ class BertPretrainer(keras.Model):
         return cls(**config)
 
 
-def pretraining_compile_args(model: BertPretrainer, optimizer, jit_compile=False) -> dict:
+def pretraining_compile_args(model: BertPretrainer, optimizer, jit_compile=False,
+                             nsp_loss_weight=1.0) -> dict:
     """Losses and metrics for `model.compile`.
 
     The MLM loss is a mean over masked positions only: `mean_with_sample_weight`
     divides the weighted sum by the sum of `mask_weights`, so padded prediction
     slots neither add loss nor dilute it. Accuracies are weighted the same way.
+    The training loss is `mlm + nsp_loss_weight * nsp`; the logged `mlm_loss` and
+    `nsp_loss` stay unweighted.
     """
     def loss():
         return keras.losses.SparseCategoricalCrossentropy(
@@ -91,5 +94,6 @@ def pretraining_compile_args(model: BertPretrainer, optimizer, jit_compile=False
     if model.nsp:
         losses["nsp"] = loss()
         metrics["nsp"] = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-    return dict(optimizer=optimizer, loss=losses, weighted_metrics=metrics,
+    weights = {"mlm": 1.0, "nsp": nsp_loss_weight} if model.nsp else None
+    return dict(optimizer=optimizer, loss=losses, loss_weights=weights, weighted_metrics=metrics,
                 jit_compile=jit_compile)

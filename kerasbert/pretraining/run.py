@@ -214,8 +214,10 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
                   started)
             warm_up_heads(model, train_data, train.head_warmup_steps, train.head_warmup_learning_rate,
                           lambda optimizer: model.compile(**pretraining_compile_args(
-                              model, optimizer, train.jit_compile)), verbose=1 if is_chief else 0)
-        model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile))
+                              model, optimizer, train.jit_compile, config.data.nsp_loss_weight)),
+                          verbose=1 if is_chief else 0)
+        model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile,
+                                                 config.data.nsp_loss_weight))
         build_optimizer(model)
     params = model.count_params()
     stage(f"model: {params / 1e6:.2f}M parameters, {strategy.num_replicas_in_sync} replica(s); "
