@@ -152,30 +152,23 @@ def part_continue(data_dir: str, output_dir: str) -> dict:
             "config": "pipelines/configs/continue_minilm_tasks.json"}
 
 
-def part_nsp_overlap(data_dir: str, output_dir: str, config=None) -> dict:
+def part_nsp_overlap(data_dir: str, output_dir: str) -> dict:
     """The training and held-out NSP pairs of `pretrain_mini.json`, built as the scratch run
-    builds them (same vocabulary, seeds and algorithm), scored by `OverlapBaseline`."""
-    import numpy as np
-
+    builds them (same vocabulary and functions), scored by `OverlapBaseline`."""
     from benchmarks.nsp_overlap import OverlapBaseline
     from kerasbert.config import PretrainConfig, load_config
-    from kerasbert.data.corpus import load_corpora, load_labelled_corpora
-    from kerasbert.pretraining.pairs import build_pairs
-    from kerasbert.pretraining.run import resolve_tokenizer, tokenize_documents
+    from kerasbert.data.corpus import load_labelled_corpora
+    from kerasbert.pretraining.run import (heldout_pairs, resolve_tokenizer, tokenize_documents,
+                                           training_pairs)
 
-    config = config or load_config(PretrainConfig, "pipelines/configs/pretrain_mini.json")
-    data, seed, seq = config.data, config.train.seed, config.model.max_sequence_length
-    documents, sources = load_labelled_corpora(data.sources, data_dir)
+    config = load_config(PretrainConfig, "pipelines/configs/pretrain_mini.json")
+    documents, sources = load_labelled_corpora(config.data.sources, data_dir)
     # The scratch run's vocabulary if it ran; else the same one trained again, not saved.
     tokenizer = resolve_tokenizer(config, documents, None, os.path.join(output_dir, "scratch"),
                                   is_chief=False)
-    train = build_pairs(tokenize_documents(tokenizer, documents), seq, np.random.default_rng(seed),
-                        short_seq_prob=data.short_seq_prob, dupe_factor=data.dupe_factor,
-                        sources=sources)
-    heldout = build_pairs(tokenize_documents(tokenizer, load_corpora([data.heldout_source], data_dir)),
-                          seq, np.random.default_rng(seed + 1))[: data.heldout_examples]
+    train = training_pairs(config, tokenize_documents(tokenizer, documents), sources)
     train = [p for p in train if p["nsp_weight"] > 0]
-    heldout = [p for p in heldout if p["nsp_weight"] > 0]
+    heldout = [p for p in heldout_pairs(config, tokenizer, data_dir) if p["nsp_weight"] > 0]
     baseline = OverlapBaseline.fit(train)
     return {"nsp_accuracy": baseline.accuracy(heldout), "train_nsp_accuracy": baseline.accuracy(train),
             "threshold": baseline.threshold, "train_pairs": len(train), "heldout_pairs": len(heldout)}

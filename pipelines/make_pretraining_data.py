@@ -32,14 +32,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def run():
-        import numpy as np
-
         from kerasbert import tokenization
         from kerasbert.config import PretrainConfig, load_config
         from kerasbert.data.corpus import load_labelled_corpora
         from kerasbert.pretraining.dataset import write_tfrecords
-        from kerasbert.pretraining.pairs import build_pairs
-        from kerasbert.pretraining.run import tokenize_documents
+        from kerasbert.pretraining.run import tokenize_documents, training_pairs
 
         config = load_config(PretrainConfig, args.config, args.overrides)
         if args.init_checkpoint:
@@ -50,10 +47,7 @@ def main(argv=None) -> int:
             raise ValueError("Give --vocab_file, --init_checkpoint or data.vocab_file: shards hold "
                              "token ids, so the vocabulary must be fixed first (pipelines.vocab).")
         documents, sources = load_labelled_corpora(config.data.sources, args.data_dir)
-        pairs = build_pairs(tokenize_documents(tokenizer, documents), config.model.max_sequence_length,
-                            np.random.default_rng(config.train.seed), nsp=config.data.nsp,
-                            short_seq_prob=config.data.short_seq_prob, dupe_factor=config.data.dupe_factor,
-                            sources=sources)
+        pairs = training_pairs(config, tokenize_documents(tokenizer, documents), sources)
         paths = write_tfrecords(pairs, args.output_dir, args.num_shards)
         print(f"== wrote {len(pairs)} examples to {len(paths)} shards in {args.output_dir}")
 

@@ -136,6 +136,24 @@ def make_masker(config: PretrainConfig, tokenizer, seed=None,
         span_geometric_p=data.span_geometric_p, span_max_length=data.span_max_length, seed=seed)
 
 
+def training_pairs(config: PretrainConfig, tokenized_documents, sources) -> list[dict]:
+    """The training examples `config` builds from tokenized documents (seeded by `train.seed`)."""
+    data = config.data
+    return build_pairs(tokenized_documents, config.model.max_sequence_length,
+                       np.random.default_rng(config.train.seed), nsp=data.nsp,
+                       short_seq_prob=data.short_seq_prob, dupe_factor=data.dupe_factor,
+                       sources=sources)
+
+
+def heldout_pairs(config: PretrainConfig, tokenizer, data_dir: str) -> list[dict]:
+    """The held-out examples every run of `config` scores: pairs from `data.heldout_source`
+    (seeded by `train.seed + 1`), the first `data.heldout_examples` of them."""
+    documents = load_corpora([config.data.heldout_source], data_dir)
+    pairs = build_pairs(tokenize_documents(tokenizer, documents), config.model.max_sequence_length,
+                        np.random.default_rng(config.train.seed + 1), nsp=config.data.nsp)
+    return pairs[: config.data.heldout_examples]
+
+
 def check_enough_examples(examples: list, batch_size: int, what: str) -> None:
     if len(examples) < batch_size:
         raise ValueError(f"{what}: {len(examples)} examples, fewer than one batch "
@@ -177,10 +195,7 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         stage(f"reading pre-made examples from {config.data.tfrecord_dir}", started)
         train_examples = tfrecord_dataset(config.data.tfrecord_dir, seed=train.seed)
     else:
-        pairs = build_pairs(tokenized, seq,
-                            np.random.default_rng(train.seed), nsp=config.data.nsp,
-                            short_seq_prob=config.data.short_seq_prob,
-                            dupe_factor=config.data.dupe_factor, sources=sources)
+        pairs = training_pairs(config, tokenized, sources)
         check_enough_examples(pairs, train.batch_size, f"corpora {list(config.data.sources)}")
         nsp_pairs = [p for p in pairs if p["nsp_weight"] > 0]
         print(f"   {len(pairs)} examples ({len(nsp_pairs)} NSP pairs, "
@@ -194,10 +209,7 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     train_data = train_data.with_options(options)
 
-    heldout_docs = load_corpora([config.data.heldout_source], data_dir)
-    heldout = build_pairs(tokenize_documents(tokenizer, heldout_docs), seq,
-                          np.random.default_rng(train.seed + 1), nsp=config.data.nsp)
-    heldout = heldout[: config.data.heldout_examples]
+    heldout = heldout_pairs(config, tokenizer, data_dir)
     check_enough_examples(heldout, train.batch_size, f"held-out corpus {config.data.heldout_source}")
     heldout_data = heldout_dataset(
         examples_dataset(heldout), packer,
