@@ -1,4 +1,4 @@
-"""Shared test helpers: a tiny vocabulary and corpus, and subprocess runners."""
+"""Shared test helpers: a tiny vocabulary and corpus, small task files, and subprocess runners."""
 
 import os
 import random
@@ -43,3 +43,16 @@ def run_module(args, env=None, timeout=600, check=True):
         raise AssertionError(f"{args} exited {result.returncode}\n{result.stdout[-3000:]}\n"
                              f"{result.stderr[-3000:]}")
     return result
+
+
+def small_task_files(tmp_path, train_rows=64, dev_rows=40):
+    """The first rows of the shared task files (plus the header), as a test's own data."""
+    names = {}
+    for task, stem in (("sst", "sst"), ("para", "quora"), ("sts", "sts")):
+        for split, rows in (("train", train_rows), ("dev", dev_rows)):
+            with open(os.path.join(DATA_DIR, "cs224n", f"{stem}-{split}.tsv"), encoding="utf-8") as f:
+                lines = [next(f) for _ in range(rows + 1)]
+            path = tmp_path / f"{stem}-{split}.tsv"
+            path.write_text("".join(lines), encoding="utf-8")
+            names[f"{task}_{split}"] = str(path)
+    return names

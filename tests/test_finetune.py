@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import DATA_DIR, run_module
+from conftest import DATA_DIR, run_module, small_task_files
 from kerasbert.config import ModelConfig
 from kerasbert.data.tasks import Example
 from kerasbert.finetuning import evaluation
@@ -245,19 +245,6 @@ def test_save_load_round_trip(tmp_path):
     assert loaded.get_config() == model.get_config()
     for key, value in loaded(x).items():
         np.testing.assert_allclose(value, expected[key], atol=1e-6)
-
-
-def small_task_files(tmp_path, train_rows=64, dev_rows=40):
-    """The first rows of the shared task files (plus the header), as a test's own data."""
-    names = {}
-    for task, stem in (("sst", "sst"), ("para", "quora"), ("sts", "sts")):
-        for split, rows in (("train", train_rows), ("dev", dev_rows)):
-            with open(os.path.join(DATA_DIR, "cs224n", f"{stem}-{split}.tsv"), encoding="utf-8") as f:
-                lines = [next(f) for _ in range(rows + 1)]
-            path = tmp_path / f"{stem}-{split}.tsv"
-            path.write_text("".join(lines), encoding="utf-8")
-            names[f"{task}_{split}"] = str(path)
-    return names
 
 
 @pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")

@@ -13,7 +13,7 @@ PIPELINES = sorted(m.name for m in pkgutil.iter_modules(pipelines.__path__) if m
 
 def test_every_pipeline_is_covered():
     assert {"vocab", "make_pretraining_data", "pretrain", "finetune", "evaluate", "export", "search",
-            "demo"} <= set(PIPELINES)
+            "demo", "soup"} <= set(PIPELINES)
 
 
 @pytest.mark.parametrize("name", PIPELINES)

@@ -50,6 +50,12 @@ def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
     return metrics, predictions
 
 
+def load_dev_sets(config: FinetuneConfig, data_dir: str) -> dict:
+    """{task: dev examples} of a config's dev files (a seeded `data.max_dev_examples` of each)."""
+    return {task: load_examples(task, resolve_path(data_dir, getattr(config.data, f"{task}_dev")),
+                                config.data.max_dev_examples, config.train.seed) for task in TASKS}
+
+
 class DevEvaluation(keras.callbacks.Callback):
     """After each block: dev metrics into the logs; the best `overall` weights kept on disk."""
 
@@ -96,20 +102,18 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
                                     trim=not config.train.jit_compile,  # XLA wants one shape
                                     sts_encoder=heads.sts_encoder)
     stage(f"reading task files under {data_dir}")
-    train_sets, dev, sizes = {}, {}, {}
+    dev = load_dev_sets(config, data_dir)
+    train_sets, sizes = {}, {}
     for task in TASKS:
         examples = load_examples(task, resolve_path(data_dir, getattr(data, f"{task}_train")),
                                  data.max_train_examples, train.seed)
-        dev_examples = load_examples(task, resolve_path(data_dir, getattr(data, f"{task}_dev")),
-                                     data.max_dev_examples, train.seed)
         if len(examples) < train.batch_size:
             raise ValueError(f"{task}: {len(examples)} training examples, fewer than one batch "
                              f"(train.batch_size={train.batch_size})")
         sizes[task] = len(examples)
         train_sets[task] = task_dataset(task, examples, preprocessor, train.batch_size, True, train.seed,
                                         data.group_by_length, data.swap_pairs)
-        dev[task] = dev_examples
-        print(f"   {task}: {len(examples)} train, {len(dev_examples)} dev")
+        print(f"   {task}: {len(examples)} train, {len(dev[task])} dev")
     start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
     batches = interleave(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed)
     batches = batches.skip(start_step).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,36 @@
+"""Average the weights of several fine-tuned runs into one model (a uniform model soup).
+
+    python -m pipelines.soup --model_dirs runs/seed1 runs/seed2 runs/seed3 \
+        --data_dir ../shared/data --output_dir runs/soup
+
+The runs must share heads, sequence length and vocabulary (for instance one config trained
+with different --set train.seed=N). The output folder has the layout of pipelines.finetune's,
+scored on the first run's dev files, so pipelines.evaluate and pipelines.export take it.
+"""
+
+import argparse
+import sys
+
+from kerasbert.data.corpus import default_data_dir
+from pipelines.common import main_guard
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.soup", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model_dirs", required=True, nargs="+",
+                        help="Two or more output folders of pipelines.finetune.")
+    parser.add_argument("--data_dir", default=default_data_dir(),
+                        help="Folder holding cs224n/ (default: $KERASBERT_DATA_DIR or ../shared/data).")
+    parser.add_argument("--output_dir", required=True, help="Folder for the soup.")
+    args = parser.parse_args(argv)
+
+    def run():
+        from kerasbert.finetuning.soup import run_soup
+        run_soup(args.model_dirs, args.data_dir, args.output_dir)
+
+    return main_guard(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
