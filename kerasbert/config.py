@@ -349,8 +349,12 @@ class HeadsConfig:
 class ScheduleConfig:
     """How batches of the three tasks are interleaved, and how their losses are weighted."""
 
-    sampling: str = "temperature"  # round_robin | proportional | temperature
+    sampling: str = "temperature"  # round_robin | proportional | temperature | shares
     temperature: float = 2.0  # task t drawn with probability ~ n_t ** (1 / temperature)
+    # sampling=shares: task t drawn with probability share_t / sum of shares (0 = never trained)
+    sst_share: float = 1.0
+    para_share: float = 1.0
+    sts_share: float = 1.0
     sst_weight: float = 1.0
     para_weight: float = 1.0
     sts_weight: float = 1.0
@@ -358,10 +362,22 @@ class ScheduleConfig:
     hold_idle_heads: bool = False  # True: a head keeps its weights on other tasks' batches
 
     def __post_init__(self):
-        _check(self.sampling in ("round_robin", "proportional", "temperature"),
-               f"schedule.sampling must be round_robin, proportional or temperature. Received: {self.sampling!r}")
+        _check(self.sampling in ("round_robin", "proportional", "temperature", "shares"),
+               "schedule.sampling must be round_robin, proportional, temperature or shares. "
+               f"Received: {self.sampling!r}")
         _check(self.temperature > 0, "schedule.temperature must be > 0")
+        shares = self.shares
+        _check(min(shares.values()) >= 0 and sum(shares.values()) > 0,
+               f"schedule.*_share must be >= 0 with a positive sum. Received: {shares}")
+        _check(self.sampling == "shares" or set(shares.values()) == {1.0},
+               f"schedule.*_share needs schedule.sampling=shares. Received: {shares} with "
+               f"sampling={self.sampling!r}")
         _check(0 < self.layerwise_lr_decay <= 1, "schedule.layerwise_lr_decay must be in (0, 1]")
+
+
+    @property
+    def shares(self) -> dict[str, float]:
+        return {"sst": self.sst_share, "para": self.para_share, "sts": self.sts_share}
 
 
 @dataclasses.dataclass(frozen=True)

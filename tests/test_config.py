@@ -66,3 +66,14 @@ def test_weight_average_is_refused_with_updates_rescaled_after_the_optimizer():
         load_config(FinetuneConfig, None, ["train.ema_momentum=0.99", "schedule.layerwise_lr_decay=0.9"])
     with pytest.raises(ConfigError, match="ema_momentum cannot be combined with schedule.hold_idle_heads"):
         load_config(FinetuneConfig, None, ["train.ema_momentum=0.99", "schedule.hold_idle_heads=true"])
+
+
+def test_task_shares_are_taken_only_with_shares_sampling():
+    config = load_config(FinetuneConfig, None, ["schedule.sampling=shares", "schedule.para_share=0",
+                                                "schedule.sts_share=0"])
+    assert config.schedule.shares == {"sst": 1.0, "para": 0.0, "sts": 0.0}
+    with pytest.raises(ConfigError, match="schedule.\\*_share needs schedule.sampling=shares"):
+        load_config(FinetuneConfig, None, ["schedule.sst_share=2"])
+    with pytest.raises(ConfigError, match="must be >= 0 with a positive sum"):
+        load_config(FinetuneConfig, None, ["schedule.sampling=shares", "schedule.sst_share=0",
+                                           "schedule.para_share=0", "schedule.sts_share=0"])

@@ -27,16 +27,20 @@ def tagged(task_id):
     return tf.data.Dataset.from_tensors(task_id).repeat()
 
 
-@pytest.mark.parametrize("sampling, temperature", [("proportional", 1.0), ("temperature", 2.0)])
+@pytest.mark.parametrize("sampling, temperature", [("proportional", 1.0), ("temperature", 2.0), ("shares", 1.0)])
 def test_sampling_visits_tasks_in_configured_proportions(sampling, temperature):
     sizes = {"sst": 8000, "para": 16000, "sts": 2000}
-    weights = task_weights(sizes, sampling, temperature)
-    stream = interleave({t: tagged(i) for i, t in enumerate(sizes)}, sizes, sampling, temperature, seed=1)
+    shares = {"sst": 3.0, "para": 1.0, "sts": 0.0}
+    weights = task_weights(sizes, sampling, temperature, shares)
+    stream = interleave({t: tagged(i) for i, t in enumerate(sizes)}, sizes, sampling, temperature, seed=1,
+                        shares=shares)
     counts = collections.Counter(int(v) for v in stream.take(6000).as_numpy_iterator())
     for i, task in enumerate(sizes):
         assert counts[i] / 6000 == pytest.approx(weights[task], abs=0.02)
     if sampling == "temperature":  # flatter than proportional
         assert weights["sts"] > 2000 / 26000
+    if sampling == "shares":  # the given shares, whatever the sizes; a zero share is never drawn
+        assert weights == {"sst": 0.75, "para": 0.25, "sts": 0.0} and counts[2] == 0
 
 
 def test_round_robin_rotates_strictly():

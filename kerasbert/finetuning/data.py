@@ -136,11 +136,19 @@ def _sort_by_length(text_a, text_b, labels):
     return tf.gather(text_a, order), tf.gather(text_b, order), tf.gather(labels, order)
 
 
-def task_weights(sizes: dict[str, int], sampling: str, temperature: float) -> dict[str, float]:
+def task_weights(sizes: dict[str, int], sampling: str, temperature: float,
+                 shares: dict[str, float] | None = None) -> dict[str, float]:
     """Probability of drawing each task's batch: n_t ** (1/T), normalised.
 
-    proportional is T = 1; round_robin gives equal shares (drawn in strict rotation).
+    proportional is T = 1; round_robin gives equal shares (drawn in strict rotation);
+    shares takes the given `shares` ({task: share}), normalised, whatever the sizes.
+
+    >>> task_weights({"sst": 100, "para": 300}, "shares", 1.0, {"sst": 3, "para": 1})
+    {'sst': 0.75, 'para': 0.25}
     """
+    if sampling == "shares":
+        total = sum(shares[task] for task in sizes)
+        return {task: shares[task] / total for task in sizes}
     power = {"proportional": 1.0, "temperature": 1.0 / temperature, "round_robin": 0.0}[sampling]
     raw = {task: n**power for task, n in sizes.items()}
     total = sum(raw.values())
@@ -148,13 +156,13 @@ def task_weights(sizes: dict[str, int], sampling: str, temperature: float) -> di
 
 
 def interleave(datasets: dict[str, tf.data.Dataset], sizes: dict[str, int], sampling: str,
-               temperature: float, seed: int = 0) -> tf.data.Dataset:
+               temperature: float, seed: int = 0, shares: dict[str, float] | None = None) -> tf.data.Dataset:
     """One stream of single-task batches from the per-task (infinite) streams."""
     tasks = list(datasets)
     if sampling == "round_robin":
         choice = tf.data.Dataset.range(len(tasks)).repeat()
         return tf.data.Dataset.choose_from_datasets([datasets[t] for t in tasks], choice)
-    weights = task_weights(sizes, sampling, temperature)
+    weights = task_weights(sizes, sampling, temperature, shares)
     return tf.data.Dataset.sample_from_datasets([datasets[t] for t in tasks],
                                                 [weights[t] for t in tasks], seed=seed)
 

@@ -115,7 +115,8 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
                                         data.group_by_length, data.swap_pairs)
         print(f"   {task}: {len(examples)} train, {len(dev[task])} dev")
     start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
-    batches = interleave(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed)
+    batches = interleave(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed,
+                         schedule.shares)
     batches = batches.skip(start_step).prefetch(tf.data.AUTOTUNE)
 
     with strategy.scope():
