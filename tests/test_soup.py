@@ -85,3 +85,9 @@ def test_soup_refuses_runs_of_another_architecture(change, message):
 def test_soup_needs_two_runs(tmp_path, capsys):
     assert soup.main(["--model_dirs", str(tmp_path / "a"), "--output_dir", str(tmp_path / "soup")]) == 2
     assert "at least 2" in capsys.readouterr().err
+
+
+def test_soup_will_not_overwrite_a_member(tmp_path, capsys):
+    members = [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert soup.main(["--model_dirs", *members, "--output_dir", str(tmp_path / "b") + "/"]) == 2
+    assert "would overwrite it" in capsys.readouterr().err

@@ -75,6 +75,9 @@ def check_same_architecture(first_dir, config, vocabulary, member_dir, member_co
 def run_soup(model_dirs: list[str], data_dir: str, output_dir: str) -> dict:
     """Averages the members, scores the soup on the first member's dev files, writes the folder."""
     started = time.perf_counter()
+    if os.path.abspath(output_dir) in {os.path.abspath(d) for d in model_dirs}:
+        raise ValueError(f"--output_dir {output_dir} is one of the runs averaged; the soup would "
+                         "overwrite it")
     stage(f"averaging the weights of {len(model_dirs)} runs", started)
     config, model, preprocessor = load_soup(model_dirs)
     stage(f"scoring the soup on the dev sets under {data_dir}", started)
