@@ -379,6 +379,13 @@ class ScheduleConfig:
     def shares(self) -> dict[str, float]:
         return {"sst": self.sst_share, "para": self.para_share, "sts": self.sts_share}
 
+    @property
+    def trained_tasks(self) -> tuple[str, ...]:
+        """The tasks whose batches are drawn: all three unless a share is 0."""
+        if self.sampling != "shares":
+            return ("sst", "para", "sts")
+        return tuple(task for task, share in self.shares.items() if share > 0)
+
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig:

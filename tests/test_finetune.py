@@ -292,3 +292,27 @@ def test_finetune_then_evaluate_reproduces_metrics(tmp_path):
         evaluated = json.loads(scored.read_text())
         for key in keys:
             assert evaluated[key] == pytest.approx(metrics[key], abs=1e-6), key
+
+
+@pytest.mark.parametrize("trained_tasks, kept_sst", [(("sst", "para", "sts"), 0.45), (("sst",), 0.49)])
+def test_best_block_is_judged_on_the_tasks_the_run_trains(tmp_path, monkeypatch, trained_tasks, kept_sst):
+    from kerasbert.finetuning import run
+
+    # SST-5 alone: the untrained pair heads happen to score better after the first block.
+    blocks = iter([{"sst_accuracy": 0.45, "para_accuracy": 0.61, "sts_pearson": 0.65},
+                   {"sst_accuracy": 0.49, "para_accuracy": 0.55, "sts_pearson": 0.59}])
+
+    def scored(model, preprocessor, dev):
+        metrics = next(blocks)
+        return dict(metrics, overall=evaluation.overall_score(metrics)), {}
+
+    class Weights:
+        def save_weights(self, path):
+            open(path, "w").close()
+
+    monkeypatch.setattr(run, "evaluate_all", scored)
+    callback = run.DevEvaluation(None, {}, str(tmp_path / "best.weights.h5"), trained_tasks)
+    callback.set_model(Weights())
+    for block in range(2):
+        callback.on_epoch_end(block, {})
+    assert callback.best_result[0]["sst_accuracy"] == kept_sst

@@ -84,8 +84,16 @@ def task_metrics(task: str, labels: np.ndarray, predictions: np.ndarray) -> dict
             "sts_spearman": float(scipy.stats.spearmanr(predictions, labels)[0])}
 
 
-def overall_score(metrics: dict[str, float]) -> float:
-    return (metrics["sst_accuracy"] + metrics["para_accuracy"] + (metrics["sts_pearson"] + 1) / 2) / 3
+def overall_score(metrics: dict[str, float], tasks: tuple[str, ...] = ("sst", "para", "sts")) -> float:
+    """The reference study's overall score; with `tasks`, the mean of those tasks' parts only
+    (what a run that trains some of the tasks is selected by).
+
+    >>> overall_score({"sst_accuracy": 0.5, "para_accuracy": 0.8, "sts_pearson": 0.6}, ("sst",))
+    0.5
+    """
+    parts = {"sst": metrics["sst_accuracy"], "para": metrics["para_accuracy"],
+             "sts": (metrics["sts_pearson"] + 1) / 2}
+    return sum(parts[task] for task in tasks) / len(tasks)
 
 
 def plot_confusion(labels, predicted, output_png: str, title: str) -> None:

@@ -2,7 +2,8 @@
 
 Output folder (chief only):
     config.json            resolved FinetuneConfig
-    model.keras            the fine-tuned model at its best dev `overall` (all heads)
+    model.keras            the fine-tuned model at its best dev `overall` (all heads; of the
+                           trained tasks only if a `schedule.*_share` is 0)
     encoder/               the fine-tuned encoder + tokenizer as a keras-hub preset
     predictions/           {sst,para,sts}-dev.tsv: id, label, prediction
     history.csv, logs/     per-block train losses and dev metrics; TensorBoard
@@ -57,11 +58,16 @@ def load_dev_sets(config: FinetuneConfig, data_dir: str) -> dict:
 
 
 class DevEvaluation(keras.callbacks.Callback):
-    """After each block: dev metrics into the logs; the best `overall` weights kept on disk."""
+    """After each block: dev metrics into the logs; the best `overall` weights kept on disk.
 
-    def __init__(self, preprocessor, dev: dict, best_path: str):
+    With `trained_tasks`, "best" counts only those tasks' parts of `overall`: the heads of
+    tasks the run never trains would otherwise pick the block.
+    """
+
+    def __init__(self, preprocessor, dev: dict, best_path: str, trained_tasks: tuple[str, ...] = TASKS):
         super().__init__()
         self.preprocessor, self.dev, self.best_path = preprocessor, dev, best_path
+        self.trained_tasks = trained_tasks
         self.best = -np.inf
         self.best_result: tuple[dict, dict] | None = None  # (metrics, predictions) of the best block
 
@@ -70,8 +76,9 @@ class DevEvaluation(keras.callbacks.Callback):
         print("   dev: " + "  ".join(f"{k}={v:.3f}" for k, v in metrics.items()), flush=True)
         if logs is not None:
             logs.update({f"dev_{k}": v for k, v in metrics.items()})
-        if metrics["overall"] > self.best:
-            self.best, self.best_result = metrics["overall"], (dict(metrics), predictions)
+        score = overall_score(metrics, self.trained_tasks)
+        if score > self.best:
+            self.best, self.best_result = score, (dict(metrics), predictions)
             partial = self.best_path + ".partial.weights.h5"
             self.model.save_weights(partial)
             os.replace(partial, self.best_path)
@@ -144,7 +151,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
 
     best_path = os.path.join(output_dir, "best.weights.h5")
     throughput = Throughput(train.batch_size)
-    dev_evaluation = DevEvaluation(preprocessor, dev, best_path)
+    dev_evaluation = DevEvaluation(preprocessor, dev, best_path, schedule.trained_tasks)
     callbacks = training_callbacks(output_dir, is_chief, throughput, checkpoint=False,
                                    evaluation=(dev_evaluation,), ema=train.ema_momentum > 0)
     fit_started = time.perf_counter()
