@@ -374,7 +374,6 @@ class ScheduleConfig:
                f"sampling={self.sampling!r}")
         _check(0 < self.layerwise_lr_decay <= 1, "schedule.layerwise_lr_decay must be in (0, 1]")
 
-
     @property
     def shares(self) -> dict[str, float]:
         return {"sst": self.sst_share, "para": self.para_share, "sts": self.sts_share}
