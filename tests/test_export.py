@@ -25,12 +25,13 @@ TEXTS_A = ["the cat sat on the mat .", "dogs ran fast"]
 TEXTS_B = ["the cat sat .", "the dog ran on the mat"]
 
 
-def tiny_model_dir(path, pair_encoder, sts_encoder=""):
-    """What pipelines.finetune leaves behind, for a tiny random model (no training needed)."""
-    keras.utils.set_random_seed(1)
+def tiny_model_dir(path, pair_encoder, sts_encoder="", seed=1, overrides=()):
+    """What pipelines.finetune leaves behind, for a tiny random model (no training needed);
+    `overrides` are more `--set` strings for its config.json."""
+    keras.utils.set_random_seed(seed)
     config = load_config(FinetuneConfig, None, [f"heads.pair_encoder={pair_encoder}",
                                                 f"heads.sts_encoder={sts_encoder}",
-                                                "data.max_sequence_length=16"])
+                                                "data.max_sequence_length=16", *overrides])
     encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
     model = MultitaskBert(encoder, pair_encoder=pair_encoder, sts_encoder=sts_encoder)
     tokenizer = make_tokenizer(TINY_VOCAB)

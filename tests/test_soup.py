@@ -9,35 +9,17 @@ import numpy as np
 import pytest
 
 from conftest import DATA_DIR, TINY_VOCAB, small_task_files
-from kerasbert.config import FinetuneConfig, FinetuneDataConfig, HeadsConfig, ModelConfig, save_config
-from kerasbert.data.tasks import Example
-from kerasbert.finetuning.data import TaskPreprocessor, task_dataset
-from kerasbert.finetuning.model import MultitaskBert
+from kerasbert.config import FinetuneConfig, FinetuneDataConfig, HeadsConfig
 from kerasbert.finetuning.soup import check_same_architecture
-from kerasbert.models.encoder import build_encoder
-from kerasbert.tokenization import make_tokenizer
 from pipelines import evaluate, soup
+from test_export import tiny_model_dir
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
 
 
 def write_member(path, files, seed):
-    """A pipelines.finetune output folder holding a tiny random model (seeded)."""
-    keras.utils.set_random_seed(seed)
-    encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=8, num_heads=2,
-                                        max_sequence_length=16), len(TINY_VOCAB))
-    model = MultitaskBert(encoder, pair_encoder="cross")
-    config = FinetuneConfig(data=FinetuneDataConfig(**files, max_sequence_length=16),
-                            heads=HeadsConfig(pair_encoder="cross"))
-    pre = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 16, "cross")
-    for task in ("sst", "para", "sts"):  # builds every head
-        x, _ = next(iter(task_dataset(task, [Example("the cat sat", "the dog ran", 1.0)] * 2, pre, 2, False)))
-        model(x)
-    os.makedirs(path)
-    save_config(config, os.path.join(path, "config.json"))
-    model.save(os.path.join(path, "model.keras"))
-    encoder.save_to_preset(os.path.join(path, "encoder"))
-    make_tokenizer(TINY_VOCAB).save_to_preset(os.path.join(path, "encoder"))
+    """A pipelines.finetune output folder holding a tiny random model whose dev files are `files`."""
+    model, _ = tiny_model_dir(path, "cross", seed=seed, overrides=[f"data.{k}={v}" for k, v in files.items()])
     return model
 
 

@@ -46,8 +46,7 @@ def load_soup(model_dirs: list[str]):
         check_same_architecture(first_dir, config, vocabulary, member_dir, member_config,
                                  member_preprocessor.tokenizer.get_vocabulary())
         weights = member.get_weights()
-        shapes = [w.shape for w in weight_lists[0]], [w.shape for w in weights]
-        if shapes[0] != shapes[1]:
+        if [w.shape for w in weights] != [w.shape for w in weight_lists[0]]:
             raise ValueError(f"{member_dir}: its weights do not have the shapes of {first_dir}'s "
                              "(another encoder size?); a soup averages runs of one architecture")
         weight_lists.append(weights)
