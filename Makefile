@@ -5,7 +5,6 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
-export TF_CPP_MIN_LOG_LEVEL := 2
 
 .PHONY: install demo test bench-pretrain bench-multitask bench-serving bench-search bench-padding clean
 

@@ -17,16 +17,14 @@
 stage's config (pipelines/configs/pretrain_tiny.json and finetune_demo.json by default).
 """
 
-import argparse
 import sys
 
-from pipelines.common import main_guard
+from pipelines.common import main_guard, pipeline_parser
 
 def parse_args(argv):
     from kerasbert.data.corpus import default_data_dir
 
-    parser = argparse.ArgumentParser(prog="python -m pipelines.demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = pipeline_parser("python -m pipelines.demo", __doc__)
     parser.add_argument("--data_dir", default=default_data_dir(),
                         help="Folder holding cs224n/ and wikitext-2/ (default: $KERASBERT_DATA_DIR or "
                              "../shared/data).")
@@ -63,7 +61,7 @@ def main(argv=None) -> int:
 
         Demo(args).run()
 
-    return main_guard(run)
+    return main_guard(run, verbose=args.verbose)
 
 
 if __name__ == "__main__":

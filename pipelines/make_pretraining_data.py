@@ -7,18 +7,15 @@ Masking stays dynamic: it happens when the shards are read back for training
 (`--set data.tfrecord_dir=runs/shards` on pipelines.pretrain).
 """
 
-import argparse
 import sys
 
-from pipelines.common import main_guard
+from pipelines.common import main_guard, pipeline_parser
 
 
 def main(argv=None) -> int:
     from kerasbert.data.corpus import default_data_dir
 
-    parser = argparse.ArgumentParser(prog="python -m pipelines.make_pretraining_data",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = pipeline_parser("python -m pipelines.make_pretraining_data", __doc__)
     parser.add_argument("--config", required=True, help="Pretraining config (data and model sections).")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Override one config field. Repeatable.")
@@ -51,7 +48,7 @@ def main(argv=None) -> int:
         paths = write_tfrecords(pairs, args.output_dir, args.num_shards)
         print(f"== wrote {len(pairs)} examples to {len(paths)} shards in {args.output_dir}")
 
-    return main_guard(run)
+    return main_guard(run, verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,13 @@
 Run the same command again after a crash: it resumes from the last backup.
 """
 
-import argparse
 import sys
 
-from pipelines.common import add_common_flags, main_guard
+from pipelines.common import add_common_flags, main_guard, pipeline_parser
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.pretrain", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = pipeline_parser("python -m pipelines.pretrain", __doc__)
     add_common_flags(parser)
     args = parser.parse_args(argv)
 
@@ -25,9 +23,10 @@ def main(argv=None) -> int:
         from kerasbert.config import PretrainConfig, load_config
         from kerasbert.pretraining.run import run_pretraining
         config = load_config(PretrainConfig, args.config, args.overrides)
-        run_pretraining(config, args.data_dir, args.output_dir, args.init_checkpoint, strategy)
+        run_pretraining(config, args.data_dir, args.output_dir, args.init_checkpoint, strategy,
+                        overwrite=args.overwrite)
 
-    return main_guard(run)
+    return main_guard(run, verbose=args.verbose)
 
 
 if __name__ == "__main__":

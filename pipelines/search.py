@@ -11,15 +11,13 @@ queries on the same corpus embed only the query. Prints JSON (progress goes to s
 sentences with their rank and cosine similarity.
 """
 
-import argparse
 import sys
 
-from pipelines.common import main_guard
+from pipelines.common import main_guard, pipeline_parser
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.search", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = pipeline_parser("python -m pipelines.search", __doc__)
     parser.add_argument("--model_dir", required=True,
                         help="pipelines.finetune output folder, or a SavedModel version folder with an "
                              "`embed` signature.")
@@ -60,7 +58,7 @@ def main(argv=None) -> int:
                    for query, row, row_scores in zip(args.query, indices, scores)]
         print(json.dumps(results, indent=2, ensure_ascii=False))
 
-    return main_guard(run)
+    return main_guard(run, verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -8,16 +8,14 @@ with different --set train.seed=N). The output folder has the layout of pipeline
 scored on the first run's dev files, so pipelines.evaluate and pipelines.export take it.
 """
 
-import argparse
 import sys
 
 from kerasbert.data.corpus import default_data_dir
-from pipelines.common import main_guard
+from pipelines.common import main_guard, pipeline_parser
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.soup", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = pipeline_parser("python -m pipelines.soup", __doc__)
     parser.add_argument("--model_dirs", required=True, nargs="+",
                         help="Two or more output folders of pipelines.finetune.")
     parser.add_argument("--data_dir", default=default_data_dir(),
@@ -29,7 +27,7 @@ def main(argv=None) -> int:
         from kerasbert.finetuning.soup import run_soup
         run_soup(args.model_dirs, args.data_dir, args.output_dir)
 
-    return main_guard(run)
+    return main_guard(run, verbose=args.verbose)
 
 
 if __name__ == "__main__":

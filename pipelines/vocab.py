@@ -6,17 +6,15 @@ A corpus is a name (wikitext, wikitext_test, imdb, sst, sts, quora, tasks_dev, r
 from --data_dir) or the path of a text file (documents separated by blank lines).
 """
 
-import argparse
 import sys
 
-from pipelines.common import main_guard
+from pipelines.common import main_guard, pipeline_parser
 
 
 def main(argv=None) -> int:
     from kerasbert.data.corpus import default_data_dir
 
-    parser = argparse.ArgumentParser(prog="python -m pipelines.vocab", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = pipeline_parser("python -m pipelines.vocab", __doc__)
     parser.add_argument("--corpus", action="append", required=True,
                         help="Corpus name or text file path. Repeatable.")
     parser.add_argument("--vocab_size", type=int, default=8000,
@@ -36,7 +34,7 @@ def main(argv=None) -> int:
         vocabulary = train_vocabulary(sentences, args.vocab_size, args.output)
         print(f"== wrote {len(vocabulary)} tokens to {args.output}")
 
-    return main_guard(run)
+    return main_guard(run, verbose=args.verbose)
 
 
 if __name__ == "__main__":

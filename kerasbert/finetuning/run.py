@@ -38,7 +38,12 @@ from kerasbert.tokenization import load_tokenizer
 from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
 from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
+from kerasbert.training.run_folder import check_output_dir
 from kerasbert.training.strategy import worker_info
+
+# What a run writes into its output folder (the layout above); --overwrite removes these.
+RUN_OUTPUTS = ("config.json", "model.keras", "encoder", "predictions", "best.weights.h5", "backup",
+               "history.csv", "logs", "curves.png", "sst_confusion.png", "metrics.json")
 
 
 def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
@@ -94,10 +99,18 @@ def write_predictions(path: str, examples, predictions: np.ndarray) -> None:
 
 
 def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_checkpoint: str,
-                   strategy: tf.distribute.Strategy | None = None) -> dict:
+                   strategy: tf.distribute.Strategy | None = None, overwrite: bool = False) -> dict:
+    """Trains, keeps the block with the best dev `overall`, writes the outputs; returns metrics.
+
+    A folder that holds a finished run is left as it is and its metrics are returned,
+    unless `overwrite`; a run killed part-way resumes from its last backup.
+    """
     started = time.perf_counter()
     strategy = strategy or tf.distribute.get_strategy()
     _, is_chief = worker_info()
+    finished = check_output_dir(output_dir, RUN_OUTPUTS, overwrite, is_chief)
+    if finished is not None:
+        return finished
     train, data, heads, schedule = config.train, config.data, config.heads, config.schedule
     keras.utils.set_random_seed(train.seed)
     os.makedirs(output_dir, exist_ok=True)
@@ -155,7 +168,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
     callbacks = training_callbacks(output_dir, is_chief, throughput, checkpoint=False,
                                    evaluation=(dev_evaluation,), ema=train.ema_momentum > 0)
     fit_started = time.perf_counter()
-    model.fit(batches, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block,
+    model.fit(batches, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block, shuffle=False,
               callbacks=callbacks, verbose=1 if is_chief else 0)
     train_seconds = time.perf_counter() - fit_started
     if os.path.exists(best_path):

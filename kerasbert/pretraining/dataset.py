@@ -164,7 +164,11 @@ def heldout_dataset(examples: tf.data.Dataset, packer, masker, batch_size: int, 
         >>> data = heldout_dataset(examples_dataset(pairs), packer, masker, 8, pad_id=0)
         >>> model.evaluate(data)
     """
+    num_examples = int(examples.cardinality())
     dataset = examples.ragged_batch(1).map(
         lambda one: pack_and_mask(one, packer, masker, pad_id, nsp))  # sequential: no parallel calls
     dataset = dataset.unbatch().batch(batch_size, drop_remainder=True)
+    if num_examples >= 0:  # known: Keras then stops at the last batch instead of warning that
+        # the data "ran out" (unbatch loses the count)
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_examples // batch_size))
     return dataset.cache().prefetch(tf.data.AUTOTUNE)

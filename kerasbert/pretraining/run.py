@@ -39,9 +39,14 @@ from kerasbert.pretraining.pairs import build_pairs
 from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
 from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
+from kerasbert.training.run_folder import check_output_dir
 from kerasbert.training.strategy import worker_info
 
 log = logging.getLogger(__name__)
+
+# What a run writes into its output folder (the layout above); --overwrite removes these.
+RUN_OUTPUTS = ("config.json", "vocab.txt", "encoder", "pretrainer.keras", "checkpoints", "backup",
+               "history.csv", "logs", "curves.png", "metrics.json")
 
 
 def stage(message: str, started: float | None = None) -> None:
@@ -162,14 +167,21 @@ def check_enough_examples(examples: list, batch_size: int, what: str) -> None:
 
 def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
                     init_checkpoint: str | None = None,
-                    strategy: tf.distribute.Strategy | None = None) -> dict:
-    """Trains, evaluates on held-out documents and writes the outputs; returns metrics."""
+                    strategy: tf.distribute.Strategy | None = None, overwrite: bool = False) -> dict:
+    """Trains, evaluates on held-out documents and writes the outputs; returns metrics.
+
+    A folder that holds a finished run is left as it is and its metrics are returned,
+    unless `overwrite`; a run killed part-way resumes from its last backup.
+    """
     if config.train.head_warmup_steps and not init_checkpoint:
         raise ValueError("train.head_warmup_steps trains fresh heads on a pretrained encoder and "
                          "needs --init_checkpoint. Received: no --init_checkpoint")
     started = time.perf_counter()
     strategy = strategy or tf.distribute.get_strategy()
     _, is_chief = worker_info()
+    finished = check_output_dir(output_dir, RUN_OUTPUTS, overwrite, is_chief)
+    if finished is not None:
+        return finished
     train = config.train
     keras.utils.set_random_seed(train.seed)
     if train.mixed_precision:
@@ -239,7 +251,7 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
     throughput = Throughput(train.batch_size)
     fit_started = time.perf_counter()
     # The held-out set is scored after every block (val_* in history.csv and the curves).
-    model.fit(train_data, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block,
+    model.fit(train_data, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block, shuffle=False,
               validation_data=heldout_data,
               callbacks=training_callbacks(output_dir, is_chief, throughput, ema=train.ema_momentum > 0),
               verbose=1 if is_chief else 0)

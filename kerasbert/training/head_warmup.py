@@ -32,6 +32,6 @@ def warm_up_heads(model: keras.Model, data: tf.data.Dataset, steps: int, learnin
     model.backbone.trainable = False
     try:
         compile_model(keras.optimizers.Adam(learning_rate, epsilon=1e-6))
-        model.fit(data, epochs=1, steps_per_epoch=steps, verbose=verbose)
+        model.fit(data, epochs=1, steps_per_epoch=steps, verbose=verbose, shuffle=False)
     finally:
         model.backbone.trainable = True

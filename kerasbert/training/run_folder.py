@@ -1,0 +1,71 @@
+"""A run's output folder: recognise a finished run, or clear one for `--overwrite`.
+
+A run writes `metrics.json` last, so a folder that holds it holds a finished run. Started
+again, the same command then trains nothing and returns the recorded metrics; a run
+killed before that point resumes from its backup instead (see `callbacks.resume_step`).
+`overwrite=True` removes the run's own outputs, named by the caller, and nothing else
+in the folder, so the next run starts from scratch.
+
+Example:
+    >>> check_output_dir("runs/tiny", ("metrics.json", "backup"), overwrite=False)
+    == runs/tiny holds a finished run (metrics.json, 60 steps): nothing to train. ...
+    {'mlm_accuracy': 0.12, ...}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+METRICS_FILE = "metrics.json"
+
+
+def finished_metrics(output_dir: str) -> dict | None:
+    """The metrics of the finished run in `output_dir`, or None if none finished there."""
+    path = os.path.join(output_dir, METRICS_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except ValueError as error:
+        raise ValueError(f"{path}: not a readable metrics file ({error}); the run that wrote it "
+                         "did not finish cleanly. Pass --overwrite to train again from scratch.") from None
+
+
+def clear_outputs(output_dir: str, names: tuple[str, ...]) -> list[str]:
+    """Removes the files and folders `names` from `output_dir`; returns those it removed."""
+    removed = []
+    for name in names:
+        path = os.path.join(output_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+        else:
+            continue
+        removed.append(name)
+    return removed
+
+
+def check_output_dir(output_dir: str, outputs: tuple[str, ...], overwrite: bool,
+                     is_chief: bool = True) -> dict | None:
+    """Before a run: the finished run's metrics if there is one to keep, else None.
+
+    With `overwrite`, the chief first removes `outputs` (the run's own files) from the folder.
+    """
+    if overwrite:
+        if is_chief and os.path.isdir(output_dir):
+            removed = clear_outputs(output_dir, outputs)
+            if removed:
+                print(f"== --overwrite: removed the previous run's {', '.join(removed)} from {output_dir}",
+                      flush=True)
+        return None
+    metrics = finished_metrics(output_dir)
+    if metrics is not None:
+        steps = metrics.get("train_steps")
+        print(f"== {output_dir} holds a finished run ({METRICS_FILE}"
+              + (f", {steps} steps" if steps is not None else "") + "): nothing to train. "
+              "Pass --overwrite to train it again from scratch.", flush=True)
+    return metrics
