@@ -8,7 +8,7 @@ text signatures in `assets.extra/tf_serving_warmup_requests`, which TF Serving (
 `python -m serving`) replays before it serves the version.
 
 Signatures (batch-major; text is UTF-8, tokenized inside the graph with tf_text ops):
-    sentiment  (text)            -> probabilities (batch, 5), label int64   [also serving_default]
+    sentiment  (text)            -> probabilities (batch, 5), label int64
     paraphrase (text_a, text_b)  -> probability (batch,), label int64
     similarity (text_a, text_b)  -> score (batch,) in [0, 5]
     embed      (text)            -> embedding (batch, hidden)
@@ -20,15 +20,19 @@ For TF Serving's :classify and :regress (serialized tf.Examples with bytes featu
     sentiment_classify   -> classes "0".."4", scores (batch, 5)
     paraphrase_classify  -> classes "0", "1", scores (batch, 2)
     similarity_regress   -> outputs (batch,) in [0, 5]
+`serving_default` is the first exported task's text signature: `sentiment` unless the
+export leaves that task out (`export_model(..., tasks=...)`).
 
 Example:
-    >>> path = export_saved_model("runs/finetune", "saved_models/kerasbert")
-    >>> path
+    >>> export_saved_model("runs/finetune", "saved_models/kerasbert")  # a pipelines.finetune folder
     'saved_models/kerasbert/1'
+    >>> export_model(model, preprocessor, "saved_models/sst2", tasks=("sst",))  # in your own script
+    'saved_models/sst2/1'
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -37,10 +41,12 @@ import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from kerasbert.config import to_dict
 from kerasbert.finetuning.data import TaskPreprocessor, load_finetuned
+from kerasbert.finetuning.model import TASKS
 from kerasbert.packing import pack_segments
 from kerasbert.tokenization import write_vocabulary
-from serving.warmup import predict_request, write_warmup_requests
+from kerasbert.warmup import predict_request, write_warmup_requests
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
@@ -89,17 +95,20 @@ def set_signature_methods(path: str, methods: dict[str, str]) -> None:
         f.write(saved_model.SerializeToString())
 
 
-def warmup_requests() -> list:
-    """One PredictRequest per text signature, replayed by servers when they load the version."""
+def warmup_requests(signatures) -> list:
+    """One PredictRequest per text signature among `signatures`, replayed by servers when
+    they load the version."""
     sentence, other = [b"a warm-up sentence ."], [b"another warm-up sentence ."]
     inputs = {"sentiment": {"text": sentence}, "embed": {"text": sentence},
               "paraphrase": {"text_a": sentence, "text_b": other},
               "similarity": {"text_a": sentence, "text_b": other}}
-    return [predict_request(signature, tensors) for signature, tensors in inputs.items()]
+    return [predict_request(signature, tensors) for signature, tensors in inputs.items()
+            if signature in signatures]
 
 
-def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:
-    """name -> (function, input signature). Each function returns a dict of named outputs.
+def serving_functions(model, preprocessor: TaskPreprocessor, tasks=TASKS) -> dict:
+    """name -> (function, input signature) for the signatures of `tasks` and `embed`. Each
+    function returns a dict of named outputs.
 
     Every signature calls the same traced functions, `tokenize` (text -> ragged token ids),
     `pack_segments` (one or two segments -> token tensors) and `encode` (token tensors ->
@@ -156,19 +165,32 @@ def serving_functions(model, preprocessor: TaskPreprocessor) -> dict:
         pair = text_features(inputs, "text_a", "text_b")
         return {"outputs": similarity_from(*pair_embeddings("sts", *pair))["score"]}
 
-    return {
-        "sentiment": (lambda text: sentiment_from(encode(*pack_one(text))), [TEXT]),
-        "paraphrase": (lambda a, b: paraphrase_from(*pair_embeddings("para", a, b)), [TEXT_A, TEXT_B]),
-        "similarity": (lambda a, b: similarity_from(*pair_embeddings("sts", a, b)), [TEXT_A, TEXT_B]),
-        "embed": (lambda text: {"embedding": encode(*pack_one(text))}, [TEXT]),
-        "sentiment_tokens": (lambda *t: sentiment_from(encode(*t)), token_specs()),
-        "paraphrase_tokens": (lambda *t: paraphrase_from(*token_embeddings("para", t)), pair_tokens("para")),
-        "similarity_tokens": (lambda *t: similarity_from(*token_embeddings("sts", t)), pair_tokens("sts")),
-        "embed_tokens": (lambda *t: {"embedding": encode(*t)}, token_specs()),
-        "sentiment_classify": (sentiment_classify, [EXAMPLES]),
-        "paraphrase_classify": (paraphrase_classify, [EXAMPLES]),
-        "similarity_regress": (similarity_regress, [EXAMPLES]),
+    by_task = {
+        "sst": {
+            "sentiment": (lambda text: sentiment_from(encode(*pack_one(text))), [TEXT]),
+            "sentiment_tokens": (lambda *t: sentiment_from(encode(*t)), token_specs()),
+            "sentiment_classify": (sentiment_classify, [EXAMPLES]),
+        },
+        "para": {
+            "paraphrase": (lambda a, b: paraphrase_from(*pair_embeddings("para", a, b)), [TEXT_A, TEXT_B]),
+            "paraphrase_tokens": (lambda *t: paraphrase_from(*token_embeddings("para", t)), pair_tokens("para")),
+            "paraphrase_classify": (paraphrase_classify, [EXAMPLES]),
+        },
+        "sts": {
+            "similarity": (lambda a, b: similarity_from(*pair_embeddings("sts", a, b)), [TEXT_A, TEXT_B]),
+            "similarity_tokens": (lambda *t: similarity_from(*token_embeddings("sts", t)), pair_tokens("sts")),
+            "similarity_regress": (similarity_regress, [EXAMPLES]),
+        },
     }
+    unknown = sorted(set(tasks) - set(by_task))
+    if unknown or not tasks:
+        raise ValueError(f"tasks must name some of {tuple(by_task)}. Received: tasks={tuple(tasks)}")
+    # Text signatures first: the first one is also serving_default.
+    functions = {name: by_task[task][name] for task in tasks for name in by_task[task] if "_" not in name}
+    functions["embed"] = (lambda text: {"embedding": encode(*pack_one(text))}, [TEXT])
+    functions.update({name: entry for task in tasks for name, entry in by_task[task].items() if "_" in name})
+    functions["embed_tokens"] = (lambda *t: {"embedding": encode(*t)}, token_specs())
+    return functions
 
 
 class _OrderedExportArchive(type(keras.export.ExportArchive())):  # the backend's archive class
@@ -197,11 +219,17 @@ class _OrderedExportArchive(type(keras.export.ExportArchive())):  # the backend'
         trackable.non_trainable_variables = [v for v in variables if not v.trainable]
 
 
-def export_saved_model(model_dir: str, export_base: str, version: int | None = None) -> str:
-    """Writes `<export_base>/<version>/` atomically and returns its path."""
-    _, model, preprocessor = load_finetuned(model_dir)
-    tokenizer = preprocessor.tokenizer
+def export_model(model, preprocessor: TaskPreprocessor, export_base: str, version: int | None = None,
+                 tasks=TASKS, config: dict | None = None) -> str:
+    """Writes a fine-tuned `MultitaskBert` as `<export_base>/<version>/` atomically; returns
+    its path. `tasks` picks the task signatures (a model fine-tuned on one task exports
+    that task's); `config`, if given, travels as `assets/kerasbert_config.json`.
 
+    Example:
+        >>> export_model(model, preprocessor, "saved_models/sst2", tasks=("sst",))
+        'saved_models/sst2/1'
+    """
+    tokenizer = preprocessor.tokenizer
     os.makedirs(export_base, exist_ok=True)
     version = version or next_version(export_base)
     target = os.path.join(export_base, str(version))
@@ -214,20 +242,30 @@ def export_saved_model(model_dir: str, export_base: str, version: int | None = N
     archive = _OrderedExportArchive(model)
     tokenizer(tf.constant(["build"]))  # a Keras layer must be built before it is tracked
     archive.track(tokenizer)  # its WordPiece tables are resources the graph needs
-    for name, (function, signature) in serving_functions(model, preprocessor).items():
+    functions = serving_functions(model, preprocessor, tasks)
+    for name, (function, signature) in functions.items():
         archive.add_endpoint(name, tf.function(function), input_signature=signature)
 
     building = tempfile.mkdtemp(prefix=f".{version}-building-", dir=export_base)
     try:
         archive.write_out(building, verbose=False)
-        set_signature_methods(building, METHODS)
-        write_warmup_requests(building, warmup_requests())
+        set_signature_methods(building, {name: method for name, method in METHODS.items() if name in functions})
+        write_warmup_requests(building, warmup_requests(functions))
         assets = os.path.join(building, "assets")
         os.makedirs(assets, exist_ok=True)
-        shutil.copy(os.path.join(model_dir, "config.json"), os.path.join(assets, "kerasbert_config.json"))
+        if config is not None:
+            with open(os.path.join(assets, "kerasbert_config.json"), "w", encoding="utf-8") as f:
+                json.dump(config, f, indent=2)
+                f.write("\n")
         write_vocabulary(tokenizer.get_vocabulary(), os.path.join(assets, "vocab.txt"))
         os.rename(building, target)  # atomic on one filesystem; fails if target appeared
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
     return target
+
+
+def export_saved_model(model_dir: str, export_base: str, version: int | None = None) -> str:
+    """Exports the fine-tuning run in `model_dir` (all tasks) as `<export_base>/<version>/`."""
+    config, model, preprocessor = load_finetuned(model_dir)
+    return export_model(model, preprocessor, export_base, version, config=to_dict(config))

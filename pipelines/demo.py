@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
 
     def run():
-        from kerasbert.demo import Demo
+        from pipelines.demo_stages import Demo
 
         Demo(args).run()
 

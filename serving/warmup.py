@@ -1,13 +1,12 @@
-"""SavedModel warm-up records, as TF Serving reads them.
+"""SavedModel warm-up records, read and replayed as TF Serving does.
 
 A version may carry `assets.extra/tf_serving_warmup_requests`: a TFRecord file of
-`PredictionLog` protos. TF Serving replays them when it loads the version, before it
-marks the version AVAILABLE, so that no client pays for the first call of a
-signature (function instantiation and graph optimisation: about 0.5 s for the
-kerasbert text signatures here). This module writes such a file and replays it.
+`PredictionLog` protos, written by whoever exported it. TF Serving replays them when
+it loads the version, before it marks the version AVAILABLE, so that no client pays
+for the first call of a signature (function instantiation and graph optimisation:
+about 0.5 s for the kerasbert text signatures here).
 
 Example:
-    >>> write_warmup_requests(export_dir, [predict_request("sentiment", {"text": [b"a fine film"]})])
     >>> replay_warmup_requests(servable)  # returns how many records it ran
     1
 """
@@ -21,31 +20,6 @@ from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 MAX_RECORDS = 1000  # TF Serving's limit on warm-up records per version
-
-_LOG_FIELDS = {predict_pb2.PredictRequest: "predict_log", classification_pb2.ClassificationRequest: "classify_log",
-               regression_pb2.RegressionRequest: "regress_log"}
-
-
-def predict_request(signature: str, inputs: dict) -> predict_pb2.PredictRequest:
-    """A PredictRequest for `signature`, each input (a list or array) as a TensorProto."""
-    request = predict_pb2.PredictRequest()
-    request.model_spec.signature_name = signature
-    for key, value in inputs.items():
-        request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
-    return request
-
-
-def write_warmup_requests(export_dir: str, requests: list) -> str:
-    """Writes Predict/Classification/Regression requests as the version's warm-up file."""
-    path = os.path.join(export_dir, WARMUP_FILE)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with tf.io.TFRecordWriter(path) as writer:
-        for request in requests:
-            log = prediction_log_pb2.PredictionLog()
-            getattr(log, _LOG_FIELDS[type(request)]).request.CopyFrom(request)
-            writer.write(log.SerializeToString())
-    return path
-
 
 def read_warmup_requests(version_dir: str) -> list:
     """The requests of a version's warm-up file ([] if it has none)."""

@@ -6,8 +6,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.warmup import predict_request, write_warmup_requests
 from serving.model_store import ModelConfig, ModelStore, program_key
-from serving.warmup import predict_request, read_warmup_requests, replay_warmup_requests, write_warmup_requests
+from serving.warmup import read_warmup_requests, replay_warmup_requests
 from tests.serving_models import Counted, save_toy
 
 
