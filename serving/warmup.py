@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 import tensorflow as tf
-from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2, regression_pb2
+from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 MAX_RECORDS = 1000  # TF Serving's limit on warm-up records per version

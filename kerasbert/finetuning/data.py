@@ -10,7 +10,7 @@ can interleave them:
 
 Example:
     >>> pre = TaskPreprocessor(tokenizer, sequence_length=128, pair_encoder="cross")
-    >>> train = interleave({"sst": sst_ds, "para": para_ds, "sts": sts_ds}, sizes, "temperature")
+    >>> train = interleave_tasks({"sst": sst_ds, "para": para_ds, "sts": sts_ds}, sizes, "temperature")
 """
 
 from __future__ import annotations
@@ -39,6 +39,12 @@ class TaskPreprocessor:
         trim: cut each packed batch to its longest sequence (the padding beyond it changes
             nothing under the padding mask, and costs most of the compute on short text).
             Off for XLA, which wants one shape.
+
+    Example:
+        >>> preprocessor = TaskPreprocessor(load_tokenizer(minilm_checkpoint()), 128, "cross")
+        >>> x = preprocessor("sts", tf.constant(["A man eats."]), tf.constant(["Someone eats."]))
+        >>> x["token_ids"].shape  # the packed pair, trimmed to its length
+        TensorShape([1, 10])
     """
 
     def __init__(self, tokenizer, sequence_length: int, pair_encoder: str = "cross", trim: bool = True,
@@ -86,7 +92,15 @@ def resolve_path(data_dir: str, path: str) -> str:
 
 
 def load_examples(task: str, path: str, limit: int = 0, seed: int = 0) -> list[Example]:
-    """Reads a task file; with `limit`, a seeded random subset of that size."""
+    """Reads a task file (cs224n or GLUE layout); with `limit`, a seeded random subset of
+    that size. Damaged rows are skipped and counted; a mostly damaged file is an error
+    naming its first bad line.
+
+    Example:
+        >>> examples = load_examples("sts", "../shared/data/cs224n/sts-dev.tsv")
+        >>> len(examples), examples[0].label
+        (863, 1.0)
+    """
     result = read_task_file(task, path)
     if result.skipped:
         print(f"   {path}: skipped {result.skipped} damaged row(s)")
@@ -109,6 +123,10 @@ def task_dataset(task: str, examples: list[Example], preprocessor: TaskPreproces
 
     With `swap_pairs` (training only, pair tasks), each drawn pair is (b, a) with
     probability 1/2, seeded.
+
+    Example:
+        >>> train = task_dataset("sst", examples, preprocessor, batch_size=32, training=True)
+        >>> model.fit(train, steps_per_epoch=100, epochs=3)
     """
     data = tf.data.Dataset.from_tensor_slices((
         [e.text_a for e in examples], [e.text_b for e in examples],
@@ -155,9 +173,15 @@ def task_weights(sizes: dict[str, int], sampling: str, temperature: float,
     return {task: value / total for task, value in raw.items()}
 
 
-def interleave(datasets: dict[str, tf.data.Dataset], sizes: dict[str, int], sampling: str,
+def interleave_tasks(datasets: dict[str, tf.data.Dataset], sizes: dict[str, int], sampling: str,
                temperature: float, seed: int = 0, shares: dict[str, float] | None = None) -> tf.data.Dataset:
-    """One stream of single-task batches from the per-task (infinite) streams."""
+    """One stream of single-task batches from the per-task (infinite) streams, drawn as
+    `sampling` says (see `task_weights`).
+
+    Example:
+        >>> batches = interleave_tasks({"sst": sst_train, "sts": sts_train}, {"sst": 8544, "sts": 6040},
+        ...                            "temperature", temperature=2.0)
+    """
     tasks = list(datasets)
     if sampling == "round_robin":
         choice = tf.data.Dataset.range(len(tasks)).repeat()

@@ -63,7 +63,12 @@ def predict_examples(model, preprocessor, task: str, examples, batch_size: int =
 
 def score_file(model, preprocessor, task: str, path: str, limit: int = 0) -> dict[str, float]:
     """Metrics of `task`'s head on a labelled file of that task's format (a seeded random
-    `limit` rows of it if > 0)."""
+    `limit` rows of it if > 0).
+
+    Example:
+        >>> score_file(model, preprocessor, "sts", "../shared/data/cs224n/sts-dev.tsv")
+        {'sts_pearson': 0.87, 'sts_spearman': 0.86}
+    """
     examples = load_examples(task, path, limit)
     return task_metrics(task, [e.label for e in examples], predict_examples(model, preprocessor, task, examples))
 

@@ -44,6 +44,22 @@ def second_inputs(x: dict) -> dict:
 
 @keras.saving.register_keras_serializable(package="kerasbert")
 class MultitaskBert(keras.Model):
+    """One shared encoder with sentiment (5 classes), paraphrase (binary) and similarity
+    (0-5) heads; each training batch holds one task (`task_dataset`, `interleave_tasks`).
+
+    Args:
+        backbone: a keras-hub `BertBackbone`.
+        pair_encoder: "cross" (a pair packed as one sequence) or "bi" (Sentence-BERT).
+        sts_encoder: the similarity head's own cross/bi choice (None: `pair_encoder`).
+        pooling: sentence embedding from the "mean" of token states or the "cls" pooler.
+        task_weights: loss weights of (sst, para, sts).
+
+    Example:
+        >>> model = MultitaskBert(load_encoder(minilm_checkpoint()))
+        >>> model.compile(optimizer=keras.optimizers.AdamW(5e-5))
+        >>> model.fit(task_dataset("sst", examples, preprocessor, 32, training=True), steps_per_epoch=100)
+    """
+
     def __init__(self, backbone, pair_encoder="cross", sts_encoder=None, pooling="mean", dropout=0.1,
                  sts_loss="mse", para_mnrl_weight=0.0, mnrl_scale=20.0,
                  task_weights=(1.0, 1.0, 1.0), layerwise_lr_decay=1.0, hold_idle_heads=False,

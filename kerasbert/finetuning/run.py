@@ -28,8 +28,8 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.config import FinetuneConfig, save_config
-from kerasbert.finetuning.data import (TASK_IDS, TaskPreprocessor, interleave, load_examples,
-                                       resolve_path, task_dataset)
+from kerasbert.finetuning.data import (TaskPreprocessor, interleave_tasks, load_examples, resolve_path,
+                                       task_dataset)
 from kerasbert.finetuning.evaluation import overall_score, plot_confusion, predict_examples, task_metrics
 from kerasbert.finetuning.model import TASKS, MultitaskBert
 from kerasbert.models.encoder import checkpoint_source, load_encoder
@@ -104,6 +104,10 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
 
     A folder that holds a finished run is left as it is and its metrics are returned,
     unless `overwrite`; a run killed part-way resumes from its last backup.
+
+    Example:
+        >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json")
+        >>> run_finetuning(config, "../shared/data", "runs/ft", minilm_checkpoint())["overall"]
     """
     started = time.perf_counter()
     strategy = strategy or tf.distribute.get_strategy()
@@ -135,7 +139,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
                                         data.group_by_length, data.swap_pairs)
         print(f"   {task}: {len(examples)} train, {len(dev[task])} dev")
     start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
-    batches = interleave(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed,
+    batches = interleave_tasks(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed,
                          schedule.shares)
     batches = batches.skip(start_step).prefetch(tf.data.AUTOTUNE)
 

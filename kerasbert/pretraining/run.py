@@ -29,13 +29,12 @@ import tensorflow as tf
 
 from kerasbert import tokenization
 from kerasbert.config import PretrainConfig, save_config
-from kerasbert.data.corpus import load_corpora, load_labelled_corpora
+from kerasbert.data.corpus import load_labelled_corpora
 from kerasbert.models.encoder import build_encoder, load_encoder
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
-from kerasbert.pretraining.dataset import (examples_dataset, heldout_dataset, make_packer,
-                                           pretraining_dataset, tfrecord_dataset)
-from kerasbert.pretraining.masking import Masker
-from kerasbert.pretraining.pairs import build_pairs
+from kerasbert.pretraining.dataset import examples_dataset, tfrecord_dataset
+from kerasbert.pretraining.inputs import (heldout_batches, heldout_pairs, tokenize_documents, training_batches,
+                                          training_pairs)
 from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
 from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
@@ -76,12 +75,6 @@ def resolve_tokenizer(config: PretrainConfig, documents, init_checkpoint: str | 
     vocabulary = tokenization.train_vocabulary(sentences, config.data.vocab_size,
                                                vocab_path if is_chief else None)
     return tokenization.make_tokenizer(vocabulary)
-
-
-def tokenize_documents(tokenizer, documents):
-    flat = tokenization.tokenize_sentences(tokenizer, [s for doc in documents for s in doc])
-    it = iter(flat)
-    return [[next(it) for _ in doc] for doc in documents]
 
 
 def unigram_log_prior(tokenized_documents, vocabulary_size: int) -> np.ndarray:
@@ -126,39 +119,6 @@ def build_model(config: PretrainConfig, vocabulary_size: int, init_checkpoint: s
     return BertPretrainer(encoder, mask_selection_length=length, nsp=nsp)
 
 
-def make_masker(config: PretrainConfig, tokenizer, seed=None,
-                selection_rate: float | None = None) -> Masker:
-    """The configured masker; `selection_rate` overrides `data.mask_selection_rate`."""
-    ids = tokenization.special_token_ids(tokenizer)
-    data = config.data
-    return Masker(
-        vocabulary_size=tokenizer.vocabulary_size(), mask_token_id=ids["mask"],
-        unselectable_token_ids=[ids["pad"], ids["cls"], ids["sep"]], strategy=data.masking,
-        mask_selection_rate=selection_rate or data.mask_selection_rate,
-        mask_selection_length=data.mask_selection_length,
-        mask_token_rate=data.mask_token_rate, random_token_rate=data.random_token_rate,
-        continuation=tokenization.continuation_table(tokenizer) if data.masking != "token" else None,
-        span_geometric_p=data.span_geometric_p, span_max_length=data.span_max_length, seed=seed)
-
-
-def training_pairs(config: PretrainConfig, tokenized_documents, sources) -> list[dict]:
-    """The training examples `config` builds from tokenized documents (seeded by `train.seed`)."""
-    data = config.data
-    return build_pairs(tokenized_documents, config.model.max_sequence_length,
-                       np.random.default_rng(config.train.seed), nsp=data.nsp,
-                       short_seq_prob=data.short_seq_prob, dupe_factor=data.dupe_factor,
-                       sources=sources)
-
-
-def heldout_pairs(config: PretrainConfig, tokenizer, data_dir: str) -> list[dict]:
-    """The held-out examples every run of `config` scores: pairs from `data.heldout_source`
-    (seeded by `train.seed + 1`), the first `data.heldout_examples` of them."""
-    documents = load_corpora([config.data.heldout_source], data_dir)
-    pairs = build_pairs(tokenize_documents(tokenizer, documents), config.model.max_sequence_length,
-                        np.random.default_rng(config.train.seed + 1), nsp=config.data.nsp)
-    return pairs[: config.data.heldout_examples]
-
-
 def check_enough_examples(examples: list, batch_size: int, what: str) -> None:
     if len(examples) < batch_size:
         raise ValueError(f"{what}: {len(examples)} examples, fewer than one batch "
@@ -172,6 +132,10 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
 
     A folder that holds a finished run is left as it is and its metrics are returned,
     unless `overwrite`; a run killed part-way resumes from its last backup.
+
+    Example:
+        >>> config = load_config(PretrainConfig, "pipelines/configs/pretrain_tiny.json")
+        >>> run_pretraining(config, "../shared/data", "runs/tiny")["mlm_accuracy"]
     """
     if config.train.head_warmup_steps and not init_checkpoint:
         raise ValueError("train.head_warmup_steps trains fresh heads on a pretrained encoder and "
@@ -194,9 +158,7 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
     stage(f"reading corpora {list(config.data.sources)} from {data_dir}")
     documents, sources = load_labelled_corpora(config.data.sources, data_dir)
     tokenizer = resolve_tokenizer(config, documents, init_checkpoint, output_dir, is_chief)
-    ids = tokenization.special_token_ids(tokenizer)
     seq = config.model.max_sequence_length
-    packer = make_packer(seq, ids)
 
     start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
     tokenized = None
@@ -213,21 +175,14 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         print(f"   {len(pairs)} examples ({len(nsp_pairs)} NSP pairs, "
               f"{np.mean([p['nsp_label'] for p in nsp_pairs]) if nsp_pairs else 0:.3f} true-next)")
         train_examples = examples_dataset(pairs)
-    train_data = pretraining_dataset(
-        train_examples, packer, make_masker(config, tokenizer), train.batch_size, ids["pad"],
-        seed=train.seed, shuffle_buffer=train.shuffle_buffer, skip_batches=start_step,
-        nsp=config.data.nsp)
+    train_data = training_batches(config, tokenizer, train_examples, skip_batches=start_step)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     train_data = train_data.with_options(options)
 
     heldout = heldout_pairs(config, tokenizer, data_dir)
     check_enough_examples(heldout, train.batch_size, f"held-out corpus {config.data.heldout_source}")
-    heldout_data = heldout_dataset(
-        examples_dataset(heldout), packer,
-        make_masker(config, tokenizer, seed=train.seed,
-                    selection_rate=config.data.heldout_mask_selection_rate),
-        train.batch_size, ids["pad"], nsp=config.data.nsp)
+    heldout_data = heldout_batches(config, tokenizer, heldout)
 
     with strategy.scope():
         model = build_model(config, tokenizer.vocabulary_size(), init_checkpoint)

@@ -35,6 +35,10 @@ def make_strategy(name: str, cpu_devices: int = 0) -> tf.distribute.Strategy:
         name: default | mirrored | multi_worker | tpu.
         cpu_devices: with `mirrored` and no GPU, split the CPU into this many
             logical devices (0: use the local GPUs, or the one CPU).
+
+    Example:
+        >>> with make_strategy("mirrored").scope():
+        ...     model = BertPretrainer(build_encoder("tiny", vocabulary_size=8000))
     """
     if name not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}. Received: strategy={name!r}")
