@@ -29,10 +29,9 @@ def token_fill(data_dir: str, batch_size: int = 32) -> list[dict]:
 
     from kerasbert.config import FinetuneDataConfig
     from kerasbert.finetuning.data import TaskPreprocessor, load_examples, resolve_path, task_dataset
-    from kerasbert.finetuning.run import checkpoint_source
     from kerasbert.tokenization import load_tokenizer
 
-    tokenizer = load_tokenizer(checkpoint_source(minilm_checkpoint()))
+    tokenizer = load_tokenizer(minilm_checkpoint())
     data_config = FinetuneDataConfig(max_sequence_length=64)
     rows = []
     for encoder, tasks in (("cross", ("sst", "para", "sts")), ("bi", ("para", "sts"))):
@@ -84,12 +83,12 @@ def dev_scoring(data_dir: str, repeats: int) -> dict:
     from kerasbert.finetuning.data import TaskPreprocessor, load_examples, resolve_path, task_dataset
     from kerasbert.finetuning.evaluation import predict_examples, predict_task
     from kerasbert.finetuning.model import TASKS, MultitaskBert
-    from kerasbert.models.encoder import checkpoint_source, load_encoder
+    from kerasbert.models.encoder import load_encoder
     from kerasbert.tokenization import load_tokenizer
 
     config = load_config(FinetuneConfig, os.path.join("pipelines", "configs", "finetune_minilm_mixed.json"))
     heads, init = config.heads, minilm_checkpoint()
-    preprocessor = TaskPreprocessor(load_tokenizer(checkpoint_source(init)), config.data.max_sequence_length,
+    preprocessor = TaskPreprocessor(load_tokenizer(init), config.data.max_sequence_length,
                                     heads.pair_encoder, sts_encoder=heads.sts_encoder)
     model = MultitaskBert(load_encoder(init), pair_encoder=heads.pair_encoder, sts_encoder=heads.sts_encoder,
                           pooling=heads.pooling)

@@ -74,14 +74,21 @@ def make_tokenizer(vocabulary: list[str] | str) -> keras_hub.models.BertTokenize
     return keras_hub.models.BertTokenizer(vocabulary=list(vocabulary), lowercase=True)
 
 
+def checkpoint_source(checkpoint: str) -> str:
+    """The preset folder of a checkpoint: a kerasbert run keeps its encoder in `encoder/`."""
+    inner = os.path.join(checkpoint, "encoder")
+    return inner if os.path.isfile(os.path.join(inner, "config.json")) else checkpoint
+
+
 def load_tokenizer(checkpoint_dir: str) -> keras_hub.models.BertTokenizer:
-    """The tokenizer of a checkpoint: a kerasbert/keras-hub preset or a Hugging Face folder.
+    """The tokenizer of a checkpoint: a kerasbert run or keras-hub preset folder, a Hugging
+    Face folder, or a hub handle.
 
     Example:
         >>> load_tokenizer(minilm_checkpoint()).vocabulary_size()
         30522
     """
-    return keras_hub.models.BertTokenizer.from_preset(checkpoint_dir)
+    return keras_hub.models.BertTokenizer.from_preset(checkpoint_source(checkpoint_dir))
 
 
 def special_token_ids(tokenizer) -> dict[str, int]:

@@ -32,7 +32,7 @@ from kerasbert.finetuning.data import (TaskPreprocessor, interleave_tasks, load_
                                        task_dataset)
 from kerasbert.finetuning.evaluation import overall_score, plot_confusion, predict_examples, task_metrics
 from kerasbert.finetuning.model import TASKS, MultitaskBert
-from kerasbert.models.encoder import checkpoint_source, load_encoder
+from kerasbert.models.encoder import load_encoder
 from kerasbert.pretraining.run import stage
 from kerasbert.tokenization import load_tokenizer
 from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
@@ -121,7 +121,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
     if is_chief:
         save_config(config, os.path.join(output_dir, "config.json"))
 
-    tokenizer = load_tokenizer(checkpoint_source(init_checkpoint))
+    tokenizer = load_tokenizer(init_checkpoint)
     preprocessor = TaskPreprocessor(tokenizer, data.max_sequence_length, heads.pair_encoder,
                                     trim=not config.train.jit_compile,  # XLA wants one shape
                                     sts_encoder=heads.sts_encoder)

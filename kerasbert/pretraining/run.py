@@ -62,9 +62,7 @@ def resolve_tokenizer(config: PretrainConfig, documents, init_checkpoint: str | 
     """Tokenizer of the init checkpoint, of `data.vocab_file`, or trained on the corpus
     (deterministic, so every worker trains the same one; only the chief saves it)."""
     if init_checkpoint:
-        source = (os.path.join(init_checkpoint, "encoder") if is_kerasbert_run(init_checkpoint)
-                  else init_checkpoint)
-        return tokenization.load_tokenizer(source)
+        return tokenization.load_tokenizer(init_checkpoint)
     if config.data.vocab_file:
         return tokenization.make_tokenizer(config.data.vocab_file)
     vocab_path = os.path.join(output_dir, "vocab.txt")

@@ -1,0 +1,48 @@
+"""Fine-tune one task with your own `model.fit`, score it, and export it for TF Serving.
+
+    python examples/finetune_fit.py --task sts --train ../shared/data/cs224n/sts-train.tsv \
+        --dev ../shared/data/cs224n/sts-dev.tsv --export_base saved_models/sts
+    python examples/finetune_fit.py --task sst --train SST-2/train.tsv --dev SST-2/dev.tsv \
+        --export_base saved_models/sst2
+
+Task files: GLUE TSVs (SST-2: sentence, label; QQP: question1, question2, is_duplicate;
+STS-B: sentence1, sentence2, score) or the shared data's cs224n files. The encoder starts
+from --init_checkpoint: MiniLM by default, or a Hugging Face BERT folder, a keras-hub
+preset, or a kerasbert run (pipelines.pretrain, examples/pretrain_fit.py).
+"""
+
+import argparse
+
+import keras
+
+import kerasbert
+
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--task", required=True, choices=("sst", "para", "sts"),
+                    help="sst: sentiment classes; para: paraphrase (binary); sts: similarity 0-5.")
+parser.add_argument("--train", required=True, help="Training TSV of the task.")
+parser.add_argument("--dev", required=True, help="Labelled TSV to score after training.")
+parser.add_argument("--export_base", required=True, help="SavedModel versions go to <export_base>/<N>/.")
+parser.add_argument("--init_checkpoint", help="Encoder to start from (default: the MiniLM checkpoint).")
+parser.add_argument("--sequence_length", type=int, default=128, help="Tokens per packed example.")
+parser.add_argument("--batch_size", type=int, default=32, help="Examples per step.")
+parser.add_argument("--steps_per_epoch", type=int, default=100, help="Steps per epoch.")
+parser.add_argument("--epochs", type=int, default=3, help="Epochs to train.")
+parser.add_argument("--learning_rate", type=float, default=5e-5, help="AdamW learning rate.")
+args = parser.parse_args()
+
+checkpoint = args.init_checkpoint or kerasbert.minilm_checkpoint()
+preprocessor = kerasbert.TaskPreprocessor(kerasbert.load_tokenizer(checkpoint), args.sequence_length,
+                                          pair_encoder="cross")  # a pair is read as [CLS] a [SEP] b [SEP]
+examples = kerasbert.load_examples(args.task, args.train)
+train = kerasbert.task_dataset(args.task, examples, preprocessor, args.batch_size, training=True)
+
+model = kerasbert.MultitaskBert(kerasbert.load_encoder(checkpoint))
+model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01))
+model.fit(train, steps_per_epoch=args.steps_per_epoch, epochs=args.epochs)
+
+print("dev:", kerasbert.score_file(model, preprocessor, args.task, args.dev))
+# Signatures of this task only: text in (tokenized inside the graph), token ids in, and
+# TF Serving's classify/regress; plus `embed`.
+path = kerasbert.export_model(model, preprocessor, args.export_base, tasks=(args.task,))
+print(f"exported {path}; serve it: python -m serving --model_name=NAME --model_base_path={args.export_base}")
