@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -53,6 +54,7 @@ TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
 TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
 EXAMPLES = tf.TensorSpec([None], tf.string, name="inputs")
 SEGMENT = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)  # token ids
+_BUILDING = re.compile(r"^\.\d+-building-(\d+)-")  # a version being written, and the writer's pid
 METHODS = {"sentiment_classify": "tensorflow/serving/classify", "paraphrase_classify": "tensorflow/serving/classify",
            "similarity_regress": "tensorflow/serving/regress"}
 
@@ -219,6 +221,28 @@ class _OrderedExportArchive(type(keras.export.ExportArchive())):  # the backend'
         trackable.non_trainable_variables = [v for v in variables if not v.trainable]
 
 
+def remove_abandoned_builds(export_base: str) -> list[str]:
+    """Removes the hidden build folders of exports whose process is gone (killed mid-write);
+    returns their names. A server never loads them: their names are not versions."""
+    removed = []
+    for name in os.listdir(export_base):
+        match = _BUILDING.match(name)
+        if match and not _process_alive(int(match.group(1))):
+            shutil.rmtree(os.path.join(export_base, name), ignore_errors=True)
+            removed.append(name)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
 def export_model(model, preprocessor: TaskPreprocessor, export_base: str, version: int | None = None,
                  tasks=TASKS, config: dict | None = None) -> str:
     """Writes a fine-tuned `MultitaskBert` as `<export_base>/<version>/` atomically; returns
@@ -246,7 +270,8 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     for name, (function, signature) in functions.items():
         archive.add_endpoint(name, tf.function(function), input_signature=signature)
 
-    building = tempfile.mkdtemp(prefix=f".{version}-building-", dir=export_base)
+    remove_abandoned_builds(export_base)
+    building = tempfile.mkdtemp(prefix=f".{version}-building-{os.getpid()}-", dir=export_base)
     try:
         archive.write_out(building, verbose=False)
         set_signature_methods(building, {name: method for name, method in METHODS.items() if name in functions})

@@ -83,3 +83,55 @@ def test_multi_worker_trains_in_sync_and_only_chief_writes(tmp_path):
     assert sorted(os.listdir(output)) == sorted(
         ["checkpoints", "config.json", "curves.png", "encoder", "history.csv", "logs",
          "metrics.json", "pretrainer.keras", "vocab.txt"])
+
+
+def start_workers(config, output, ports):
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    workers = []
+    for index in range(2):
+        env = {**os.environ, "PYTHONPATH": ROOT,
+               "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})}
+        workers.append(subprocess.Popen(
+            [sys.executable, "-m", "pipelines.pretrain", "--config", config, "--strategy", "multi_worker",
+             "--output_dir", str(output)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    return workers
+
+
+def test_multi_worker_run_killed_and_restarted_resumes_in_sync(tmp_path):
+    import signal
+    import time
+
+    config = tiny_run_config(tmp_path, steps=60, block=10)
+    output = tmp_path / "out"
+    workers = start_workers(config, output, free_ports(2))
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline and not list((output / "backup").glob("block-0002.weights.h5")):
+            assert all(w.poll() is None for w in workers), "a worker ended before the kill"
+            time.sleep(0.05)
+        workers[1].send_signal(signal.SIGKILL)  # a preempted worker...
+        time.sleep(2)
+        workers[0].send_signal(signal.SIGKILL)  # ...and the chief, stuck waiting for it, restarted too
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.communicate()
+    assert not (output / "metrics.json").exists()
+
+    workers = start_workers(config, output, free_ports(2))
+    outputs = []
+    for worker in workers:
+        try:
+            outputs.append(worker.communicate(timeout=400)[0])
+        finally:
+            worker.kill()
+    for worker, out in zip(workers, outputs):
+        assert worker.returncode == 0, out[-3000:]
+    resumed = [next(line for line in out.splitlines() if "resuming at step" in line)
+               .split("resuming at step ")[1] for out in outputs]
+    assert resumed[0] == resumed[1] and int(resumed[0].split()[0]) >= 20  # the same backup, both
+    fingerprints = [next(line for line in out.splitlines() if "weights_fingerprint=" in line)
+                    .split("weights_fingerprint=")[1].split()[0] for out in outputs]
+    assert fingerprints[0] == fingerprints[1]  # still in sync
+    assert json.loads((output / "metrics.json").read_text())["train_steps"] == 60

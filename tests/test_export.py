@@ -153,3 +153,31 @@ def test_tfsmlayer_embed_inside_a_new_keras_model_and_saved_model_cli(tmp_path):
     shown = subprocess.run([cli, "show", "--dir", path, "--tag_set", "serve", "--signature_def",
                             "sentiment_classify"], capture_output=True, text=True)
     assert "Method name is: tensorflow/serving/classify" in shown.stdout
+
+
+def test_an_export_killed_mid_write_leaves_nothing_a_server_would_load(tmp_path):
+    import signal
+    import time
+
+    from serving.model_store import ModelStore
+
+    tiny_model_dir(str(tmp_path / "run"), "cross")
+    base = tmp_path / "exports"
+    base.mkdir()
+    command = [sys.executable, "-m", "pipelines.export", "--model_dir", str(tmp_path / "run"),
+               "--export_base", str(base)]
+    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(base.glob(".1-building-*/saved_model.pb")):
+        assert process.poll() is None, "the export finished before it could be killed"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    left = os.listdir(base)
+    assert len(left) == 1 and left[0].startswith(".1-building-")  # hidden, not a version
+    assert ModelStore.versions_on_disk(str(base)) == []  # what a polling server would load
+    # The next export takes version 1 and clears what the killed one left.
+    assert export_saved_model(str(tmp_path / "run"), str(base)) == str(base / "1")
+    assert os.listdir(base) == ["1"]

@@ -1,4 +1,5 @@
-"""Kill a pretraining run with SIGKILL mid-block; the same command resumes and finishes."""
+"""Runs that stop and start again: killed with SIGKILL mid-block, resumed from a damaged
+backup, started twice, started where nothing can be written."""
 
 import csv
 import json
@@ -14,23 +15,16 @@ from conftest import ROOT, run_module
 from test_distribution import tiny_run_config
 
 
-def test_sigkill_then_rerun_resumes_from_last_backup(tmp_path):
-    config = tiny_run_config(tmp_path, steps=120, block=10, batch=8)
-    output = tmp_path / "out"
-    command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
-    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    process = subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metadata = output / "backup" / "training_metadata.json"
+def newest_backup_block(backup_dir):
+    blocks = [int(p.name[6:10]) for p in backup_dir.glob("block-*.weights.h5") if len(p.name) == 21]  # not .partial
+    return max(blocks, default=0)
+
+
+def kill_after_backup(process, backup_dir, blocks):
+    """Waits for the backup of block `blocks`, then SIGKILLs the run mid-way through the next."""
     deadline = time.time() + 300
     try:
-        while time.time() < deadline:  # wait for the 3rd backup, then kill mid-block
-            if metadata.exists():
-                try:
-                    if json.loads(metadata.read_text())["epoch"] >= 3:
-                        break
-                except (ValueError, KeyError):
-                    pass  # being written
+        while time.time() < deadline and newest_backup_block(backup_dir) < blocks:
             assert process.poll() is None, "run ended before it could be killed"
             time.sleep(0.05)
         time.sleep(0.3)
@@ -39,8 +33,18 @@ def test_sigkill_then_rerun_resumes_from_last_backup(tmp_path):
     finally:
         process.kill()
     assert process.returncode == -signal.SIGKILL
+
+
+def test_sigkill_then_rerun_resumes_from_last_backup(tmp_path):
+    config = tiny_run_config(tmp_path, steps=120, block=10, batch=8)
+    output = tmp_path / "out"
+    command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kill_after_backup(process, output / "backup", blocks=3)
     assert not (output / "metrics.json").exists()
-    blocks_done = json.loads(metadata.read_text())["epoch"]
+    blocks_done = newest_backup_block(output / "backup")
     assert 3 <= blocks_done < 12
 
     result = run_module(command)
@@ -101,3 +105,84 @@ def test_tensorflow_start_up_lines_are_hidden_unless_verbose(tmp_path):
     assert quiet.stderr.strip() == "", quiet.stderr
     verbose = run_module(command + ["--verbose"])
     assert "oneDNN" in verbose.stderr or "cuda" in verbose.stderr.lower()
+
+
+def history_blocks(output):
+    with open(output / "history.csv", newline="") as f:
+        return [int(row["epoch"]) for row in csv.DictReader(f)]
+
+
+def test_a_damaged_newest_backup_falls_back_to_the_one_before(tmp_path):
+    config = tiny_run_config(tmp_path, steps=120, block=10, batch=8)
+    output = tmp_path / "out"
+    command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    process = subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kill_after_backup(process, output / "backup", blocks=3)
+    newest = newest_backup_block(output / "backup")
+    damaged = output / "backup" / f"block-{newest:04d}.weights.h5"
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])  # truncated
+    # A write cut short by the kill leaves only a temporary file, which is never read.
+    (output / "backup" / f"block-{newest + 1:04d}.weights.h5.partial.weights.h5").write_bytes(b"\0" * 100)
+
+    result = run_module(command)
+    assert f"{damaged} (after block {newest}) is damaged" in result.stdout
+    # The weights and the data resume from the same block: the one before the damaged one.
+    previous = output / "backup" / f"block-{newest - 1:04d}.weights.h5"
+    assert f"resuming at step {(newest - 1) * 10} from {previous}" in result.stdout
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["train_steps"] == 120  # no block skipped, none trained twice
+    blocks = history_blocks(output)
+    assert sorted(set(blocks)) == list(range(12)) and blocks[-(13 - newest):] == list(range(newest - 1, 12))
+
+
+def test_no_readable_backup_is_an_error_that_names_the_file(tmp_path):
+    config = tiny_run_config(tmp_path, steps=20, block=10, batch=8)
+    output = tmp_path / "out"
+    (output / "backup").mkdir(parents=True)
+    for block in (1, 2):
+        (output / "backup" / f"block-{block:04d}.weights.h5").write_bytes(b"not an HDF5 file")
+    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(output)], check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"error: {output / 'backup' / 'block-0002.weights.h5'}: no backup" in result.stderr
+    assert "--overwrite" in result.stderr and not (output / "history.csv").exists()
+
+
+def test_an_output_dir_that_cannot_be_written_is_an_error_before_training(tmp_path):
+    config = tiny_run_config(tmp_path, steps=20, block=10, batch=8)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for output_dir in (blocker / "out", "/proc/kerasbert-test"):  # not a folder; a read-only file system
+        result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(output_dir)],
+                            check=False)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert result.stderr.startswith("error: ") and str(output_dir) in result.stderr
+        assert "Epoch" not in result.stdout
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 300 kB file system of its own (tmpfs), or a skip where mounting is not allowed."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_disk_too_small_for_the_backups_is_an_error_before_training(tmp_path, small_disk):
+    config = tiny_run_config(tmp_path, steps=20, block=10, batch=8)
+    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(small_disk / "out")],
+                        check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "MB free, but this run's backups need about" in result.stderr and "Epoch" not in result.stdout
+    with open(small_disk / "filler", "wb", buffering=0) as filler:  # and a disk already full
+        with pytest.raises(OSError, match="No space left"):
+            while True:
+                filler.write(b"\0" * 4096)
+    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(small_disk / "out2")],
+                        check=False)
+    assert result.returncode == 2 and "No space left on device" in result.stderr, result.stderr[-2000:]

@@ -35,15 +35,16 @@ from kerasbert.finetuning.model import TASKS, MultitaskBert
 from kerasbert.models.encoder import load_encoder
 from kerasbert.pretraining.run import stage
 from kerasbert.tokenization import load_tokenizer
-from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
+from kerasbert.training.backup import find_backup, restore
+from kerasbert.training.callbacks import Throughput, plot_curves, training_callbacks
 from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
-from kerasbert.training.run_folder import check_output_dir
+from kerasbert.training.run_folder import check_free_space, check_output_dir
 from kerasbert.training.strategy import worker_info
 
 # What a run writes into its output folder (the layout above); --overwrite removes these.
-RUN_OUTPUTS = ("config.json", "model.keras", "encoder", "predictions", "best.weights.h5", "backup",
-               "history.csv", "logs", "curves.png", "sst_confusion.png", "metrics.json")
+RUN_OUTPUTS = ("config.json", "model.keras", "encoder", "predictions", "best.weights.h5", "best.weights.h5.json",
+               "backup", "history.csv", "logs", "curves.png", "sst_confusion.png", "metrics.json")
 
 
 def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
@@ -66,7 +67,8 @@ class DevEvaluation(keras.callbacks.Callback):
     """After each block: dev metrics into the logs; the best `overall` weights kept on disk.
 
     With `trained_tasks`, "best" counts only those tasks' parts of `overall`: the heads of
-    tasks the run never trains would otherwise pick the block.
+    tasks the run never trains would otherwise pick the block. The best score is kept beside
+    the weights (`<best_path>.json`), so a resumed run keeps a better block from before.
     """
 
     def __init__(self, preprocessor, dev: dict, best_path: str, trained_tasks: tuple[str, ...] = TASKS):
@@ -74,6 +76,9 @@ class DevEvaluation(keras.callbacks.Callback):
         self.preprocessor, self.dev, self.best_path = preprocessor, dev, best_path
         self.trained_tasks = trained_tasks
         self.best = -np.inf
+        if os.path.exists(best_path) and os.path.exists(best_path + ".json"):  # a resumed run
+            with open(best_path + ".json") as f:
+                self.best = json.load(f)["score"]
         self.best_result: tuple[dict, dict] | None = None  # (metrics, predictions) of the best block
 
     def on_epoch_end(self, epoch, logs=None):
@@ -87,6 +92,9 @@ class DevEvaluation(keras.callbacks.Callback):
             partial = self.best_path + ".partial.weights.h5"
             self.model.save_weights(partial)
             os.replace(partial, self.best_path)
+            with open(self.best_path + ".json.partial", "w") as f:
+                json.dump({"score": score, "block": epoch + 1}, f)
+            os.replace(self.best_path + ".json.partial", self.best_path + ".json")
 
 
 def write_predictions(path: str, examples, predictions: np.ndarray) -> None:
@@ -138,7 +146,10 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
         train_sets[task] = task_dataset(task, examples, preprocessor, train.batch_size, True, train.seed,
                                         data.group_by_length, data.swap_pairs)
         print(f"   {task}: {len(examples)} train, {len(dev[task])} dev")
-    start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
+    # Weights, optimizer state and the step the data resumes at all come from this one file.
+    backup = find_backup(os.path.join(output_dir, "backup"))
+    start_block = backup.blocks_done if backup else 0
+    start_step = start_block * train.steps_per_block
     batches = interleave_tasks(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed,
                          schedule.shares)
     batches = batches.skip(start_step).prefetch(tf.data.AUTOTUNE)
@@ -161,10 +172,13 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
         # Build every head before restoring a backup.
         model(next(iter(task_dataset("sts", dev["sts"][:2], preprocessor, 2, False)))[0])
         build_optimizer(model)
+        restore(model, backup)
+    if is_chief:
+        check_free_space(output_dir, model)
     stage(f"model: {model.count_params() / 1e6:.1f}M parameters, {heads.encoders['para']}-encoder "
           f"paraphrase and {heads.encoders['sts']}-encoder similarity heads, {schedule.sampling} "
           f"sampling; {train.total_steps} steps in {train.num_blocks} "
-          f"blocks" + (f"; resuming at step {start_step}" if start_step else ""), started)
+          f"blocks" + (f"; resuming at step {start_step} from {backup.path}" if backup else ""), started)
 
     best_path = os.path.join(output_dir, "best.weights.h5")
     throughput = Throughput(train.batch_size)
@@ -172,7 +186,8 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
     callbacks = training_callbacks(output_dir, is_chief, throughput, checkpoint=False,
                                    evaluation=(dev_evaluation,), ema=train.ema_momentum > 0)
     fit_started = time.perf_counter()
-    model.fit(batches, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block, shuffle=False,
+    model.fit(batches, initial_epoch=start_block, epochs=train.num_blocks,
+              steps_per_epoch=train.steps_per_block, shuffle=False,
               callbacks=callbacks, verbose=1 if is_chief else 0)
     train_seconds = time.perf_counter() - fit_started
     if os.path.exists(best_path):

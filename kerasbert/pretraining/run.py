@@ -35,10 +35,11 @@ from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
 from kerasbert.pretraining.dataset import examples_dataset, tfrecord_dataset
 from kerasbert.pretraining.inputs import (heldout_batches, heldout_pairs, tokenize_documents, training_batches,
                                           training_pairs)
-from kerasbert.training.callbacks import Throughput, plot_curves, resume_step, training_callbacks
+from kerasbert.training.backup import find_backup, restore
+from kerasbert.training.callbacks import Throughput, plot_curves, training_callbacks
 from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
-from kerasbert.training.run_folder import check_output_dir
+from kerasbert.training.run_folder import check_free_space, check_output_dir
 from kerasbert.training.strategy import worker_info
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,10 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
     tokenizer = resolve_tokenizer(config, documents, init_checkpoint, output_dir, is_chief)
     seq = config.model.max_sequence_length
 
-    start_step = resume_step(os.path.join(output_dir, "backup"), train.steps_per_block)
+    # Weights, optimizer state and the step the data resumes at all come from this one file.
+    backup = find_backup(os.path.join(output_dir, "backup"))
+    start_block = backup.blocks_done if backup else 0
+    start_step = start_block * train.steps_per_block
     tokenized = None
     if not config.data.tfrecord_dir or config.data.mlm_bias_prior:
         stage(f"tokenizing {sum(map(len, documents))} sentences in {len(documents)} documents", started)
@@ -196,15 +200,19 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile,
                                                  config.data.nsp_loss_weight))
         build_optimizer(model)
+        restore(model, backup)
+    if is_chief:
+        check_free_space(output_dir, model)
     params = model.count_params()
     stage(f"model: {params / 1e6:.2f}M parameters, {strategy.num_replicas_in_sync} replica(s); "
           f"{train.total_steps} steps in {train.num_blocks} blocks of {train.steps_per_block}"
-          + (f"; resuming at step {start_step}" if start_step else ""), started)
+          + (f"; resuming at step {start_step} from {backup.path}" if backup else ""), started)
 
     throughput = Throughput(train.batch_size)
     fit_started = time.perf_counter()
     # The held-out set is scored after every block (val_* in history.csv and the curves).
-    model.fit(train_data, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block, shuffle=False,
+    model.fit(train_data, initial_epoch=start_block, epochs=train.num_blocks,
+              steps_per_epoch=train.steps_per_block, shuffle=False,
               validation_data=heldout_data,
               callbacks=training_callbacks(output_dir, is_chief, throughput, ema=train.ema_momentum > 0),
               verbose=1 if is_chief else 0)

@@ -1,9 +1,8 @@
 """Callbacks shared by the training pipelines: resumable backup, logs, curves, speed.
 
-Training runs in *blocks*: one Keras "epoch" is `steps_per_block` steps. Keras'
-`BackupAndRestore` restores at epoch boundaries, so a block is the unit of
-resumption: a run killed mid-block restarts at the start of that block and the
-input pipeline skips the batches already trained on (see `resume_step`).
+Training runs in *blocks*: one Keras "epoch" is `steps_per_block` steps, and the unit
+of resumption: a run killed mid-block restarts at the start of that block from its
+backup, and the input pipeline skips the batches already trained on (see backup.py).
 
 Example:
     >>> callbacks = training_callbacks(output_dir, is_chief=True)
@@ -13,7 +12,6 @@ Example:
 from __future__ import annotations
 
 import csv
-import json
 import os
 import tempfile
 import time
@@ -21,14 +19,7 @@ import time
 import keras
 import numpy as np
 
-
-def resume_step(backup_dir: str, steps_per_block: int) -> int:
-    """The global step a run restarts from: blocks completed in its last backup."""
-    path = os.path.join(backup_dir, "training_metadata.json")
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        return int(json.load(f)["epoch"]) * steps_per_block
+from kerasbert.training.backup import BlockBackup
 
 
 class Throughput(keras.callbacks.Callback):
@@ -114,18 +105,14 @@ def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput |
     CSV history, TensorBoard.
 
     Non-chief workers keep their backup in a private temporary folder, so only
-    the chief writes into `output_dir`. With `ema` (an optimizer with `use_ema`),
+    the chief writes into `output_dir`; every worker resumes from the chief's. With `ema` (an optimizer with `use_ema`),
     the moving-average weights are swapped in after the backup is written and
     before `evaluation` runs, and swapped out when the next block begins: the
     backup holds the raw training state, evaluation and checkpoints the average.
     """
     backup_dir = (os.path.join(output_dir, "backup") if is_chief
                   else tempfile.mkdtemp(prefix="kerasbert-worker-backup-"))
-    callbacks: list[keras.callbacks.Callback] = [
-        # double_checkpoint: a kill during a save leaves the previous backup usable.
-        keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", double_checkpoint=True),
-        keras.callbacks.TerminateOnNaN(),
-    ]
+    callbacks: list[keras.callbacks.Callback] = [BlockBackup(backup_dir), keras.callbacks.TerminateOnNaN()]
     if ema:
         callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
     callbacks.extend(evaluation)  # before the loggers, which record what it adds to the logs

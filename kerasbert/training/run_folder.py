@@ -69,3 +69,18 @@ def check_output_dir(output_dir: str, outputs: tuple[str, ...], overwrite: bool,
               + (f", {steps} steps" if steps is not None else "") + "): nothing to train. "
               "Pass --overwrite to train it again from scratch.", flush=True)
     return metrics
+
+
+def check_free_space(output_dir: str, model, copies: int = 3) -> None:
+    """Raises before training when `output_dir` cannot hold the run's backups: `copies` sets
+    of the weights and the optimizer's two moments (two kept backups and one being written).
+
+    Example:
+        >>> check_free_space("runs/tiny", model)  # ValueError naming both sizes if short
+    """
+    needed = copies * 3 * 4 * model.count_params()  # float32 weights, Adam's m and v
+    free = shutil.disk_usage(output_dir).free
+    if free < needed:
+        raise ValueError(f"{output_dir}: {free / 1e6:.1f} MB free, but this run's backups need about "
+                         f"{needed / 1e6:.1f} MB ({model.count_params():,} parameters with the optimizer "
+                         "state, 3 copies). Free some space or choose another --output_dir.")

@@ -1,0 +1,119 @@
+"""Resumable training state: one backup per block, written whole or not at all.
+
+After each block the chief writes the weights and the optimizer state to
+`backup/block-NNNN.weights.h5` through a temporary file and a rename, so a kill during the
+write leaves the previous backup as it was; the newest two are kept. A run that starts
+again picks the newest backup that reads back whole, falling back to the one before with
+a message naming the damaged file, and takes both its weights and its step from that one
+file: the batches the data skips are always those the restored weights trained on. When
+the last block is done the backups are removed.
+
+Example:
+    >>> start = find_backup(os.path.join(output_dir, "backup"))  # None: nothing to resume
+    >>> start_step = start.blocks_done * steps_per_block if start else 0
+    >>> ...  # build the data from start_step, build and compile the model
+    >>> restore(model, start)
+    >>> model.fit(data, initial_epoch=start.blocks_done, epochs=num_blocks,
+    ...           callbacks=[BlockBackup(os.path.join(output_dir, "backup"))])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+
+import h5py
+import keras
+
+_NAME = re.compile(r"^block-(\d{4,})\.weights\.h5$")
+PARTIAL_SUFFIX = ".partial.weights.h5"
+
+
+@dataclasses.dataclass(frozen=True)
+class Backup:
+    path: str
+    blocks_done: int  # whole blocks trained when it was written
+
+
+class BackupError(ValueError):
+    """No backup in the folder reads back whole; the message names the newest file."""
+
+
+def _backups(backup_dir: str) -> list[Backup]:
+    if not os.path.isdir(backup_dir):
+        return []
+    found = [Backup(os.path.join(backup_dir, name), int(match.group(1)))
+             for name in os.listdir(backup_dir) if (match := _NAME.match(name))]
+    return sorted(found, key=lambda backup: backup.blocks_done, reverse=True)
+
+
+def damage(path: str) -> str | None:
+    """Why the backup file at `path` cannot be restored, or None if every array in it reads."""
+    try:
+        with h5py.File(path, "r") as f:
+            arrays = []
+            f.visititems(lambda name, item: arrays.append(item) if isinstance(item, h5py.Dataset) else None)
+            if not arrays:
+                return "it holds no weights"
+            for array in arrays:
+                array[()]  # reads every byte: a truncated file fails here if not at open
+    except (OSError, KeyError, ValueError, RuntimeError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def find_backup(backup_dir: str, log=print) -> Backup | None:
+    """The newest backup in `backup_dir` that reads back whole; None if there is none.
+
+    A damaged newer backup is reported through `log` and passed over. Raises BackupError
+    when backups exist but none reads: resuming from scratch would silently redo the
+    work, so the caller must decide (remove the folder, or --overwrite).
+    """
+    backups = _backups(backup_dir)
+    for backup in backups:
+        reason = damage(backup.path)
+        if reason is None:
+            return backup
+        log(f"   backup {backup.path} (after block {backup.blocks_done}) is damaged ({reason}); "
+            "trying the one before")
+    if backups:
+        raise BackupError(f"{backups[0].path}: no backup in {backup_dir} can be read (the newest: "
+                          f"{damage(backups[0].path)}). Remove that folder to start again from scratch, "
+                          "or pass --overwrite.")
+    return None
+
+
+def restore(model: keras.Model, backup: Backup | None) -> None:
+    """Loads `backup` (weights and optimizer state) into a built, compiled model."""
+    if backup is None:
+        return
+    if model.optimizer is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
+    model.load_weights(backup.path)
+
+
+class BlockBackup(keras.callbacks.Callback):
+    """Writes `block-NNNN.weights.h5` after every block (temporary file, then rename), keeps
+    the newest `keep`, and removes the folder when training ends.
+
+    Example:
+        >>> model.fit(data, epochs=6, steps_per_epoch=100, callbacks=[BlockBackup("runs/x/backup")])
+    """
+
+    def __init__(self, backup_dir: str, keep: int = 2):
+        super().__init__()
+        self.backup_dir, self.keep = backup_dir, keep
+
+    def on_epoch_end(self, epoch, logs=None):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        path = os.path.join(self.backup_dir, f"block-{epoch + 1:04d}.weights.h5")
+        partial = path + PARTIAL_SUFFIX
+        self.model.save_weights(partial)
+        os.replace(partial, path)  # atomic: a reader sees the old set or the new one
+        for old in _backups(self.backup_dir)[self.keep:]:
+            os.remove(old.path)
+
+    def on_train_end(self, logs=None):
+        shutil.rmtree(self.backup_dir, ignore_errors=True)
