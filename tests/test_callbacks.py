@@ -58,7 +58,7 @@ def test_ema_evaluation_sees_the_average_and_training_continues_from_the_raw_wei
     callbacks = training_callbacks(str(tmp_path), is_chief=True, evaluation=(recorder,), ema=True)
     order = [type(c).__name__ for c in callbacks]
     # The backup is written before the average is swapped in: a resumed run continues raw training.
-    assert order.index("BlockBackup") < order.index("SwapEMAWeights") < order.index("Recorder") \
+    assert order.index("BlockWeights") < order.index("SwapEMAWeights") < order.index("Recorder") \
         < order.index("HistoryCSV")
 
     rng = np.random.default_rng(0)

@@ -52,39 +52,6 @@ def tiny_run_config(tmp_path, steps=20, block=10, batch=8):
     return str(path)
 
 
-def test_multi_worker_trains_in_sync_and_only_chief_writes(tmp_path):
-    config = tiny_run_config(tmp_path)
-    output = tmp_path / "out"
-    ports = free_ports(2)
-    cluster = {"worker": [f"localhost:{p}" for p in ports]}
-    workers = []
-    for index in range(2):
-        env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2",
-               "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})}
-        workers.append(subprocess.Popen(
-            [sys.executable, "-m", "pipelines.pretrain", "--config", config, "--strategy", "multi_worker",
-             "--output_dir", str(output)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True))
-    outputs = []
-    for worker in workers:
-        try:
-            outputs.append(worker.communicate(timeout=400)[0])
-        finally:
-            worker.kill()
-    for worker, out in zip(workers, outputs):
-        assert worker.returncode == 0, out[-3000:]
-    fingerprints = [next(line for line in out.splitlines() if "weights_fingerprint=" in line)
-                    .split("weights_fingerprint=")[1].split()[0] for out in outputs]
-    assert fingerprints[0] == fingerprints[1]
-    assert "2 replica(s)" in outputs[0]
-    metrics = json.loads((output / "metrics.json").read_text())
-    assert metrics["train_steps"] == 20 and metrics["replicas"] == 2
-    # Only the chief wrote: one set of outputs, no worker-specific files.
-    assert sorted(os.listdir(output)) == sorted(
-        ["checkpoints", "config.json", "curves.png", "encoder", "history.csv", "logs",
-         "metrics.json", "pretrainer.keras", "vocab.txt"])
-
-
 def start_workers(config, output, ports):
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     workers = []
@@ -96,6 +63,38 @@ def start_workers(config, output, ports):
              "--output_dir", str(output)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
     return workers
+
+
+def finish(workers):
+    """Each worker's output, once all have exited 0."""
+    outputs = []
+    for worker in workers:
+        try:
+            outputs.append(worker.communicate(timeout=400)[0])
+        finally:
+            worker.kill()
+    for worker, out in zip(workers, outputs):
+        assert worker.returncode == 0, out[-3000:]
+    return outputs
+
+
+def fingerprints(outputs):
+    return [next(line for line in out.splitlines() if "weights_fingerprint=" in line)
+            .split("weights_fingerprint=")[1].split()[0] for out in outputs]
+
+
+def test_multi_worker_trains_in_sync_and_only_chief_writes(tmp_path):
+    config = tiny_run_config(tmp_path)
+    output = tmp_path / "out"
+    outputs = finish(start_workers(config, output, free_ports(2)))
+    assert len(set(fingerprints(outputs))) == 1
+    assert "2 replica(s)" in outputs[0]
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["train_steps"] == 20 and metrics["replicas"] == 2
+    # Only the chief wrote: one set of outputs, no worker-specific files.
+    assert sorted(os.listdir(output)) == sorted(
+        ["checkpoints", "config.json", "curves.png", "encoder", "history.csv", "logs",
+         "metrics.json", "pretrainer.keras", "vocab.txt"])
 
 
 def test_multi_worker_run_killed_and_restarted_resumes_in_sync(tmp_path):
@@ -119,19 +118,9 @@ def test_multi_worker_run_killed_and_restarted_resumes_in_sync(tmp_path):
             worker.communicate()
     assert not (output / "metrics.json").exists()
 
-    workers = start_workers(config, output, free_ports(2))
-    outputs = []
-    for worker in workers:
-        try:
-            outputs.append(worker.communicate(timeout=400)[0])
-        finally:
-            worker.kill()
-    for worker, out in zip(workers, outputs):
-        assert worker.returncode == 0, out[-3000:]
+    outputs = finish(start_workers(config, output, free_ports(2)))
     resumed = [next(line for line in out.splitlines() if "resuming at step" in line)
                .split("resuming at step ")[1] for out in outputs]
     assert resumed[0] == resumed[1] and int(resumed[0].split()[0]) >= 20  # the same backup, both
-    fingerprints = [next(line for line in out.splitlines() if "weights_fingerprint=" in line)
-                    .split("weights_fingerprint=")[1].split()[0] for out in outputs]
-    assert fingerprints[0] == fingerprints[1]  # still in sync
+    assert len(set(fingerprints(outputs))) == 1  # still in sync
     assert json.loads((output / "metrics.json").read_text())["train_steps"] == 60

@@ -14,7 +14,7 @@ Example:
     >>> ...  # build the data from start_step, build and compile the model
     >>> restore(model, start)
     >>> model.fit(data, initial_epoch=start.blocks_done, epochs=num_blocks,
-    ...           callbacks=[BlockBackup(os.path.join(output_dir, "backup"))])
+    ...           callbacks=[BlockWeights(os.path.join(output_dir, "backup"))])
 """
 
 from __future__ import annotations
@@ -94,17 +94,18 @@ def restore(model: keras.Model, backup: Backup | None) -> None:
     model.load_weights(backup.path)
 
 
-class BlockBackup(keras.callbacks.Callback):
-    """Writes `block-NNNN.weights.h5` after every block (temporary file, then rename), keeps
-    the newest `keep`, and removes the folder when training ends.
+class BlockWeights(keras.callbacks.Callback):
+    """Writes `block-NNNN.weights.h5` after every block (temporary file, then rename) and
+    keeps the newest `keep`; as a backup (`remove_at_end`), removes the folder when training
+    ends. The same files serve as the run's checkpoints with `remove_at_end=False`.
 
     Example:
-        >>> model.fit(data, epochs=6, steps_per_epoch=100, callbacks=[BlockBackup("runs/x/backup")])
+        >>> model.fit(data, epochs=6, steps_per_epoch=100, callbacks=[BlockWeights("runs/x/backup")])
     """
 
-    def __init__(self, backup_dir: str, keep: int = 2):
+    def __init__(self, backup_dir: str, keep: int = 2, remove_at_end: bool = True):
         super().__init__()
-        self.backup_dir, self.keep = backup_dir, keep
+        self.backup_dir, self.keep, self.remove_at_end = backup_dir, keep, remove_at_end
 
     def on_epoch_end(self, epoch, logs=None):
         os.makedirs(self.backup_dir, exist_ok=True)
@@ -116,4 +117,5 @@ class BlockBackup(keras.callbacks.Callback):
             os.remove(old.path)
 
     def on_train_end(self, logs=None):
-        shutil.rmtree(self.backup_dir, ignore_errors=True)
+        if self.remove_at_end:
+            shutil.rmtree(self.backup_dir, ignore_errors=True)

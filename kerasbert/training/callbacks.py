@@ -19,7 +19,7 @@ import time
 import keras
 import numpy as np
 
-from kerasbert.training.backup import BlockBackup
+from kerasbert.training.backup import BlockWeights
 
 
 class Throughput(keras.callbacks.Callback):
@@ -112,7 +112,7 @@ def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput |
     """
     backup_dir = (os.path.join(output_dir, "backup") if is_chief
                   else tempfile.mkdtemp(prefix="kerasbert-worker-backup-"))
-    callbacks: list[keras.callbacks.Callback] = [BlockBackup(backup_dir), keras.callbacks.TerminateOnNaN()]
+    callbacks: list[keras.callbacks.Callback] = [BlockWeights(backup_dir), keras.callbacks.TerminateOnNaN()]
     if ema:
         callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
     callbacks.extend(evaluation)  # before the loggers, which record what it adds to the logs
@@ -123,7 +123,7 @@ def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput |
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"),
                                                      update_freq="epoch"))
         if checkpoint:
-            callbacks.append(BlockCheckpoint(os.path.join(output_dir, "checkpoints")))
+            callbacks.append(BlockWeights(os.path.join(output_dir, "checkpoints"), remove_at_end=False))
     return callbacks
 
 
@@ -140,23 +140,3 @@ class HistoryCSV(keras.callbacks.CSVLogger):
         if self.keys is None:
             self.keys = sorted(logs or {})
         super().on_epoch_end(epoch, logs)
-
-
-class BlockCheckpoint(keras.callbacks.Callback):
-    """Weights after each block as `block-NNNN.weights.h5`, written atomically
-    (temporary file, then rename), keeping the newest `keep` files."""
-
-    def __init__(self, directory: str, keep: int = 2):
-        super().__init__()
-        self.directory, self.keep = directory, keep
-
-    def on_epoch_end(self, epoch, logs=None):
-        os.makedirs(self.directory, exist_ok=True)
-        path = os.path.join(self.directory, f"block-{epoch + 1:04d}.weights.h5")
-        partial = path + ".partial.weights.h5"
-        self.model.save_weights(partial)
-        os.replace(partial, path)
-        saved = sorted(f for f in os.listdir(self.directory) if f.startswith("block-")
-                       and not f.endswith(".partial.weights.h5"))
-        for old in saved[:-self.keep]:
-            os.remove(os.path.join(self.directory, old))
