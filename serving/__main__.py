@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 log = logging.getLogger("serving")
 
@@ -28,6 +29,7 @@ class ServerFlags:
     model_name: str = "default"
     model_base_path: str = ""
     model_config_file: str = ""
+    model_config_file_poll_wait_seconds: float = 0.0  # 0: read once at start-up
     enable_batching: bool = False
     batching_parameters_file: str = ""
     file_system_poll_wait_seconds: float = 1.0
@@ -48,6 +50,8 @@ HELP = {
     "model_name": "name of the single model (default 'default')",
     "model_base_path": "base path of the single model's integer version folders",
     "model_config_file": "ModelServerConfig text proto: several models, version policies, labels",
+    "model_config_file_poll_wait_seconds": "how often to re-read --model_config_file for changes "
+                                           "(default 0: read once)",
     "enable_batching": "batch concurrent requests", "batching_parameters_file": "BatchingParameters text proto",
     "file_system_poll_wait_seconds": "how often to look for new versions (default 1)",
     "max_num_load_retries": "tries after a failed load of a version (default 5)",
@@ -95,6 +99,28 @@ def parse_flags(argv: list[str]) -> ServerFlags:
     return flags
 
 
+def watch_model_config(store, path: str, poll_seconds: float) -> None:
+    """Re-reads `path` every `poll_seconds` and applies a changed config to `store`, as TF
+    Serving's --model_config_file_poll_wait_seconds does; a file that does not parse is
+    reported and the config in force kept."""
+    from serving.model_store import parse_model_config_text
+
+    with open(path) as f:
+        applied = f.read()
+    while True:
+        time.sleep(poll_seconds)
+        try:
+            with open(path) as f:
+                text = f.read()
+            if text == applied:
+                continue
+            store.reconfigure(parse_model_config_text(text))
+            log.warning("applied the changed model config %s", path)
+        except Exception as error:  # a bad edit must not take the server down
+            log.error("keeping the model config in force: %s: %s", path, error)
+        applied = text
+
+
 def run_server(flags: ServerFlags, ready: threading.Event | None = None,
                stop: threading.Event | None = None) -> None:
     """Starts the store, gRPC and REST; blocks until `stop` (or SIGTERM/SIGINT)."""
@@ -120,6 +146,10 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
                        standby=flags.warm_standby, max_load_retries=flags.max_num_load_retries,
                        load_retry_seconds=flags.load_retry_interval_micros / 1e6)
     store.start()
+    if flags.model_config_file and flags.model_config_file_poll_wait_seconds > 0:
+        threading.Thread(target=watch_model_config, args=(store, flags.model_config_file,
+                                                          flags.model_config_file_poll_wait_seconds),
+                         name="model-config-poll", daemon=True).start()
     if not flags.allow_version_labels_for_unavailable_models:
         for config in configs:
             for label, version in config.version_labels.items():

@@ -103,7 +103,10 @@ class Batcher:
     def __call__(self, servable, signature: str, inputs: dict[str, np.ndarray]):
         from serving.rest import ResourceExhausted
 
-        task = _Task(inputs)
+        task = _Task(servable.check_inputs(signature, inputs))  # a bad request fails alone, here
+        if task.size > self.max_batch_size:  # TF Serving's batch scheduler refuses it likewise
+            raise InvalidArgument(f"Task size {task.size} is larger than maximum input batch size "
+                                  f"{self.max_batch_size}")
         key = (servable, signature)
         with self._condition:
             queue = self._queues.setdefault(key, collections.deque())
@@ -151,6 +154,12 @@ class Batcher:
                 return
             try:
                 self._run_batch(key, tasks)
+            except InvalidArgument:  # one request's rows? then each request runs alone
+                for task in tasks:
+                    try:
+                        self._run_batch(key, [task])
+                    except Exception as error:
+                        task.error = error
             except Exception as error:  # every waiting request hears of it
                 for task in tasks:
                     task.error = error

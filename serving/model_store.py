@@ -2,8 +2,9 @@
 
 Each configured model has a base path of integer version folders and a version
 policy (TF Serving's: latest N, all, or specific versions) plus optional labels.
-A poll thread loads versions as they appear and unloads those the policy drops. A
-request takes a reference to one `Servable`; unloading only removes it from the
+A poll thread loads versions as they appear and unloads those the policy drops once a
+wanted version serves (TF Serving's availability-preserving policy). A request takes a
+reference to one `Servable`; unloading only removes it from the
 table, so requests in flight finish on the version they started with. A version
 that fails to load is tried again later (5 more times, a minute apart, by default).
 
@@ -139,9 +140,27 @@ class Servable:
     def output_dtypes(self, name: str) -> dict[str, tf.DType]:
         return {key: spec.dtype for key, spec in self.signature(name).structured_outputs.items()}
 
-    def predict(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        function = self.signature(signature)
-        dtypes = self.input_dtypes(signature)
+    def check_inputs(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """`inputs` as arrays of the signature's dtypes; InvalidArgument for a wrong name or type.
+
+        A batching server checks each request so, before it joins a batch: one bad request
+        must not fail the others it would be batched with.
+        """
+        specs = self.signature(signature).structured_input_signature[1]
+        self._check_names(specs, inputs)
+        arrays = {}
+        for key, spec in sorted(specs.items()):
+            try:
+                arrays[key] = tf.constant(inputs[key], dtype=spec.dtype).numpy()
+            except (TypeError, ValueError) as error:
+                raise InvalidArgument(f"Input {key}: {error}") from None
+            if not spec.shape.is_compatible_with(arrays[key].shape):
+                raise InvalidArgument(f"Input {key}: shape {list(arrays[key].shape)} does not match the "
+                                      f"signature's {spec.shape.as_list()}")
+        return arrays
+
+    @staticmethod
+    def _check_names(dtypes: dict, inputs: dict) -> None:
         missing = sorted(set(dtypes) - set(inputs))
         if missing:
             raise InvalidArgument(f"input tensor alias not found in signature: {missing[0]}. Inputs "
@@ -150,6 +169,11 @@ class Servable:
         if extra:
             raise InvalidArgument(f"input tensor alias not found in signature: {extra[0]}. Inputs "
                                   f"expected to be in the set {{{','.join(dtypes)}}}.")
+
+    def predict(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        function = self.signature(signature)
+        dtypes = self.input_dtypes(signature)
+        self._check_names(dtypes, inputs)
         tensors = {}
         for key, dtype in dtypes.items():
             try:
@@ -178,6 +202,7 @@ class ModelStore:
         self._servables: dict[str, dict[int, Servable]] = {name: {} for name in self.configs}
         self._failed: dict[str, dict[int, LoadFailure]] = {name: {} for name in self.configs}
         self._lock = threading.Lock()
+        self._poll_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -201,35 +226,70 @@ class ModelStore:
         count = policy.latest.num_versions if kind == "latest" and policy.latest.num_versions else 1
         return on_disk[-count:]
 
+    @staticmethod
+    def versions_to_unload(wanted: list[int], loaded: list[int]) -> list[int]:
+        """TF Serving's availability-preserving policy (availability_preserving_policy.cc): a
+        version no longer wanted is unloaded once a wanted version serves, or when no version
+        is wanted at all; until then the newest of them keeps serving. A new version that is
+        half-copied or broken, or the served version's folder deleted, then loses no request.
+
+        >>> ModelStore.versions_to_unload(wanted=[3], loaded=[1, 2])  # 3 not loaded (yet)
+        [1]
+        >>> ModelStore.versions_to_unload(wanted=[3], loaded=[2, 3])
+        [2]
+        """
+        unwanted = sorted(v for v in loaded if v not in wanted)
+        if not wanted or any(v in wanted for v in loaded):
+            return unwanted
+        return unwanted[:-1]
+
     def poll(self) -> None:
         """Loads wanted versions not yet loaded; unloads loaded ones no longer wanted."""
-        for name, config in self.configs.items():
-            wanted = self.wanted_versions(config, self.versions_on_disk(config.base_path))
-            newest_loaded = None
-            for version in wanted:
-                if version in self._servables[name] or not self._load_due(name, version):
-                    continue
-                path = os.path.join(config.base_path, str(version))
-                try:
-                    servable = self._load(name, version, path)
-                except Exception as error:  # a broken export must not take the server down
-                    self._record_failure(name, version, path, error)
-                    continue
-                with self._lock:
-                    self._failed[name].pop(version, None)
-                    self._servables[name][version] = servable
-                log.warning("loaded %s version %d", name, version)
-                newest_loaded = path
-            if self.standby and newest_loaded:  # one spare per model, of its newest version
-                threading.Thread(target=self._prepare_spare, args=(name, newest_loaded), daemon=True,
-                                 name=f"standby-{name}").start()
+        with self._poll_lock:  # one pass at a time: the poll thread's, or a reconfigure's
+            for name, config in self.configs.items():
+                self._poll_model(name, config)
+
+    def _poll_model(self, name: str, config: ModelConfig) -> None:
+        wanted = self.wanted_versions(config, self.versions_on_disk(config.base_path))
+        newest_loaded = None
+        for version in wanted:
+            if version in self._servables[name] or not self._load_due(name, version):
+                continue
+            path = os.path.join(config.base_path, str(version))
+            try:
+                servable = self._load(name, version, path)
+            except Exception as error:  # a broken export must not take the server down
+                self._record_failure(name, version, path, error)
+                continue
             with self._lock:
-                for version in [v for v in self._servables[name] if v not in wanted]:
-                    # Requests holding this servable keep it alive until they finish.
-                    del self._servables[name][version]
-                    log.warning("unloaded %s version %d", name, version)
-                for version in [v for v in self._failed[name] if v not in wanted]:
-                    del self._failed[name][version]  # exported again later: tried afresh
+                self._failed[name].pop(version, None)
+                self._servables[name][version] = servable
+            log.warning("loaded %s version %d", name, version)
+            newest_loaded = path
+        if self.standby and newest_loaded:  # one spare per model, of its newest version
+            threading.Thread(target=self._prepare_spare, args=(name, newest_loaded), daemon=True,
+                             name=f"standby-{name}").start()
+        with self._lock:
+            for version in self.versions_to_unload(wanted, list(self._servables[name])):
+                # Requests holding this servable keep it alive until they finish.
+                del self._servables[name][version]
+                log.warning("unloaded %s version %d", name, version)
+            for version in [v for v in self._failed[name] if v not in wanted]:
+                del self._failed[name][version]  # exported again later: tried afresh
+
+    def reconfigure(self, configs: list[ModelConfig]) -> None:
+        """Takes a new model config list: new models are loaded by the next poll, dropped ones
+        unloaded now, and changed version policies and labels apply from the next poll."""
+        with self._poll_lock, self._lock:
+            self.configs = {config.name: config for config in configs}
+            for name in self.configs:
+                self._servables.setdefault(name, {})
+                self._failed.setdefault(name, {})
+            for name in [n for n in self._servables if n not in self.configs]:
+                del self._servables[name], self._failed[name]
+                self._spares.pop(name, None)
+                log.warning("unloaded model %s: no longer in the config", name)
+        self.poll()
 
     def _load_due(self, name: str, version: int) -> bool:
         """True for a version never tried, or failed with retries left and its wait over."""

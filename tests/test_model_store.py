@@ -4,6 +4,7 @@ import logging
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from kerasbert.warmup import predict_request, write_warmup_requests
@@ -132,3 +133,80 @@ def test_classify_and_regress_warmup_records_replay(tmp_path):
     write_warmup_requests(str(tmp_path / "toy" / "2"), requests)
     store.poll()
     assert store.status("toy", 2).model_version_status[0].status.error_code == 13
+
+
+def test_the_served_version_stays_until_a_newer_one_serves(tmp_path):
+    """TF Serving's availability-preserving policy: a broken or half-copied newest version,
+    or the served version's folder deleted, never leaves the model without a version."""
+    import shutil
+
+    base = tmp_path / "toy"
+    for version in (1, 2):
+        save_toy(str(base / str(version)), scale=version)
+    store = ModelStore([ModelConfig(name="toy", base_path=str(base))], load_retry_seconds=3600)
+    store.poll()
+    assert store.get("toy").version == 2
+
+    (base / "3").mkdir()
+    (base / "3" / "saved_model.pb").write_bytes(b"corrupt")  # broken newest version
+    store.poll()
+    assert store.get("toy").version == 2 and store.status("toy", 3).model_version_status[0].status.error_code
+
+    shutil.rmtree(base / "3")
+    served = store.get("toy")
+    shutil.rmtree(base / "2")  # the served version's folder deleted mid-flight
+    x = {"x": np.array([[1.0, 1.0]], np.float32)}
+    np.testing.assert_allclose(served.predict("serving_default", x)["y"], [[2.0, 2.0]])  # still answers
+    store.poll()  # loads version 1 before letting version 2 go
+    assert store.get("toy").version == 1
+    shutil.rmtree(base / "1")
+    store.poll()  # no version wanted at all: unloaded, as TF Serving does
+    with pytest.raises(LookupError):
+        store.get("toy")
+
+
+def serves(store, name, version=None):
+    try:
+        return store.get(name, version) is not None
+    except LookupError:
+        return False
+
+
+def wait_until(condition, seconds=30):
+    deadline = time.time() + seconds
+    while not condition():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, caplog):
+    import threading
+
+    from serving.__main__ import watch_model_config
+    from serving.model_store import parse_model_config_text
+
+    for name in ("a", "b"):
+        for version in (1, 2):
+            save_toy(str(tmp_path / name / str(version)), scale=version)
+    config_file = tmp_path / "models.config"
+    one = f'model_config_list {{ config {{ name: "a" base_path: "{tmp_path / "a"}" model_platform: "tensorflow" }} }}'
+    config_file.write_text(one)
+    store = ModelStore(parse_model_config_text(one))
+    store.poll()
+    threading.Thread(target=watch_model_config, args=(store, str(config_file), 0.05), daemon=True).start()
+
+    two = one.replace(" } }", f' model_version_policy {{ all {{}} }} }} config {{ name: "b" base_path: '
+                               f'"{tmp_path / "b"}" model_platform: "tensorflow" }} }}')
+    config_file.write_text(two)  # a second model, and every version of the first
+    wait_until(lambda: serves(store, "b") and serves(store, "a", 1))
+    assert store.get("b").version == 2 and store.get("a", 1).version == 1
+
+    with caplog.at_level(logging.ERROR, logger="serving"):
+        config_file.write_text(two.replace("config {", "config {{", 1))  # a syntax error
+        time.sleep(0.5)
+    assert "keeping the model config in force" in caplog.text
+    assert store.get("b").version == 2 and store.get("a", 1).version == 1  # nothing changed
+
+    config_file.write_text(one)  # the second model dropped again
+    wait_until(lambda: not serves(store, "b"))
+    assert store.get("a").version == 2
