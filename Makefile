@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo test bench-pretrain bench-multitask bench-serving bench-search bench-padding clean
+.PHONY: install demo test bench-pretrain bench-multitask bench-serving bench-faults bench-search bench-padding clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ bench-multitask: install
 # Serves the newest version under saved_models/kerasbert (make demo writes one).
 bench-serving: install
 	$(PY) -m benchmarks.serving --export_base saved_models/kerasbert --output_dir runs/bench-serving
+
+# Faults while 32 clients send requests (~2 min): half-copied, deleted and corrupt versions,
+# models.config changed and broken, the server killed and restarted. Serves make demo's export.
+bench-faults: install
+	$(PY) -m benchmarks.faults --export_base saved_models/kerasbert --output_dir runs/bench-faults
 
 # Padding with and without data.group_by_length, and the training speed it buys (~5 min).
 bench-padding: install
