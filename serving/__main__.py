@@ -40,6 +40,7 @@ class ServerFlags:
     tensorflow_intra_op_parallelism: int = 0
     tensorflow_inter_op_parallelism: int = 0
     enable_model_warmup: bool = True
+    enable_signature_method_name_check: bool = False
     warm_standby: bool = False  # not a TF Serving flag
     host: str = "127.0.0.1"  # not a TF Serving flag: it binds every interface
     max_body_bytes: int = 64 * 1024 * 1024
@@ -60,6 +61,9 @@ HELP = {
     "rest_api_timeout_in_ms": "REST request timeout (default 30000)",
     "tensorflow_intra_op_parallelism": "TF intra-op threads (0: TF's default)",
     "tensorflow_inter_op_parallelism": "TF inter-op threads (0: TF's default)",
+    "enable_signature_method_name_check": "serve :classify/:regress only from signatures whose method_name "
+                                          "is classify/regress (default false: TF2 writes every "
+                                          "signature as predict)",
     "enable_model_warmup": "replay assets.extra/tf_serving_warmup_requests before serving a version (default true)",
     "warm_standby": "keep a spare loaded copy of each model, so a new version with the same graph only "
                     "restores weights (kerasbert only; one more copy of the weights in memory)",
@@ -144,7 +148,8 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
         configs = [single_model_config(flags.model_name, flags.model_base_path)]
     store = ModelStore(configs, flags.file_system_poll_wait_seconds, warmup=flags.enable_model_warmup,
                        standby=flags.warm_standby, max_load_retries=flags.max_num_load_retries,
-                       load_retry_seconds=flags.load_retry_interval_micros / 1e6)
+                       load_retry_seconds=flags.load_retry_interval_micros / 1e6,
+                       signature_method_name_check=flags.enable_signature_method_name_check)
     store.start()
     if flags.model_config_file and flags.model_config_file_poll_wait_seconds > 0:
         threading.Thread(target=watch_model_config, args=(store, flags.model_config_file,

@@ -27,7 +27,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
 
 from serving.json_tensor import InvalidArgument, decode_b64, format_decimal, is_b64_object, json_text
-from serving.model_store import FailedPrecondition, tf_error_message
+from serving.model_store import tf_error_message
 
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
@@ -127,19 +127,25 @@ def serialized_examples(request: input_pb2.Input) -> list[bytes]:
 # --- Running a signature ------------------------------------------------------------
 
 
-def _checked_signature(servable, name: str, method: str, kind: str):
+def _checked_signature(servable, name: str, method: str, kind: str, check_method_name: bool):
     name = name or "serving_default"
     if name not in servable.signature_defs:
         raise InvalidArgument(f"No signature was found with the name: {name}")
     signature_def = servable.signature_defs[name]
-    if signature_def.method_name != method:
+    # TF Serving checks the method name only under --enable_signature_method_name_check
+    # (default false: TF2 writes every signature as predict); else the one `inputs` decides.
+    if check_method_name and signature_def.method_name != method:
         raise InvalidArgument(f"Expected {kind} signature method_name to be {method}. Was: "
                               f"{signature_def.method_name}")
     if len(signature_def.inputs) != 1:
         raise InvalidArgument("Expected one input Tensor.")
-    if "inputs" not in signature_def.inputs:
-        raise FailedPrecondition(f"No {kind} inputs found in SignatureDef: {signature_def}")
     return name, signature_def
+
+
+def _check_inputs_key(signature_def, kind: str) -> None:
+    """After the output count, as classifier.cc and regressor.cc check it."""
+    if "inputs" not in signature_def.inputs:
+        raise InvalidArgument(f"No {kind} inputs found in SignatureDef: {signature_def}")
 
 
 def _run(servable, name: str, request: input_pb2.Input) -> tuple[dict[str, np.ndarray], int]:
@@ -151,14 +157,17 @@ def _run(servable, name: str, request: input_pb2.Input) -> tuple[dict[str, np.nd
     return {key: value.numpy() for key, value in outputs.items()}, len(examples)
 
 
-def classify(servable, signature_name: str, request: input_pb2.Input) -> classification_pb2.ClassificationResult:
+def classify(servable, signature_name: str, request: input_pb2.Input,
+             check_method_name: bool = False) -> classification_pb2.ClassificationResult:
     """Runs a classify signature (TF Serving's PreProcess/PostProcessClassification)."""
-    name, signature_def = _checked_signature(servable, signature_name, CLASSIFY_METHOD, "classification")
+    name, signature_def = _checked_signature(servable, signature_name, CLASSIFY_METHOD, "classification",
+                                             check_method_name)
     if len(signature_def.outputs) not in (1, 2):
         raise InvalidArgument(f"Expected one or two output Tensors, found {len(signature_def.outputs)}")
+    _check_inputs_key(signature_def, "classification")
     if "classes" not in signature_def.outputs and "scores" not in signature_def.outputs:
-        raise FailedPrecondition('Expected classification signature outputs to contain at least one of '
-                                 f'"classes" or "scores". Signature was: {signature_def}')
+        raise InvalidArgument('Expected classification signature outputs to contain at least one of '
+                              f'"classes" or "scores". Signature was: {signature_def}')
     outputs, batch = _run(servable, name, request)
     classes, scores = outputs.get("classes"), outputs.get("scores")
     for key, value, dtype in (("classes", classes, object), ("scores", scores, np.float32)):
@@ -187,13 +196,16 @@ def classify(servable, signature_name: str, request: input_pb2.Input) -> classif
     return result
 
 
-def regress(servable, signature_name: str, request: input_pb2.Input) -> regression_pb2.RegressionResult:
+def regress(servable, signature_name: str, request: input_pb2.Input,
+            check_method_name: bool = False) -> regression_pb2.RegressionResult:
     """Runs a regress signature (TF Serving's PreProcess/PostProcessRegressionResult)."""
-    name, signature_def = _checked_signature(servable, signature_name, REGRESS_METHOD, "regression")
+    name, signature_def = _checked_signature(servable, signature_name, REGRESS_METHOD, "regression",
+                                             check_method_name)
     if len(signature_def.outputs) != 1:
         raise InvalidArgument("Expected one output Tensor.")
+    _check_inputs_key(signature_def, "regression")
     if "outputs" not in signature_def.outputs:
-        raise FailedPrecondition(f"No regression outputs found in SignatureDef: {signature_def}")
+        raise InvalidArgument(f"No regression outputs found in SignatureDef: {signature_def}")
     outputs, batch = _run(servable, name, request)
     values = outputs["outputs"]
     if not (values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)):

@@ -90,7 +90,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             name, version, label = _spec(request.model_spec)
             servable = self.store.get(name, version, label)
             signature = request.model_spec.signature_name or "serving_default"
-            response.result.CopyFrom(run(servable, signature, request.input))
+            response.result.CopyFrom(run(servable, signature, request.input,
+                                         self.store.signature_method_name_check))
             response.model_spec.name = name
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature

@@ -25,6 +25,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
+from serving import json_parse
+
 
 class InvalidArgument(ValueError):
     """A request TF Serving would answer with INVALID_ARGUMENT (HTTP 400)."""
@@ -105,7 +107,11 @@ def dumps_response(outputs: dict[str, np.ndarray], row_format: bool,
 
 
 def json_text(value) -> str:
-    return json.dumps(value, allow_nan=True)
+    """A JSON value as messages quote it (JsonValueToDebugString)."""
+    try:
+        return json.dumps(value, allow_nan=True)
+    except RecursionError:  # a value nested past Python's recursion limit
+        return "[...nested too deep to print...]"
 
 
 def _type_name(value) -> str:
@@ -117,8 +123,12 @@ def _type_name(value) -> str:
 
 
 def dtype_name(dtype: tf.DType) -> str:
-    """TF's enum name of a dtype: DT_FLOAT, DT_INT64, DT_STRING."""
-    return types_pb2.DataType.Name(dtype.as_datatype_enum)
+    """TF's DataTypeString of a dtype, as TF Serving's messages print it: float, int64, string.
+
+    >>> dtype_name(tf.float32), dtype_name(tf.float64), dtype_name(tf.string)
+    ('float', 'double', 'string')
+    """
+    return types_pb2.DataType.Name(dtype.as_datatype_enum).removeprefix("DT_").lower()
 
 
 def _type_error(value, dtype: tf.DType) -> InvalidArgument:
@@ -150,7 +160,7 @@ def _convert(value, dtype: tf.DType):
             return decode_b64(value)
         if not isinstance(value, str):
             raise _type_error(value, dtype)
-        return value.encode("utf-8")
+        return value.encode("utf-8", "surrogateescape")  # bytes that were not UTF-8 come back as sent
     if dtype == tf.bool:
         if not isinstance(value, bool):
             raise _type_error(value, dtype)
@@ -218,14 +228,11 @@ def to_array(value, dtype: tf.DType) -> np.ndarray:
 
 
 def loads_request(body: bytes) -> dict:
-    if not body:
-        raise InvalidArgument("JSON Parse error: The document is empty")
+    """The request's JSON object, parsed as TF Serving's rapidjson parses it (json_parse.py)."""
     try:
-        document = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        position = getattr(error, "pos", getattr(error, "start", 0))
-        raise InvalidArgument(f"JSON Parse error: {getattr(error, 'msg', str(error))} at offset: "
-                              f"{position}") from None
+        document = json_parse.parse(body)
+    except json_parse.ParseError as error:
+        raise InvalidArgument(str(error)) from None
     if not isinstance(document, dict):
         raise InvalidArgument(f"JSON Value: {json_text(document)} Is not object")
     return document

@@ -191,10 +191,14 @@ class ModelStore:
     """Versions of every configured model, kept in line with their base paths."""
 
     def __init__(self, configs: list[ModelConfig], poll_seconds: float = 1.0, warmup: bool = True,
-                 standby: bool = False, max_load_retries: int = 5, load_retry_seconds: float = 60.0):
+                 standby: bool = False, max_load_retries: int = 5, load_retry_seconds: float = 60.0,
+                 signature_method_name_check: bool = False):
         self.configs = {config.name: config for config in configs}
         self.poll_seconds = poll_seconds
         self.warmup, self.standby = warmup, standby
+        # TF Serving's --enable_signature_method_name_check: classify/regress only on signatures
+        # whose method_name says so (off by default, as TF2 writes every signature as predict).
+        self.signature_method_name_check = signature_method_name_check
         # As TF Serving's --max_num_load_retries / --load_retry_interval_micros: a version
         # caught half-written, or on a flaky file system, loads on a later try.
         self.max_load_retries, self.load_retry_seconds = max_load_retries, load_retry_seconds
@@ -318,7 +322,7 @@ class ModelStore:
             return servable
         servable = Servable(name, version, path)
         if self.warmup:
-            replay_warmup_requests(servable)
+            replay_warmup_requests(servable, self.signature_method_name_check)
         return servable
 
     def _prepare_spare(self, name: str, path: str) -> None:
@@ -328,7 +332,7 @@ class ModelStore:
             if key is None:
                 return
             spare = Servable(name, 0, path)
-            replay_warmup_requests(spare)
+            replay_warmup_requests(spare, self.signature_method_name_check)
             with self._lock:
                 self._spares[name] = (key, spare.loaded)
         except Exception:  # a missing spare only means the next version loads in full

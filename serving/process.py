@@ -38,16 +38,21 @@ def stop_on_sigterm() -> None:
 
 
 class LocalServer:
-    """A child `python -m serving` for one model base path; REST and gRPC on 127.0.0.1."""
+    """A child `python -m serving` for one model base path (or, with `config_file`, the
+    models of a --model_config_file, `model_name` the one to wait for); REST and gRPC on
+    127.0.0.1."""
 
-    def __init__(self, model_name: str, base_path: str, log_path: str | None = None,
-                 extra_flags: list[str] | None = None, poll_seconds: float = 0.5):
-        self.model_name, self.base_path = model_name, os.path.abspath(base_path)
+    def __init__(self, model_name: str, base_path: str | None = None, log_path: str | None = None,
+                 extra_flags: list[str] | None = None, poll_seconds: float = 0.5,
+                 config_file: str | None = None):
+        self.model_name = model_name
+        self.base_path = os.path.abspath(base_path) if base_path else None
         self.rest_port, self.grpc_port = free_port(), free_port()
         self.log_path = log_path
+        models = ([f"--model_config_file={os.path.abspath(config_file)}"] if config_file else
+                  [f"--model_name={model_name}", f"--model_base_path={self.base_path}"])
         self.command = [sys.executable, "-m", "serving", f"--port={self.grpc_port}",
-                        f"--rest_api_port={self.rest_port}", f"--model_name={model_name}",
-                        f"--model_base_path={self.base_path}",
+                        f"--rest_api_port={self.rest_port}", *models,
                         f"--file_system_poll_wait_seconds={poll_seconds}"] + (extra_flags or [])
         self.process: subprocess.Popen | None = None
 

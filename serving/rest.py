@@ -21,6 +21,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.protobuf import json_format
+from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving import examples, json_tensor
 from serving.model_store import FailedPrecondition, InvalidArgument, ModelStore, NotFound
@@ -60,6 +61,15 @@ def to_json(message) -> str:
                                      always_print_fields_with_no_presence=True)
 
 
+def metadata_json(response) -> str:
+    """TF Serving's metadata JSON (http_rest_api_util.cc, ToJsonString): the model spec, then
+    the SignatureDefMap unpacked from its Any, so no "@type" key, field names as in the protos."""
+    signatures = get_model_metadata_pb2.SignatureDefMap()
+    response.metadata["signature_def"].Unpack(signatures)
+    return (f'{{\n"model_spec":{to_json(response.model_spec)},\n'
+            f'"metadata": {{"signature_def": {to_json(signatures)}}}\n}}\n')
+
+
 def predict_json(store: ModelStore, predictor, name: str, version, label, body: bytes) -> str:
     document = json_tensor.loads_request(body)
     signature = json_tensor.signature_name(document)
@@ -74,9 +84,10 @@ def classify_regress_json(store: ModelStore, verb: str, name: str, version, labe
     signature = json_tensor.signature_name(document)
     request = examples.input_from_json(document)
     servable = store.get(name, version, label)
+    check = store.signature_method_name_check
     if verb == "classify":
-        return examples.dumps_classification(examples.classify(servable, signature, request))
-    return examples.dumps_regression(examples.regress(servable, signature, request))
+        return examples.dumps_classification(examples.classify(servable, signature, request, check))
+    return examples.dumps_regression(examples.regress(servable, signature, request, check))
 
 
 class RestHandler(BaseHTTPRequestHandler):
@@ -130,11 +141,13 @@ class RestHandler(BaseHTTPRequestHandler):
                     raise InvalidArgument("Missing model name in request.")
                 name, version, label = self._spec(status)
                 if status["metadata"]:
-                    self._send(200, to_json(self.store.metadata(name, version, label)))
+                    self._send(200, metadata_json(self.store.metadata(name, version, label)))
                 else:
                     self._send(200, to_json(self.store.status(name, version, label)))
             else:
                 raise InvalidArgument(f"Malformed request: {method} {path}")
+        except RecursionError:  # a value nested deeper than any tensor's rank
+            self._error(InvalidArgument("JSON value nested too deep to convert to a tensor"))
         except Exception as error:  # every failure becomes a JSON error; the server stays up
             self._error(error)
 
@@ -142,6 +155,8 @@ class RestHandler(BaseHTTPRequestHandler):
     def _spec(match):
         name = urllib.parse.unquote(match["name"])
         version = int(match["version"]) if match["version"] else None
+        if version is not None and version >= 2**63:  # TF Serving's SimpleAtoi into an int64
+            raise InvalidArgument(f"Failed to convert version: {match['version']} to numeric.")
         label = urllib.parse.unquote(match["label"]) if match["label"] else None
         return name, version, label
 

@@ -38,7 +38,7 @@ def read_warmup_requests(version_dir: str) -> list:
     return requests
 
 
-def replay_warmup_requests(servable) -> int:
+def replay_warmup_requests(servable, check_method_name: bool = False) -> int:
     """Runs each warm-up request once against `servable`; returns how many ran."""
     from serving import examples
 
@@ -48,7 +48,7 @@ def replay_warmup_requests(servable) -> int:
         if isinstance(request, predict_pb2.PredictRequest):
             servable.predict(signature, {key: tf.make_ndarray(proto) for key, proto in request.inputs.items()})
         elif isinstance(request, classification_pb2.ClassificationRequest):
-            examples.classify(servable, signature, request.input)
+            examples.classify(servable, signature, request.input, check_method_name)
         else:
-            examples.regress(servable, signature, request.input)
+            examples.regress(servable, signature, request.input, check_method_name)
     return len(requests)

@@ -62,3 +62,34 @@ class Counted(tf.Module):
     def identity(self, x):
         self.calls.assign_add(1)
         return {"y": x}
+
+
+class HalfPlusTwo(tf.Module):
+    """TF Serving's test model `half_plus_two` (y = 0.5 x + 2), saved as any TF2 program
+    saves it: every signature's method_name is predict (no rewrite)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = tf.Variable(0.5), tf.Variable(2.0)
+
+    @tf.function(input_signature=[tf.TensorSpec(None, tf.float32, name="x")])
+    def predict(self, x):
+        return {"y": self.a * x + self.b}
+
+    def _x(self, inputs):
+        return tf.io.parse_example(inputs, {"x": tf.io.FixedLenFeature([1], tf.float32)})["x"]  # (batch, 1)
+
+    @tf.function(input_signature=[EXAMPLES])
+    def classify_x_to_y(self, inputs):
+        return {"scores": self.a * self._x(inputs) + self.b}
+
+    @tf.function(input_signature=[EXAMPLES])
+    def regress_x_to_y(self, inputs):
+        return {"outputs": self.a * self._x(inputs) + self.b}
+
+
+def save_half_plus_two(path):
+    model = HalfPlusTwo()
+    tf.saved_model.save(model, path, signatures={"serving_default": model.predict,
+                                                 "classify_x_to_y": model.classify_x_to_y,
+                                                 "regress_x_to_y": model.regress_x_to_y})
