@@ -50,13 +50,11 @@ def _add_value(feature: tf.train.Feature, name: str, value) -> None:
         kind, item = "int64_list", int(value)
     elif isinstance(value, int):
         if value >= 2**63:
-            raise InvalidArgument(f"Feature: {name} has uint64 element. Only int64 is supported.")
+            raise InvalidArgument(f"Feature: {name} has uint64_t element. Only int64_t is supported.")
         kind, item = "int64_list", value
     elif isinstance(value, float):
-        if np.isfinite(value) and abs(value) > np.finfo(np.float32).max:
-            raise InvalidArgument(f"Cannot convert JSON value: {json_text(value)} to float without "
-                                  "loss of precision.")
-        kind, item = "float_list", value
+        with np.errstate(over="ignore", under="ignore"):  # rapidjson's GetFloat: past the range, inf
+            kind, item = "float_list", float(np.float32(value))
     elif isinstance(value, str):
         kind, item = "bytes_list", value.encode("utf-8")
     elif is_b64_object(value):

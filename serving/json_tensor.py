@@ -167,16 +167,8 @@ def _convert(value, dtype: tf.DType):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _type_error(value, dtype)
-    if dtype.is_floating:
-        limit = np.finfo(np.float64 if dtype == tf.float64 else np.float32)
-        digits = 53 if dtype == tf.float64 else 24
-        lossless = (not math.isfinite(value) or
-                    (abs(value) <= 2**digits - 1 if isinstance(value, int)
-                     else limit.min <= value <= limit.max))
-        if not lossless:
-            raise InvalidArgument(f"Cannot convert JSON value: {json_text(value)} to "
-                                  f"{'double' if dtype == tf.float64 else 'float'} without loss of precision.")
-        return float(value)
+    if dtype.is_floating:  # rapidjson's GetFloat/GetDouble: rounded, past the range inf or 0
+        return _to_float(value, np.float64 if dtype == tf.float64 else np.float32)
     if not isinstance(value, int):  # 1.0 is not an integer for TF Serving
         raise _type_error(value, dtype)
     bits = _INT_RANGES.get(dtype, 64)
@@ -186,6 +178,17 @@ def _convert(value, dtype: tf.DType):
     if not low <= value <= high:
         raise _type_error(value, dtype)
     return value
+
+
+def _to_float(value, kind) -> float:
+    """A JSON number as a C++ cast to `kind` gives it (json_tensor_test.cc:
+    FloatTensorWithPrecisionLoss, FloatTensorThatExceedsMaxReturnsInf, ...MinReturnsZero)."""
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past the double range
+        number = math.inf if value > 0 else -math.inf
+    with np.errstate(over="ignore", under="ignore"):
+        return float(kind(number))
 
 
 def _dense_shape(value) -> list[int]:

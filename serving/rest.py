@@ -28,6 +28,7 @@ from serving.model_store import FailedPrecondition, InvalidArgument, ModelStore,
 
 log = logging.getLogger(__name__)
 
+HANDLER_PATH_RE = re.compile(r"/v1/.*", re.IGNORECASE | re.DOTALL)  # HttpRestApiHandler::kPathRegex
 _MODEL_PATH = r"/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?"
 PREDICT_RE = re.compile(_MODEL_PATH + r":(?P<method>classify|regress|predict)", re.IGNORECASE)
 STATUS_RE = re.compile(r"/v1/models(?:/(?P<name>[^/:]+))?(?:/versions/(?P<version>\d+)|"
@@ -101,13 +102,20 @@ class RestHandler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # access log only at debug level
         log.debug("%s - %s", self.address_string(), format % args)
 
-    def _send(self, code: int, body: str) -> None:
+    def _send(self, code: int, body: str, content_type: str | None = "application/json") -> None:
         data = body.encode("utf-8")
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        if content_type:
+            self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _not_found(self) -> None:
+        """What libevent's evhttp_send_error(req, HTTP_NOTFOUND, NULL) sends: TF Serving's
+        answer to a path outside /v1/ (its handler's kPathRegex)."""
+        self._send(404, "<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n"
+                        "</BODY></HTML>\n", content_type="text/html; charset=ISO-8859-1")
 
     def _error(self, error: Exception) -> None:
         code = http_status(error)
@@ -116,17 +124,40 @@ class RestHandler(BaseHTTPRequestHandler):
         self._send(code, json.dumps({"error": str(error)}))
 
     def _read_body(self) -> bytes:
+        """The request body. One over --max_body_bytes is read and dropped in pieces, so the
+        client, still sending, gets the answer rather than a reset connection."""
         length = int(self.headers.get("Content-Length") or 0)
         if length > self.max_body_bytes:
-            self.close_connection = True  # the unread body must not be taken for a request
+            if length > 16 * self.max_body_bytes:
+                self.close_connection = True  # not worth reading: answer, then close
+            else:
+                left = length
+                while left > 0:
+                    chunk = self.rfile.read(min(left, 1 << 20))
+                    if not chunk:  # the client stopped sending
+                        break
+                    left -= len(chunk)
             raise json_tensor.InvalidArgument(f"Request body of {length} bytes exceeds the limit "
                                               f"of {self.max_body_bytes} bytes")
         return self.rfile.read(length) if length else b""
 
     def _route(self, method: str) -> None:
-        path = urllib.parse.urlsplit(self.path).path
+        path = urllib.parse.urlsplit(self.path).path  # the query is not part of the route
         try:
-            body = self._read_body() if method == "POST" else b""
+            body = self._read_body()  # every body is read, so a kept-alive connection stays in step
+        except Exception as error:
+            self._error(error)
+            return
+        if not HANDLER_PATH_RE.fullmatch(path):  # never reaches TF Serving's REST handler
+            self._not_found()
+            return
+        if method == "OPTIONS":  # CORS preflight (http_server.cc, RestApiRequestDispatcher)
+            if re.search(r"https?://", self.headers.get("Origin", "")):
+                self._send(200, "", content_type=None)
+            else:
+                self._error(FailedPrecondition("Origin header is missing in CORS preflight"))
+            return
+        try:
             predict = PREDICT_RE.fullmatch(path)
             status = STATUS_RE.fullmatch(path)
             if method == "POST" and predict:
@@ -171,6 +202,9 @@ class RestHandler(BaseHTTPRequestHandler):
 
     def do_DELETE(self):
         self._route("DELETE")
+
+    def do_OPTIONS(self):
+        self._route("OPTIONS")
 
 
 def make_rest_server(store: ModelStore, port: int, predictor, host: str = "127.0.0.1",

@@ -93,3 +93,32 @@ def save_half_plus_two(path):
     tf.saved_model.save(model, path, signatures={"serving_default": model.predict,
                                                  "classify_x_to_y": model.classify_x_to_y,
                                                  "regress_x_to_y": model.regress_x_to_y})
+
+
+class Echo(tf.Module):
+    """Returns its inputs: what TF Serving's json_tensor_test.cc feeds its parser, run
+    through a real server and back (one signature per input map of those tests)."""
+
+    def _echo(dtype, *names):
+        specs = [tf.TensorSpec(None, dtype if not isinstance(dtype, tuple) else dtype[i], name=name)
+                 for i, name in enumerate(names)]
+
+        @tf.function(input_signature=specs)
+        def echo(self, *tensors):
+            return {f"{name}_bytes" if spec.dtype == tf.string else name: tf.identity(tensor)
+                    for name, spec, tensor in zip(names, specs, tensors)}
+        return echo
+
+    int32 = _echo(tf.int32, "default")
+    float = _echo(tf.float32, "default")
+    double = _echo(tf.float64, "default")
+    bytes = _echo(tf.string, "default")
+    named = _echo((tf.int32, tf.string), "int_tensor", "str_tensor")
+    named_b64 = _echo((tf.string, tf.int32), "str_tensor", "int_tensor")
+    del _echo
+
+
+def save_echo(path):
+    echo = Echo()
+    tf.saved_model.save(echo, path, signatures={name: getattr(echo, name) for name in
+                                                ("int32", "float", "double", "bytes", "named", "named_b64")})

@@ -213,11 +213,22 @@ def test_local_server_process_is_stopped_on_error_and_on_sigterm(model_base, tmp
 
 
 def test_oversized_body_is_refused_and_server_stays_up(model_base):
-    server = Server(model_name="toy", model_base_path=str(model_base), max_body_bytes=100)
+    import http.client
+
+    server = Server(model_name="toy", model_base_path=str(model_base), max_body_bytes=100_000)
     try:
-        code, body, _ = server.request("/v1/models/toy:predict", {"instances": [[1.0, 2.0]] * 50})
+        code, body, _ = server.request("/v1/models/toy:predict", {"instances": [[1.0, 2.0]] * 50_000})
         assert code == 400 and "exceeds the limit" in body["error"]
-        assert server.request("/v1/models/toy:predict", {"instances": [[1.0, 2.0]]})[0] == 200
+        # A client still uploading a large body gets the answer, not a reset connection, and
+        # its keep-alive connection serves the next request.
+        connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
+        big = json.dumps({"instances": [[1.0, 2.0]] * 100_000}).encode()  # 1.2 MB, 12x the limit
+        connection.request("POST", "/v1/models/toy:predict", big)
+        response = connection.getresponse()
+        assert response.status == 400 and "exceeds the limit" in json.loads(response.read())["error"]
+        connection.request("POST", "/v1/models/toy:predict", json.dumps({"instances": [[1.0, 2.0]]}))
+        assert connection.getresponse().status == 200
+        connection.close()
     finally:
         server.close()
 
