@@ -103,14 +103,12 @@ def parse_flags(argv: list[str]) -> ServerFlags:
     return flags
 
 
-def watch_model_config(store, path: str, poll_seconds: float) -> None:
+def watch_model_config(store, path: str, poll_seconds: float, applied: str) -> None:
     """Re-reads `path` every `poll_seconds` and applies a changed config to `store`, as TF
     Serving's --model_config_file_poll_wait_seconds does; a file that does not parse is
-    reported and the config in force kept."""
+    reported and the config in force kept. `applied` is the text the store was built from."""
     from serving.model_store import parse_model_config_text
 
-    with open(path) as f:
-        applied = f.read()
     while True:
         time.sleep(poll_seconds)
         try:
@@ -143,7 +141,8 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
 
     if flags.model_config_file:
         with open(flags.model_config_file) as f:
-            configs = parse_model_config_text(f.read())
+            config_text = f.read()
+        configs = parse_model_config_text(config_text)
     else:
         configs = [single_model_config(flags.model_name, flags.model_base_path)]
     store = ModelStore(configs, flags.file_system_poll_wait_seconds, warmup=flags.enable_model_warmup,
@@ -153,7 +152,7 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     store.start()
     if flags.model_config_file and flags.model_config_file_poll_wait_seconds > 0:
         threading.Thread(target=watch_model_config, args=(store, flags.model_config_file,
-                                                          flags.model_config_file_poll_wait_seconds),
+                                                          flags.model_config_file_poll_wait_seconds, config_text),
                          name="model-config-poll", daemon=True).start()
     if not flags.allow_version_labels_for_unavailable_models:
         for config in configs:

@@ -193,7 +193,7 @@ def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, ca
     config_file.write_text(one)
     store = ModelStore(parse_model_config_text(one))
     store.poll()
-    threading.Thread(target=watch_model_config, args=(store, str(config_file), 0.05), daemon=True).start()
+    threading.Thread(target=watch_model_config, args=(store, str(config_file), 0.05, one), daemon=True).start()
 
     two = one.replace(" } }", f' model_version_policy {{ all {{}} }} }} config {{ name: "b" base_path: '
                                f'"{tmp_path / "b"}" model_platform: "tensorflow" }} }}')

@@ -64,6 +64,13 @@ def heldout_pairs(config: PretrainConfig, tokenizer, data_dir: str) -> list[dict
     return pairs[: config.data.heldout_examples]
 
 
+def check_enough_examples(examples: list, batch_size: int, what: str, setting: str = "train.batch_size") -> None:
+    """Raises unless `examples` fill one batch; `setting` names the batch size for the user."""
+    if len(examples) < batch_size:
+        raise ValueError(f"{what}: {len(examples)} examples, fewer than one batch "
+                         f"({setting}={batch_size}). Use more text or a smaller batch.")
+
+
 def training_batches(config: PretrainConfig, tokenizer, examples: tf.data.Dataset,
                      skip_batches: int = 0) -> tf.data.Dataset:
     """Shuffled, repeated, packed batches of `examples`, masked afresh each time they are drawn."""
@@ -106,9 +113,7 @@ def text_pretraining_dataset(text_files: list[str], tokenizer, *, sequence_lengt
                             data=data, train=TrainConfig(batch_size=batch_size, seed=seed))
     documents, sources = load_labelled_corpora(list(text_files), data_dir or default_data_dir())
     pairs = training_pairs(config, tokenize_documents(tokenizer, documents), sources)
-    if len(pairs) < batch_size:
-        raise ValueError(f"{list(text_files)}: {len(pairs)} examples, fewer than one batch "
-                         f"(batch_size={batch_size}). Use more text or a smaller batch.")
+    check_enough_examples(pairs, batch_size, str(list(text_files)), setting="batch_size")
     if heldout:
         return heldout_batches(config, tokenizer, pairs)
     return training_batches(config, tokenizer, examples_dataset(pairs))

@@ -33,8 +33,8 @@ from kerasbert.data.corpus import load_labelled_corpora
 from kerasbert.models.encoder import build_encoder, load_encoder
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
 from kerasbert.pretraining.dataset import examples_dataset, tfrecord_dataset
-from kerasbert.pretraining.inputs import (heldout_batches, heldout_pairs, tokenize_documents, training_batches,
-                                          training_pairs)
+from kerasbert.pretraining.inputs import (check_enough_examples, heldout_batches, heldout_pairs,
+                                          tokenize_documents, training_batches, training_pairs)
 from kerasbert.training.backup import find_backup, restore
 from kerasbert.training.callbacks import Throughput, plot_curves, training_callbacks
 from kerasbert.training.head_warmup import warm_up_heads
@@ -116,12 +116,6 @@ def build_model(config: PretrainConfig, vocabulary_size: int, init_checkpoint: s
         raise ValueError(f"model.max_sequence_length={config.model.max_sequence_length} exceeds the "
                          f"encoder's position table ({encoder.max_sequence_length})")
     return BertPretrainer(encoder, mask_selection_length=length, nsp=nsp)
-
-
-def check_enough_examples(examples: list, batch_size: int, what: str) -> None:
-    if len(examples) < batch_size:
-        raise ValueError(f"{what}: {len(examples)} examples, fewer than one batch "
-                         f"(train.batch_size={batch_size}). Use more text or a smaller batch.")
 
 
 def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
