@@ -176,7 +176,8 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     print(f"gRPC on {flags.host}:{grpc_port}", flush=True)
     rest_server = None
     if flags.rest_api_port:
-        rest_server = make_rest_server(store, flags.rest_api_port, predict, flags.host, flags.max_body_bytes)
+        rest_server = make_rest_server(store, flags.rest_api_port, predict, flags.host, flags.max_body_bytes,
+                                       flags.rest_api_timeout_in_ms)
         threading.Thread(target=rest_server.serve_forever, name="rest", daemon=True).start()
         print(f"REST on http://{flags.host}:{rest_server.server_address[1]}", flush=True)
 

@@ -26,7 +26,7 @@ import time
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, wrappers_pb2
 
-from serving.model_store import InvalidArgument
+from serving.status import InvalidArgument, ResourceExhausted
 
 
 def _batching_parameters_class():
@@ -101,8 +101,6 @@ class Batcher:
             threading.Thread(target=self._work, name=f"batch-{i}", daemon=True).start()
 
     def __call__(self, servable, signature: str, inputs: dict[str, np.ndarray]):
-        from serving.rest import ResourceExhausted
-
         task = _Task(servable.check_inputs(signature, inputs))  # a bad request fails alone, here
         if task.size > self.max_batch_size:  # TF Serving's batch scheduler refuses it likewise
             raise InvalidArgument(f"Task size {task.size} is larger than maximum input batch size "

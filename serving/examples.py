@@ -26,8 +26,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
 
-from serving.json_tensor import InvalidArgument, decode_b64, format_decimal, is_b64_object, json_text
-from serving.model_store import tf_error_message
+from serving.json_tensor import decode_b64, format_decimal, is_b64_object, json_text, json_type_name
+from serving.status import InvalidArgument, tf_error_message
 
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
@@ -35,14 +35,6 @@ _KIND_NAMES = {"bytes_list": "bytes", "float_list": "float", "int64_list": "int6
 
 
 # --- JSON -> tf.Example ----------------------------------------------------------------
-
-
-def _json_type(value) -> str:
-    if value is None:
-        return "Null"
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    return {dict: "Object", list: "Array", str: "String"}.get(type(value), "Number")
 
 
 def _add_value(feature: tf.train.Feature, name: str, value) -> None:
@@ -60,7 +52,7 @@ def _add_value(feature: tf.train.Feature, name: str, value) -> None:
     elif is_b64_object(value):
         kind, item = "bytes_list", decode_b64(value)
     else:
-        raise InvalidArgument(f"Feature: {name} has element with unexpected JSON type: {_json_type(value)}")
+        raise InvalidArgument(f"Feature: {name} has element with unexpected JSON type: {json_type_name(value)}")
     current = feature.WhichOneof("kind")
     if current not in (None, kind):
         raise InvalidArgument(f"Unexpected element type in feature: {name} expecting type: "
@@ -71,7 +63,7 @@ def _add_value(feature: tf.train.Feature, name: str, value) -> None:
 def example_from_json(value) -> tf.train.Example:
     """One JSON object of features as a tf.train.Example."""
     if not isinstance(value, dict):
-        raise InvalidArgument(f"Example must be JSON object but got JSON {_json_type(value)}")
+        raise InvalidArgument(f"Example must be JSON object but got JSON {json_type_name(value)}")
     example = tf.train.Example()
     for name, content in value.items():
         feature = example.features.feature[name]

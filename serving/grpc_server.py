@@ -18,15 +18,11 @@ import tensorflow as tf
 from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc, regression_pb2)
 
-from serving import examples, json_tensor, rest
+from serving import examples, json_tensor
 from serving.model_store import ModelStore
+from serving.status import InvalidArgument, grpc_code
 
 log = logging.getLogger(__name__)
-
-GRPC_CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 404: grpc.StatusCode.NOT_FOUND,
-              429: grpc.StatusCode.RESOURCE_EXHAUSTED,
-              503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.DEADLINE_EXCEEDED}
-
 
 def _spec(model_spec):
     version = model_spec.version.value if model_spec.HasField("version") else None
@@ -35,10 +31,10 @@ def _spec(model_spec):
 
 
 def _abort(context, error: Exception):
-    code = rest.http_status(error)
-    if code == 500:
+    code = grpc_code(error)
+    if code == grpc.StatusCode.INTERNAL:
         log.exception("internal error")
-    context.abort(GRPC_CODES.get(code, grpc.StatusCode.INTERNAL), str(error))
+    context.abort(code, str(error))
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
@@ -54,7 +50,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             inputs = {}
             for key, proto in request.inputs.items():
                 if key in dtypes and tf.as_dtype(proto.dtype) != dtypes[key]:
-                    raise json_tensor.InvalidArgument(
+                    raise InvalidArgument(
                         f"Expects arg[{key}] to be {json_tensor.dtype_name(dtypes[key])} but "
                         f"{json_tensor.dtype_name(tf.as_dtype(proto.dtype))} is provided")
                 inputs[key] = tf.make_ndarray(proto)
@@ -74,7 +70,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def GetModelMetadata(self, request, context):
         try:
             if list(request.metadata_field) != ["signature_def"]:
-                raise json_tensor.InvalidArgument("Metadata field signature_def is the only one supported")
+                raise InvalidArgument("Metadata field signature_def is the only one supported")
             return self.store.metadata(*_spec(request.model_spec))
         except Exception as error:
             _abort(context, error)

@@ -26,10 +26,7 @@ import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
 from serving import json_parse
-
-
-class InvalidArgument(ValueError):
-    """A request TF Serving would answer with INVALID_ARGUMENT (HTTP 400)."""
+from serving.status import InvalidArgument
 
 
 # --- Number formatting -------------------------------------------------------------
@@ -114,7 +111,8 @@ def json_text(value) -> str:
         return "[...nested too deep to print...]"
 
 
-def _type_name(value) -> str:
+def json_type_name(value) -> str:
+    """rapidjson's type name of a JSON value, as TF Serving's messages print it (JsonTypeString)."""
     if value is None:
         return "Null"
     if isinstance(value, bool):
@@ -132,7 +130,7 @@ def dtype_name(dtype: tf.DType) -> str:
 
 
 def _type_error(value, dtype: tf.DType) -> InvalidArgument:
-    return InvalidArgument(f"JSON Value: {json_text(value)} Type: {_type_name(value)} is not of "
+    return InvalidArgument(f"JSON Value: {json_text(value)} Type: {json_type_name(value)} is not of "
                            f"expected type: {dtype_name(dtype)}")
 
 

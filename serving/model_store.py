@@ -39,36 +39,11 @@ from tensorflow.python.tools import saved_model_utils
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
+from serving.status import InvalidArgument, NotFound, tf_error_message
 from serving.warmup import replay_warmup_requests
 
 log = logging.getLogger(__name__)
 ModelConfig = model_server_config_pb2.ModelConfig
-
-
-class NotFound(LookupError):
-    """TF Serving's NOT_FOUND: no such model or version (HTTP 404)."""
-
-
-class InvalidArgument(ValueError):
-    """TF Serving's INVALID_ARGUMENT (HTTP 400)."""
-
-
-class FailedPrecondition(RuntimeError):
-    """TF Serving's FAILED_PRECONDITION (HTTP 400)."""
-
-
-def tf_error_message(error: Exception) -> str:
-    """The failing op's own message, without TensorFlow's graph-execution framing.
-
-    >>> tf_error_message(tf.errors.InvalidArgumentError(None, None, "Graph execution error:\n\n"
-    ...     "Name: <unknown>, Feature: x is required\n\t [[{{node ParseExample}}]]"))
-    'Name: <unknown>, Feature: x is required'
-    """
-    lines = [line for line in getattr(error, "message", str(error)).splitlines() if line.strip()]
-    for before, line in zip(lines, lines[1:]):
-        if line.lstrip().startswith("[["):
-            return before
-    return lines[0] if lines else type(error).__name__
 
 
 def parse_model_config_text(text: str) -> list[ModelConfig]:

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import re
@@ -24,7 +25,8 @@ from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving import examples, json_tensor
-from serving.model_store import FailedPrecondition, InvalidArgument, ModelStore, NotFound
+from serving.model_store import ModelStore
+from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, http_status
 
 log = logging.getLogger(__name__)
 
@@ -33,27 +35,6 @@ _MODEL_PATH = r"/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|/labels
 PREDICT_RE = re.compile(_MODEL_PATH + r":(?P<method>classify|regress|predict)", re.IGNORECASE)
 STATUS_RE = re.compile(r"/v1/models(?:/(?P<name>[^/:]+))?(?:/versions/(?P<version>\d+)|"
                        r"/labels/(?P<label>[^/:]+))?(?P<metadata>/metadata)?", re.IGNORECASE)
-
-
-class ResourceExhausted(RuntimeError):
-    """TF Serving's RESOURCE_EXHAUSTED (HTTP 429)."""
-
-
-class Unavailable(RuntimeError):
-    """TF Serving's UNAVAILABLE (HTTP 503)."""
-
-
-class DeadlineExceeded(TimeoutError):
-    """TF Serving's DEADLINE_EXCEEDED (HTTP 504)."""
-
-
-HTTP_STATUS = [(json_tensor.InvalidArgument, 400), (InvalidArgument, 400), (FailedPrecondition, 400),
-               (NotFound, 404), (ResourceExhausted, 429), (Unavailable, 503),
-               (DeadlineExceeded, 504)]
-
-
-def http_status(error: Exception) -> int:
-    return next((code for kind, code in HTTP_STATUS if isinstance(error, kind)), 500)
 
 
 def to_json(message) -> str:
@@ -98,6 +79,8 @@ class RestHandler(BaseHTTPRequestHandler):
     store: ModelStore
     predictor = None
     max_body_bytes = 64 * 1024 * 1024
+    timeout_seconds: float | None = None
+    runner: concurrent.futures.ThreadPoolExecutor
 
     def log_message(self, format, *args):  # access log only at debug level
         log.debug("%s - %s", self.address_string(), format % args)
@@ -137,7 +120,7 @@ class RestHandler(BaseHTTPRequestHandler):
                     if not chunk:  # the client stopped sending
                         break
                     left -= len(chunk)
-            raise json_tensor.InvalidArgument(f"Request body of {length} bytes exceeds the limit "
+            raise InvalidArgument(f"Request body of {length} bytes exceeds the limit "
                                               f"of {self.max_body_bytes} bytes")
         return self.rfile.read(length) if length else b""
 
@@ -164,9 +147,11 @@ class RestHandler(BaseHTTPRequestHandler):
                 name, version, label = self._spec(predict)
                 verb = predict["method"].lower()
                 if verb == "predict":
-                    self._send(200, predict_json(self.store, self.predictor, name, version, label, body))
+                    self._send(200, self._in_time(predict_json, self.store, self.predictor, name, version, label,
+                                                  body))
                 else:
-                    self._send(200, classify_regress_json(self.store, verb, name, version, label, body))
+                    self._send(200, self._in_time(classify_regress_json, self.store, verb, name, version, label,
+                                                  body))
             elif method == "GET" and status:
                 if not status["name"]:
                     raise InvalidArgument("Missing model name in request.")
@@ -181,6 +166,18 @@ class RestHandler(BaseHTTPRequestHandler):
             self._error(InvalidArgument("JSON value nested too deep to convert to a tensor"))
         except Exception as error:  # every failure becomes a JSON error; the server stays up
             self._error(error)
+
+    def _in_time(self, function, *args) -> str:
+        """`function(*args)`, or DEADLINE_EXCEEDED once `timeout_seconds` have passed (the call
+        itself runs on to its end in the background)."""
+        if self.timeout_seconds is None:
+            return function(*args)
+        future = self.runner.submit(function, *args)
+        try:
+            return future.result(timeout=self.timeout_seconds)
+        except concurrent.futures.TimeoutError:
+            raise DeadlineExceeded(f"Deadline Exceeded: no answer within --rest_api_timeout_in_ms="
+                                   f"{self.timeout_seconds * 1000:g}") from None
 
     @staticmethod
     def _spec(match):
@@ -208,10 +205,16 @@ class RestHandler(BaseHTTPRequestHandler):
 
 
 def make_rest_server(store: ModelStore, port: int, predictor, host: str = "127.0.0.1",
-                     max_body_bytes: int = 64 * 1024 * 1024) -> ThreadingHTTPServer:
-    """A REST server bound to host:port (port 0 picks a free one: see server_address)."""
+                     max_body_bytes: int = 64 * 1024 * 1024, timeout_ms: int = 30000) -> ThreadingHTTPServer:
+    """A REST server bound to host:port (port 0 picks a free one: see server_address).
+
+    `timeout_ms` is TF Serving's --rest_api_timeout_in_ms: a predict, classify or regress
+    call still running after it is answered 504 DEADLINE_EXCEEDED (<= 0: no limit).
+    """
     handler = type("BoundRestHandler", (RestHandler,),
-                   {"store": store, "predictor": staticmethod(predictor), "max_body_bytes": max_body_bytes})
+                   {"store": store, "predictor": staticmethod(predictor), "max_body_bytes": max_body_bytes,
+                    "timeout_seconds": timeout_ms / 1000 if timeout_ms > 0 else None,
+                    "runner": concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="rest-run")})
     server = ThreadingHTTPServer((host, port), handler, bind_and_activate=False)
     server.daemon_threads = True
     server.request_queue_size = 256  # listen backlog: many clients may connect at once

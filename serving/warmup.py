@@ -18,6 +18,8 @@ import os
 import tensorflow as tf
 from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2
 
+from serving import examples
+
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 MAX_RECORDS = 1000  # TF Serving's limit on warm-up records per version
 
@@ -40,8 +42,6 @@ def read_warmup_requests(version_dir: str) -> list:
 
 def replay_warmup_requests(servable, check_method_name: bool = False) -> int:
     """Runs each warm-up request once against `servable`; returns how many ran."""
-    from serving import examples
-
     requests = read_warmup_requests(servable.path)
     for request in requests:
         signature = request.model_spec.signature_name or "serving_default"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from serving.batching import Batcher, parse_batching_parameters
-from serving.rest import ResourceExhausted
+from serving.status import InvalidArgument, ResourceExhausted
 
 
 class Plain:
@@ -86,7 +86,7 @@ def test_full_queue_is_refused_with_resource_exhausted():
 
 
 def test_a_bad_request_never_fails_the_good_ones_batched_with_it(tmp_path):
-    from serving.model_store import InvalidArgument, Servable
+    from serving.model_store import Servable
     from serving_models import save_toy
 
     save_toy(str(tmp_path / "1"), scale=2.0)
@@ -115,7 +115,6 @@ def test_a_bad_request_never_fails_the_good_ones_batched_with_it(tmp_path):
 
 
 def test_rows_that_fail_a_batch_only_fail_their_own_request():
-    from serving.model_store import InvalidArgument
 
     def run(servable, signature, inputs):  # a model that refuses negative rows, as a graph check would
         if (inputs["x"] < 0).any():
@@ -141,7 +140,6 @@ def test_rows_that_fail_a_batch_only_fail_their_own_request():
 
 
 def test_a_request_larger_than_max_batch_size_is_refused():
-    from serving.model_store import InvalidArgument
 
     batcher = Batcher(parse_batching_parameters("max_batch_size { value: 4 }"), CountingRun())
     with pytest.raises(InvalidArgument, match="Task size 5 is larger than maximum input batch size 4"):

@@ -266,7 +266,7 @@ def test_method_name_check_when_enabled(server, tmp_path):
     from tensorflow_serving.apis import input_pb2
 
     from serving import examples
-    from serving.json_tensor import InvalidArgument
+    from serving.status import InvalidArgument
     from serving.model_store import Servable
 
     save_half_plus_two(str(tmp_path / "1"))

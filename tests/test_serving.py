@@ -381,3 +381,48 @@ def test_client_rest_and_grpc_and_retry_on_unavailable(server):
     with pytest.raises(ServingError) as error:
         ServingClient("toy", rest_port=closed_port, retries=2, backoff=0.1).predict("x", {"x": [[1.0]]})
     assert error.value.code == 503 and time.time() - started >= 0.3  # backoff 0.1 + 0.2
+
+
+def test_rest_api_timeout_answers_deadline_exceeded(model_base):
+    """--rest_api_timeout_in_ms: a predict still running past it is answered 504, as TF Serving
+    answers DEADLINE_EXCEEDED; the server goes on serving."""
+    from serving.model_store import ModelConfig, ModelStore
+    from serving.rest import make_rest_server
+
+    store = ModelStore([ModelConfig(name="toy", base_path=str(model_base))])
+    store.poll()
+
+    def slow(servable, signature, inputs):
+        if inputs["x"][0][0] < 0:  # the slow request
+            time.sleep(1.0)
+        return servable.predict(signature, inputs)
+
+    rest = make_rest_server(store, 0, slow, timeout_ms=200)
+    threading.Thread(target=rest.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{rest.server_address[1]}/v1/models/toy:predict"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(urllib.request.Request(url, json.dumps({"instances": [[-1.0, 2.0]]}).encode()),
+                                   timeout=30)
+        assert error.value.code == 504 and "Deadline Exceeded" in json.loads(error.value.read())["error"]
+        with urllib.request.urlopen(urllib.request.Request(url, json.dumps({"instances": [[1.0, 2.0]]}).encode()),
+                                    timeout=30) as response:
+            assert json.loads(response.read()) == {"predictions": [{"rows": 1, "y": [3.0, 6.0]}]}  # version 2
+    finally:
+        rest.shutdown()
+
+
+def test_each_error_kind_has_tf_serving_codes():
+    """One table: model_servers/http_server.cc ToHTTPStatusCode, and the gRPC code of the status."""
+    import grpc
+
+    from serving import status
+
+    kinds = {status.InvalidArgument: (400, grpc.StatusCode.INVALID_ARGUMENT),
+             status.FailedPrecondition: (400, grpc.StatusCode.FAILED_PRECONDITION),
+             status.NotFound: (404, grpc.StatusCode.NOT_FOUND),
+             status.ResourceExhausted: (429, grpc.StatusCode.RESOURCE_EXHAUSTED),
+             status.DeadlineExceeded: (504, grpc.StatusCode.DEADLINE_EXCEEDED),
+             RuntimeError: (500, grpc.StatusCode.INTERNAL)}
+    for kind, codes in kinds.items():
+        assert (status.http_status(kind("x")), status.grpc_code(kind("x"))) == codes
