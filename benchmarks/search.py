@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output_dir", default="runs/bench-search", help="Results folder.")
     args = parser.parse_args(argv)
 
-    from kerasbert.finetuning.data import load_finetuned
+    from kerasbert.finetuning.load import load_finetuned
     from kerasbert.search import KerasEmbedder
 
     sentences_file = os.path.join(args.data_dir, "cs224n", "quora-train.tsv")

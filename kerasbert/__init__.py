@@ -49,7 +49,7 @@ _MODULES = {
     "load_examples": "kerasbert.finetuning.data",
     "task_dataset": "kerasbert.finetuning.data",
     "interleave_tasks": "kerasbert.finetuning.data",
-    "load_finetuned": "kerasbert.finetuning.data",
+    "load_finetuned": "kerasbert.finetuning.load",
     "score_file": "kerasbert.finetuning.evaluation",
     "run_finetuning": "kerasbert.finetuning.run",
     # Export for TensorFlow Serving, and tf.distribute strategies by name.

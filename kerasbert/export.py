@@ -43,9 +43,10 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from kerasbert.config import to_dict
-from kerasbert.finetuning.data import TaskPreprocessor, load_finetuned
+from kerasbert.finetuning.data import TaskPreprocessor
+from kerasbert.finetuning.load import load_finetuned
 from kerasbert.finetuning.model import TASKS
-from kerasbert.packing import pack_segments
+from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tokenization import write_vocabulary
 from kerasbert.warmup import predict_request, write_warmup_requests
 
@@ -61,7 +62,7 @@ METHODS = {"sentiment_classify": "tensorflow/serving/classify", "paraphrase_clas
 
 def token_specs(suffix: str = "") -> list[tf.TensorSpec]:
     return [tf.TensorSpec([None, None], tf.int32, name=f"{name}{suffix}")
-            for name in ("token_ids", "segment_ids", "padding_mask")]
+            for name in ENCODER_KEYS]
 
 
 def next_version(export_base: str) -> int:
@@ -118,7 +119,7 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=TASKS) -> dic
     signature. Packing is `kerasbert.packing.pack_segments`, which gives keras-hub's
     packer's output in a small graph that a server loads fast.
     """
-    keys = ("token_ids", "segment_ids", "padding_mask")
+    keys = ENCODER_KEYS
     encode = tf.function(lambda *tokens: model.embed(dict(zip(keys, tokens))), input_signature=token_specs())
     tokenize = tf.function(preprocessor.tokenizer, input_signature=[TEXT])
     ids, sequence_length = preprocessor.ids, preprocessor.sequence_length

@@ -1,4 +1,5 @@
-"""BERT packing in a few dense ops, for serving graphs.
+"""BERT packing: keras-hub's packer for training (`make_packer`), and the same packing in
+a few dense ops for serving graphs (`pack_segments`).
 
 `pack_segments` gives the same `[CLS] a [SEP] (b [SEP])` token ids, segment ids and
 padding mask as keras-hub's `MultiSegmentPacker(truncate="round_robin")` followed by
@@ -21,7 +22,19 @@ Example:
 
 from __future__ import annotations
 
+import keras_hub
 import tensorflow as tf
+
+# The packed tensors an encoder takes, by name: token ids, segment ids, padding mask.
+ENCODER_KEYS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def make_packer(sequence_length: int, ids: dict[str, int]) -> keras_hub.layers.MultiSegmentPacker:
+    """keras-hub's `[CLS] a [SEP] (b [SEP])` packer, padded with `[PAD]`, trimmed round-robin."""
+    return keras_hub.layers.MultiSegmentPacker(
+        sequence_length=sequence_length, start_value=ids["cls"], end_value=ids["sep"],
+        pad_value=ids["pad"], truncate="round_robin")
+
 
 
 def round_robin_lengths(lengths: list[tf.Tensor], budget: int) -> list[tf.Tensor]:

@@ -47,7 +47,7 @@ class KerasEmbedder:
     """Sentence embeddings of a pipelines.finetune output folder (its `embed` path)."""
 
     def __init__(self, model_dir: str, batch_size: int = 64):
-        from kerasbert.finetuning.data import load_finetuned
+        from kerasbert.finetuning.load import load_finetuned
 
         _, self.model, self.preprocessor = load_finetuned(model_dir)
         self.batch_size = batch_size

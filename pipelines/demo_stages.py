@@ -108,8 +108,9 @@ class Demo:
         self.results["finetune"] = run_finetuning(config, self.args.data_dir, self.path("finetune"), init)
 
     def evaluate(self) -> None:
-        from kerasbert.finetuning.data import load_finetuned, resolve_path
+        from kerasbert.finetuning.data import resolve_path
         from kerasbert.finetuning.evaluation import score_file
+        from kerasbert.finetuning.load import load_finetuned
 
         config, self.model, self.preprocessor = load_finetuned(self.path("finetune"))
         metrics = {}

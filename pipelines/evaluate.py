@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     def run():
         import json
 
-        from kerasbert.finetuning.data import load_finetuned
+        from kerasbert.finetuning.load import load_finetuned
         from kerasbert.finetuning.evaluation import score_file
 
         _, model, preprocessor = load_finetuned(args.model_dir)

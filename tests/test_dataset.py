@@ -6,7 +6,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.pretraining.dataset import (examples_dataset, heldout_dataset, make_packer,
+from kerasbert.packing import make_packer
+from kerasbert.pretraining.dataset import (examples_dataset, heldout_dataset,
                                            pretraining_dataset, tfrecord_dataset, write_tfrecords)
 from kerasbert.pretraining.masking import Masker
 

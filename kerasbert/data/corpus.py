@@ -24,7 +24,7 @@ import io
 import os
 import re
 
-from kerasbert.data.tasks import DataError, read_task_file
+from kerasbert.data.tasks import DataError, read_task_file, read_utf8
 
 Document = list[str]
 
@@ -44,14 +44,7 @@ def data_path(data_dir: str, *parts: str) -> str:
 
 def read_utf8_lines(path: str) -> list[str]:
     """Reads a text file as lines, naming the line of the first bad UTF-8 byte."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 ({error.reason} at byte {error.start})") from None
-    return text.split("\n")
+    return read_utf8(path).split("\n")
 
 
 def split_sentences(text: str) -> list[str]:

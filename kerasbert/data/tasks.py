@@ -31,6 +31,22 @@ class DataError(ValueError):
     """A data file is missing or cannot be read; the message names file and line."""
 
 
+def read_utf8(path: str) -> str:
+    """A text file's content, or a DataError naming the line of its first bad UTF-8 byte.
+
+    Example:
+        >>> read_utf8("corpus.txt")[:12]
+        'The cat sat.'
+    """
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not valid UTF-8 ({error.reason} at byte {error.start})") from None
+
+
 @dataclasses.dataclass(frozen=True)
 class Example:
     """One labelled example. `text_b` is "" for single-sentence tasks."""
@@ -125,13 +141,7 @@ def read_task_file(task: str, path: str, max_bad_fraction: float = 0.1) -> ReadR
         raise ValueError(f"task must be one of {TASKS}. Received: task={task!r}")
     if not os.path.isfile(path):
         raise DataError(f"{path}: file not found")
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 ({error.reason} at byte {error.start})") from None
+    text = read_utf8(path)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
     header = next(reader, None)
     if not header:

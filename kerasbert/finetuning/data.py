@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.data.tasks import Example, read_task_file
-from kerasbert.pretraining.dataset import make_packer
+from kerasbert.packing import make_packer
 from kerasbert.tokenization import special_token_ids
 
 TASK_IDS = {"sst": 0, "para": 1, "sts": 2}
@@ -189,28 +189,3 @@ def interleave_tasks(datasets: dict[str, tf.data.Dataset], sizes: dict[str, int]
     weights = task_weights(sizes, sampling, temperature, shares)
     return tf.data.Dataset.sample_from_datasets([datasets[t] for t in tasks],
                                                 [weights[t] for t in tasks], seed=seed)
-
-
-def load_finetuned(model_dir: str):
-    """(config, model, preprocessor) of a pipelines.finetune output folder.
-
-    >>> config, model, pre = load_finetuned("runs/finetune")
-    >>> model.embed(pre.pack(tf.constant(["a fine film"]))).shape
-    TensorShape([1, 384])
-    """
-    import keras
-
-    from kerasbert.config import FinetuneConfig, load_config
-    from kerasbert.finetuning import model as _model  # noqa: F401  registers MultitaskBert
-    from kerasbert.tokenization import load_tokenizer
-
-    for name in ("config.json", "model.keras", "encoder"):
-        if not os.path.exists(os.path.join(model_dir, name)):
-            raise FileNotFoundError(f"{model_dir}: no {name}; --model_dir takes an output folder of "
-                                    "pipelines.finetune")
-    config = load_config(FinetuneConfig, os.path.join(model_dir, "config.json"))
-    model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False)
-    preprocessor = TaskPreprocessor(load_tokenizer(os.path.join(model_dir, "encoder")),
-                                    config.data.max_sequence_length, config.heads.pair_encoder,
-                                    sts_encoder=config.heads.sts_encoder)
-    return config, model, preprocessor

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import keras
 import tensorflow as tf
+
+from kerasbert.packing import ENCODER_KEYS
 from keras_hub.src.models.bert.bert_backbone import bert_kernel_initializer
 
 TASKS = ("sst", "para", "sts")
-ENCODER_KEYS = ("token_ids", "segment_ids", "padding_mask")
 
 
 def cosine(u, v):

@@ -28,12 +28,12 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.config import FinetuneConfig, save_config
+from kerasbert.console import stage
 from kerasbert.finetuning.data import (TaskPreprocessor, interleave_tasks, load_examples, resolve_path,
                                        task_dataset)
 from kerasbert.finetuning.evaluation import overall_score, plot_confusion, predict_examples, task_metrics
 from kerasbert.finetuning.model import TASKS, MultitaskBert
 from kerasbert.models.encoder import load_encoder
-from kerasbert.pretraining.run import stage
 from kerasbert.tokenization import load_tokenizer
 from kerasbert.training.backup import find_backup, restore
 from kerasbert.training.callbacks import Throughput, plot_curves, training_callbacks

@@ -25,9 +25,9 @@ import time
 import numpy as np
 
 from kerasbert.config import save_config
-from kerasbert.finetuning.data import load_finetuned
+from kerasbert.console import stage
+from kerasbert.finetuning.load import load_finetuned
 from kerasbert.finetuning.run import evaluate_all, load_dev_sets, write_outputs
-from kerasbert.pretraining.run import stage
 
 METRIC_KEYS = ("sst_accuracy", "para_accuracy", "sts_pearson", "overall")
 

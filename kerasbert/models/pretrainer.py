@@ -21,6 +21,8 @@ import keras
 import keras_hub
 from keras_hub.src.models.bert.bert_backbone import bert_kernel_initializer
 
+from kerasbert.packing import ENCODER_KEYS
+
 
 @keras.saving.register_keras_serializable(package="kerasbert")
 class BertPretrainer(keras.Model):
@@ -46,7 +48,7 @@ class BertPretrainer(keras.Model):
             "mask_positions": keras.Input((mask_selection_length,), dtype="int32",
                                           name="mask_positions"),
         }
-        encoded = backbone({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
+        encoded = backbone({k: inputs[k] for k in ENCODER_KEYS})
         mlm_head = keras_hub.layers.MaskedLMHead(
             vocabulary_size=backbone.vocabulary_size,
             token_embedding=backbone.token_embedding,  # tied output projection

@@ -23,7 +23,6 @@ from __future__ import annotations
 import glob
 import os
 
-import keras_hub
 import numpy as np
 import tensorflow as tf
 
@@ -98,12 +97,6 @@ def tfrecord_dataset(pattern_or_dir: str, seed: int, shuffle_files: bool = True)
                 "nsp_weight": e["nsp_weight"]}
 
     return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-
-
-def make_packer(sequence_length: int, ids: dict[str, int]) -> keras_hub.layers.MultiSegmentPacker:
-    return keras_hub.layers.MultiSegmentPacker(
-        sequence_length=sequence_length, start_value=ids["cls"], end_value=ids["sep"],
-        pad_value=ids["pad"], truncate="round_robin")
 
 
 def pack_and_mask(batch: dict, packer, masker, pad_id: int, nsp: bool = True):

@@ -20,7 +20,8 @@ import tensorflow as tf
 from kerasbert import tokenization
 from kerasbert.config import ModelConfig, PretrainConfig, PretrainDataConfig, TrainConfig
 from kerasbert.data.corpus import default_data_dir, load_corpora, load_labelled_corpora
-from kerasbert.pretraining.dataset import examples_dataset, heldout_dataset, make_packer, pretraining_dataset
+from kerasbert.packing import make_packer
+from kerasbert.pretraining.dataset import examples_dataset, heldout_dataset, pretraining_dataset
 from kerasbert.pretraining.masking import Masker
 from kerasbert.pretraining.pairs import build_pairs
 

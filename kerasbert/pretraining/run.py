@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from kerasbert import tokenization
 from kerasbert.config import PretrainConfig, save_config
+from kerasbert.console import stage
 from kerasbert.data.corpus import load_labelled_corpora
 from kerasbert.models.encoder import build_encoder, load_encoder
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
@@ -47,11 +48,6 @@ log = logging.getLogger(__name__)
 # What a run writes into its output folder (the layout above); --overwrite removes these.
 RUN_OUTPUTS = ("config.json", "vocab.txt", "encoder", "pretrainer.keras", "checkpoints", "backup",
                "history.csv", "logs", "curves.png", "metrics.json")
-
-
-def stage(message: str, started: float | None = None) -> None:
-    elapsed = f" [{time.perf_counter() - started:.0f}s]" if started is not None else ""
-    print(f"== {message}{elapsed}", flush=True)
 
 
 def is_kerasbert_run(path: str) -> bool:

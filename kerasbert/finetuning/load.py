@@ -1,0 +1,36 @@
+"""A pipelines.finetune output folder, loaded back: its config, model and preprocessor.
+
+Example:
+    >>> config, model, preprocessor = load_finetuned("runs/finetune")
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras
+
+from kerasbert.config import FinetuneConfig, load_config
+from kerasbert.finetuning.data import TaskPreprocessor
+from kerasbert.finetuning.model import MultitaskBert
+from kerasbert.tokenization import load_tokenizer
+
+
+def load_finetuned(model_dir: str):
+    """(config, model, preprocessor) of a pipelines.finetune output folder.
+
+    >>> config, model, pre = load_finetuned("runs/finetune")
+    >>> model.embed(pre.pack(tf.constant(["a fine film"]))).shape
+    TensorShape([1, 384])
+    """
+    for name in ("config.json", "model.keras", "encoder"):
+        if not os.path.exists(os.path.join(model_dir, name)):
+            raise FileNotFoundError(f"{model_dir}: no {name}; --model_dir takes an output folder of "
+                                    "pipelines.finetune")
+    config = load_config(FinetuneConfig, os.path.join(model_dir, "config.json"))
+    model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False,
+                                    custom_objects={"kerasbert>MultitaskBert": MultitaskBert})
+    preprocessor = TaskPreprocessor(load_tokenizer(os.path.join(model_dir, "encoder")),
+                                    config.data.max_sequence_length, config.heads.pair_encoder,
+                                    sts_encoder=config.heads.sts_encoder)
+    return config, model, preprocessor
