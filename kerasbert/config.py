@@ -458,3 +458,7 @@ class FinetuneConfig:
                "train.ema_momentum cannot be combined with schedule.layerwise_lr_decay < 1.")
         _check(not (self.train.ema_momentum and self.schedule.hold_idle_heads),
                "train.ema_momentum cannot be combined with schedule.hold_idle_heads.")
+        # The multitask step computes its losses in the heads' dtype; it was never run in
+        # half precision, so it says so instead of ignoring the setting.
+        _check(not self.train.mixed_precision,
+               "train.mixed_precision is for pretraining; multitask fine-tuning runs in float32.")

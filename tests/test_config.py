@@ -77,3 +77,18 @@ def test_task_shares_are_taken_only_with_shares_sampling():
     with pytest.raises(ConfigError, match="must be >= 0 with a positive sum"):
         load_config(FinetuneConfig, None, ["schedule.sampling=shares", "schedule.sst_share=0",
                                            "schedule.para_share=0", "schedule.sts_share=0"])
+
+
+def test_finetuning_refuses_mixed_precision_rather_than_ignore_it():
+    with pytest.raises(ConfigError, match="train.mixed_precision is for pretraining"):
+        load_config(FinetuneConfig, None, ["train.mixed_precision=true"])
+
+
+def test_a_run_leaves_the_global_dtype_policy_as_it_found_it():
+    import keras
+
+    from kerasbert.training.precision import mixed_precision
+
+    with mixed_precision(True):
+        assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+    assert keras.mixed_precision.global_policy().name == "float32"

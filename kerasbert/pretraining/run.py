@@ -40,6 +40,7 @@ from kerasbert.training.backup import find_backup, restore
 from kerasbert.training.callbacks import Throughput, plot_curves, training_callbacks
 from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
+from kerasbert.training.precision import mixed_precision
 from kerasbert.training.run_folder import check_free_space, check_output_dir
 from kerasbert.training.strategy import worker_info
 
@@ -126,6 +127,12 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         >>> config = load_config(PretrainConfig, "pipelines/configs/pretrain_tiny.json")
         >>> run_pretraining(config, "../shared/data", "runs/tiny")["mlm_accuracy"]
     """
+    with mixed_precision(config.train.mixed_precision):
+        return _pretrain(config, data_dir, output_dir, init_checkpoint, strategy, overwrite)
+
+
+def _pretrain(config: PretrainConfig, data_dir: str, output_dir: str, init_checkpoint: str | None,
+              strategy: tf.distribute.Strategy | None, overwrite: bool) -> dict:
     if config.train.head_warmup_steps and not init_checkpoint:
         raise ValueError("train.head_warmup_steps trains fresh heads on a pretrained encoder and "
                          "needs --init_checkpoint. Received: no --init_checkpoint")
@@ -137,9 +144,6 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
         return finished
     train = config.train
     keras.utils.set_random_seed(train.seed)
-    if train.mixed_precision:
-        keras.mixed_precision.set_global_policy(
-            "mixed_float16" if tf.config.list_physical_devices("GPU") else "mixed_bfloat16")
     os.makedirs(output_dir, exist_ok=True)
     if is_chief:
         save_config(config, os.path.join(output_dir, "config.json"))
