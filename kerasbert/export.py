@@ -38,10 +38,10 @@ import re
 import shutil
 import tempfile
 
-import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from kerasbert.compat.keras import ordered_export_archive
 from kerasbert.config import to_dict
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.load import load_finetuned
@@ -196,32 +196,6 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=TASKS) -> dic
     return functions
 
 
-class _OrderedExportArchive(type(keras.export.ExportArchive())):  # the backend's archive class
-    """An ExportArchive that saves the endpoints' variables in the model's weight order.
-
-    keras lists them in the order the endpoints captured them, which follows object
-    ids, so two exports of one model had different program fingerprints. In a fixed
-    order a re-export has the same fingerprint, and a server may restore its weights
-    into a graph it has already loaded (`python -m serving --warm_standby`).
-    """
-
-    def __init__(self, model):
-        super().__init__()
-        self._rank = {id(weight.value): rank for rank, weight in enumerate(model.weights)}
-
-    def _filter_and_track_resources(self):
-        super()._filter_and_track_resources()
-        variables = sorted(self._tf_trackable._all_variables,
-                           key=lambda v: (self._rank.get(id(v), len(self._rank)), v.name))
-        trackable = self._tf_trackable
-        trackable._all_variables = variables
-        # The loaded object's .variables, as archive.track(model) would give, but the same
-        # tf.Variable objects, so the checkpoint still holds each weight once.
-        trackable.variables = list(variables)
-        trackable.trainable_variables = [v for v in variables if v.trainable]
-        trackable.non_trainable_variables = [v for v in variables if not v.trainable]
-
-
 def remove_abandoned_builds(export_base: str) -> list[str]:
     """Removes the hidden build folders of exports whose process is gone (killed mid-write);
     returns their names. A server never loads them: their names are not versions."""
@@ -264,7 +238,7 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
 
     # The endpoints track the variables they use. archive.track(model) would add the
     # Keras variables as second objects, and the checkpoint would hold every weight twice.
-    archive = _OrderedExportArchive(model)
+    archive = ordered_export_archive(model)
     tokenizer(tf.constant(["build"]))  # a Keras layer must be built before it is tracked
     archive.track(tokenizer)  # its WordPiece tables are resources the graph needs
     functions = serving_functions(model, preprocessor, tasks)

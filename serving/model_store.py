@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
-from tensorflow.python.tools import saved_model_utils
+from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
@@ -77,6 +77,18 @@ def program_key(path: str) -> tuple | None:
             fingerprint.saved_object_graph_hash, assets.hexdigest())
 
 
+def serving_meta_graph(path: str):
+    """The MetaGraphDef tagged "serve" of the SavedModel at `path`, read from its proto (the
+    schema TF Serving reads too) rather than through TF's private saved_model_utils."""
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    for meta_graph in saved_model.meta_graphs:
+        if "serve" in meta_graph.meta_info_def.tags:
+            return meta_graph
+    raise ValueError(f"{path}: no MetaGraphDef tagged 'serve'")
+
+
 class LoadFailure(NamedTuple):
     """The last failed load of a version, and when it may be tried again."""
     error: str
@@ -99,7 +111,7 @@ class Servable:
             variables = os.path.join(path, "variables", "variables")
             tf.train.Checkpoint(root=loaded).read(variables).assert_existing_objects_matched()
         self.loaded = loaded
-        self.meta_graph = saved_model_utils.get_meta_graph_def(path, "serve")
+        self.meta_graph = serving_meta_graph(path)
         self.signature_defs = self.meta_graph.signature_def
 
     def signature(self, name: str):

@@ -27,8 +27,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS
-from keras_hub.src.models.bert.bert_backbone import bert_kernel_initializer
 
 TASKS = ("sst", "para", "sts")
 
@@ -77,7 +77,7 @@ class MultitaskBert(keras.Model):
         self.task_weights = tuple(task_weights)
         self.layerwise_lr_decay = layerwise_lr_decay
         self.hold_idle_heads = hold_idle_heads
-        init = bert_kernel_initializer()
+        init = bert_initializer()
         self.dropout = keras.layers.Dropout(dropout, name="head_dropout")
         self.sentiment_head = keras.layers.Dense(5, kernel_initializer=init, name="sentiment_head")
         self.paraphrase_head = keras.layers.Dense(1, kernel_initializer=init, name="paraphrase_head")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+import keras
 import keras_hub
 import numpy as np
 
@@ -21,6 +22,12 @@ from kerasbert.config import ModelConfig
 from kerasbert.tokenization import checkpoint_source
 
 TOKEN_EMBEDDING_STDDEV = 0.02  # keras-hub's bert_kernel_initializer
+
+
+def bert_initializer() -> keras.initializers.Initializer:
+    """BERT's weight initialiser for new layers: truncated normal, stddev 0.02 (what keras-hub's
+    private `bert_kernel_initializer` gives its BertBackbone)."""
+    return keras.initializers.TruncatedNormal(stddev=TOKEN_EMBEDDING_STDDEV)
 
 
 def sinusoidal_positions(length: int, dim: int, stddev: float = TOKEN_EMBEDDING_STDDEV) -> np.ndarray:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import keras
 import keras_hub
-from keras_hub.src.models.bert.bert_backbone import bert_kernel_initializer
 
+from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS
 
 
@@ -53,7 +53,7 @@ class BertPretrainer(keras.Model):
             vocabulary_size=backbone.vocabulary_size,
             token_embedding=backbone.token_embedding,  # tied output projection
             intermediate_activation="gelu",
-            kernel_initializer=bert_kernel_initializer(),
+            kernel_initializer=bert_initializer(),
             dtype=backbone.dtype_policy,
             name="mlm_head",
         )
@@ -63,7 +63,7 @@ class BertPretrainer(keras.Model):
                 mlm_head(encoded["sequence_output"], mask_positions=inputs["mask_positions"])),
         }
         if nsp:
-            nsp_logits = keras.layers.Dense(2, kernel_initializer=bert_kernel_initializer(),
+            nsp_logits = keras.layers.Dense(2, kernel_initializer=bert_initializer(),
                                             dtype=backbone.dtype_policy, name="nsp_head")(
                 encoded["pooled_output"])
             outputs["nsp"] = to_float32("nsp")(nsp_logits)

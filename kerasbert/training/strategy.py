@@ -52,9 +52,9 @@ def make_strategy(name: str, cpu_devices: int = 0) -> tf.distribute.Strategy:
         if "TF_CONFIG" not in os.environ:
             raise ValueError("strategy=multi_worker reads the cluster from the TF_CONFIG "
                              "environment variable, which is not set.")
-        from kerasbert.training import keras_multiworker_compat
+        from kerasbert.compat.keras import install_multiworker_fit
 
-        keras_multiworker_compat.install()
+        install_multiworker_fit()
         return tf.distribute.MultiWorkerMirroredStrategy()
     # TPU: the documented resolve -> connect -> initialise sequence.
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
