@@ -57,7 +57,7 @@ def cross_encoder_seconds_per_pair(model, preprocessor, sentences: list[str], sa
     rng = np.random.default_rng(seed)
     first = rng.integers(0, len(sentences), sample_pairs + batch_size)
     second = (first + rng.integers(1, len(sentences), first.shape)) % len(sentences)  # never the same
-    score = tf.function(lambda a, b: tf.sigmoid(model.paraphrase_logit(preprocessor("para", a, b))),
+    score = tf.function(lambda a, b: model.task_prediction("para", preprocessor("para", a, b)),
                         input_signature=[tf.TensorSpec([None], tf.string)] * 2)
     per_pair = []
     for start in range(0, len(first), batch_size):

@@ -145,15 +145,15 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=TASKS) -> dic
         return token_specs() + (token_specs("_b") if bi[task] else [])
 
     def sentiment_from(u):
-        probabilities = tf.nn.softmax(model.sentiment_logits_from(u))
+        probabilities = model.task_prediction_from("sst", u)
         return {"probabilities": probabilities, "label": tf.argmax(probabilities, axis=-1)}
 
     def paraphrase_from(u, v):
-        probability = tf.sigmoid(model.paraphrase_logit_from(u, v))
+        probability = model.task_prediction_from("para", u, v)
         return {"probability": probability, "label": tf.cast(probability >= 0.5, tf.int64)}
 
     def similarity_from(u, v):
-        return {"score": tf.clip_by_value(model.similarity_score_from(u, v), 0.0, 5.0)}
+        return {"score": model.task_prediction_from("sts", u, v)}
 
     def sentiment_classify(inputs):
         (text,) = text_features(inputs, "text")

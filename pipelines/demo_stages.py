@@ -160,9 +160,9 @@ class Demo:
         pre, model = self.preprocessor, self.model
         text, a, b = tf.constant(SENTENCES), tf.constant([p[0] for p in PAIRS]), tf.constant([p[1] for p in PAIRS])
         expected = {
-            ("sentiment", "probabilities"): tf.nn.softmax(model.sentiment_logits(pre("sst", text, text))),
-            ("paraphrase", "probability"): tf.sigmoid(model.paraphrase_logit(pre("para", a, b))),
-            ("similarity", "score"): tf.clip_by_value(model.similarity_score(pre("sts", a, b)), 0.0, 5.0),
+            ("sentiment", "probabilities"): model.task_prediction("sst", pre("sst", text, text)),
+            ("paraphrase", "probability"): model.task_prediction("para", pre("para", a, b)),
+            ("similarity", "score"): model.task_prediction("sts", pre("sts", a, b)),
         }
         return max(float(np.max(np.abs(np.array(answers[signature][key]) - value.numpy())))
                    for (signature, key), value in expected.items())

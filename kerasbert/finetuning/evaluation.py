@@ -34,12 +34,7 @@ def _predict_function(model, task: str):
     are trimmed to their longest sequence, so it is traced for any length, not each one."""
     functions = _PREDICT_FUNCTIONS.setdefault(model, {})
     if task not in functions:
-        if task == "sst":
-            functions[task] = tf.function(lambda x: tf.nn.softmax(model.sentiment_logits(x)), reduce_retracing=True)
-        elif task == "para":
-            functions[task] = tf.function(lambda x: tf.sigmoid(model.paraphrase_logit(x)), reduce_retracing=True)
-        else:
-            functions[task] = tf.function(lambda x: model.similarity_score(x), reduce_retracing=True)
+        functions[task] = tf.function(lambda x: model.task_prediction(task, x), reduce_retracing=True)
     return functions[task]
 
 

@@ -130,6 +130,25 @@ class MultitaskBert(keras.Model):
             return 5.0 * tf.sigmoid(self.similarity_head(self.dropout(u, training=training))[:, 0])
         return 2.5 * (cosine(u, v) + 1.0)
 
+    # --- What each head answers: probabilities (sst), a probability (para), a score (sts) ---
+
+    def task_prediction(self, task: str, x):
+        """sst: class probabilities (batch, 5); para: probability of a paraphrase (batch,);
+        sts: similarity in [0, 5] (batch,). What evaluation scores and the export serves."""
+        if task == "sst":
+            return tf.nn.softmax(self.sentiment_logits(x))
+        if task == "para":
+            return tf.sigmoid(self.paraphrase_logit(x))
+        return tf.clip_by_value(self.similarity_score(x), 0.0, 5.0)
+
+    def task_prediction_from(self, task: str, u, v=None):
+        """`task_prediction` from sentence embeddings: u of the pair (cross) or of sentence a, v of b."""
+        if task == "sst":
+            return tf.nn.softmax(self.sentiment_logits_from(u))
+        if task == "para":
+            return tf.sigmoid(self.paraphrase_logit_from(u, v))
+        return tf.clip_by_value(self.similarity_score_from(u, v), 0.0, 5.0)
+
     def call(self, x, training=False):
         return {"sentiment": self.sentiment_logits(x, training),
                 "paraphrase": self.paraphrase_logit(x, training),
