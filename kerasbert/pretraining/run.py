@@ -51,8 +51,10 @@ RUN_OUTPUTS = ("config.json", "vocab.txt", "encoder", "pretrainer.keras", "check
                "history.csv", "logs", "curves.png", "metrics.json")
 
 
-def is_kerasbert_run(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, "pretrainer.keras"))
+def has_pretraining_heads(checkpoint: str) -> bool:
+    """Whether `checkpoint` is a pipelines.pretrain run, whose MLM and NSP heads continue too
+    (any checkpoint's encoder and tokenizer are found by `tokenization.checkpoint_source`)."""
+    return os.path.isfile(os.path.join(checkpoint, "pretrainer.keras"))
 
 
 def resolve_tokenizer(config: PretrainConfig, documents, init_checkpoint: str | None, output_dir: str,
@@ -96,7 +98,7 @@ def build_model(config: PretrainConfig, vocabulary_size: int, init_checkpoint: s
     """Pretrainer from scratch, from a preset/HF encoder (fresh heads), or from a
     kerasbert run (encoder and heads)."""
     length, nsp = config.data.mask_selection_length, config.data.nsp
-    if init_checkpoint and is_kerasbert_run(init_checkpoint):
+    if init_checkpoint and has_pretraining_heads(init_checkpoint):
         previous = keras.models.load_model(os.path.join(init_checkpoint, "pretrainer.keras"))
         model = BertPretrainer(previous.backbone, mask_selection_length=length, nsp=nsp)
         model.mlm_head.set_weights(previous.mlm_head.get_weights())
@@ -182,7 +184,7 @@ def _pretrain(config: PretrainConfig, data_dir: str, output_dir: str, init_check
 
     with strategy.scope():
         model = build_model(config, tokenizer.vocabulary_size(), init_checkpoint)
-        if config.data.mlm_bias_prior and not (init_checkpoint and is_kerasbert_run(init_checkpoint)):
+        if config.data.mlm_bias_prior and not (init_checkpoint and has_pretraining_heads(init_checkpoint)):
             set_mlm_bias(model, unigram_log_prior(tokenized, tokenizer.vocabulary_size()))
         if train.head_warmup_steps and start_step == 0:  # a resumed run restores warmed heads
             stage(f"training the heads alone for {train.head_warmup_steps} steps, encoder frozen",
