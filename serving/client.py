@@ -4,8 +4,11 @@ Timeouts on every call; retries with backoff when the server answers 503 /
 UNAVAILABLE (a model still loading, a server restarting).
 
     python -m serving.client --text "a gripping, funny film"                    # sentiment, REST
-    python -m serving.client --task similarity --text "A man eats." --text_b "Someone is eating."
-    python -m serving.client --protocol grpc --port 8500 --task paraphrase --text "..." --text_b "..."
+    python -m serving.client --signature similarity --text "A man eats." --text_b "Someone is eating."
+    python -m serving.client --protocol grpc --port 8500 --signature paraphrase --text "..." --text_b "..."
+
+The command line sends `--text` as the signature's input `text`, or with `--text_b` as
+`text_a` and `text_b` (the inputs of kerasbert's text signatures).
 
 Example:
     >>> client = ServingClient("kerasbert", rest_port=8501)
@@ -21,10 +24,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-
-TASK_INPUTS = {"sentiment": ("text",), "embed": ("text",), "paraphrase": ("text_a", "text_b"),
-               "similarity": ("text_a", "text_b")}
-
 
 class ServingError(RuntimeError):
     """The server answered with an error; `code` is the HTTP status or gRPC code name."""
@@ -148,8 +147,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serving.client", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--text", required=True, help="Sentence (or first sentence of a pair).")
-    parser.add_argument("--text_b", default=None, help="Second sentence, for paraphrase and similarity.")
-    parser.add_argument("--task", default="sentiment", choices=sorted(TASK_INPUTS), help="Signature to call.")
+    parser.add_argument("--text_b", default=None, help="Second sentence, for a pair signature (paraphrase, ...).")
+    parser.add_argument("--signature", "--task", default="sentiment",
+                        help="Signature to call: sentiment, paraphrase, similarity, embed, ... (the model's "
+                             "metadata lists them).")
     parser.add_argument("--model_name", default="kerasbert", help="Model name on the server.")
     parser.add_argument("--host", default="127.0.0.1", help="Server address.")
     parser.add_argument("--protocol", default="rest", choices=("rest", "grpc"), help="REST or gRPC.")
@@ -157,15 +158,12 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=10.0, help="Seconds per attempt.")
     parser.add_argument("--retries", type=int, default=3, help="Retries on 503 / UNAVAILABLE.")
     args = parser.parse_args(argv)
-    names = TASK_INPUTS[args.task]
-    if len(names) == 2 and args.text_b is None:
-        parser.error(f"--task {args.task} needs --text_b")
-    inputs = {names[0]: [args.text]} if len(names) == 1 else {"text_a": [args.text], "text_b": [args.text_b]}
+    inputs = {"text": [args.text]} if args.text_b is None else {"text_a": [args.text], "text_b": [args.text_b]}
     port = args.port or (8501 if args.protocol == "rest" else 8500)
     client = ServingClient(args.model_name, args.host, rest_port=port, grpc_port=port, protocol=args.protocol,
                            timeout=args.timeout, retries=args.retries)
     try:
-        print(json.dumps(client.predict(args.task, inputs), indent=2))
+        print(json.dumps(client.predict(args.signature, inputs), indent=2))
     except ServingError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -334,7 +334,7 @@ def test_python_m_serving_subprocess_warns_on_unknown_flags(model_base):
     assert process.returncode == 0  # SIGTERM: clean shutdown
 
 
-def test_serves_a_kerasbert_export_like_the_keras_model(tmp_path):
+def test_serves_a_kerasbert_export_like_the_keras_model(tmp_path, capsys):
     from test_export import TEXTS_A, TEXTS_B, expected_outputs, tiny_model_dir
 
     from kerasbert.export import export_saved_model
@@ -360,6 +360,17 @@ def test_serves_a_kerasbert_export_like_the_keras_model(tmp_path):
             "signature_name": "similarity_regress",
             "examples": [{"text_a": a, "text_b": b} for a, b in zip(TEXTS_A, TEXTS_B)]})
         np.testing.assert_allclose(body["results"], expected["similarity"]["score"], atol=1e-5)
+        from serving import client
+
+        capsys.readouterr()  # the server's start-up lines
+        for protocol, port in (("rest", server.rest_port), ("grpc", server.grpc_port)):
+            assert client.main(["--signature", "similarity", "--text", TEXTS_A[0], "--text_b", TEXTS_B[0],
+                                "--protocol", protocol, "--port", str(port)]) == 0
+            assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(
+                [expected["similarity"]["score"][0]], abs=1e-5)
+        assert client.main(["--signature", "similarity", "--text", "one sentence", "--port",
+                            str(server.rest_port), "--retries", "0"]) == 1  # a pair signature, one text
+        assert "text_a" in capsys.readouterr().err
     finally:
         server.close()
 
