@@ -37,7 +37,7 @@ def token_fill(data_dir: str, batch_size: int = 32) -> list[dict]:
     for encoder, tasks in (("cross", ("sst", "para", "sts")), ("bi", ("para", "sts"))):
         preprocessor = TaskPreprocessor(tokenizer, data_config.max_sequence_length, encoder)
         for task in tasks:
-            examples = load_examples(task, resolve_path(data_dir, getattr(data_config, f"{task}_train")))
+            examples = load_examples(task, resolve_path(data_dir, data_config.train_files[task]))
             row = {"encoder": encoder, "task": task}
             for group in GROUPS:
                 real = computed = 0
@@ -82,7 +82,7 @@ def dev_scoring(data_dir: str, repeats: int) -> dict:
     from kerasbert.config import FinetuneConfig, load_config
     from kerasbert.finetuning.data import TaskPreprocessor, load_examples, resolve_path, task_dataset
     from kerasbert.finetuning.evaluation import predict_examples, predict_task
-    from kerasbert.finetuning.model import TASKS, MultitaskBert
+    from kerasbert.finetuning.model import MultitaskBert
     from kerasbert.models.encoder import load_encoder
     from kerasbert.tokenization import load_tokenizer
 
@@ -91,8 +91,8 @@ def dev_scoring(data_dir: str, repeats: int) -> dict:
     preprocessor = TaskPreprocessor(load_tokenizer(init), config.data.max_sequence_length,
                                     heads.pair_encoder, sts_encoder=heads.sts_encoder)
     model = MultitaskBert(load_encoder(init), pair_encoder=heads.pair_encoder, sts_encoder=heads.sts_encoder,
-                          pooling=heads.pooling)
-    dev = {task: load_examples(task, resolve_path(data_dir, getattr(config.data, f"{task}_dev"))) for task in TASKS}
+                          pooling=heads.pooling, tasks=config.tasks)
+    dev = {task: load_examples(task, resolve_path(data_dir, config.data.dev_files[task])) for task in config.tasks}
     orders = {
         "file_order": lambda task: predict_task(model, task, task_dataset(task, dev[task], preprocessor, 64, False)),
         "by_length": lambda task: predict_examples(model, preprocessor, task, dev[task], 64),
@@ -101,13 +101,13 @@ def dev_scoring(data_dir: str, repeats: int) -> dict:
     for repeat in range(repeats + 1):
         for name, predict in orders.items():
             start = time.perf_counter()
-            predictions[name] = {task: predict(task) for task in TASKS}
+            predictions[name] = {task: predict(task) for task in config.tasks}
             if repeat:  # the first pass traces
                 seconds[name].append(time.perf_counter() - start)
             print(f"{name}: {time.perf_counter() - start:.1f} s", flush=True)
     result = {"examples": sum(len(e) for e in dev.values()), "repeats": repeats,
               "max_abs_difference": max(float(np.abs(predictions["file_order"][t] - predictions["by_length"][t]).max())
-                                        for t in TASKS)}
+                                        for t in config.tasks)}
     for name in orders:
         result[f"seconds_{name}"] = float(np.median(seconds[name]))
     result["ratio"] = result["seconds_file_order"] / result["seconds_by_length"]

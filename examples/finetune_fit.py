@@ -18,8 +18,8 @@ import keras
 import kerasbert
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-parser.add_argument("--task", required=True, choices=("sst", "para", "sts"),
-                    help="sst: sentiment classes; para: paraphrase (binary); sts: similarity 0-5.")
+parser.add_argument("--task", required=True, choices=kerasbert.task_names(),
+                    help="sst: sentiment classes; para: paraphrase (binary); sts: similarity 0-5; ...")
 parser.add_argument("--train", required=True, help="Training TSV of the task.")
 parser.add_argument("--dev", required=True, help="Labelled TSV to score after training.")
 parser.add_argument("--export_base", required=True, help="SavedModel versions go to <export_base>/<N>/.")
@@ -37,12 +37,12 @@ preprocessor = kerasbert.TaskPreprocessor(kerasbert.load_tokenizer(checkpoint), 
 examples = kerasbert.load_examples(args.task, args.train)
 train = kerasbert.task_dataset(args.task, examples, preprocessor, args.batch_size, training=True)
 
-model = kerasbert.MultitaskBert(kerasbert.load_encoder(checkpoint))
+model = kerasbert.MultitaskBert(kerasbert.load_encoder(checkpoint), tasks=(args.task,))
 model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01))
 model.fit(train, steps_per_epoch=args.steps_per_epoch, epochs=args.epochs)
 
 print("dev:", kerasbert.score_file(model, preprocessor, args.task, args.dev))
-# Signatures of this task only: text in (tokenized inside the graph), token ids in, and
-# TF Serving's classify/regress; plus `embed`.
-path = kerasbert.export_model(model, preprocessor, args.export_base, tasks=(args.task,))
+# The task's signatures: text in (tokenized inside the graph), token ids in, and TF
+# Serving's classify/regress; plus `embed`.
+path = kerasbert.export_model(model, preprocessor, args.export_base)
 print(f"exported {path}; serve it: python -m serving --model_name=NAME --model_base_path={args.export_base}")

@@ -43,7 +43,10 @@ _MODULES = {
     "pretraining_compile_args": "kerasbert.models.pretrainer",
     "text_pretraining_dataset": "kerasbert.pretraining.inputs",
     "run_pretraining": "kerasbert.pretraining.run",
-    # Multitask fine-tuning.
+    # Multitask fine-tuning: the declared tasks, their model, data and scores.
+    "Task": "kerasbert.tasks",
+    "get_task": "kerasbert.tasks",
+    "task_names": "kerasbert.tasks",
     "MultitaskBert": "kerasbert.finetuning.model",
     "TaskPreprocessor": "kerasbert.finetuning.data",
     "load_examples": "kerasbert.finetuning.data",

@@ -19,6 +19,8 @@ import os
 import typing
 from typing import Any
 
+from kerasbert.tasks import DEFAULT_TASKS, TASKS, check_task_names, pair_encoders
+
 # Size presets: (num_layers, hidden_dim, num_heads). intermediate_dim is 4x hidden.
 MODEL_PRESETS = {
     "tiny": (2, 128, 2),
@@ -235,6 +237,7 @@ def from_dict(cls, values: dict[str, Any], where: str = ""):
     """
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    values = _upgrade_task_keys(cls, values)
     unknown = sorted(set(values) - set(fields))
     _check(not unknown, f"Unknown config key(s) {unknown} in {where or cls.__name__}. "
            f"Known: {sorted(fields)}")
@@ -247,6 +250,27 @@ def from_dict(cls, values: dict[str, Any], where: str = ""):
         else:
             kwargs[name] = value
     return cls(**kwargs)
+
+
+# Before tasks were declared in kerasbert.tasks, each had its own keys (`sst_train`,
+# `sts_share`, ...). Config files and run folders written then still load.
+_TASK_KEYS_BEFORE = {
+    "FinetuneDataConfig": {f"{task}_{split}": (f"{split}_files", task)
+                           for task in DEFAULT_TASKS for split in ("train", "dev")},
+    "ScheduleConfig": {**{f"{task}_share": ("shares", task) for task in DEFAULT_TASKS},
+                       **{f"{task}_weight": ("loss_weights", task) for task in DEFAULT_TASKS}},
+}
+
+
+def _upgrade_task_keys(cls, values: dict[str, Any]) -> dict[str, Any]:
+    renamed = _TASK_KEYS_BEFORE.get(cls.__name__, {})
+    if not renamed.keys() & values.keys():
+        return values
+    values = dict(values)
+    for old, (field, task) in renamed.items():
+        if old in values:
+            values[field] = {**values.get(field, {}), task: values.pop(old)}
+    return values
 
 
 def to_dict(config) -> dict[str, Any]:
@@ -323,20 +347,25 @@ def save_config(config, path: str) -> None:
         f.write("\n")
 
 
+def _per_task(values: dict, default, where: str) -> dict:
+    """`values` ({task: value}) completed with `default` for every declared task."""
+    unknown = sorted(set(values) - set(TASKS))
+    _check(not unknown, f"{where} names unknown task(s) {unknown}. Known tasks: {list(TASKS)}")
+    return {name: values.get(name, default(name) if callable(default) else default) for name in TASKS}
+
+
 @dataclasses.dataclass(frozen=True)
 class FinetuneDataConfig:
     """Task files (relative to --data_dir unless absolute) and how much of them to use.
+    `train_files` and `dev_files` map task names to files; tasks left out keep their
+    declared files (`kerasbert.tasks.TASKS`).
 
     Example:
-        >>> FinetuneDataConfig(sst_train="/data/my-sst-train.tsv", max_train_examples=1000)
+        >>> FinetuneDataConfig(train_files={"sst": "/data/my-sst-train.tsv"}, max_train_examples=1000)
     """
 
-    sst_train: str = "cs224n/sst-train.tsv"
-    sst_dev: str = "cs224n/sst-dev.tsv"
-    para_train: str = "cs224n/quora-train.tsv"
-    para_dev: str = "cs224n/quora-dev.tsv"
-    sts_train: str = "cs224n/sts-train.tsv"
-    sts_dev: str = "cs224n/sts-dev.tsv"
+    train_files: dict[str, str] = dataclasses.field(default_factory=dict)
+    dev_files: dict[str, str] = dataclasses.field(default_factory=dict)
     max_train_examples: int = 0  # per task; 0 = all
     max_dev_examples: int = 0  # per task; 0 = all
     max_sequence_length: int = 128  # packed pair (cross-encoder) or one sentence
@@ -346,6 +375,10 @@ class FinetuneDataConfig:
     swap_pairs: bool = False
 
     def __post_init__(self):
+        object.__setattr__(self, "train_files", _per_task(
+            self.train_files, lambda name: TASKS[name].train_file, "data.train_files"))
+        object.__setattr__(self, "dev_files", _per_task(
+            self.dev_files, lambda name: TASKS[name].dev_file, "data.dev_files"))
         _check(self.max_train_examples >= 0 and self.max_dev_examples >= 0,
                "data.max_train_examples and data.max_dev_examples must be >= 0")
         _check(8 <= self.max_sequence_length <= 512,
@@ -355,7 +388,7 @@ class FinetuneDataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class HeadsConfig:
-    """The three task heads on the shared encoder.
+    """The task heads on the shared encoder.
 
     Example:
         >>> HeadsConfig(pair_encoder="cross", sts_encoder="bi").encoders
@@ -385,54 +418,41 @@ class HeadsConfig:
 
     @property
     def encoders(self) -> dict[str, str]:
-        """Pair task -> "cross" or "bi": paraphrase takes pair_encoder, similarity sts_encoder."""
-        return {"para": self.pair_encoder, "sts": self.sts_encoder or self.pair_encoder}
+        """Pair task -> "cross" or "bi": pair_score (similarity) tasks take sts_encoder if it
+        is set, the others pair_encoder."""
+        return pair_encoders(self.pair_encoder, self.sts_encoder)
 
 
 @dataclasses.dataclass(frozen=True)
 class ScheduleConfig:
-    """How batches of the three tasks are interleaved, and how their losses are weighted.
+    """How batches of the tasks are interleaved, and how their losses are weighted.
+    `shares` and `loss_weights` map task names to values; tasks left out take 1.
 
     Example:
-        >>> ScheduleConfig(sampling="shares", sts_share=0).trained_tasks
-        ('sst', 'para')
+        >>> ScheduleConfig(sampling="shares", shares={"sts": 0}).shares
+        {'sst': 1.0, 'para': 1.0, 'sts': 0, 'cfimdb': 1.0}
     """
 
     sampling: str = "temperature"  # round_robin | proportional | temperature | shares
     temperature: float = 2.0  # task t drawn with probability ~ n_t ** (1 / temperature)
     # sampling=shares: task t drawn with probability share_t / sum of shares (0 = never trained)
-    sst_share: float = 1.0
-    para_share: float = 1.0
-    sts_share: float = 1.0
-    sst_weight: float = 1.0
-    para_weight: float = 1.0
-    sts_weight: float = 1.0
+    shares: dict[str, float] = dataclasses.field(default_factory=dict)
+    loss_weights: dict[str, float] = dataclasses.field(default_factory=dict)
     layerwise_lr_decay: float = 1.0  # < 1: lower layers learn slower (1 = off)
     hold_idle_heads: bool = False  # True: a head keeps its weights on other tasks' batches
 
     def __post_init__(self):
+        object.__setattr__(self, "shares", _per_task(self.shares, 1.0, "schedule.shares"))
+        object.__setattr__(self, "loss_weights", _per_task(self.loss_weights, 1.0, "schedule.loss_weights"))
         _check(self.sampling in ("round_robin", "proportional", "temperature", "shares"),
                "schedule.sampling must be round_robin, proportional, temperature or shares. "
                f"Received: {self.sampling!r}")
         _check(self.temperature > 0, "schedule.temperature must be > 0")
-        shares = self.shares
-        _check(min(shares.values()) >= 0 and sum(shares.values()) > 0,
-               f"schedule.*_share must be >= 0 with a positive sum. Received: {shares}")
-        _check(self.sampling == "shares" or set(shares.values()) == {1.0},
-               f"schedule.*_share needs schedule.sampling=shares. Received: {shares} with "
+        _check(min(self.shares.values()) >= 0, f"schedule.shares must be >= 0. Received: {self.shares}")
+        _check(self.sampling == "shares" or set(self.shares.values()) == {1.0},
+               f"schedule.shares needs schedule.sampling=shares. Received: {self.shares} with "
                f"sampling={self.sampling!r}")
         _check(0 < self.layerwise_lr_decay <= 1, "schedule.layerwise_lr_decay must be in (0, 1]")
-
-    @property
-    def shares(self) -> dict[str, float]:
-        return {"sst": self.sst_share, "para": self.para_share, "sts": self.sts_share}
-
-    @property
-    def trained_tasks(self) -> tuple[str, ...]:
-        """The tasks whose batches are drawn: all three unless a share is 0."""
-        if self.sampling != "shares":
-            return ("sst", "para", "sts")
-        return tuple(task for task, share in self.shares.items() if share > 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -444,6 +464,7 @@ class FinetuneConfig:
         >>> run_finetuning(config, "../shared/data", "runs/bi", init_checkpoint=minilm_checkpoint())
     """
 
+    tasks: tuple[str, ...] = DEFAULT_TASKS  # the heads a run builds, evaluates and exports
     data: FinetuneDataConfig = FinetuneDataConfig()
     heads: HeadsConfig = HeadsConfig()
     schedule: ScheduleConfig = ScheduleConfig()
@@ -451,6 +472,13 @@ class FinetuneConfig:
                                      learning_rate=5e-5)
 
     def __post_init__(self):
+        try:
+            object.__setattr__(self, "tasks", check_task_names(self.tasks, "tasks"))
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        _check(sum(self.schedule.shares[task] for task in self.tasks) > 0,
+               f"schedule.shares of the run's tasks {self.tasks} must have a positive sum. "
+               f"Received: {self.schedule.shares}")
         # The layer-wise decay and the held heads rescale each update after the optimizer has
         # applied it (and updated its average): the average would follow weights the model
         # never had.
@@ -462,3 +490,14 @@ class FinetuneConfig:
         # half precision, so it says so instead of ignoring the setting.
         _check(not self.train.mixed_precision,
                "train.mixed_precision is for pretraining; multitask fine-tuning runs in float32.")
+
+    @property
+    def trained_tasks(self) -> tuple[str, ...]:
+        """The tasks whose batches are drawn: `tasks`, less those whose share is 0.
+
+        >>> load_config(FinetuneConfig, None, ["schedule.sampling=shares", "schedule.shares.sts=0"]).trained_tasks
+        ('sst', 'para')
+        """
+        if self.schedule.sampling != "shares":
+            return self.tasks
+        return tuple(task for task in self.tasks if self.schedule.shares[task] > 0)

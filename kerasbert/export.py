@@ -7,10 +7,11 @@ The resolved config and the vocabulary travel in `assets/`; warm-up requests for
 text signatures in `assets.extra/tf_serving_warmup_requests`, which TF Serving (and
 `python -m serving`) replays before it serves the version.
 
-Signatures (batch-major; text is UTF-8, tokenized inside the graph with tf_text ops):
-    sentiment  (text)            -> probabilities (batch, 5), label int64
-    paraphrase (text_a, text_b)  -> probability (batch,), label int64
-    similarity (text_a, text_b)  -> score (batch,) in [0, 5]
+Signatures (batch-major; text is UTF-8, tokenized inside the graph with tf_text ops),
+named by each task's head and shaped by its kind (`kerasbert.tasks`); for the default tasks:
+    sentiment  (text)            -> probabilities (batch, 5), label int64      (classes)
+    paraphrase (text_a, text_b)  -> probability (batch,), label int64          (pair_binary)
+    similarity (text_a, text_b)  -> score (batch,) in [0, 5]                   (pair_score)
     embed      (text)            -> embedding (batch, hidden)
 and `<name>_tokens` variants taking token_ids, segment_ids, padding_mask (int32,
 (batch, seq)) and, for bi-encoder pair heads, token_ids_b, segment_ids_b,
@@ -45,8 +46,8 @@ from kerasbert.compat.keras import ordered_export_archive
 from kerasbert.config import to_dict
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.load import load_finetuned
-from kerasbert.finetuning.model import TASKS
 from kerasbert.packing import ENCODER_KEYS, pack_segments
+from kerasbert.tasks import TASKS, check_task_names
 from kerasbert.tokenization import write_vocabulary
 from kerasbert.warmup import predict_request, write_warmup_requests
 
@@ -56,8 +57,9 @@ TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
 EXAMPLES = tf.TensorSpec([None], tf.string, name="inputs")
 SEGMENT = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)  # token ids
 _BUILDING = re.compile(r"^\.\d+-building-(\d+)-")  # a version being written, and the writer's pid
-METHODS = {"sentiment_classify": "tensorflow/serving/classify", "paraphrase_classify": "tensorflow/serving/classify",
-           "similarity_regress": "tensorflow/serving/regress"}
+# The method_name of each task's :classify or :regress signature.
+METHODS = {task.signature_names[2]: "tensorflow/serving/" + ("regress" if task.kind == "pair_score" else "classify")
+           for task in TASKS.values()}
 
 
 def token_specs(suffix: str = "") -> list[tf.TensorSpec]:
@@ -99,19 +101,18 @@ def set_signature_methods(path: str, methods: dict[str, str]) -> None:
 
 
 def warmup_requests(signatures) -> list:
-    """One PredictRequest per text signature among `signatures`, replayed by servers when
-    they load the version."""
+    """One PredictRequest per text signature among `signatures`, in their order, replayed by
+    servers when they load the version."""
     sentence, other = [b"a warm-up sentence ."], [b"another warm-up sentence ."]
-    inputs = {"sentiment": {"text": sentence}, "embed": {"text": sentence},
-              "paraphrase": {"text_a": sentence, "text_b": other},
-              "similarity": {"text_a": sentence, "text_b": other}}
-    return [predict_request(signature, tensors) for signature, tensors in inputs.items()
-            if signature in signatures]
+    inputs = {task.head: {"text_a": sentence, "text_b": other} if task.is_pair else {"text": sentence}
+              for task in TASKS.values()}
+    inputs["embed"] = {"text": sentence}
+    return [predict_request(signature, inputs[signature]) for signature in signatures if signature in inputs]
 
 
-def serving_functions(model, preprocessor: TaskPreprocessor, tasks=TASKS) -> dict:
-    """name -> (function, input signature) for the signatures of `tasks` and `embed`. Each
-    function returns a dict of named outputs.
+def serving_functions(model, preprocessor: TaskPreprocessor, tasks=None) -> dict:
+    """name -> (function, input signature) for the signatures of `tasks` (None: all the
+    model's) and `embed`. Each function returns a dict of named outputs.
 
     Every signature calls the same traced functions, `tokenize` (text -> ragged token ids),
     `pack_segments` (one or two segments -> token tensors) and `encode` (token tensors ->
@@ -119,6 +120,7 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=TASKS) -> dic
     signature. Packing is `kerasbert.packing.pack_segments`, which gives keras-hub's
     packer's output in a small graph that a server loads fast.
     """
+    tasks = model.tasks if tasks is None else tasks
     keys = ENCODER_KEYS
     encode = tf.function(lambda *tokens: model.embed(dict(zip(keys, tokens))), input_signature=token_specs())
     tokenize = tf.function(preprocessor.tokenizer, input_signature=[TEXT])
@@ -144,54 +146,54 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=TASKS) -> dic
     def pair_tokens(task):
         return token_specs() + (token_specs("_b") if bi[task] else [])
 
-    def sentiment_from(u):
-        probabilities = model.task_prediction_from("sst", u)
-        return {"probabilities": probabilities, "label": tf.argmax(probabilities, axis=-1)}
+    def outputs(task, u, v=None):
+        """The named outputs of `task`'s text and token signatures, by its kind."""
+        prediction = model.task_prediction_from(task, u, v)
+        kind = TASKS[task].kind
+        if kind == "classes":
+            return {"probabilities": prediction, "label": tf.argmax(prediction, axis=-1)}
+        if kind == "pair_binary":
+            return {"probability": prediction, "label": tf.cast(prediction >= 0.5, tf.int64)}
+        return {"score": prediction}
 
-    def paraphrase_from(u, v):
-        probability = model.task_prediction_from("para", u, v)
-        return {"probability": probability, "label": tf.cast(probability >= 0.5, tf.int64)}
+    def from_examples(task, serialized):
+        """TF Serving's :classify (classes, scores) or :regress (outputs) of serialized tf.Examples."""
+        if TASKS[task].is_pair:
+            embeddings = pair_embeddings(task, *text_features(serialized, "text_a", "text_b"))
+        else:
+            embeddings = (encode(*pack_one(*text_features(serialized, "text"))), None)
+        result = outputs(task, *embeddings)
+        if "probabilities" in result:
+            return classes_and_scores(result["probabilities"])
+        if "probability" in result:
+            return classes_and_scores(tf.stack([1.0 - result["probability"], result["probability"]], axis=-1))
+        return {"outputs": result["score"]}
 
-    def similarity_from(u, v):
-        return {"score": model.task_prediction_from("sts", u, v)}
+    def task_signatures(task):
+        """{name: (function, input signature)} of `task`'s text, token and :classify/:regress signatures."""
+        text_name, tokens_name, examples_name = TASKS[task].signature_names
+        if TASKS[task].is_pair:
+            text = (lambda a, b: outputs(task, *pair_embeddings(task, a, b)), [TEXT_A, TEXT_B])
+            tokens = (lambda *t: outputs(task, *token_embeddings(task, t)), pair_tokens(task))
+        else:
+            text = (lambda t: outputs(task, encode(*pack_one(t))), [TEXT])
+            tokens = (lambda *t: outputs(task, encode(*t)), token_specs())
+        return {text_name: text, tokens_name: tokens,
+                examples_name: (lambda serialized: from_examples(task, serialized), [EXAMPLES])}
 
-    def sentiment_classify(inputs):
-        (text,) = text_features(inputs, "text")
-        return classes_and_scores(sentiment_from(encode(*pack_one(text)))["probabilities"])
-
-    def paraphrase_classify(inputs):
-        pair = text_features(inputs, "text_a", "text_b")
-        probability = paraphrase_from(*pair_embeddings("para", *pair))["probability"]
-        return classes_and_scores(tf.stack([1.0 - probability, probability], axis=-1))
-
-    def similarity_regress(inputs):
-        pair = text_features(inputs, "text_a", "text_b")
-        return {"outputs": similarity_from(*pair_embeddings("sts", *pair))["score"]}
-
-    by_task = {
-        "sst": {
-            "sentiment": (lambda text: sentiment_from(encode(*pack_one(text))), [TEXT]),
-            "sentiment_tokens": (lambda *t: sentiment_from(encode(*t)), token_specs()),
-            "sentiment_classify": (sentiment_classify, [EXAMPLES]),
-        },
-        "para": {
-            "paraphrase": (lambda a, b: paraphrase_from(*pair_embeddings("para", a, b)), [TEXT_A, TEXT_B]),
-            "paraphrase_tokens": (lambda *t: paraphrase_from(*token_embeddings("para", t)), pair_tokens("para")),
-            "paraphrase_classify": (paraphrase_classify, [EXAMPLES]),
-        },
-        "sts": {
-            "similarity": (lambda a, b: similarity_from(*pair_embeddings("sts", a, b)), [TEXT_A, TEXT_B]),
-            "similarity_tokens": (lambda *t: similarity_from(*token_embeddings("sts", t)), pair_tokens("sts")),
-            "similarity_regress": (similarity_regress, [EXAMPLES]),
-        },
-    }
-    unknown = sorted(set(tasks) - set(by_task))
-    if unknown or not tasks:
-        raise ValueError(f"tasks must name some of {tuple(by_task)}. Received: tasks={tuple(tasks)}")
+    try:
+        tasks = check_task_names(tasks)
+    except ValueError as error:
+        raise ValueError(f"{error} (the tasks to export)") from None
+    missing = [task for task in tasks if task not in model.tasks]
+    if missing:
+        raise ValueError(f"The model has no head for task(s) {missing}; its tasks: {tuple(model.tasks)}")
+    by_task = {task: task_signatures(task) for task in tasks}
     # Text signatures first: the first one is also serving_default.
-    functions = {name: by_task[task][name] for task in tasks for name in by_task[task] if "_" not in name}
+    functions = {TASKS[task].head: by_task[task][TASKS[task].head] for task in tasks}
     functions["embed"] = (lambda text: {"embedding": encode(*pack_one(text))}, [TEXT])
-    functions.update({name: entry for task in tasks for name, entry in by_task[task].items() if "_" in name})
+    functions.update({name: entry for task in tasks for name, entry in by_task[task].items()
+                      if name != TASKS[task].head})
     functions["embed_tokens"] = (lambda *t: {"embedding": encode(*t)}, token_specs())
     return functions
 
@@ -219,10 +221,10 @@ def _process_alive(pid: int) -> bool:
 
 
 def export_model(model, preprocessor: TaskPreprocessor, export_base: str, version: int | None = None,
-                 tasks=TASKS, config: dict | None = None) -> str:
+                 tasks=None, config: dict | None = None) -> str:
     """Writes a fine-tuned `MultitaskBert` as `<export_base>/<version>/` atomically; returns
-    its path. `tasks` picks the task signatures (a model fine-tuned on one task exports
-    that task's); `config`, if given, travels as `assets/kerasbert_config.json`.
+    its path. `tasks` picks the task signatures (None: every head of the model; a model
+    fine-tuned on one task exports that task's); `config`, if given, travels as `assets/kerasbert_config.json`.
 
     Example:
         >>> export_model(model, preprocessor, "saved_models/sst2", tasks=("sst",))

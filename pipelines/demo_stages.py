@@ -114,11 +114,11 @@ class Demo:
 
         config, self.model, self.preprocessor = load_finetuned(self.path("finetune"))
         metrics = {}
-        for task in ("sst", "para", "sts"):
-            path = resolve_path(self.args.data_dir, getattr(config.data, f"{task}_dev"))
+        for task in config.tasks:
+            path = resolve_path(self.args.data_dir, config.data.dev_files[task])
             metrics.update(score_file(self.model, self.preprocessor, task, path, self.args.eval_examples))
             metrics[f"{task}_dev_file"] = path
-        metrics["overall"] = overall_score(metrics)
+        metrics["overall"] = overall_score(metrics, config.tasks)
         metrics["examples_per_task"] = self.args.eval_examples or "all"
         with open(self.path("dev_metrics.json"), "w") as f:
             json.dump(metrics, f, indent=2)

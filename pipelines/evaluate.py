@@ -3,19 +3,20 @@
     python -m pipelines.evaluate --model_dir runs/finetune_tiny --task sts \
         --data_file ../shared/data/cs224n/sts-dev.tsv [--output metrics.json]
 
-Keys match the fine-tuning run's metrics.json: sst_accuracy; para_accuracy, para_f1;
-sts_pearson, sts_spearman. Files in the CS224N or GLUE layouts are both read.
+Keys match the fine-tuning run's metrics.json (sst_accuracy; para_accuracy, para_f1;
+sts_pearson, sts_spearman; cfimdb_accuracy). Files in the CS224N or GLUE layouts are both read.
 """
 
 import sys
 
+from kerasbert.tasks import TASKS
 from pipelines.common import main_guard, pipeline_parser
 
 
 def main(argv=None) -> int:
     parser = pipeline_parser("python -m pipelines.evaluate", __doc__)
     parser.add_argument("--model_dir", required=True, help="Output folder of pipelines.finetune.")
-    parser.add_argument("--task", required=True, choices=("sst", "para", "sts"), help="Which task's head.")
+    parser.add_argument("--task", required=True, choices=tuple(TASKS), help="Which task's head.")
     parser.add_argument("--data_file", required=True, help="Labelled file of that task's format.")
     parser.add_argument("--output", default=None, help="Also write the metrics JSON here.")
     args = parser.parse_args(argv)

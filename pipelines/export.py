@@ -2,8 +2,9 @@
 
     python -m pipelines.export --model_dir runs/finetune --export_base saved_models/kerasbert [--version N]
 
-Writes saved_models/kerasbert/<N>/ (default N: the next integer). Signatures: sentiment
-(= serving_default), paraphrase, similarity, embed, and their *_tokens variants.
+Writes saved_models/kerasbert/<N>/ (default N: the next integer). Signatures, per task of
+the run, named by its head: sentiment (= serving_default), paraphrase, similarity, and
+their *_tokens and *_classify / *_regress variants; embed and embed_tokens.
 """
 
 import sys

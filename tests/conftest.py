@@ -45,14 +45,33 @@ def run_module(args, env=None, timeout=600, check=True):
     return result
 
 
-def small_task_files(tmp_path, train_rows=64, dev_rows=40):
-    """The first rows of the shared task files (plus the header), as a test's own data."""
+def small_task_files(tmp_path, train_rows=64, dev_rows=40, tasks=("sst", "para", "sts")):
+    """The first rows of the declared tasks' shared files (plus the header), as a test's own
+    data: {"<task>_<split>": path}."""
+    from kerasbert.tasks import TASKS
+
     names = {}
-    for task, stem in (("sst", "sst"), ("para", "quora"), ("sts", "sts")):
+    for task in tasks:
         for split, rows in (("train", train_rows), ("dev", dev_rows)):
-            with open(os.path.join(DATA_DIR, "cs224n", f"{stem}-{split}.tsv"), encoding="utf-8") as f:
+            source = getattr(TASKS[task], f"{split}_file")
+            with open(os.path.join(DATA_DIR, source), encoding="utf-8") as f:
                 lines = [next(f) for _ in range(rows + 1)]
-            path = tmp_path / f"{stem}-{split}.tsv"
+            path = tmp_path / os.path.basename(source)
             path.write_text("".join(lines), encoding="utf-8")
             names[f"{task}_{split}"] = str(path)
     return names
+
+
+def task_files_config(files) -> dict:
+    """`small_task_files` as the data section's `train_files` and `dev_files`."""
+    section = {"train_files": {}, "dev_files": {}}
+    for key, path in files.items():
+        task, split = key.rsplit("_", 1)
+        section[f"{split}_files"][task] = path
+    return section
+
+
+def task_files_overrides(files) -> list[str]:
+    """`small_task_files` as `--set data.<split>_files.<task>=<path>` overrides."""
+    return [f"data.{section}.{task}={path}" for section, paths in task_files_config(files).items()
+            for task, path in paths.items()]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from kerasbert.config import ConfigError, FinetuneConfig, PretrainConfig, load_config, save_config
+from kerasbert.config import ConfigError, FinetuneConfig, PretrainConfig, from_dict, load_config, save_config
 
 
 def test_preset_fills_sizes_and_overrides_apply(tmp_path):
@@ -69,14 +69,39 @@ def test_weight_average_is_refused_with_updates_rescaled_after_the_optimizer():
 
 
 def test_task_shares_are_taken_only_with_shares_sampling():
-    config = load_config(FinetuneConfig, None, ["schedule.sampling=shares", "schedule.para_share=0",
-                                                "schedule.sts_share=0"])
-    assert config.schedule.shares == {"sst": 1.0, "para": 0.0, "sts": 0.0}
-    with pytest.raises(ConfigError, match="schedule.\\*_share needs schedule.sampling=shares"):
-        load_config(FinetuneConfig, None, ["schedule.sst_share=2"])
-    with pytest.raises(ConfigError, match="must be >= 0 with a positive sum"):
-        load_config(FinetuneConfig, None, ["schedule.sampling=shares", "schedule.sst_share=0",
-                                           "schedule.para_share=0", "schedule.sts_share=0"])
+    config = load_config(FinetuneConfig, None, ["schedule.sampling=shares", "schedule.shares.para=0",
+                                                "schedule.shares.sts=0"])
+    assert config.schedule.shares == {"sst": 1.0, "para": 0.0, "sts": 0.0, "cfimdb": 1.0}
+    assert config.trained_tasks == ("sst",)
+    with pytest.raises(ConfigError, match="schedule.shares needs schedule.sampling=shares"):
+        load_config(FinetuneConfig, None, ["schedule.shares.sst=2"])
+    with pytest.raises(ConfigError, match="must have a positive sum"):
+        load_config(FinetuneConfig, None, ["schedule.sampling=shares", "schedule.shares.sst=0",
+                                           "schedule.shares.para=0", "schedule.shares.sts=0"])
+
+
+def test_tasks_are_named_once_and_checked():
+    config = load_config(FinetuneConfig, None, ["tasks=cfimdb,sst", "data.train_files.cfimdb=/my/reviews.tsv",
+                                                "schedule.loss_weights.cfimdb=2"])
+    assert config.tasks == ("cfimdb", "sst")  # as given: the first is the export's serving_default
+    assert config.data.train_files["cfimdb"] == "/my/reviews.tsv"
+    assert config.data.dev_files["cfimdb"] == "cs224n/cfimdb-dev.tsv"  # the declared default
+    assert config.schedule.loss_weights == {"sst": 1.0, "para": 1.0, "sts": 1.0, "cfimdb": 2.0}
+    with pytest.raises(ConfigError, match=r"tasks must name some of \('sst', 'para', 'sts', 'cfimdb'\)"):
+        load_config(FinetuneConfig, None, ["tasks=sst,imdb"])
+    with pytest.raises(ConfigError, match=r"data.dev_files names unknown task\(s\) \['imdb'\]"):
+        from_dict(FinetuneConfig, {"data": {"dev_files": {"imdb": "x.tsv"}}})
+
+
+def test_config_files_from_before_the_task_declarations_still_load(tmp_path):
+    """Run folders and configs written with the per-task keys (`sst_dev`, `sts_weight`)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"data": {"sst_dev": "my-sst-dev.tsv", "max_sequence_length": 64},
+                                "schedule": {"sampling": "shares", "sts_share": 0, "sts_weight": 10.0}}))
+    config = load_config(FinetuneConfig, str(path))
+    assert config.data.dev_files["sst"] == "my-sst-dev.tsv" and config.data.max_sequence_length == 64
+    assert config.schedule.shares["sts"] == 0 and config.schedule.loss_weights["sts"] == 10.0
+    assert config.trained_tasks == ("sst", "para")
 
 
 def test_finetuning_refuses_mixed_precision_rather_than_ignore_it():

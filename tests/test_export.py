@@ -59,12 +59,12 @@ def serialized_examples(**texts):
 def expected_outputs(model, pre):
     a, b = tf.constant(TEXTS_A), tf.constant(TEXTS_B)
     sst, para, sts = pre("sst", a, a), pre("para", a, b), pre("sts", a, b)
-    probabilities = tf.nn.softmax(model.sentiment_logits(sst)).numpy()
-    probability = tf.sigmoid(model.paraphrase_logit(para)).numpy()
+    probabilities = tf.nn.softmax(model.head_output("sst", sst)).numpy()
+    probability = tf.sigmoid(model.head_output("para", para)).numpy()
     return {
         "sentiment": {"probabilities": probabilities, "label": probabilities.argmax(-1)},
         "paraphrase": {"probability": probability, "label": (probability >= 0.5).astype(int)},
-        "similarity": {"score": model.similarity_score(sts).numpy()},
+        "similarity": {"score": model.head_output("sts", sts).numpy()},
         "embed": {"embedding": model.embed(pre.pack(a)).numpy()},
     }, {"sst": sst, "para": para, "sts": sts}
 
@@ -127,7 +127,7 @@ def test_versions_count_up_are_never_overwritten_and_carry_assets(tmp_path):
     assert {"kerasbert_config.json", "vocab.txt"} <= set(assets)
     assert json.load(open(os.path.join(second, "assets", "kerasbert_config.json")))["heads"]["pair_encoder"] == "cross"
     warmups = read_warmup_requests(second)
-    assert [r.model_spec.signature_name for r in warmups] == ["sentiment", "embed", "paraphrase", "similarity"]
+    assert [r.model_spec.signature_name for r in warmups] == ["sentiment", "paraphrase", "similarity", "embed"]
     # Each weight is saved once (not once per Keras variable and once per tf.Variable).
     reader = tf.train.load_checkpoint(os.path.join(second, "variables", "variables"))
     saved = sum(np.prod(shape) for key, shape in reader.get_variable_to_shape_map().items()

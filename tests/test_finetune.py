@@ -1,6 +1,7 @@
 """Multitask fine-tuning: sampling schedule, heads and losses, and the pipelines end to end."""
 
 import collections
+import functools
 import json
 import os
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import DATA_DIR, run_module, small_task_files
+from conftest import DATA_DIR, run_module, small_task_files, task_files_config
 from kerasbert.config import ModelConfig
 from kerasbert.data.tasks import Example
 from kerasbert.finetuning import evaluation
@@ -111,9 +112,9 @@ def batch(task, pair_encoder, sts_encoder="", trim=True):
 @pytest.mark.parametrize("pair_encoder", ["cross", "bi"])
 def test_head_shapes_and_ranges(pair_encoder):
     model = tiny_model(pair_encoder)
-    assert model.sentiment_logits(batch("sst", pair_encoder)[0]).shape == (4, 5)
-    assert model.paraphrase_logit(batch("para", pair_encoder)[0]).shape == (4,)
-    score = model.similarity_score(batch("sts", pair_encoder)[0]).numpy()
+    assert model.head_output("sst", batch("sst", pair_encoder)[0]).shape == (4, 5)
+    assert model.head_output("para", batch("para", pair_encoder)[0]).shape == (4,)
+    score = model.head_output("sts", batch("sts", pair_encoder)[0]).numpy()
     assert score.shape == (4,) and np.all((score >= 0) & (score <= 5))
     assert model.embed(batch("sst", pair_encoder)[0]).shape == (4, 8)
 
@@ -127,9 +128,9 @@ def test_trimmed_batches_give_the_same_outputs_as_fully_padded_ones(pair_encoder
     trimmed = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 16, pair_encoder)
     x = trimmed("sts", a, b)
     assert x["token_ids"].shape[1] < 16 and x["padding_mask"].numpy().max(axis=0).min() == 1
-    for method in ("sentiment_logits", "paraphrase_logit", "similarity_score"):
-        np.testing.assert_allclose(getattr(model, method)(x), getattr(model, method)(padded("sts", a, b)),
-                                   atol=1e-5, err_msg=method)
+    for task in ("sst", "para", "sts"):
+        np.testing.assert_allclose(model.head_output(task, x), model.head_output(task, padded("sts", a, b)),
+                                   atol=1e-5, err_msg=task)
 
 
 def test_predictions_are_batched_by_length_and_returned_in_the_given_order(monkeypatch):
@@ -162,9 +163,9 @@ def test_mixed_heads_pack_paraphrase_as_one_sequence_and_similarity_as_two():
     sts, _ = batch("sts", "cross", sts_encoder="bi")
     assert para["segment_ids"].numpy().max() == 1 and para["token_ids_b"].numpy().max() == 0
     assert sts["segment_ids"].numpy().max() == 0 and sts["token_ids_b"].numpy().max() > 0
-    assert model.paraphrase_logit(para).shape == (4,)
+    assert model.head_output("para", para).shape == (4,)
     u, v = model.embed(sts), model.embed({k[:-2]: sts[k] for k in sts if k.endswith("_b")})
-    np.testing.assert_allclose(model.similarity_score(sts), 2.5 * (cosine(u, v) + 1.0), atol=1e-5)
+    np.testing.assert_allclose(model.head_output("sts", sts), 2.5 * (cosine(u, v) + 1.0), atol=1e-5)
 
 
 @pytest.mark.parametrize("pair_encoder, kwargs", [
@@ -175,7 +176,8 @@ def test_each_task_step_lowers_that_task_loss(pair_encoder, kwargs):
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     model(batch("sts", pair_encoder)[0])
     build_optimizer(model)  # as the pipelines do; and one padded shape for all tasks: one trace
-    for task, loss_fn in (("sst", model._sst_loss), ("para", model._para_loss), ("sts", model._sts_loss)):
+    for task in ("sst", "para", "sts"):
+        loss_fn = functools.partial(model.task_loss, task)
         x, y = batch(task, pair_encoder, kwargs.get("sts_encoder", ""), trim=False)
         before = float(loss_fn(x, y))
         data = tf.data.Dataset.from_tensors((x, y)).repeat()
@@ -190,7 +192,7 @@ def test_head_warmup_trains_the_task_heads_and_leaves_the_encoder_alone():
     data = tasks[0].concatenate(tasks[1]).concatenate(tasks[2]).repeat()
     model(batch("sst", "cross")[0])
     encoder_before = [v.numpy().copy() for v in model.backbone.weights]
-    heads = [model.sentiment_head, model.paraphrase_head, model.similarity_head]
+    heads = [model.head(task) for task in ("sst", "para", "sts")]
     heads_before = [[w.copy() for w in head.get_weights()] for head in heads]
 
     warm_up_heads(model, data, steps=6, learning_rate=1e-2, verbose=0,
@@ -262,7 +264,7 @@ def test_finetune_then_evaluate_reproduces_metrics(tmp_path):
         .save_to_preset(str(checkpoint))
     load_tokenizer(minilm_checkpoint()).save_to_preset(str(checkpoint))
     files = small_task_files(tmp_path)
-    config = {"data": {**files, "max_sequence_length": 32},
+    config = {"data": {**task_files_config(files), "max_sequence_length": 32},
               "heads": {"pair_encoder": "cross"},
               # With a weight average on, the model saved is the average that was scored.
               "train": {"batch_size": 8, "total_steps": 20, "steps_per_block": 10, "learning_rate": 1e-3,

@@ -5,7 +5,8 @@ import os
 import pytest
 
 from kerasbert.data.corpus import load_corpus, read_plain_text, read_wikitext
-from kerasbert.data.tasks import DataError, read_task_file, unquote_twice_quoted
+from kerasbert.data.tasks import DataError, read_task_file
+from kerasbert.tasks import unquote_twice_quoted
 
 from conftest import DATA_DIR
 

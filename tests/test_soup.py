@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import DATA_DIR, TINY_VOCAB, small_task_files
+from conftest import DATA_DIR, TINY_VOCAB, small_task_files, task_files_overrides
 from kerasbert.config import FinetuneConfig, FinetuneDataConfig, HeadsConfig
 from kerasbert.finetuning.soup import check_same_architecture
 from pipelines import evaluate, soup
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data
 
 def write_member(path, files, seed):
     """A pipelines.finetune output folder holding a tiny random model whose dev files are `files`."""
-    model, _ = tiny_model_dir(path, "cross", seed=seed, overrides=[f"data.{k}={v}" for k, v in files.items()])
+    model, _ = tiny_model_dir(path, "cross", seed=seed, overrides=task_files_overrides(files))
     return model
 
 

@@ -1,4 +1,7 @@
-"""Readers for the task files: CS224N minbert TSVs (SST-5, STS-B, Quora) and GLUE TSVs.
+"""Readers for the task files: CS224N minbert TSVs (the shared data) and GLUE TSVs.
+
+Which columns a task takes, and how its text is cleaned, is its declaration's
+(`kerasbert.tasks.TASKS`).
 
 Formats (see `../shared/data/README.md`): tab-separated, CSV-style quoting, a header
 whose first column name is empty. Quora questions containing `"` were quoted twice.
@@ -21,10 +24,10 @@ import io
 import logging
 import os
 
+from kerasbert.tasks import Task, get_task
+
 log = logging.getLogger(__name__)
 
-TASKS = ("sst", "para", "sts")
-NUM_SST_CLASSES = 5
 
 
 class DataError(ValueError):
@@ -53,7 +56,7 @@ class Example:
 
     text_a: str
     text_b: str
-    label: float  # int class for sst/para, float score in [0, 5] for sts
+    label: float  # class id, or the score of a pair_score task
     uid: str = ""
 
 
@@ -64,71 +67,26 @@ class ReadResult:
     path: str
 
 
-# Which columns hold what, per (task, layout). "cs224n" is the shared data's layout;
-# "glue" the official GLUE TSVs (SST-2: sentence/label; QQP: question1/question2/
-# is_duplicate; STS-B: sentence1/sentence2/score).
-_COLUMNS = {
-    ("sst", "cs224n"): ("sentence", None, "sentiment", "id"),
-    ("para", "cs224n"): ("sentence1", "sentence2", "is_duplicate", "id"),
-    ("sts", "cs224n"): ("sentence1", "sentence2", "similarity", "id"),
-    ("sst", "glue"): ("sentence", None, "label", None),
-    ("para", "glue"): ("question1", "question2", "is_duplicate", "id"),
-    ("sts", "glue"): ("sentence1", "sentence2", "score", None),
-}
-
-_PTB_REPLACEMENTS = (
-    ("-LRB-", "("), ("-RRB-", ")"), ("-LSB-", "["), ("-RSB-", "]"),
-    ("\\/", "/"), ("\\*", "*"), ("``", '"'), ("''", '"'),
-)
-
-
-def clean_ptb(text: str) -> str:
-    """Undoes the Penn Treebank escapes of the SST sentences (`-LRB-` -> `(`)."""
-    for escaped, plain in _PTB_REPLACEMENTS:
-        text = text.replace(escaped, plain)
-    return text
-
-
-def unquote_twice_quoted(text: str) -> str:
-    """Second CSV unquoting for Quora fields that were quoted twice.
-
-    `"What does ""69"" mean?"` -> `What does "69" mean?`. Text that is not a whole
-    quoted string (including the damaged rows' open quotes) is returned unchanged.
-    """
-    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
-        inner = text[1:-1]
-        if '"' not in inner.replace('""', ""):
-            return inner.replace('""', '"')
-    return text
-
-
 def detect_layout(header: list[str]) -> str:
     return "cs224n" if header and header[0] == "" else "glue"
 
 
-def _parse_label(task: str, raw: str) -> float:
-    if task == "sts":
-        value = float(raw)
-        if not 0.0 <= value <= 5.0:
-            raise ValueError(f"similarity {value} outside [0, 5]")
-        return value
+def _parse_label(task: Task, raw: str) -> float:
     value = float(raw)  # Quora labels are "1.0"
+    if task.kind == "pair_score":
+        if not 0.0 <= value <= task.max_score:
+            raise ValueError(f"score {value} outside [0, {task.max_score:g}]")
+        return value
     if value != int(value):
         raise ValueError(f"label {raw!r} is not a whole number")
     label = int(value)
-    num_classes = NUM_SST_CLASSES if task == "sst" else 2
-    if not 0 <= label < num_classes:
-        raise ValueError(f"label {label} outside [0, {num_classes - 1}]")
+    if not 0 <= label < task.num_classes:
+        raise ValueError(f"label {label} outside [0, {task.num_classes - 1}]")
     return label
 
 
-def _clean(task: str, text: str) -> str:
-    text = text.strip()
-    if task == "sst":
-        text = clean_ptb(text)
-    if task == "para":
-        text = unquote_twice_quoted(text)
-    return " ".join(text.split())
+def _clean(task: Task, text: str) -> str:
+    return " ".join(task.clean(text.strip()).split())
 
 
 def read_task_file(task: str, path: str, max_bad_fraction: float = 0.1) -> ReadResult:
@@ -137,8 +95,7 @@ def read_task_file(task: str, path: str, max_bad_fraction: float = 0.1) -> ReadR
     Raises DataError for a missing file, bad UTF-8, missing columns, or when more
     than `max_bad_fraction` of the rows are damaged.
     """
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}. Received: task={task!r}")
+    task = get_task(task)
     if not os.path.isfile(path):
         raise DataError(f"{path}: file not found")
     text = read_utf8(path)
@@ -147,7 +104,10 @@ def read_task_file(task: str, path: str, max_bad_fraction: float = 0.1) -> ReadR
     if not header:
         raise DataError(f"{path}: empty file (no header line)")
     layout = detect_layout(header)
-    col_a, col_b, col_label, col_id = _COLUMNS[(task, layout)]
+    if layout not in task.columns:
+        raise DataError(f"{path}:1: a {layout}-layout header, but task {task.name!r} is read only from "
+                        f"{sorted(task.columns)} files. Header: {header}")
+    col_a, col_b, col_label, col_id = dataclasses.astuple(task.columns[layout])
     wanted = [c for c in (col_a, col_b, col_label) if c]
     missing = [c for c in wanted if c not in header]
     if missing:

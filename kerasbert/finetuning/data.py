@@ -6,7 +6,7 @@ can interleave them:
        the sentence, or the packed pair `[CLS] a [SEP] b [SEP]` for a cross-encoder;
        token_ids_b, segment_ids_b, padding_mask_b: sentence b for a bi-encoder
        (all padding where unused).
-    y: (batch,) float32: class id (sst, para) or similarity score (sts).
+    y: (batch,) float32: class id, or the score of a pair_score task.
 
 Example:
     >>> pre = TaskPreprocessor(tokenizer, sequence_length=128, pair_encoder="cross")
@@ -22,10 +22,8 @@ import tensorflow as tf
 
 from kerasbert.data.tasks import Example, read_task_file
 from kerasbert.packing import make_packer
+from kerasbert.tasks import TASK_IDS, TASKS, pair_encoders
 from kerasbert.tokenization import special_token_ids
-
-TASK_IDS = {"sst": 0, "para": 1, "sts": 2}
-PAIR_TASKS = ("para", "sts")
 
 
 class TaskPreprocessor:
@@ -35,7 +33,7 @@ class TaskPreprocessor:
         tokenizer: a keras-hub BertTokenizer.
         sequence_length: packed length.
         pair_encoder: "cross" packs a pair into one sequence; "bi" packs each sentence alone.
-        sts_encoder: the same choice for similarity pairs only ("" = pair_encoder).
+        sts_encoder: the same choice for pair_score (similarity) tasks only ("" = pair_encoder).
         trim: cut each packed batch to its longest sequence (the padding beyond it changes
             nothing under the padding mask, and costs most of the compute on short text).
             Off for XLA, which wants one shape.
@@ -51,7 +49,7 @@ class TaskPreprocessor:
                  sts_encoder: str = ""):
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
-        self.encoders = {"para": pair_encoder, "sts": sts_encoder or pair_encoder}
+        self.encoders = pair_encoders(pair_encoder, sts_encoder)
         self.trim = trim
         self.ids = special_token_ids(tokenizer)
         self.packer = make_packer(sequence_length, self.ids)
@@ -74,9 +72,9 @@ class TaskPreprocessor:
         return {key: value[:, :length] for key, value in packed.items()}
 
     def __call__(self, task: str, text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
-        if task in PAIR_TASKS and self.encoders[task] == "cross":
+        if task in self.encoders and self.encoders[task] == "cross":
             x, second = self.pack(text_a, text_b), None
-        elif task in PAIR_TASKS:
+        elif task in self.encoders:
             x, second = self.pack(text_a), self.pack(text_b)
         else:
             x, second = self.pack(text_a), None
@@ -133,7 +131,7 @@ def task_dataset(task: str, examples: list[Example], preprocessor: TaskPreproces
         np.array([e.label for e in examples], np.float32)))
     if training:
         data = data.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
-    if training and swap_pairs and task in PAIR_TASKS:
+    if training and swap_pairs and TASKS[task].is_pair:
         coins = tf.data.Dataset.random(seed=seed).map(lambda r: r % 2 == 1)
         data = tf.data.Dataset.zip(data, coins).map(_swap_if)
     if training and group_by_length > 1:

@@ -1,7 +1,10 @@
 """Dev-set predictions and metrics with the key names of metrics.json.
 
-    sst_accuracy; para_accuracy, para_f1; sts_pearson, sts_spearman;
-    overall = (sst_accuracy + para_accuracy + (sts_pearson + 1) / 2) / 3   (the reference study's)
+Each task's metrics follow its kind (`kerasbert.tasks`): `<task>_accuracy` (classes);
+`<task>_accuracy`, `<task>_f1` (pair_binary); `<task>_pearson`, `<task>_spearman`
+(pair_score). `overall` is the mean of the tasks' headlines (accuracy, or
+(pearson + 1) / 2); for sst, para and sts that is the reference study's
+    overall = (sst_accuracy + para_accuracy + (sts_pearson + 1) / 2) / 3
 
 Example:
     >>> predictions = predict_examples(model, preprocessor, "sts", dev_examples)
@@ -18,6 +21,7 @@ import scipy.stats
 import tensorflow as tf
 
 from kerasbert.finetuning.data import load_examples, task_dataset
+from kerasbert.tasks import DEFAULT_TASKS, TASKS
 
 # The reference study's dev-set figures, quoted (its final overall as quoted; the formula
 # gives a slightly different number from its rounded parts).
@@ -39,7 +43,8 @@ def _predict_function(model, task: str):
 
 
 def predict_task(model, task: str, dataset: tf.data.Dataset) -> np.ndarray:
-    """sst: class probabilities (n, 5); para: probability of paraphrase (n,); sts: score (n,)."""
+    """`model.task_prediction` of every batch: class probabilities (n, classes), a probability (n,)
+    or a score (n,)."""
     step = _predict_function(model, task)
     return np.concatenate([step(x).numpy() for x, _ in dataset])
 
@@ -69,52 +74,65 @@ def score_file(model, preprocessor, task: str, path: str, limit: int = 0) -> dic
 
 
 def task_metrics(task: str, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
-    labels = np.asarray(labels)
-    if task == "sst":
-        return {"sst_accuracy": float(np.mean(predictions.argmax(-1) == labels))}
-    if task == "para":
+    """The metrics of `task`'s kind, named `<task>_<metric>`.
+
+    >>> task_metrics("sts", [0.0, 2.5, 5.0], np.array([0.5, 2.0, 4.0]))
+    {'sts_pearson': 0.98..., 'sts_spearman': 1.0}
+    """
+    labels, kind = np.asarray(labels), TASKS[task].kind
+    names = TASKS[task].metric_names
+    if kind == "classes":
+        return {names[0]: float(np.mean(predictions.argmax(-1) == labels))}
+    if kind == "pair_binary":
         predicted = predictions >= 0.5
         truth = labels >= 0.5
         true_positives = np.sum(predicted & truth)
         precision = true_positives / max(np.sum(predicted), 1)
         recall = true_positives / max(np.sum(truth), 1)
         f1 = 2 * precision * recall / max(precision + recall, 1e-12)
-        return {"para_accuracy": float(np.mean(predicted == truth)), "para_f1": float(f1)}
-    return {"sts_pearson": float(scipy.stats.pearsonr(predictions, labels)[0]),
-            "sts_spearman": float(scipy.stats.spearmanr(predictions, labels)[0])}
+        return {names[0]: float(np.mean(predicted == truth)), names[1]: float(f1)}
+    return {names[0]: float(scipy.stats.pearsonr(predictions, labels)[0]),
+            names[1]: float(scipy.stats.spearmanr(predictions, labels)[0])}
 
 
-def overall_score(metrics: dict[str, float], tasks: tuple[str, ...] = ("sst", "para", "sts")) -> float:
-    """The reference study's overall score; with `tasks`, the mean of those tasks' parts only
-    (what a run that trains some of the tasks is selected by).
+def overall_score(metrics: dict[str, float], tasks: tuple[str, ...] = DEFAULT_TASKS) -> float:
+    """The mean of `tasks`' headlines (accuracy, or (pearson + 1) / 2): for sst, para and sts
+    the reference study's overall score; a run is selected by the tasks it trains.
 
     >>> overall_score({"sst_accuracy": 0.5, "para_accuracy": 0.8, "sts_pearson": 0.6}, ("sst",))
     0.5
     """
-    parts = {"sst": metrics["sst_accuracy"], "para": metrics["para_accuracy"],
-             "sts": (metrics["sts_pearson"] + 1) / 2}
-    return sum(parts[task] for task in tasks) / len(tasks)
+    return sum(TASKS[task].headline(metrics) for task in tasks) / len(tasks)
 
 
-def plot_confusion(labels, predicted, output_png: str, title: str) -> None:
-    """5x5 confusion matrix of the sentiment classes, counts in each cell."""
+def headline_keys(tasks) -> list[str]:
+    """Each task's headline metric, then overall: what the console reports of a run.
+
+    >>> headline_keys(("sst", "sts"))
+    ['sst_accuracy', 'sts_pearson', 'overall']
+    """
+    return [*(TASKS[task].metric_names[0] for task in tasks), "overall"]
+
+
+def plot_confusion(labels, predicted, class_names, output_png: str, title: str) -> None:
+    """Confusion matrix of a classes task, counts in each cell."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    matrix = np.zeros((5, 5), int)
+    n = len(class_names)
+    matrix = np.zeros((n, n), int)
     for truth, guess in zip(np.asarray(labels, int), np.asarray(predicted, int)):
         matrix[truth, guess] += 1
-    names = ["very neg", "neg", "neutral", "pos", "very pos"]
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+    fig, ax = plt.subplots(figsize=(1.5 + 0.8 * n, 1.2 + 0.76 * n))
     ax.imshow(matrix, cmap="Blues")
-    for i in range(5):
-        for j in range(5):
+    for i in range(n):
+        for j in range(n):
             ax.text(j, i, matrix[i, j], ha="center", va="center",
                     color="white" if matrix[i, j] > matrix.max() / 2 else "black")
-    ax.set_xticks(range(5), names, rotation=30)
-    ax.set_yticks(range(5), names)
+    ax.set_xticks(range(n), class_names, rotation=30)
+    ax.set_yticks(range(n), class_names)
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
     ax.set_title(title)

@@ -1,23 +1,23 @@
-"""One shared BERT encoder, three task heads, and a multitask training step.
+"""One shared BERT encoder, a head per task, and a multitask training step.
 
-Heads:
-- sentiment: dropout + dense(5) on the sentence embedding.
-- paraphrase: cross-encoder: dense(1) on the pair's embedding; bi-encoder: dense(1)
-  on [u, v, |u - v|, u * v] of the two sentence embeddings (Sentence-BERT).
-- similarity: cross-encoder: 5 * sigmoid(dense(1)); bi-encoder: the cosine of u
-  and v mapped from [-1, 1] to [0, 5].
-The paraphrase head uses `pair_encoder`; the similarity head `sts_encoder` (default: the
-same), so paraphrase can read both sentences at once while similarity stays a cosine.
+Heads, by the task's kind (`kerasbert.tasks`):
+- classes (sentiment): dropout + dense(num_classes) on the sentence embedding.
+- pair_binary (paraphrase): cross-encoder: dense(1) on the pair's embedding; bi-encoder:
+  dense(1) on [u, v, |u - v|, u * v] of the two sentence embeddings (Sentence-BERT).
+- pair_score (similarity): cross-encoder: max_score * sigmoid(dense(1)); bi-encoder: the
+  cosine of u and v mapped from [-1, 1] to [0, max_score].
+pair_binary heads use `pair_encoder`; pair_score heads `sts_encoder` (default: the same),
+so paraphrase can read both sentences at once while similarity stays a cosine.
 The sentence embedding (`embed`) is the mean of the token states over the padding
 mask (what MiniLM was trained with) or the `[CLS]` pooler.
 
 Each batch holds one task (see finetuning/data.py); `train_step` switches on it, so a
-step runs the encoder only for that task's inputs. Losses: cross-entropy (sst),
-binary cross-entropy plus optional multiple-negatives ranking on positives (para),
-MSE on the score or cosine-embedding loss (sts), weighted per task.
+step runs the encoder only for that task's inputs. Losses: cross-entropy (classes),
+binary cross-entropy plus optional multiple-negatives ranking on positives (pair_binary),
+MSE on the score or cosine-embedding loss (pair_score), weighted per task.
 
 Example:
-    >>> model = MultitaskBert(backbone, pair_encoder="bi")
+    >>> model = MultitaskBert(backbone, tasks=("sst", "sts"), pair_encoder="bi")
     >>> model.compile(optimizer=keras.optimizers.AdamW(5e-5))
     >>> model.fit(interleaved_batches, steps_per_epoch=100, epochs=6)
 """
@@ -29,8 +29,7 @@ import tensorflow as tf
 
 from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS
-
-TASKS = ("sst", "para", "sts")
+from kerasbert.tasks import DEFAULT_TASKS, TASK_IDS, TASKS, check_task_names, pair_encoders
 
 
 def cosine(u, v):
@@ -45,15 +44,17 @@ def second_inputs(x: dict) -> dict:
 
 @keras.saving.register_keras_serializable(package="kerasbert")
 class MultitaskBert(keras.Model):
-    """One shared encoder with sentiment (5 classes), paraphrase (binary) and similarity
-    (0-5) heads; each training batch holds one task (`task_dataset`, `interleave_tasks`).
+    """One shared encoder with a head per task (by default sentiment (5 classes),
+    paraphrase (binary) and similarity (0-5)); each training batch holds one task
+    (`task_dataset`, `interleave_tasks`).
 
     Args:
         backbone: a keras-hub `BertBackbone`.
+        tasks: names of declared tasks (`kerasbert.tasks.TASKS`), one head each.
         pair_encoder: "cross" (a pair packed as one sequence) or "bi" (Sentence-BERT).
-        sts_encoder: the similarity head's own cross/bi choice (None: `pair_encoder`).
+        sts_encoder: pair_score heads' own cross/bi choice (None: `pair_encoder`).
         pooling: sentence embedding from the "mean" of token states or the "cls" pooler.
-        task_weights: loss weights of (sst, para, sts).
+        task_weights: loss weight of each task, in the order of `tasks` (None: all 1).
 
     Example:
         >>> model = MultitaskBert(load_encoder(minilm_checkpoint()))
@@ -63,10 +64,11 @@ class MultitaskBert(keras.Model):
 
     def __init__(self, backbone, pair_encoder="cross", sts_encoder=None, pooling="mean", dropout=0.1,
                  sts_loss="mse", para_mnrl_weight=0.0, mnrl_scale=20.0,
-                 task_weights=(1.0, 1.0, 1.0), layerwise_lr_decay=1.0, hold_idle_heads=False,
-                 **kwargs):
+                 task_weights=None, layerwise_lr_decay=1.0, hold_idle_heads=False,
+                 tasks=DEFAULT_TASKS, **kwargs):
         super().__init__(**kwargs)
         self.backbone = backbone
+        self.tasks = check_task_names(tasks)
         self.pair_encoder = pair_encoder
         self.sts_encoder = sts_encoder or pair_encoder
         self.pooling = pooling
@@ -74,18 +76,32 @@ class MultitaskBert(keras.Model):
         self.sts_loss = sts_loss
         self.para_mnrl_weight = para_mnrl_weight
         self.mnrl_scale = mnrl_scale
-        self.task_weights = tuple(task_weights)
+        self.task_weights = tuple(task_weights) if task_weights is not None else (1.0,) * len(self.tasks)
+        if len(self.task_weights) != len(self.tasks):
+            raise ValueError(f"task_weights needs one weight per task {self.tasks}. Received: {task_weights}")
         self.layerwise_lr_decay = layerwise_lr_decay
         self.hold_idle_heads = hold_idle_heads
         init = bert_initializer()
         self.dropout = keras.layers.Dropout(dropout, name="head_dropout")
-        self.sentiment_head = keras.layers.Dense(5, kernel_initializer=init, name="sentiment_head")
-        self.paraphrase_head = keras.layers.Dense(1, kernel_initializer=init, name="paraphrase_head")
-        self.similarity_head = keras.layers.Dense(1, kernel_initializer=init, name="similarity_head")
-        self.task_losses = {t: keras.metrics.Mean(name=f"{t}_loss") for t in TASKS}
+        for name in self.tasks:  # attributes named by the head: `sentiment_head`, ...
+            task = TASKS[name]
+            units = task.num_classes if task.kind == "classes" else 1
+            setattr(self, f"{task.head}_head", keras.layers.Dense(units, kernel_initializer=init,
+                                                                  name=f"{task.head}_head"))
+        self.task_losses = {name: keras.metrics.Mean(name=f"{name}_loss") for name in self.tasks}
         self.total_loss = keras.metrics.Mean(name="loss")
 
-    # --- Forward paths, one per task -------------------------------------------------
+    def head(self, task: str) -> keras.layers.Layer:
+        """The head layer of `task`."""
+        if task not in self.tasks:
+            raise ValueError(f"This model has no head for task {task!r}; its tasks: {self.tasks}")
+        return getattr(self, f"{TASKS[task].head}_head")
+
+    def encoder_of(self, task: str) -> str:
+        """"cross" or "bi" for a pair task; "" for a one-text task."""
+        return pair_encoders(self.pair_encoder, self.sts_encoder).get(task, "")
+
+    # --- Forward paths ----------------------------------------------------------------
 
     def embed(self, x, training=False):
         """Sentence embedding (batch, hidden)."""
@@ -96,74 +112,69 @@ class MultitaskBert(keras.Model):
         summed = tf.reduce_sum(out["sequence_output"] * mask, axis=1)  # (batch, hidden)
         return summed / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
 
-    def sentiment_logits(self, x, training=False):
-        return self.sentiment_logits_from(self.embed(x, training), training)  # (batch, 5)
-
     def _pair_embeddings(self, x, training):
         return self.embed(x, training), self.embed(second_inputs(x), training)
 
-    def paraphrase_logit(self, x, training=False):
-        if self.pair_encoder == "cross":
-            return self.paraphrase_logit_from(self.embed(x, training), training=training)
-        return self.paraphrase_logit_from(*self._pair_embeddings(x, training), training=training)
+    def task_embeddings(self, task: str, x, training=False):
+        """(u, v): u of the text or the packed pair, v None; for a bi-encoder pair, u of
+        sentence a and v of sentence b."""
+        if self.encoder_of(task) == "bi":
+            return self._pair_embeddings(x, training)
+        return self.embed(x, training), None
 
-    def similarity_cosine(self, x, training=False):
-        return cosine(*self._pair_embeddings(x, training))
+    def head_output(self, task: str, x, training=False):
+        """classes: logits (batch, n); pair_binary: a logit (batch,); pair_score: the score (batch,)."""
+        return self.head_output_from(task, *self.task_embeddings(task, x, training), training=training)
 
-    def similarity_score(self, x, training=False):
-        """Predicted similarity in [0, 5]."""
-        if self.sts_encoder == "cross":
-            return self.similarity_score_from(self.embed(x, training), training=training)
-        return self.similarity_score_from(*self._pair_embeddings(x, training), training=training)
-
-    # --- Heads on sentence embeddings: u is the pair's (cross) or sentence a's, v sentence b's ---
-
-    def sentiment_logits_from(self, u, training=False):
-        return self.sentiment_head(self.dropout(u, training=training))
-
-    def paraphrase_logit_from(self, u, v=None, training=False):
-        features = u if v is None else tf.concat([u, v, tf.abs(u - v), u * v], axis=-1)  # (batch, 4 * hidden)
-        return self.paraphrase_head(self.dropout(features, training=training))[:, 0]  # (batch,)
-
-    def similarity_score_from(self, u, v=None, training=False):
+    def head_output_from(self, task: str, u, v=None, training=False):
+        """`head_output` from sentence embeddings: u of the text or pair, v of sentence b (bi)."""
+        spec, head = TASKS[task], self.head(task)
+        if spec.kind == "classes":
+            return head(self.dropout(u, training=training))
+        if spec.kind == "pair_binary":
+            features = u if v is None else tf.concat([u, v, tf.abs(u - v), u * v], axis=-1)  # (batch, 4 * hidden)
+            return head(self.dropout(features, training=training))[:, 0]  # (batch,)
         if v is None:
-            return 5.0 * tf.sigmoid(self.similarity_head(self.dropout(u, training=training))[:, 0])
-        return 2.5 * (cosine(u, v) + 1.0)
+            return spec.max_score * tf.sigmoid(head(self.dropout(u, training=training))[:, 0])
+        return spec.max_score / 2 * (cosine(u, v) + 1.0)
 
-    # --- What each head answers: probabilities (sst), a probability (para), a score (sts) ---
+    # --- What each head answers: probabilities, a probability, a score ----------------
 
     def task_prediction(self, task: str, x):
-        """sst: class probabilities (batch, 5); para: probability of a paraphrase (batch,);
-        sts: similarity in [0, 5] (batch,). What evaluation scores and the export serves."""
-        if task == "sst":
-            return tf.nn.softmax(self.sentiment_logits(x))
-        if task == "para":
-            return tf.sigmoid(self.paraphrase_logit(x))
-        return tf.clip_by_value(self.similarity_score(x), 0.0, 5.0)
+        """classes: class probabilities (batch, n); pair_binary: probability of "same"
+        (batch,); pair_score: the score in [0, max_score] (batch,). What evaluation scores
+        and the export serves."""
+        return self.task_prediction_from(task, *self.task_embeddings(task, x))
 
     def task_prediction_from(self, task: str, u, v=None):
         """`task_prediction` from sentence embeddings: u of the pair (cross) or of sentence a, v of b."""
-        if task == "sst":
-            return tf.nn.softmax(self.sentiment_logits_from(u))
-        if task == "para":
-            return tf.sigmoid(self.paraphrase_logit_from(u, v))
-        return tf.clip_by_value(self.similarity_score_from(u, v), 0.0, 5.0)
+        output, kind = self.head_output_from(task, u, v), TASKS[task].kind
+        if kind == "classes":
+            return tf.nn.softmax(output)
+        if kind == "pair_binary":
+            return tf.sigmoid(output)
+        return tf.clip_by_value(output, 0.0, TASKS[task].max_score)
 
     def call(self, x, training=False):
-        return {"sentiment": self.sentiment_logits(x, training),
-                "paraphrase": self.paraphrase_logit(x, training),
-                "similarity": self.similarity_score(x, training)}
+        return {TASKS[name].head: self.head_output(name, x, training) for name in self.tasks}
 
     # --- Losses and the multitask step -----------------------------------------------
 
-    def _sst_loss(self, x, y):
-        logits = self.sentiment_logits(x, training=True)
-        return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
-            tf.cast(y, tf.int32), logits, from_logits=True))
+    def task_loss(self, task: str, x, y):
+        """The training loss of one task's batch (its kind's loss, see the module doc)."""
+        spec = TASKS[task]
+        if spec.kind == "classes":
+            return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+                tf.cast(y, tf.int32), self.head_output(task, x, training=True), from_logits=True))
+        if spec.kind == "pair_binary":
+            return self._binary_loss(task, x, y)
+        if self.sts_loss == "cosine":  # cosine embedding loss: cos(u, v) regressed to y / max_score
+            return tf.reduce_mean(tf.square(cosine(*self._pair_embeddings(x, True)) - y / spec.max_score))
+        return tf.reduce_mean(tf.square(self.head_output(task, x, training=True) - y))
 
-    def _para_loss(self, x, y):
+    def _binary_loss(self, task, x, y):
         loss = tf.reduce_mean(keras.losses.binary_crossentropy(
-            y[:, None], self.paraphrase_logit(x, training=True)[:, None], from_logits=True))
+            y[:, None], self.head_output(task, x, training=True)[:, None], from_logits=True))
         if self.para_mnrl_weight:
             # Multiple negatives ranking: each positive's b must outscore the other b's.
             u, v = self._pair_embeddings(x, True)
@@ -176,11 +187,6 @@ class MultitaskBert(keras.Model):
                 tf.reduce_sum(ranking * positives), tf.reduce_sum(positives))
         return loss
 
-    def _sts_loss(self, x, y):
-        if self.sts_loss == "cosine":  # cosine embedding loss: cos(u, v) regressed to y / 5
-            return tf.reduce_mean(tf.square(self.similarity_cosine(x, True) - y / 5.0))
-        return tf.reduce_mean(tf.square(self.similarity_score(x, training=True) - y))
-
     def _update_scales(self, task):
         """Per trainable variable: the share of the optimizer's update it keeps this step.
 
@@ -192,8 +198,7 @@ class MultitaskBert(keras.Model):
         decay). Returns None for variables that keep the whole update.
         """
         num_layers = self.backbone.num_layers
-        heads = (self.sentiment_head, self.paraphrase_head, self.similarity_head)  # TASKS order
-        owners = {v.path: task for task, head in enumerate(heads) for v in head.trainable_variables}
+        owners = {v.path: TASK_IDS[name] for name in self.tasks for v in self.head(name).trainable_variables}
         scales = []
         for variable in self.trainable_variables:
             path = variable.path
@@ -212,12 +217,14 @@ class MultitaskBert(keras.Model):
 
     def train_step(self, data):
         x, y = data
-        task = x["task"][0]
+        task = x["task"][0]  # the declared task's id (kerasbert.tasks.TASK_IDS)
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        branches = [self._sst_loss, self._para_loss, self._sts_loss]
+        # The position of the batch's task in self.tasks (-1: not one of them).
+        position = tf.gather([self.tasks.index(name) if name in self.tasks else -1 for name in TASKS], task)
         with tf.GradientTape() as tape:
-            loss = tf.switch_case(task, [
-                (lambda f=f, w=w: w * f(x, y)) for f, w in zip(branches, self.task_weights)])
+            loss = tf.switch_case(position, [
+                (lambda name=name, w=w: w * self.task_loss(name, x, y))
+                for name, w in zip(self.tasks, self.task_weights)], default=self._unknown_task(task))
             scaled = loss / replicas  # gradients are summed across replicas
         variables = self.trainable_variables
         gradients = tape.gradient(scaled, variables)
@@ -228,10 +235,17 @@ class MultitaskBert(keras.Model):
         for variable, old, scale in zip(variables, before, scales):
             if scale is not None:  # keep `scale` of this step's update
                 variable.assign(old + scale * (variable - old))
-        for index, name in enumerate(TASKS):
-            self.task_losses[name].update_state(loss, sample_weight=tf.cast(task == index, loss.dtype))
+        for name in self.tasks:
+            self.task_losses[name].update_state(loss, sample_weight=tf.cast(task == TASK_IDS[name], loss.dtype))
         self.total_loss.update_state(loss)
         return {m.name: m.result() for m in self.metrics}
+
+    def _unknown_task(self, task):
+        def fail():
+            check = tf.debugging.Assert(False, ["a batch of a task this model has no head for; task id:", task])
+            with tf.control_dependencies([check]):
+                return tf.constant(0.0)
+        return fail
 
     @property
     def metrics(self):
@@ -244,7 +258,7 @@ class MultitaskBert(keras.Model):
             "pooling": self.pooling, "dropout": self.dropout_rate, "sts_loss": self.sts_loss,
             "para_mnrl_weight": self.para_mnrl_weight, "mnrl_scale": self.mnrl_scale,
             "task_weights": list(self.task_weights), "layerwise_lr_decay": self.layerwise_lr_decay,
-            "hold_idle_heads": self.hold_idle_heads, "name": self.name,
+            "hold_idle_heads": self.hold_idle_heads, "tasks": list(self.tasks), "name": self.name,
         }
 
     @classmethod

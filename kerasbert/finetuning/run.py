@@ -1,15 +1,16 @@
-"""One multitask fine-tuning run: task files -> shared encoder + 3 heads -> dev metrics.
+"""One multitask fine-tuning run: task files -> shared encoder + a head per task -> dev metrics.
 
-Output folder (chief only):
+Output folder (chief only), for the config's `tasks` (sst, para, sts unless it says):
     config.json            resolved FinetuneConfig
     model.keras            the fine-tuned model at its best dev `overall` (all heads; of the
-                           trained tasks only if a `schedule.*_share` is 0)
+                           trained tasks only if a `schedule.shares` entry is 0)
     encoder/               the fine-tuned encoder + tokenizer as a keras-hub preset
-    predictions/           {sst,para,sts}-dev.tsv: id, label, prediction
+    predictions/           <task>-dev.tsv: id, label, prediction
     history.csv, logs/     per-block train losses and dev metrics; TensorBoard
     curves.png             losses and dev metrics per step
-    sst_confusion.png      sentiment confusion matrix on dev
-    metrics.json           sst_accuracy, para_accuracy, para_f1, sts_pearson, sts_spearman, overall
+    <task>_confusion.png   confusion matrix on dev, per classes task (sst_confusion.png)
+    metrics.json           each task's metrics (sst_accuracy, para_accuracy, para_f1,
+                           sts_pearson, sts_spearman), overall
 
 Example:
     >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json")
@@ -21,30 +22,27 @@ from __future__ import annotations
 import csv
 import json
 import os
-import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.config import FinetuneConfig, save_config
-from kerasbert.console import stage
+from kerasbert.config import FinetuneConfig
 from kerasbert.finetuning.data import (TaskPreprocessor, interleave_tasks, load_examples, resolve_path,
                                        task_dataset)
-from kerasbert.finetuning.evaluation import overall_score, plot_confusion, predict_examples, task_metrics
-from kerasbert.finetuning.model import TASKS, MultitaskBert
+from kerasbert.finetuning.evaluation import (headline_keys, overall_score, plot_confusion, predict_examples,
+                                             task_metrics)
+from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.models.encoder import load_encoder
+from kerasbert.tasks import DEFAULT_TASKS, TASKS
 from kerasbert.tokenization import load_tokenizer
-from kerasbert.training.backup import find_backup, restore
-from kerasbert.training.callbacks import Throughput, plot_curves, training_callbacks
-from kerasbert.training.head_warmup import warm_up_heads
-from kerasbert.training.optim import build_optimizer, make_optimizer
-from kerasbert.training.run_folder import check_free_space, check_output_dir
-from kerasbert.training.strategy import worker_info
+from kerasbert.training.callbacks import plot_curves
+from kerasbert.training.run import TrainingRun
 
 # What a run writes into its output folder (the layout above); --overwrite removes these.
 RUN_OUTPUTS = ("config.json", "model.keras", "encoder", "predictions", "best.weights.h5", "best.weights.h5.json",
-               "backup", "history.csv", "logs", "curves.png", "sst_confusion.png", "metrics.json")
+               "backup", "history.csv", "logs", "curves.png", "metrics.json",
+               *(f"{name}_confusion.png" for name, task in TASKS.items() if task.kind == "classes"))
 
 
 def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
@@ -53,14 +51,14 @@ def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
     for task, examples in dev.items():
         predictions[task] = predict_examples(model, preprocessor, task, examples)
         metrics.update(task_metrics(task, [e.label for e in examples], predictions[task]))
-    metrics["overall"] = overall_score(metrics)
+    metrics["overall"] = overall_score(metrics, tuple(dev))
     return metrics, predictions
 
 
 def load_dev_sets(config: FinetuneConfig, data_dir: str) -> dict:
-    """{task: dev examples} of a config's dev files (a seeded `data.max_dev_examples` of each)."""
-    return {task: load_examples(task, resolve_path(data_dir, getattr(config.data, f"{task}_dev")),
-                                config.data.max_dev_examples, config.train.seed) for task in TASKS}
+    """{task: dev examples} of a config's tasks (a seeded `data.max_dev_examples` of each)."""
+    return {task: load_examples(task, resolve_path(data_dir, config.data.dev_files[task]),
+                                config.data.max_dev_examples, config.train.seed) for task in config.tasks}
 
 
 class DevEvaluation(keras.callbacks.Callback):
@@ -71,7 +69,7 @@ class DevEvaluation(keras.callbacks.Callback):
     the weights (`<best_path>.json`), so a resumed run keeps a better block from before.
     """
 
-    def __init__(self, preprocessor, dev: dict, best_path: str, trained_tasks: tuple[str, ...] = TASKS):
+    def __init__(self, preprocessor, dev: dict, best_path: str, trained_tasks: tuple[str, ...] = DEFAULT_TASKS):
         super().__init__()
         self.preprocessor, self.dev, self.best_path = preprocessor, dev, best_path
         self.trained_tasks = trained_tasks
@@ -117,27 +115,54 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
         >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json")
         >>> run_finetuning(config, "../shared/data", "runs/ft", minilm_checkpoint())["overall"]
     """
-    started = time.perf_counter()
     strategy = strategy or tf.distribute.get_strategy()
-    _, is_chief = worker_info()
-    finished = check_output_dir(output_dir, RUN_OUTPUTS, overwrite, is_chief)
-    if finished is not None:
-        return finished
-    train, data, heads, schedule = config.train, config.data, config.heads, config.schedule
-    keras.utils.set_random_seed(train.seed)
-    os.makedirs(output_dir, exist_ok=True)
-    if is_chief:
-        save_config(config, os.path.join(output_dir, "config.json"))
+    run = TrainingRun(config, output_dir, RUN_OUTPUTS, overwrite)
+    if run.finished is not None:
+        return run.finished
+    train, heads, schedule = config.train, config.heads, config.schedule
 
     tokenizer = load_tokenizer(init_checkpoint)
-    preprocessor = TaskPreprocessor(tokenizer, data.max_sequence_length, heads.pair_encoder,
-                                    trim=not config.train.jit_compile,  # XLA wants one shape
+    preprocessor = TaskPreprocessor(tokenizer, config.data.max_sequence_length, heads.pair_encoder,
+                                    trim=not train.jit_compile,  # XLA wants one shape
                                     sts_encoder=heads.sts_encoder)
-    stage(f"reading task files under {data_dir}")
+    run.stage(f"reading task files under {data_dir}")
     dev = load_dev_sets(config, data_dir)
+    batches = training_batches(config, data_dir, preprocessor, dev).skip(run.start_step).prefetch(tf.data.AUTOTUNE)
+
+    with strategy.scope():
+        model = build_model(config, init_checkpoint)
+        last = config.tasks[-1]  # a batch of any task builds every head
+        run.prepare(model, lambda optimizer: model.compile(optimizer=optimizer, jit_compile=train.jit_compile),
+                    batches, build=lambda: model(next(iter(task_dataset(last, dev[last][:2], preprocessor, 2,
+                                                                         False)))[0]), heads="task heads")
+    heads_text = ", ".join(f"{heads.encoders[t]}-encoder {TASKS[t].head}" if t in heads.encoders else TASKS[t].head
+                           for t in config.tasks)
+    run.stage(f"model: {model.count_params() / 1e6:.1f}M parameters, heads: {heads_text}; {schedule.sampling} "
+              f"sampling; {train.total_steps} steps in {train.num_blocks} blocks" + run.resuming())
+
+    best_path = os.path.join(output_dir, "best.weights.h5")
+    dev_evaluation = DevEvaluation(preprocessor, dev, best_path, config.trained_tasks)
+    fit = run.fit(model, batches, evaluation=(dev_evaluation,), checkpoint=False)
+    metrics, predictions = best_block_results(model, preprocessor, dev, dev_evaluation, run)
+    metrics.update(train_steps=int(model.optimizer.iterations.numpy()), train_seconds=fit.train_seconds,
+                   examples_per_second=fit.examples_per_second,
+                   init_checkpoint=init_checkpoint, pair_encoder=heads.pair_encoder,
+                   sts_encoder=heads.sts_encoder or heads.pair_encoder)
+    if run.is_chief:
+        write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, train.steps_per_block)
+    run.stage("done: " + "  ".join(f"{k}={metrics[k]:.3f}" for k in headline_keys(config.tasks))
+              + f" -> {output_dir}")
+    return metrics
+
+
+def training_batches(config: FinetuneConfig, data_dir: str, preprocessor: TaskPreprocessor,
+                     dev: dict) -> tf.data.Dataset:
+    """The endless stream of single-task training batches of the config's tasks, drawn as
+    `schedule.sampling` says (an untrained task, share 0, still takes its place in the draw)."""
+    train, data, schedule = config.train, config.data, config.schedule
     train_sets, sizes = {}, {}
-    for task in TASKS:
-        examples = load_examples(task, resolve_path(data_dir, getattr(data, f"{task}_train")),
+    for task in config.tasks:
+        examples = load_examples(task, resolve_path(data_dir, data.train_files[task]),
                                  data.max_train_examples, train.seed)
         if len(examples) < train.batch_size:
             raise ValueError(f"{task}: {len(examples)} training examples, fewer than one batch "
@@ -146,67 +171,31 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
         train_sets[task] = task_dataset(task, examples, preprocessor, train.batch_size, True, train.seed,
                                         data.group_by_length, data.swap_pairs)
         print(f"   {task}: {len(examples)} train, {len(dev[task])} dev")
-    # Weights, optimizer state and the step the data resumes at all come from this one file.
-    backup = find_backup(os.path.join(output_dir, "backup"))
-    start_block = backup.blocks_done if backup else 0
-    start_step = start_block * train.steps_per_block
-    batches = interleave_tasks(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed,
-                         schedule.shares)
-    batches = batches.skip(start_step).prefetch(tf.data.AUTOTUNE)
+    return interleave_tasks(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed,
+                            schedule.shares)
 
-    with strategy.scope():
-        model = MultitaskBert(
-            load_encoder(init_checkpoint), pair_encoder=heads.pair_encoder,
-            sts_encoder=heads.sts_encoder, pooling=heads.pooling,
-            dropout=heads.dropout, sts_loss=heads.sts_loss, para_mnrl_weight=heads.para_mnrl_weight,
-            mnrl_scale=heads.mnrl_scale, layerwise_lr_decay=schedule.layerwise_lr_decay,
-            hold_idle_heads=schedule.hold_idle_heads,
-            task_weights=(schedule.sst_weight, schedule.para_weight, schedule.sts_weight))
-        if train.head_warmup_steps and start_step == 0:  # a resumed run restores warmed heads
-            stage(f"training the task heads alone for {train.head_warmup_steps} steps, encoder frozen",
-                  started)
-            warm_up_heads(model, batches, train.head_warmup_steps, train.head_warmup_learning_rate,
-                          lambda optimizer: model.compile(optimizer=optimizer, jit_compile=train.jit_compile),
-                          verbose=1 if is_chief else 0)
-        model.compile(optimizer=make_optimizer(train), jit_compile=train.jit_compile)
-        # Build every head before restoring a backup.
-        model(next(iter(task_dataset("sts", dev["sts"][:2], preprocessor, 2, False)))[0])
-        build_optimizer(model)
-        restore(model, backup)
-    if is_chief:
-        check_free_space(output_dir, model)
-    stage(f"model: {model.count_params() / 1e6:.1f}M parameters, {heads.encoders['para']}-encoder "
-          f"paraphrase and {heads.encoders['sts']}-encoder similarity heads, {schedule.sampling} "
-          f"sampling; {train.total_steps} steps in {train.num_blocks} "
-          f"blocks" + (f"; resuming at step {start_step} from {backup.path}" if backup else ""), started)
 
-    best_path = os.path.join(output_dir, "best.weights.h5")
-    throughput = Throughput(train.batch_size)
-    dev_evaluation = DevEvaluation(preprocessor, dev, best_path, schedule.trained_tasks)
-    callbacks = training_callbacks(output_dir, is_chief, throughput, checkpoint=False,
-                                   evaluation=(dev_evaluation,), ema=train.ema_momentum > 0)
-    fit_started = time.perf_counter()
-    model.fit(batches, initial_epoch=start_block, epochs=train.num_blocks,
-              steps_per_epoch=train.steps_per_block, shuffle=False,
-              callbacks=callbacks, verbose=1 if is_chief else 0)
-    train_seconds = time.perf_counter() - fit_started
-    if os.path.exists(best_path):
-        model.load_weights(best_path)
+def build_model(config: FinetuneConfig, init_checkpoint: str) -> MultitaskBert:
+    """The config's multitask model on the encoder of `init_checkpoint`."""
+    heads, schedule = config.heads, config.schedule
+    return MultitaskBert(
+        load_encoder(init_checkpoint), tasks=config.tasks, pair_encoder=heads.pair_encoder,
+        sts_encoder=heads.sts_encoder, pooling=heads.pooling,
+        dropout=heads.dropout, sts_loss=heads.sts_loss, para_mnrl_weight=heads.para_mnrl_weight,
+        mnrl_scale=heads.mnrl_scale, layerwise_lr_decay=schedule.layerwise_lr_decay,
+        hold_idle_heads=schedule.hold_idle_heads,
+        task_weights=[schedule.loss_weights[task] for task in config.tasks])
+
+
+def best_block_results(model, preprocessor, dev: dict, dev_evaluation: DevEvaluation,
+                       run: TrainingRun) -> tuple[dict, dict]:
+    """Loads the best block's weights into `model`; returns its dev metrics and predictions."""
+    if os.path.exists(dev_evaluation.best_path):
+        model.load_weights(dev_evaluation.best_path)
     if dev_evaluation.best_result is not None:  # scored in this run: reuse, don't re-score
-        metrics, predictions = dev_evaluation.best_result
-    else:  # resumed after the best block: score the restored weights
-        stage("scoring the best model on the dev sets", started)
-        metrics, predictions = evaluate_all(model, preprocessor, dev)
-    metrics.update(train_steps=int(model.optimizer.iterations.numpy()), train_seconds=train_seconds,
-                   examples_per_second=throughput.examples_per_second(),
-                   init_checkpoint=init_checkpoint, pair_encoder=heads.encoders["para"],
-                   sts_encoder=heads.encoders["sts"])
-    if is_chief:
-        write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, train.steps_per_block)
-    stage("done: " + "  ".join(f"{k}={metrics[k]:.3f}" for k in
-                                ("sst_accuracy", "para_accuracy", "sts_pearson", "overall"))
-          + f" -> {output_dir}", started)
-    return metrics
+        return dev_evaluation.best_result
+    run.stage("scoring the best model on the dev sets")  # resumed after the best block
+    return evaluate_all(model, preprocessor, dev)
 
 
 def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps_per_block) -> None:
@@ -214,9 +203,12 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
     for task, examples in dev.items():
         write_predictions(os.path.join(output_dir, "predictions", f"{task}-dev.tsv"), examples,
                           predictions[task])
-    sst_labels = [e.label for e in dev["sst"]]
-    plot_confusion(sst_labels, predictions["sst"].argmax(-1), os.path.join(output_dir, "sst_confusion.png"),
-                   f"SST-5 dev (accuracy {metrics['sst_accuracy']:.3f})")
+    for name in dev:
+        task = TASKS[name]
+        if task.kind == "classes":
+            plot_confusion([e.label for e in dev[name]], predictions[name].argmax(-1), task.class_names,
+                           os.path.join(output_dir, f"{name}_confusion.png"),
+                           f"{task.title} dev (accuracy {metrics[task.metric_names[0]]:.3f})")
     model.save(os.path.join(output_dir, "model.keras"))
     model.backbone.save_to_preset(os.path.join(output_dir, "encoder"))
     tokenizer.save_to_preset(os.path.join(output_dir, "encoder"))

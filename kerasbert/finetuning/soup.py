@@ -8,7 +8,7 @@ encoders, pooling, encoder size, sequence length and vocabulary; their training 
 (seed, steps, learning rate, losses) may differ.
 
 `run_soup` writes the soup as a pipelines.finetune output folder (config.json of the first
-member, model.keras, encoder/, predictions/, sst_confusion.png, metrics.json with `members`),
+member, model.keras, encoder/, predictions/, confusion matrices, metrics.json with `members`),
 so pipelines.evaluate and pipelines.export take it like any run.
 
 Example:
@@ -27,9 +27,8 @@ import numpy as np
 from kerasbert.config import save_config
 from kerasbert.console import stage
 from kerasbert.finetuning.load import load_finetuned
+from kerasbert.finetuning.evaluation import headline_keys
 from kerasbert.finetuning.run import evaluate_all, load_dev_sets, write_outputs
-
-METRIC_KEYS = ("sst_accuracy", "para_accuracy", "sts_pearson", "overall")
 
 
 def load_soup(model_dirs: list[str]):
@@ -58,7 +57,8 @@ def load_soup(model_dirs: list[str]):
 def check_same_architecture(first_dir, config, vocabulary, member_dir, member_config, member_vocabulary):
     """Raises ValueError naming `member_dir` if its run cannot be averaged with `first_dir`'s."""
     # What the weights mean; training-only fields (losses, dropout, steps, seeds) may differ.
-    for section, first, other in (("heads.pair_encoder/sts_encoder", config.heads.encoders,
+    for section, first, other in (("tasks", config.tasks, member_config.tasks),
+                                  ("heads.pair_encoder/sts_encoder", config.heads.encoders,
                                    member_config.heads.encoders),
                                   ("heads.pooling", config.heads.pooling, member_config.heads.pooling),
                                   ("data.max_sequence_length", config.data.max_sequence_length,
@@ -82,23 +82,24 @@ def run_soup(model_dirs: list[str], data_dir: str, output_dir: str) -> dict:
     stage(f"scoring the soup on the dev sets under {data_dir}", started)
     dev = load_dev_sets(config, data_dir)
     metrics, predictions = evaluate_all(model, preprocessor, dev)
-    members = [{"model_dir": d, **_member_metrics(d)} for d in model_dirs]
+    keys = headline_keys(config.tasks)
+    members = [{"model_dir": d, **_member_metrics(d, keys)} for d in model_dirs]
     for member in members:
         print(f"   member {member['model_dir']}: " + "  ".join(
-            f"{k}={member[k]:.3f}" for k in METRIC_KEYS if k in member))
+            f"{k}={member[k]:.3f}" for k in keys if k in member))
     os.makedirs(output_dir, exist_ok=True)
     save_config(config, os.path.join(output_dir, "config.json"))
     write_outputs(model, preprocessor.tokenizer, dev, predictions, dict(metrics, members=members),
                   output_dir, config.train.steps_per_block)
-    stage("soup: " + "  ".join(f"{k}={metrics[k]:.3f}" for k in METRIC_KEYS) + f" -> {output_dir}", started)
+    stage("soup: " + "  ".join(f"{k}={metrics[k]:.3f}" for k in keys) + f" -> {output_dir}", started)
     return metrics
 
 
-def _member_metrics(model_dir: str) -> dict:
+def _member_metrics(model_dir: str, keys) -> dict:
     """The dev figures a member's own run wrote (empty if it wrote none)."""
     path = os.path.join(model_dir, "metrics.json")
     if not os.path.exists(path):
         return {}
     with open(path) as f:
         written = json.load(f)
-    return {k: written[k] for k in METRIC_KEYS if k in written}
+    return {k: written[k] for k in keys if k in written}

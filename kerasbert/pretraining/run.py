@@ -21,14 +21,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from kerasbert import tokenization
-from kerasbert.config import PretrainConfig, save_config
+from kerasbert.config import PretrainConfig
 from kerasbert.console import stage
 from kerasbert.data.corpus import load_labelled_corpora
 from kerasbert.models.encoder import build_encoder, load_encoder
@@ -36,13 +35,9 @@ from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
 from kerasbert.pretraining.dataset import examples_dataset, tfrecord_dataset
 from kerasbert.pretraining.inputs import (check_enough_examples, heldout_batches, heldout_pairs,
                                           tokenize_documents, training_batches, training_pairs)
-from kerasbert.training.backup import find_backup, restore
-from kerasbert.training.callbacks import Throughput, plot_curves, training_callbacks
-from kerasbert.training.head_warmup import warm_up_heads
-from kerasbert.training.optim import build_optimizer, make_optimizer
+from kerasbert.training.callbacks import plot_curves
 from kerasbert.training.precision import mixed_precision
-from kerasbert.training.run_folder import check_free_space, check_output_dir
-from kerasbert.training.strategy import worker_info
+from kerasbert.training.run import FitResult, TrainingRun
 
 log = logging.getLogger(__name__)
 
@@ -138,46 +133,20 @@ def _pretrain(config: PretrainConfig, data_dir: str, output_dir: str, init_check
     if config.train.head_warmup_steps and not init_checkpoint:
         raise ValueError("train.head_warmup_steps trains fresh heads on a pretrained encoder and "
                          "needs --init_checkpoint. Received: no --init_checkpoint")
-    started = time.perf_counter()
     strategy = strategy or tf.distribute.get_strategy()
-    _, is_chief = worker_info()
-    finished = check_output_dir(output_dir, RUN_OUTPUTS, overwrite, is_chief)
-    if finished is not None:
-        return finished
+    run = TrainingRun(config, output_dir, RUN_OUTPUTS, overwrite)
+    if run.finished is not None:
+        return run.finished
     train = config.train
-    keras.utils.set_random_seed(train.seed)
-    os.makedirs(output_dir, exist_ok=True)
-    if is_chief:
-        save_config(config, os.path.join(output_dir, "config.json"))
 
-    stage(f"reading corpora {list(config.data.sources)} from {data_dir}")
+    run.stage(f"reading corpora {list(config.data.sources)} from {data_dir}")
     documents, sources = load_labelled_corpora(config.data.sources, data_dir)
-    tokenizer = resolve_tokenizer(config, documents, init_checkpoint, output_dir, is_chief)
-    seq = config.model.max_sequence_length
-
-    # Weights, optimizer state and the step the data resumes at all come from this one file.
-    backup = find_backup(os.path.join(output_dir, "backup"))
-    start_block = backup.blocks_done if backup else 0
-    start_step = start_block * train.steps_per_block
+    tokenizer = resolve_tokenizer(config, documents, init_checkpoint, output_dir, run.is_chief)
     tokenized = None
     if not config.data.tfrecord_dir or config.data.mlm_bias_prior:
-        stage(f"tokenizing {sum(map(len, documents))} sentences in {len(documents)} documents", started)
+        run.stage(f"tokenizing {sum(map(len, documents))} sentences in {len(documents)} documents")
         tokenized = tokenize_documents(tokenizer, documents)
-    if config.data.tfrecord_dir:
-        stage(f"reading pre-made examples from {config.data.tfrecord_dir}", started)
-        train_examples = tfrecord_dataset(config.data.tfrecord_dir, seed=train.seed)
-    else:
-        pairs = training_pairs(config, tokenized, sources)
-        check_enough_examples(pairs, train.batch_size, f"corpora {list(config.data.sources)}")
-        nsp_pairs = [p for p in pairs if p["nsp_weight"] > 0]
-        print(f"   {len(pairs)} examples ({len(nsp_pairs)} NSP pairs, "
-              f"{np.mean([p['nsp_label'] for p in nsp_pairs]) if nsp_pairs else 0:.3f} true-next)")
-        train_examples = examples_dataset(pairs)
-    train_data = training_batches(config, tokenizer, train_examples, skip_batches=start_step)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    train_data = train_data.with_options(options)
-
+    train_data = training_data(config, tokenizer, tokenized, sources, run)
     heldout = heldout_pairs(config, tokenizer, data_dir)
     check_enough_examples(heldout, train.batch_size, f"held-out corpus {config.data.heldout_source}")
     heldout_data = heldout_batches(config, tokenizer, heldout)
@@ -186,59 +155,67 @@ def _pretrain(config: PretrainConfig, data_dir: str, output_dir: str, init_check
         model = build_model(config, tokenizer.vocabulary_size(), init_checkpoint)
         if config.data.mlm_bias_prior and not (init_checkpoint and has_pretraining_heads(init_checkpoint)):
             set_mlm_bias(model, unigram_log_prior(tokenized, tokenizer.vocabulary_size()))
-        if train.head_warmup_steps and start_step == 0:  # a resumed run restores warmed heads
-            stage(f"training the heads alone for {train.head_warmup_steps} steps, encoder frozen",
-                  started)
-            warm_up_heads(model, train_data, train.head_warmup_steps, train.head_warmup_learning_rate,
-                          lambda optimizer: model.compile(**pretraining_compile_args(
-                              model, optimizer, train.jit_compile, config.data.nsp_loss_weight)),
-                          verbose=1 if is_chief else 0)
-        model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile,
-                                                 config.data.nsp_loss_weight))
-        build_optimizer(model)
-        restore(model, backup)
-    if is_chief:
-        check_free_space(output_dir, model)
-    params = model.count_params()
-    stage(f"model: {params / 1e6:.2f}M parameters, {strategy.num_replicas_in_sync} replica(s); "
-          f"{train.total_steps} steps in {train.num_blocks} blocks of {train.steps_per_block}"
-          + (f"; resuming at step {start_step} from {backup.path}" if backup else ""), started)
+        run.prepare(model, lambda optimizer: model.compile(**pretraining_compile_args(
+            model, optimizer, train.jit_compile, config.data.nsp_loss_weight)), train_data)
+    run.stage(f"model: {model.count_params() / 1e6:.2f}M parameters, {strategy.num_replicas_in_sync} replica(s); "
+              f"{train.total_steps} steps in {train.num_blocks} blocks of {train.steps_per_block}" + run.resuming())
 
-    throughput = Throughput(train.batch_size)
-    fit_started = time.perf_counter()
     # The held-out set is scored after every block (val_* in history.csv and the curves).
-    model.fit(train_data, initial_epoch=start_block, epochs=train.num_blocks,
-              steps_per_epoch=train.steps_per_block, shuffle=False,
-              validation_data=heldout_data,
-              callbacks=training_callbacks(output_dir, is_chief, throughput, ema=train.ema_momentum > 0),
-              verbose=1 if is_chief else 0)
-    train_seconds = time.perf_counter() - fit_started
+    fit = run.fit(model, train_data, validation_data=heldout_data)
+    run.stage(f"evaluating on held-out {config.data.heldout_source} ({len(heldout)} examples)")
+    metrics = {**heldout_metrics(model, heldout_data), **run_metrics(config, model, fit, strategy),
+               "heldout_examples": len(heldout), "init_checkpoint": init_checkpoint or ""}
+    if run.is_chief:
+        write_outputs(model, tokenizer, metrics, output_dir, train.steps_per_block)
+    run.stage(f"done: mlm_accuracy={metrics['mlm_accuracy']:.3f} nsp_accuracy="
+              f"{metrics['nsp_accuracy'] if metrics['nsp_accuracy'] is None else round(metrics['nsp_accuracy'], 3)}"
+              f" weights_fingerprint={metrics['weights_fingerprint']:.6f} -> {output_dir}")
+    return metrics
 
-    stage(f"evaluating on held-out {config.data.heldout_source} ({len(heldout)} examples)", started)
+
+def training_data(config: PretrainConfig, tokenizer, tokenized, sources, run: TrainingRun) -> tf.data.Dataset:
+    """The training batches from the run's resume step: from pre-made shards
+    (`data.tfrecord_dir`) or from pairs made of the tokenized documents; each worker reads
+    its own share."""
+    if config.data.tfrecord_dir:
+        run.stage(f"reading pre-made examples from {config.data.tfrecord_dir}")
+        examples = tfrecord_dataset(config.data.tfrecord_dir, seed=config.train.seed)
+    else:
+        pairs = training_pairs(config, tokenized, sources)
+        check_enough_examples(pairs, config.train.batch_size, f"corpora {list(config.data.sources)}")
+        nsp_pairs = [p for p in pairs if p["nsp_weight"] > 0]
+        print(f"   {len(pairs)} examples ({len(nsp_pairs)} NSP pairs, "
+              f"{np.mean([p['nsp_label'] for p in nsp_pairs]) if nsp_pairs else 0:.3f} true-next)")
+        examples = examples_dataset(pairs)
+    batches = training_batches(config, tokenizer, examples, skip_batches=run.start_step)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return batches.with_options(options)
+
+
+def heldout_metrics(model: BertPretrainer, heldout_data: tf.data.Dataset) -> dict:
+    """Held-out MLM (and NSP) accuracy and loss."""
     results = model.evaluate(heldout_data, return_dict=True, verbose=0)
-    examples_per_second = throughput.examples_per_second()
-    metrics = {
+    return {
         "mlm_accuracy": results["mlm_accuracy"],
         "mlm_loss": results.get("mlm_loss", results["loss"]),  # "loss" when MLM is the only output
         "nsp_accuracy": results.get("nsp_accuracy"),
         "nsp_loss": results.get("nsp_loss"),
+    }
+
+
+def run_metrics(config: PretrainConfig, model: BertPretrainer, fit: FitResult, strategy) -> dict:
+    """Steps, speed and size of the run, and a fingerprint of its weights."""
+    return {
         "train_steps": int(model.optimizer.iterations.numpy()),
-        "examples_per_second": examples_per_second,
-        "tokens_per_second": examples_per_second * seq,
-        "train_seconds": train_seconds,
-        "parameters": params,
-        "heldout_examples": len(heldout),
+        "examples_per_second": fit.examples_per_second,
+        "tokens_per_second": fit.examples_per_second * config.model.max_sequence_length,
+        "train_seconds": fit.train_seconds,
+        "parameters": model.count_params(),
         "replicas": strategy.num_replicas_in_sync,
-        "init_checkpoint": init_checkpoint or "",
         # Sum of squares of all weights: equal on workers that trained in sync.
         "weights_fingerprint": float(sum(np.sum(np.square(w)) for w in model.get_weights())),
     }
-    if is_chief:
-        write_outputs(model, tokenizer, metrics, output_dir, train.steps_per_block)
-    stage(f"done: mlm_accuracy={metrics['mlm_accuracy']:.3f} nsp_accuracy="
-          f"{metrics['nsp_accuracy'] if metrics['nsp_accuracy'] is None else round(metrics['nsp_accuracy'], 3)}"
-          f" weights_fingerprint={metrics['weights_fingerprint']:.6f} -> {output_dir}", started)
-    return metrics
 
 
 def write_outputs(model: BertPretrainer, tokenizer, metrics: dict, output_dir: str,
