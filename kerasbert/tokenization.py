@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 
 import keras_hub
@@ -64,14 +65,15 @@ def read_vocabulary(path: str) -> list[str]:
 
 
 def make_tokenizer(vocabulary: list[str] | str) -> keras_hub.models.BertTokenizer:
-    """An uncased BERT WordPiece tokenizer over a vocabulary list or file.
+    """An uncased BERT WordPiece tokenizer over a vocabulary list or file: lower case and
+    accents stripped, as `train_vocabulary` and BERT's own uncased tokenizer do.
 
     Example:
-        >>> make_tokenizer("runs/vocab.txt")("The cat sat")
+        >>> make_tokenizer("runs/vocab.txt")("The café")  # the same ids as "the cafe"
     """
     if isinstance(vocabulary, str):
         vocabulary = read_vocabulary(vocabulary)
-    return keras_hub.models.BertTokenizer(vocabulary=list(vocabulary), lowercase=True)
+    return keras_hub.models.BertTokenizer(vocabulary=list(vocabulary), lowercase=True, strip_accents=True)
 
 
 def checkpoint_source(checkpoint: str) -> str:
@@ -84,11 +86,29 @@ def load_tokenizer(checkpoint_dir: str) -> keras_hub.models.BertTokenizer:
     """The tokenizer of a checkpoint: a kerasbert run or keras-hub preset folder, a Hugging
     Face folder, or a hub handle.
 
+    An uncased checkpoint strips accents, as BERT's tokenizer and Hugging Face's do unless
+    the folder's tokenizer_config.json says `"strip_accents": false`; keras-hub's loader
+    leaves them, so "cliché" would not meet the vocabulary's "cliche".
+
     Example:
         >>> load_tokenizer(minilm_checkpoint()).vocabulary_size()
         30522
     """
-    return keras_hub.models.BertTokenizer.from_preset(checkpoint_source(checkpoint_dir))
+    source = checkpoint_source(checkpoint_dir)
+    tokenizer = keras_hub.models.BertTokenizer.from_preset(source)
+    if tokenizer.lowercase and not tokenizer.strip_accents and _uncased_strips_accents(source):
+        tokenizer = keras_hub.models.BertTokenizer(vocabulary=tokenizer.get_vocabulary(), lowercase=True,
+                                                   strip_accents=True)
+    return tokenizer
+
+
+def _uncased_strips_accents(source: str) -> bool:
+    config_path = os.path.join(source, "tokenizer_config.json")
+    if not os.path.isfile(config_path):
+        return True
+    with open(config_path, encoding="utf-8") as f:
+        strip_accents = json.load(f).get("strip_accents")
+    return strip_accents is None or bool(strip_accents)
 
 
 def special_token_ids(tokenizer) -> dict[str, int]:
