@@ -1,10 +1,13 @@
-"""The private Keras API kerasbert relies on (kerasbert/compat/keras.py) is still there, on
-the one Keras release it was checked against. Upgrading Keras fails this test on purpose:
-read the private code again, then add the release to CHECKED_KERAS."""
+"""The private Keras and keras-hub API kerasbert relies on (kerasbert/compat/) is still
+there, on the one release of each it was checked against. Upgrading either fails this test
+on purpose: read the private code again, then add the release to CHECKED_KERAS or
+CHECKED_KERAS_HUB."""
 
 import keras
+import keras_hub
 
 from kerasbert.compat import keras as compat
+from kerasbert.compat import keras_hub as hub_compat
 
 
 def test_the_installed_keras_is_a_checked_release():
@@ -27,3 +30,21 @@ def test_an_unchecked_release_gets_the_plain_archive(monkeypatch, caplog):
     archive = compat.ordered_export_archive(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]))
     assert type(archive) is type(keras.export.ExportArchive())
     assert "not one this project checked" in caplog.text
+
+
+def test_the_installed_keras_hub_is_a_checked_release():
+    assert keras_hub.__version__ in hub_compat.CHECKED_KERAS_HUB, (
+        f"keras-hub {keras_hub.__version__} is not in kerasbert/compat/keras_hub.py's CHECKED_KERAS_HUB")
+
+
+def test_the_private_layers_of_a_transformer_block_are_where_they_were():
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=8,
+                                             intermediate_dim=16, max_sequence_length=4)
+    parts = hub_compat.block_parts(backbone.transformer_layers[0])
+    assert isinstance(parts.attention, keras.layers.MultiHeadAttention)
+    for name in ("attention_dropout", "output_dropout"):
+        assert isinstance(getattr(parts, name), keras.layers.Dropout), name
+    for name in ("attention_norm", "output_norm"):
+        assert isinstance(getattr(parts, name), keras.layers.LayerNormalization), name
+    assert parts.intermediate.kernel.shape == (8, 16) and parts.output.kernel.shape == (16, 8)
+    assert isinstance(compat.attention_dropout(parts.attention), keras.layers.Dropout)

@@ -13,8 +13,12 @@
   (a server may then restore weights into a graph it has loaded: `--warm_standby`). It
   overrides the archive's private `_filter_and_track_resources`.
 
-Both act only on the Keras releases in CHECKED_KERAS. Elsewhere fit runs unpatched and
-exports use the plain archive (correct, only without the stable fingerprint), and
+- `attention_dropout(layer)`: the dropout a `MultiHeadAttention` applies to its attention
+  probabilities (the private `_dropout_layer`), for kerasbert/models/unpadded.py.
+
+All act only on the Keras releases in CHECKED_KERAS. Elsewhere fit runs unpatched,
+exports use the plain archive (correct, only without the stable fingerprint), the
+encoder runs padded (`kerasbert.models.unpadded.available()` is False), and
 tests/test_compat.py fails, so that an upgrade is a decision: check the private names
 below still exist and behave, then add the release.
 
@@ -116,3 +120,8 @@ class _OrderedExportArchive(type(keras.export.ExportArchive())):  # the backend'
         trackable.variables = list(variables)
         trackable.trainable_variables = [v for v in variables if v.trainable]
         trackable.non_trainable_variables = [v for v in variables if not v.trainable]
+
+
+def attention_dropout(layer: keras.layers.MultiHeadAttention) -> keras.layers.Layer:
+    """The Dropout layer `layer` applies to its attention probabilities (check `checked()` first)."""
+    return layer._dropout_layer

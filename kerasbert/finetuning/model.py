@@ -9,7 +9,10 @@ Heads, by the task's kind (`kerasbert.tasks`):
 pair_binary heads use `pair_encoder`; pair_score heads `sts_encoder` (default: the same),
 so paraphrase can read both sentences at once while similarity stays a cosine.
 The sentence embedding (`embed`) is the mean of the token states over the padding
-mask (what MiniLM was trained with) or the `[CLS]` pooler.
+mask (what MiniLM was trained with) or the `[CLS]` pooler. With `unpadded` (the default
+where kerasbert/compat/ allows it), the encoder runs over the real tokens only
+(kerasbert/models/unpadded.py): the same outputs and gradients, without the padding's
+share of the work; XLA (`jit_compile`) needs the padded one.
 
 Each batch holds one task (see finetuning/data.py); `train_step` switches on it, so a
 step runs the encoder only for that task's inputs. Losses: cross-entropy (classes),
@@ -27,6 +30,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from kerasbert.models import unpadded as unpadded_encoder
 from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS
 from kerasbert.tasks import DEFAULT_TASKS, TASK_IDS, TASKS, check_task_names, pair_encoders
@@ -54,6 +58,7 @@ class MultitaskBert(keras.Model):
         pair_encoder: "cross" (a pair packed as one sequence) or "bi" (Sentence-BERT).
         sts_encoder: pair_score heads' own cross/bi choice (None: `pair_encoder`).
         pooling: sentence embedding from the "mean" of token states or the "cls" pooler.
+        unpadded: run the encoder over the real tokens only (None: where available).
         task_weights: loss weight of each task, in the order of `tasks` (None: all 1).
 
     Example:
@@ -65,7 +70,7 @@ class MultitaskBert(keras.Model):
     def __init__(self, backbone, pair_encoder="cross", sts_encoder=None, pooling="mean", dropout=0.1,
                  sts_loss="mse", para_mnrl_weight=0.0, mnrl_scale=20.0,
                  task_weights=None, layerwise_lr_decay=1.0, hold_idle_heads=False,
-                 tasks=DEFAULT_TASKS, **kwargs):
+                 tasks=DEFAULT_TASKS, unpadded=None, **kwargs):
         super().__init__(**kwargs)
         self.backbone = backbone
         self.tasks = check_task_names(tasks)
@@ -81,6 +86,7 @@ class MultitaskBert(keras.Model):
             raise ValueError(f"task_weights needs one weight per task {self.tasks}. Received: {task_weights}")
         self.layerwise_lr_decay = layerwise_lr_decay
         self.hold_idle_heads = hold_idle_heads
+        self.unpadded = unpadded_encoder.available() if unpadded is None else bool(unpadded)
         init = bert_initializer()
         self.dropout = keras.layers.Dropout(dropout, name="head_dropout")
         for name in self.tasks:  # attributes named by the head: `sentiment_head`, ...
@@ -97,15 +103,36 @@ class MultitaskBert(keras.Model):
             raise ValueError(f"This model has no head for task {task!r}; its tasks: {self.tasks}")
         return getattr(self, f"{TASKS[task].head}_head")
 
+    def build(self, input_shape=None):
+        """Builds every head that has weights (Keras calls this when it loads a saved model)."""
+        hidden = self.backbone.hidden_dim
+        for name in self.tasks:
+            kind, encoder = TASKS[name].kind, self.encoder_of(name)
+            if kind == "pair_score" and encoder == "bi":
+                continue  # a cosine: the head is never called and has no weights
+            width = 4 * hidden if kind == "pair_binary" and encoder == "bi" else hidden  # [u, v, |u-v|, u*v]
+            self.head(name).build((None, width))
+        self.built = True
+
     def encoder_of(self, task: str) -> str:
         """"cross" or "bi" for a pair task; "" for a one-text task."""
         return pair_encoders(self.pair_encoder, self.sts_encoder).get(task, "")
 
     # --- Forward paths ----------------------------------------------------------------
 
-    def embed(self, x, training=False):
-        """Sentence embedding (batch, hidden)."""
-        out = self.backbone({k: x[k] for k in ENCODER_KEYS}, training=training)
+    def embed(self, x, training=False, unpadded=None, compute_dtype=None):
+        """Sentence embedding (batch, hidden); `unpadded` overrides the model's choice;
+        `compute_dtype="bfloat16"` (unpadded only) runs the encoder's products in bfloat16."""
+        inputs = {k: x[k] for k in ENCODER_KEYS}
+        # Keras builds a model by calling it on symbolic tensors, which only the backbone's own
+        # call takes; the output shapes are the same.
+        symbolic = isinstance(inputs["padding_mask"], keras.KerasTensor)
+        if (self.unpadded if unpadded is None else unpadded) and unpadded_encoder.available() and not symbolic:
+            return unpadded_encoder.sentence_embedding(self.backbone, inputs, self.pooling, training, compute_dtype)
+        if compute_dtype is not None:
+            raise ValueError(f"compute_dtype={compute_dtype!r} needs the unpadded encoder, which this "
+                             "Keras / keras-hub release does not have (kerasbert/compat/)")
+        out = self.backbone(inputs, training=training)
         if self.pooling == "cls":
             return out["pooled_output"]
         mask = tf.cast(x["padding_mask"], out["sequence_output"].dtype)[..., None]  # (batch, seq, 1)
@@ -258,7 +285,8 @@ class MultitaskBert(keras.Model):
             "pooling": self.pooling, "dropout": self.dropout_rate, "sts_loss": self.sts_loss,
             "para_mnrl_weight": self.para_mnrl_weight, "mnrl_scale": self.mnrl_scale,
             "task_weights": list(self.task_weights), "layerwise_lr_decay": self.layerwise_lr_decay,
-            "hold_idle_heads": self.hold_idle_heads, "tasks": list(self.tasks), "name": self.name,
+            "hold_idle_heads": self.hold_idle_heads, "tasks": list(self.tasks), "unpadded": self.unpadded,
+            "name": self.name,
         }
 
     @classmethod

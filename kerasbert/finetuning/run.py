@@ -180,6 +180,7 @@ def build_model(config: FinetuneConfig, init_checkpoint: str) -> MultitaskBert:
     heads, schedule = config.heads, config.schedule
     return MultitaskBert(
         load_encoder(init_checkpoint), tasks=config.tasks, pair_encoder=heads.pair_encoder,
+        unpadded=False if config.train.jit_compile else None,  # XLA compiles one shape
         sts_encoder=heads.sts_encoder, pooling=heads.pooling,
         dropout=heads.dropout, sts_loss=heads.sts_loss, para_mnrl_weight=heads.para_mnrl_weight,
         mnrl_scale=heads.mnrl_scale, layerwise_lr_decay=schedule.layerwise_lr_decay,

@@ -1,0 +1,53 @@
+"""Every use of keras-hub's private API in kerasbert, in one place, behind one version gate.
+
+- `block_parts(block)`: the sub-layers of a `TransformerEncoder` (keras-hub keeps them in
+  private attributes: `_self_attention_layer`, `_feedforward_intermediate_dense`, ...),
+  which kerasbert/models/unpadded.py runs one by one over the real tokens only.
+
+On a keras-hub release not in CHECKED_KERAS_HUB, `checked()` is False and kerasbert runs
+the encoder as the backbone's own call (the same results, with the padding computed);
+tests/test_compat.py fails, so that an upgrade is a decision: check that the attributes
+below still hold the layers they name and that tests/test_unpadded.py passes, then add the
+release.
+
+Example:
+    >>> if checked():
+    ...     parts = block_parts(backbone.transformer_layers[0])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import keras
+import keras_hub
+
+CHECKED_KERAS_HUB = ("0.32.0",)  # the releases whose private attributes below were read and tested
+
+
+def checked() -> bool:
+    return keras_hub.__version__ in CHECKED_KERAS_HUB
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockParts:
+    """The layers of one post-LN transformer block, in the order they run."""
+
+    attention: keras.layers.MultiHeadAttention
+    attention_dropout: keras.layers.Dropout
+    attention_norm: keras.layers.LayerNormalization
+    intermediate: keras.layers.Dense  # with the block's activation
+    output: keras.layers.Dense
+    output_dropout: keras.layers.Dropout
+    output_norm: keras.layers.LayerNormalization
+
+
+def block_parts(block) -> BlockParts:
+    """The sub-layers of a keras-hub `TransformerEncoder` block."""
+    if block.normalize_first:
+        raise ValueError(f"{block.name}: a pre-LN block (normalize_first=True); BERT's blocks are post-LN")
+    return BlockParts(
+        attention=block._self_attention_layer, attention_dropout=block._self_attention_dropout,
+        attention_norm=block._self_attention_layer_norm, intermediate=block._feedforward_intermediate_dense,
+        output=block._feedforward_output_dense, output_dropout=block._feedforward_dropout,
+        output_norm=block._feedforward_layer_norm)

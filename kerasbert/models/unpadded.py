@@ -1,0 +1,131 @@
+"""keras-hub's `BertBackbone` forward pass over the real tokens only, for serving graphs.
+
+A batch of sentences is padded to its longest row, and on short text most of the
+padded encoder's work is padding: the SST-5 dev sentences, 32 to a batch, fill about
+half of their rows. Every dense layer of BERT (the Q, K, V and output projections, the
+feed-forward block, the LayerNorms) works on each token alone, so here the tokens are
+gathered into one (tokens, hidden) matrix and only attention, which mixes the tokens of
+a sentence, sees the padded (batch, width) layout, with padded keys masked as keras-hub
+masks them. This is the "remove padding" of FasterTransformer and TurboTransformers.
+
+The weights are the backbone's own variables, read in place, so an export holds them
+once and they stay restorable, and training updates them as it would through the
+backbone; dropout is the backbone's own dropout layers, at the same places. The outputs
+and gradients equal `backbone(inputs)`'s at the real tokens (tests/test_unpadded.py).
+The number of real tokens changes from batch to batch, which XLA cannot compile.
+
+Example:
+    >>> embedding = sentence_embedding(backbone, {"token_ids": ..., "segment_ids": ..., "padding_mask": ...})
+    >>> embedding.shape  # (batch, hidden): the mean of the token states over the padding mask
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+from kerasbert.compat import keras as keras_compat
+from kerasbert.compat import keras_hub as keras_hub_compat
+
+_MASKED = -1e9  # keras' softmax adds this to masked scores
+
+
+def available() -> bool:
+    """Whether this Keras and keras-hub are releases whose private layer attributes this
+    module was checked against (kerasbert/compat/); elsewhere run the backbone padded."""
+    return keras_compat.checked() and keras_hub_compat.checked()
+
+
+def _dense(x, layer, compute_dtype=None):
+    """A Dense or EinsumDense projection on (tokens, in): kernels (in, ...) or (heads, head_dim, out).
+    With `compute_dtype` (bfloat16), the product of the cast input and kernel, back in x's dtype."""
+    kernel, bias = layer.kernel, layer.bias
+    if kernel.shape.rank == 3 and layer.name == "attention_output":  # (heads, head_dim, hidden)
+        kernel = tf.reshape(kernel, [-1, kernel.shape[-1]])
+    else:
+        kernel = tf.reshape(kernel, [kernel.shape[0], -1])
+    if compute_dtype is None:
+        return tf.matmul(x, kernel) + tf.reshape(bias, [-1])
+    product = tf.matmul(tf.cast(x, compute_dtype), tf.cast(kernel, compute_dtype))
+    return tf.cast(product, x.dtype) + tf.reshape(bias, [-1])
+
+
+def _layer_norm(x, layer):
+    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+    return (x - mean) * tf.math.rsqrt(variance + layer.epsilon) * layer.gamma + layer.beta
+
+
+class Tokens:
+    """Where the real tokens of a (batch, width) padded batch are: `index` (tokens, 1) into the
+    flattened batch, their `row` and `position`, and the batch's shape."""
+
+    def __init__(self, padding_mask: tf.Tensor):
+        shape = tf.shape(padding_mask)
+        self.batch, self.width = shape[0], shape[1]
+        self.index = tf.where(tf.reshape(padding_mask, [-1]) > 0)  # (tokens, 1) int64
+        flat = tf.cast(self.index[:, 0], tf.int32)
+        self.row, self.position = flat // self.width, flat % self.width
+
+    def gather(self, padded):
+        """(batch, width, ...) -> (tokens, ...)"""
+        return tf.gather_nd(tf.reshape(padded, tf.concat([[-1], tf.shape(padded)[2:]], 0)), self.index)
+
+    def scatter(self, tokens):
+        """(tokens, d) -> (batch, width, d), zeros at padding."""
+        flat = tf.scatter_nd(self.index, tokens, tf.stack([tf.cast(self.batch * self.width, tf.int64),
+                                                           tf.cast(tf.shape(tokens)[-1], tf.int64)]))
+        return tf.reshape(flat, [self.batch, self.width, -1])
+
+
+def _attention(x, layer, tokens: Tokens, key_bias, training, compute_dtype):
+    heads, head_dim = layer.query_dense.kernel.shape[1], layer.query_dense.kernel.shape[2]
+    qkv = tf.concat([_dense(x, layer.query_dense, compute_dtype) * (1.0 / math.sqrt(head_dim)),  # as keras scales
+                     _dense(x, layer.key_dense, compute_dtype),
+                     _dense(x, layer.value_dense, compute_dtype)], axis=-1)  # (tokens, 3 * hidden)
+    padded = tf.reshape(tokens.scatter(qkv), [tokens.batch, tokens.width, 3, heads, head_dim])
+    query, key, value = padded[:, :, 0], padded[:, :, 1], padded[:, :, 2]  # (batch, width, heads, head_dim)
+    scores = tf.einsum("bqhd,bkhd->bhqk", query, key) + key_bias  # (batch, heads, width, width)
+    probabilities = keras_compat.attention_dropout(layer)(tf.nn.softmax(scores, axis=-1), training=training)
+    context = tf.einsum("bhqk,bkhd->bqhd", probabilities, value)  # (batch, width, heads, head_dim)
+    context = tokens.gather(tf.reshape(context, [tokens.batch, tokens.width, heads * head_dim]))  # (tokens, hidden)
+    return _dense(context, layer.output_dense, compute_dtype)
+
+
+def encode_tokens(backbone, inputs: dict, training: bool = False,
+                  compute_dtype: str | None = None) -> tuple[tf.Tensor, Tokens]:
+    """The final hidden state of each real token, (tokens, hidden), and where they are.
+
+    `compute_dtype="bfloat16"` runs the projections' products in bfloat16 (twice the
+    float32 rate on CPUs with AVX512-BF16 or AMX); sums, LayerNorms, softmax and the
+    residual stream stay float32."""
+    tokens = Tokens(inputs["padding_mask"])
+    # (tokens,); cast as keras' Embedding casts (Keras builds models on float placeholders)
+    ids, segments = (tf.cast(tokens.gather(inputs[name]), tf.int32) for name in ("token_ids", "segment_ids"))
+    x = (tf.gather(backbone.token_embedding.embeddings, ids)
+         + tf.gather(backbone.position_embedding.position_embeddings, tokens.position)
+         + tf.gather(backbone.segment_embedding.embeddings, segments))  # (tokens, hidden)
+    x = backbone.embeddings_dropout(_layer_norm(x, backbone.embeddings_layer_norm), training=training)
+    # Padded keys take no attention: (batch, 1, 1, width), added to every head's scores.
+    key_bias = (1.0 - tf.cast(inputs["padding_mask"] > 0, x.dtype))[:, None, None, :] * _MASKED
+    for block in map(keras_hub_compat.block_parts, backbone.transformer_layers):
+        attended = _attention(x, block.attention, tokens, key_bias, training, compute_dtype)
+        x = _layer_norm(x + block.attention_dropout(attended, training=training), block.attention_norm)
+        inner = block.intermediate.activation(_dense(x, block.intermediate, compute_dtype))  # (tokens, intermediate)
+        out = block.output_dropout(_dense(inner, block.output, compute_dtype), training=training)
+        x = _layer_norm(x + out, block.output_norm)
+    return x, tokens
+
+
+def sentence_embedding(backbone, inputs: dict, pooling: str = "mean", training: bool = False,
+                       compute_dtype: str | None = None) -> tf.Tensor:
+    """(batch, hidden): the mean of the real tokens' states ("mean"), or the `[CLS]`
+    pooler's output ("cls"), as they come from `backbone(inputs)`."""
+    x, tokens = encode_tokens(backbone, inputs, training, compute_dtype)
+    if pooling == "cls":  # the state at position 0 of each row, as keras-hub takes x[:, 0]
+        first = tf.cast(tokens.position == 0, x.dtype)[:, None]
+        cls_states = tf.math.unsorted_segment_sum(x * first, tokens.row, tokens.batch)  # (batch, hidden)
+        return tf.tanh(_dense(cls_states, backbone.pooled_dense))
+    sums = tf.math.unsorted_segment_sum(x, tokens.row, tokens.batch)  # (batch, hidden)
+    counts = tf.math.unsorted_segment_sum(tf.ones_like(x[:, :1]), tokens.row, tokens.batch)  # (batch, 1)
+    return sums / tf.maximum(counts, 1.0)

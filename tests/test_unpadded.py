@@ -1,0 +1,71 @@
+"""The unpadded forward pass computes what keras-hub's BertBackbone computes, at the real tokens."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasbert.config import ModelConfig
+from kerasbert.finetuning.model import MultitaskBert
+from kerasbert.models.encoder import build_encoder
+from kerasbert.models.unpadded import encode_tokens, sentence_embedding
+
+
+def batch():
+    """Rows of different lengths (one of them full, one a single token), two segments, and
+    distinct values in every field."""
+    padding_mask = np.array([[1, 1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 0, 0, 0]], "int32")
+    token_ids = np.where(padding_mask > 0, np.arange(24).reshape(3, 8) % 17 + 3, 0).astype("int32")
+    segment_ids = np.array([[0, 0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1, 1, 1], [0] * 8], "int32")
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+@pytest.fixture(scope="module")
+def backbone():
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2, dropout=0.1), 20)
+    for variable in encoder.weights:  # away from the initialisation (zero biases, unit LayerNorm)
+        variable.assign(np.random.default_rng(len(variable.path)).normal(0, 0.2, variable.shape))
+    return encoder
+
+
+def test_token_states_equal_the_backbones_at_real_tokens(backbone):
+    x = batch()
+    expected = backbone(x)["sequence_output"].numpy()[x["padding_mask"] > 0]
+    states, _ = encode_tokens(backbone, {k: tf.constant(v) for k, v in x.items()})
+    np.testing.assert_allclose(states.numpy(), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_sentence_embedding_equals_multitask_embed(backbone, pooling):
+    model = MultitaskBert(backbone, tasks=("sst",), pooling=pooling)
+    x = batch()
+    expected = model.embed({k: tf.constant(v) for k, v in x.items()}).numpy()
+    got = tf.function(lambda inputs: sentence_embedding(backbone, inputs, pooling))({k: tf.constant(v) for k, v in x.items()})
+    np.testing.assert_allclose(got.numpy(), expected, atol=1e-5)
+
+
+def test_gradients_equal_the_padded_ones_and_dropout_applies(backbone):
+    model = MultitaskBert(backbone, tasks=("sst",))
+    x = {k: tf.constant(v) for k, v in batch().items()}
+    direction = tf.constant(np.random.default_rng(1).normal(size=(3, 16)), tf.float32)
+    gradients = {}
+    for unpadded in (False, True):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model.embed(x, unpadded=unpadded) * direction)
+        gradients[unpadded] = tape.gradient(loss, backbone.trainable_variables)
+    for variable, padded, ours in zip(backbone.trainable_variables, gradients[False], gradients[True]):
+        if "pooled_dense" in variable.path:  # mean pooling does not use the pooler
+            continue
+        np.testing.assert_allclose(tf.convert_to_tensor(ours).numpy(), tf.convert_to_tensor(padded).numpy(),
+                                   atol=1e-5, err_msg=variable.path)
+    first, second = (model.embed(x, training=True, unpadded=True).numpy() for _ in range(2))
+    assert not np.allclose(first, second)  # the backbone's dropout (0.1) is on in training
+
+
+def test_unavailable_keras_hub_runs_padded(backbone, monkeypatch):
+    from kerasbert.compat import keras_hub as compat
+
+    monkeypatch.setattr(compat, "CHECKED_KERAS_HUB", ("0.0.0",))
+    model = MultitaskBert(backbone, tasks=("sst",))
+    assert not model.unpadded
+    x = {k: tf.constant(v) for k, v in batch().items()}
+    np.testing.assert_allclose(model.embed(x, unpadded=True).numpy(), model.embed(x).numpy(), atol=1e-6)
