@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo test bench-pretrain bench-multitask bench-serving bench-faults bench-search bench-padding clean
+.PHONY: install demo test bench-peers bench-pretrain bench-multitask bench-serving bench-faults bench-search bench-padding clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,21 @@ demo: install
 # finish the suite ~1.5x sooner than one worker does.
 test: install
 	$(PY) -m pytest -q -n 2 --dist worksteal --durations=10 tests
+
+# The peer, Hugging Face transformers on PyTorch (CPU), in its own environment: never a
+# dependency of kerasbert. pip takes torch 2.13.0 from this machine's disk.
+PEER_VENV := .venv-peer
+$(PEER_VENV)/.installed:
+	test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEER_VENV)/bin/python -m pip install --quiet torch==2.13.0 transformers==5.24.0 numpy
+	touch $@
+
+# kerasbert against transformers on the same inputs in one run (pretraining at equal
+# batches, two seeds each: a few hours here; speed parts: minutes). Writes runs/bench-peers/.
+bench-peers: install $(PEER_VENV)/.installed
+	$(PY) -m benchmarks.peers --data_dir $(DATA_DIR) --output_dir runs/bench-peers \
+		--peer_python $(PEER_VENV)/bin/python
 
 bench-pretrain: install
 	$(PY) -m benchmarks.pretrain --data_dir $(DATA_DIR) --output_dir runs/bench-pretrain

@@ -1,0 +1,96 @@
+"""What kerasbert and its peer (benchmarks/peer_torch.py) share, so that both train on the
+same batches and are scored and timed the same way: pretraining batches on disk, the
+held-out scores, the inference timing. NumPy only: the peer's environment has no TensorFlow.
+
+A batch file (`.npz`) holds rows, `batch_size` of them a step, in training order:
+    token_ids, segment_ids, padding_mask   int32 (rows, seq)
+    mask_positions, mask_ids               int32 (rows, K): masked slots, padded with 0
+    mask_weights                           float32 (rows, K): 1 for a real slot, 0 for padding
+    nsp_labels                             int32 (rows,): 1 = B follows A
+    nsp_weights                            float32 (rows,): 0 where the row has no NSP pair
+
+Example:
+    >>> rows = load_rows("runs/bench-peers/inputs/heldout.npz")
+    >>> step = batch(rows, 0, 32)  # rows 0..31
+    >>> heldout_scores(mlm_logits, nsp_logits, rows)["mlm_accuracy"]  # logits at mask_positions
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+FIELDS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_ids", "mask_weights",
+          "nsp_labels", "nsp_weights")
+
+
+def save_rows(path: str, rows: dict[str, np.ndarray]) -> None:
+    missing = set(FIELDS) - set(rows)
+    if missing:
+        raise ValueError(f"{path}: rows lack {sorted(missing)}")
+    counts = {len(rows[name]) for name in FIELDS}
+    if len(counts) != 1:
+        raise ValueError(f"{path}: fields have different row counts {counts}")
+    np.savez(path, **{name: rows[name] for name in FIELDS})
+
+
+def load_rows(path: str) -> dict[str, np.ndarray]:
+    with np.load(path) as data:
+        return {name: data[name] for name in FIELDS}
+
+
+def batch(rows: dict[str, np.ndarray], step: int, batch_size: int) -> dict[str, np.ndarray]:
+    """Rows `step * batch_size` up to the next step's first row."""
+    return {name: values[step * batch_size:(step + 1) * batch_size] for name, values in rows.items()}
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def heldout_scores(mlm_logits: np.ndarray, nsp_logits: np.ndarray, rows: dict[str, np.ndarray]) -> dict:
+    """Weighted accuracy and cross-entropy of the MLM slots (logits (rows, K, vocab) at
+    `mask_positions`) and of NSP (logits (rows, 2)): means over real slots and NSP rows only.
+
+    >>> rows = {"mask_ids": np.array([[1, 0]]), "mask_weights": np.array([[1.0, 0.0]]),
+    ...         "nsp_labels": np.array([1]), "nsp_weights": np.array([1.0])}
+    >>> heldout_scores(np.array([[[0.0, 5.0], [9.0, 0.0]]]), np.array([[0.0, 1.0]]), rows)["mlm_accuracy"]
+    1.0
+    """
+    weights = rows["mask_weights"].astype(np.float64)
+    log_p = _log_softmax(mlm_logits.astype(np.float64))
+    target = np.take_along_axis(log_p, rows["mask_ids"][..., None].astype(np.int64), -1)[..., 0]
+    hits = mlm_logits.argmax(-1) == rows["mask_ids"]
+    nsp_weights = rows["nsp_weights"].astype(np.float64)
+    nsp_log_p = _log_softmax(nsp_logits.astype(np.float64))
+    nsp_target = np.take_along_axis(nsp_log_p, rows["nsp_labels"][:, None].astype(np.int64), -1)[:, 0]
+    nsp_hits = nsp_logits.argmax(-1) == rows["nsp_labels"]
+    return {
+        "mlm_accuracy": float((hits * weights).sum() / weights.sum()),
+        "mlm_loss": float(-(target * weights).sum() / weights.sum()),
+        "nsp_accuracy": float((nsp_hits * nsp_weights).sum() / max(nsp_weights.sum(), 1.0)),
+        "nsp_loss": float(-(nsp_target * nsp_weights).sum() / max(nsp_weights.sum(), 1.0)),
+    }
+
+
+def time_embedding(embed, sentences: list, batch_size: int, repeats: int, latency_sentences: int):
+    """(embeddings, sentences/s of each pass over `sentences` at `batch_size`, seconds of each
+    call on one sentence of the first `latency_sentences`); `embed` maps texts to an array.
+
+    >>> embeddings, rates, latencies = time_embedding(my_embed, sentences, 32, repeats=3, latency_sentences=256)
+    """
+    embeddings = np.concatenate([embed(sentences[i:i + batch_size]) for i in range(0, len(sentences), batch_size)])
+    rates = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for i in range(0, len(sentences), batch_size):
+            embed(sentences[i:i + batch_size])
+        rates.append(len(sentences) / (time.perf_counter() - started))
+    latencies = []
+    for sentence in sentences[:latency_sentences]:
+        started = time.perf_counter()
+        embed([sentence])
+        latencies.append(time.perf_counter() - started)
+    return embeddings, rates, latencies

@@ -1,0 +1,302 @@
+"""The peer: Hugging Face `transformers` on PyTorch, doing what kerasbert does, for
+`benchmarks.peers` to compare with. It runs in its own environment (`.venv-peer`, made by
+`make bench-peers`) and imports torch, transformers and NumPy only: never kerasbert or
+TensorFlow. Inputs and results pass through files.
+
+    python -m benchmarks.peer_torch pretrain --inputs DIR --init INIT.npz --output OUT.json
+    python -m benchmarks.peer_torch pretrain_speed --inputs DIR --init INIT.npz --output OUT.json
+    python -m benchmarks.peer_torch finetune_speed --checkpoint MINILM --batches B.npz --output OUT.json
+    python -m benchmarks.peer_torch inference --checkpoint MINILM --sentences S.json --output OUT.json
+
+`pretrain` trains `BertForPreTraining` on the batch file `DIR/train.npz` (layout in
+benchmarks/peer_protocol.py) from the weights in INIT.npz (Hugging Face names), with the
+settings in `DIR/peer_config.json`, scoring `DIR/heldout.npz` before training and after
+every block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import transformers
+
+from benchmarks.peer_protocol import batch, heldout_scores, load_rows, time_embedding
+
+
+def write_json(path: str, value: dict) -> None:
+    """Written beside and renamed: a reader never sees half a file."""
+    with open(path + ".partial", "w") as f:
+        json.dump(value, f, indent=2)
+    os.replace(path + ".partial", path)
+
+
+def versions() -> dict:
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "threads": torch.get_num_threads()}
+
+
+# --- Pretraining ---------------------------------------------------------------------
+
+def pretraining_model(model_config: dict, init_path: str) -> transformers.BertForPreTraining:
+    """BertForPreTraining of kerasbert's sizes, its weights loaded from `init_path`.
+
+    Matched to keras-hub's BERT where the two libraries differ by default: the encoder's
+    GELU is the tanh approximation (`gelu_new`); keras-hub's MaskedLMHead uses the exact
+    GELU and a LayerNorm epsilon of 1e-5.
+    """
+    config = transformers.BertConfig(
+        vocab_size=model_config["vocab_size"], hidden_size=model_config["hidden_size"],
+        num_hidden_layers=model_config["num_hidden_layers"],
+        num_attention_heads=model_config["num_attention_heads"],
+        intermediate_size=model_config["intermediate_size"],
+        max_position_embeddings=model_config["max_position_embeddings"], type_vocab_size=2,
+        hidden_act="gelu_new", hidden_dropout_prob=model_config["dropout"],
+        attention_probs_dropout_prob=model_config["dropout"], layer_norm_eps=1e-12)
+    model = transformers.BertForPreTraining(config)
+    transform = model.cls.predictions.transform
+    transform.transform_act_fn = torch.nn.GELU()  # exact, as keras' "gelu"
+    transform.LayerNorm.eps = model_config["mlm_head_layer_norm_eps"]
+    load_weights(model, init_path)
+    return model
+
+
+def load_weights(model: torch.nn.Module, path: str) -> None:
+    """Every parameter from `path` (an .npz keyed by parameter name); nothing left over."""
+    with np.load(path) as arrays:
+        state = {name: torch.from_numpy(arrays[name].copy()) for name in arrays.files}
+    parameters = dict(model.named_parameters(remove_duplicate=False))
+    missing = sorted(set(parameters) - set(state))
+    unused = sorted(set(state) - set(model.state_dict()))
+    if missing or unused:
+        raise ValueError(f"{path}: parameters without weights {missing}; weights without parameters {unused}")
+    model.load_state_dict(state, strict=False)
+    embeddings = model.get_input_embeddings().weight
+    if model.get_output_embeddings().weight.data_ptr() != embeddings.data_ptr():
+        raise ValueError("the MLM decoder is not tied to the token embedding")
+
+
+def make_optimizer(model: torch.nn.Module, train: dict):
+    """AdamW as kerasbert's: no weight decay on biases and LayerNorm parameters; linear
+    warm-up to the peak, then linear decay to 0 (the first update at a rate of 0, as keras
+    counts steps from 0)."""
+    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
+    ids = {id(p) for p in no_decay}
+    decay = [p for p in model.parameters() if id(p) not in ids]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": train["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=train["learning_rate"], betas=(0.9, 0.999), eps=train["epsilon"])
+    warmup, total = train["warmup_steps"], train["total_steps"]
+
+    def rate(step):
+        return max(min(step / max(warmup, 1), (total - step) / max(total - warmup, 1)), 0.0)
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+
+
+def to_tensors(rows: dict) -> dict:
+    return {name: torch.from_numpy(np.ascontiguousarray(values)) for name, values in rows.items()}
+
+
+def pretraining_loss(model, rows: dict, nsp_loss_weight: float):
+    """MLM cross-entropy averaged over the real masked slots, plus the weighted NSP
+    cross-entropy averaged over the rows that have a pair: kerasbert's losses. Labels are
+    Hugging Face's: -100 everywhere but the masked positions."""
+    t = to_tensors(rows)
+    labels = torch.full_like(t["token_ids"], -100, dtype=torch.long)
+    real = t["mask_weights"] > 0
+    rows_index = torch.arange(labels.shape[0])[:, None].expand_as(t["mask_positions"])
+    labels[rows_index[real], t["mask_positions"][real].long()] = t["mask_ids"][real].long()
+    out = model(input_ids=t["token_ids"].long(), token_type_ids=t["segment_ids"].long(),
+                attention_mask=t["padding_mask"].long())
+    vocab = out.prediction_logits.shape[-1]
+    mlm = F.cross_entropy(out.prediction_logits.reshape(-1, vocab), labels.reshape(-1), ignore_index=-100)
+    nsp_rows = t["nsp_weights"] > 0
+    nsp = (F.cross_entropy(out.seq_relationship_logits[nsp_rows], t["nsp_labels"][nsp_rows].long())
+           if bool(nsp_rows.any()) else torch.zeros(()))
+    return mlm + nsp_loss_weight * nsp, mlm, nsp
+
+
+def clip_each(model: torch.nn.Module, clipnorm: float) -> None:
+    """Each parameter's gradient clipped to `clipnorm` on its own (keras' `clipnorm`)."""
+    if clipnorm:
+        for parameter in model.parameters():
+            if parameter.grad is not None:
+                torch.nn.utils.clip_grad_norm_([parameter], clipnorm)
+
+
+@torch.inference_mode()
+def evaluate(model, heldout: dict, batch_size: int) -> dict:
+    model.eval()
+    mlm_logits, nsp_logits = [], []
+    for step in range(-(-len(heldout["token_ids"]) // batch_size)):
+        t = to_tensors(batch(heldout, step, batch_size))
+        out = model(input_ids=t["token_ids"].long(), token_type_ids=t["segment_ids"].long(),
+                    attention_mask=t["padding_mask"].long())
+        positions = t["mask_positions"].long()[..., None].expand(-1, -1, out.prediction_logits.shape[-1])
+        mlm_logits.append(torch.gather(out.prediction_logits, 1, positions).numpy())
+        nsp_logits.append(out.seq_relationship_logits.numpy())
+    model.train()
+    return heldout_scores(np.concatenate(mlm_logits), np.concatenate(nsp_logits), heldout)
+
+
+def train_step(model, optimizer, scheduler, rows: dict, train: dict) -> float:
+    loss, _, _ = pretraining_loss(model, rows, train["nsp_loss_weight"])
+    loss.backward()
+    clip_each(model, train["clipnorm"])
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(loss.detach())
+
+
+def pretrain(args) -> dict:
+    with open(os.path.join(args.inputs, "peer_config.json")) as f:
+        settings = json.load(f)
+    torch.manual_seed(args.seed)
+    train = settings["train"]
+    model = pretraining_model(settings["model"], args.init)
+    model.train()
+    optimizer, scheduler = make_optimizer(model, train)
+    rows = load_rows(os.path.join(args.inputs, "train.npz"))
+    heldout = load_rows(os.path.join(args.inputs, "heldout.npz"))
+    steps, per_block, batch_size = train["total_steps"], train["steps_per_block"], train["batch_size"]
+    blocks = [{"step": 0, **evaluate(model, heldout, batch_size)}]
+    print(f"peer seed {args.seed}: step 0 {blocks[0]}", flush=True)
+    train_seconds, losses = 0.0, []
+    block_started = time.perf_counter()
+    for step in range(steps):
+        losses.append(train_step(model, optimizer, scheduler, batch(rows, step, batch_size), train))
+        if (step + 1) % per_block == 0 or step + 1 == steps:
+            train_seconds += time.perf_counter() - block_started  # evaluation is not training time
+            blocks.append({"step": step + 1, "train_loss": float(np.mean(losses)),
+                           "train_seconds": train_seconds, **evaluate(model, heldout, batch_size)})
+            losses = []
+            print(f"peer seed {args.seed}: {blocks[-1]}", flush=True)
+            block_started = time.perf_counter()
+    return {"blocks": blocks, "versions": versions()}
+
+
+def pretrain_speed(args) -> dict:
+    with open(os.path.join(args.inputs, "peer_config.json")) as f:
+        settings = json.load(f)
+    train = settings["train"]
+    model = pretraining_model(settings["model"], args.init)
+    model.train()
+    optimizer, scheduler = make_optimizer(model, train)
+    rows = load_rows(os.path.join(args.inputs, "train.npz"))
+    batch_size = train["batch_size"]
+    step_seconds = []
+    for _ in range(args.repeats):
+        for step in range(args.warmup):
+            train_step(model, optimizer, scheduler, batch(rows, step, batch_size), train)
+        started = time.perf_counter()
+        for step in range(args.steps):
+            train_step(model, optimizer, scheduler, batch(rows, args.warmup + step, batch_size), train)
+        step_seconds.append((time.perf_counter() - started) / args.steps)
+    return {"step_seconds": step_seconds, "versions": versions()}
+
+
+# --- Fine-tuning and inference on the MiniLM checkpoint --------------------------------
+
+def finetune_speed(args) -> dict:
+    """BertForSequenceClassification on the given packed batches: examples/s of whole steps
+    (forward, loss, backward, clipping, AdamW)."""
+    model = transformers.BertForSequenceClassification.from_pretrained(args.checkpoint, num_labels=args.num_labels)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01, eps=1e-6)
+    with np.load(args.batches) as data:
+        count = len([name for name in data.files if name.startswith("labels_")])
+        batches = [{name: torch.from_numpy(data[f"{name}_{i}"]).long()
+                    for name in ("token_ids", "segment_ids", "padding_mask", "labels")} for i in range(count)]
+
+    def step(b):
+        out = model(input_ids=b["token_ids"], token_type_ids=b["segment_ids"], attention_mask=b["padding_mask"],
+                    labels=b["labels"])
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for b in batches[:args.warmup]:
+        step(b)
+    timed, examples_per_second = batches[args.warmup:], []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        for b in timed:
+            step(b)
+        examples_per_second.append(sum(len(b["labels"]) for b in timed) / (time.perf_counter() - started))
+    return {"examples_per_second": examples_per_second, "timed_batches": len(timed), "versions": versions()}
+
+
+def inference(args) -> dict:
+    """Raw text to sentence embeddings: the fast tokenizer, BertModel, mean pooling over
+    the attention mask, under `torch.inference_mode` (and `torch.autocast` for bfloat16)."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(args.checkpoint)
+    model = transformers.BertModel.from_pretrained(args.checkpoint, add_pooling_layer=False)
+    model.eval()
+    with open(args.sentences) as f:
+        sentences = json.load(f)
+
+    autocast = args.dtype == "bfloat16"
+
+    @torch.inference_mode()
+    def embed(texts):
+        encoded = tokenizer(texts, padding=True, truncation=True, max_length=args.max_length, return_tensors="pt")
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            states = model(**encoded).last_hidden_state.float()  # (batch, seq, hidden)
+        mask = encoded["attention_mask"][..., None].to(states.dtype)
+        return (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+    embeddings, rates, latencies = time_embedding(lambda texts: embed(texts).numpy(), sentences, args.batch_size,
+                                                  args.repeats, args.latency_sentences)
+    np.save(args.output + ".embeddings.npy", embeddings)
+    return {"sentences_per_second": rates, "p50_latency_ms": 1000 * statistics.median(latencies),
+            "latency_sentences": len(latencies), "versions": versions()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_torch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("pretrain", "pretrain_speed"):
+        command = commands.add_parser(name)
+        command.add_argument("--inputs", required=True, help="Folder with train.npz, heldout.npz, peer_config.json.")
+        command.add_argument("--init", required=True, help="Initial weights (.npz, Hugging Face names).")
+        command.add_argument("--seed", type=int, default=1234)
+    commands.choices["pretrain_speed"].add_argument("--warmup", type=int, default=3)
+    commands.choices["pretrain_speed"].add_argument("--steps", type=int, default=20)
+    commands.choices["pretrain_speed"].add_argument("--repeats", type=int, default=3)
+    finetune = commands.add_parser("finetune_speed")
+    finetune.add_argument("--checkpoint", required=True)
+    finetune.add_argument("--batches", required=True)
+    finetune.add_argument("--num_labels", type=int, default=5)
+    finetune.add_argument("--learning_rate", type=float, default=5e-5)
+    finetune.add_argument("--warmup", type=int, default=3)
+    finetune.add_argument("--repeats", type=int, default=3)
+    infer = commands.add_parser("inference")
+    infer.add_argument("--checkpoint", required=True)
+    infer.add_argument("--sentences", required=True, help="A JSON list of strings.")
+    infer.add_argument("--batch_size", type=int, default=32)
+    infer.add_argument("--max_length", type=int, default=128)
+    infer.add_argument("--repeats", type=int, default=3)
+    infer.add_argument("--latency_sentences", type=int, default=256)
+    infer.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="bfloat16: torch.autocast.")
+    for command in commands.choices.values():
+        command.add_argument("--output", required=True, help="Results JSON.")
+    args = parser.parse_args(argv)
+    run = {"pretrain": pretrain, "pretrain_speed": pretrain_speed, "finetune_speed": finetune_speed,
+           "inference": inference}[args.command]
+    write_json(args.output, run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

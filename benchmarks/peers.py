@@ -1,0 +1,582 @@
+"""kerasbert against an independent implementation (Hugging Face `transformers` on PyTorch),
+on the same inputs in the same run, so that neither the machine nor the day decides.
+
+    make bench-peers      # makes .venv-peer (torch, transformers), then runs this
+    python -m benchmarks.peers --output_dir runs/bench-peers --peer_python .venv-peer/bin/python [--parts ...]
+
+Parts (each writes its entry of results.json; results.md and the PNG are redrawn):
+    pretrain        quality at equal batches: the batches kerasbert's pipeline makes for
+                    pipelines/configs/pretrain_mini.json are written to disk once
+                    (inputs/train.npz, inputs/heldout.npz); kerasbert's BertPretrainer and
+                    transformers' BertForPreTraining start from the same weights (one
+                    initialisation per seed, made by kerasbert and copied) and train on
+                    exactly those batches with the same AdamW, schedule and clipping;
+                    held-out MLM and NSP accuracy after every block -> pretrain_curves.png.
+    pretrain_speed  tokens/s of both training steps on those batches, and each as a share
+                    of the fp32 2048x2048 matmul peak measured in the same run.
+    finetune_speed  MiniLM, SST-5, batch 32, the same packed batches: kerasbert's
+                    multitask step vs BertForSequenceClassification, examples/s.
+    inference       raw text -> sentence embedding on the first 1,024 SST-5 dev sentences:
+                    the exported SavedModel's `embed` signature (tokenization in the graph)
+                    vs the fast tokenizer + BertModel + mean pooling under inference_mode;
+                    sentences/s at batch 32, p50 latency at batch 1, and how far apart the
+                    embeddings are; in float32, and with bfloat16 products on both sides
+                    (kerasbert's export option, torch.autocast).
+A finished (part, implementation, seed) entry is kept when the command runs again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, save_rows, time_embedding
+from benchmarks.results import load_results, save_results
+
+PARTS = ("pretrain", "pretrain_speed", "finetune_speed", "inference")
+CONFIG = "pipelines/configs/pretrain_mini.json"
+PEER_MODULE = "benchmarks.peer_torch"
+
+
+# --- The peer's process ----------------------------------------------------------------
+
+def run_peer(peer_python: str, command: str, args: list[str], output: str) -> dict:
+    """Runs `python -m benchmarks.peer_torch <command>` in the peer's environment; its
+    results JSON. Its progress lines pass through."""
+    if not os.path.exists(peer_python):
+        raise FileNotFoundError(f"{peer_python}: the peer's Python is missing. `make bench-peers` makes "
+                                ".venv-peer (torch==2.13.0, transformers) before it runs this.")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    subprocess.run([peer_python, "-m", PEER_MODULE, command, *args, "--output", output], check=True, env=env, cwd=root)
+    with open(output) as f:
+        return json.load(f)
+
+
+# --- Pretraining inputs: the batches, the held-out set, the initial weights ----------------
+
+def pretraining_config(config_path: str, steps: int | None):
+    import dataclasses
+
+    from kerasbert.config import PretrainConfig, load_config
+
+    config = load_config(PretrainConfig, config_path)
+    if steps:
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train, total_steps=steps))
+    return config
+
+
+def rows_of(dataset) -> dict[str, np.ndarray]:
+    """A dataset of Keras (x, y, sample_weight) pretraining batches as rows (peer_protocol's layout)."""
+    parts = {name: [] for name in FIELDS}
+    for x, y, weights in dataset:
+        for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions"):
+            parts[name].append(x[name].numpy())
+        parts["mask_ids"].append(y["mlm"].numpy())
+        parts["mask_weights"].append(weights["mlm"].numpy())
+        parts["nsp_labels"].append(y["nsp"].numpy())
+        parts["nsp_weights"].append(weights["nsp"].numpy())
+    return {name: np.concatenate(values).astype(np.float32 if name.endswith("weights") else np.int32)
+            for name, values in parts.items()}
+
+
+def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
+    """Writes inputs/train.npz (total_steps batches from kerasbert's training pipeline),
+    inputs/heldout.npz and inputs/peer_config.json, once; returns what kerasbert's side
+    needs to build its models: {"tokenizer", "prior"}."""
+    from kerasbert.console import stage
+    from kerasbert.data.corpus import load_labelled_corpora
+    from kerasbert.pretraining.dataset import examples_dataset
+    from kerasbert.pretraining.inputs import (heldout_batches, heldout_pairs, tokenize_documents, training_batches,
+                                              training_pairs)
+    from kerasbert.pretraining.run import resolve_tokenizer, unigram_log_prior
+
+    os.makedirs(inputs, exist_ok=True)
+    documents, sources = load_labelled_corpora(config.data.sources, data_dir)
+    tokenizer = resolve_tokenizer(config, documents, None, inputs)  # trains inputs/vocab.txt once
+    tokenized = tokenize_documents(tokenizer, documents)
+    train_path = os.path.join(inputs, "train.npz")
+    if not os.path.exists(train_path):
+        stage(f"writing {config.train.total_steps} training batches of kerasbert's pipeline to {train_path}")
+        batches = training_batches(config, tokenizer, examples_dataset(training_pairs(config, tokenized, sources)))
+        save_rows(os.path.join(inputs, "heldout.npz"),
+                  rows_of(heldout_batches(config, tokenizer, heldout_pairs(config, tokenizer, data_dir))))
+        save_rows(train_path + ".partial.npz", rows_of(batches.take(config.train.total_steps)))
+        os.replace(train_path + ".partial.npz", train_path)
+    model, train = config.model, config.train
+    peer_config = {
+        "model": {"vocab_size": tokenizer.vocabulary_size(), "hidden_size": model.hidden_dim,
+                  "num_hidden_layers": model.num_layers, "num_attention_heads": model.num_heads,
+                  "intermediate_size": model.intermediate_dim, "dropout": model.dropout,
+                  "max_position_embeddings": max(model.max_sequence_length, 512),  # build_encoder's table
+                  "mlm_head_layer_norm_eps": 1e-5},
+        "train": {"batch_size": train.batch_size, "total_steps": train.total_steps,
+                  "steps_per_block": train.steps_per_block, "learning_rate": train.learning_rate,
+                  "warmup_steps": int(train.warmup_fraction * train.total_steps),
+                  "weight_decay": train.weight_decay, "clipnorm": train.clipnorm, "epsilon": 1e-6,
+                  "nsp_loss_weight": config.data.nsp_loss_weight},
+    }
+    if train.schedule != "linear" or train.ema_momentum or train.mixed_precision:
+        raise ValueError("the peer matches a linear schedule in float32 without EMA; "
+                         f"{CONFIG} asks for schedule={train.schedule}, ema_momentum={train.ema_momentum}, "
+                         f"mixed_precision={train.mixed_precision}")
+    with open(os.path.join(inputs, "peer_config.json"), "w") as f:
+        json.dump(peer_config, f, indent=2)
+    return {"tokenizer": tokenizer, "prior": unigram_log_prior(tokenized, tokenizer.vocabulary_size())}
+
+
+def initial_pretrainer(config, side: dict, seed: int):
+    """The pretrainer kerasbert's run would start from with `seed`: its initialisation,
+    its sinusoidal positions and unigram MLM bias where the config asks."""
+    import keras
+
+    from kerasbert.pretraining.run import build_model, set_mlm_bias
+
+    keras.utils.set_random_seed(seed)
+    model = build_model(config, side["tokenizer"].vocabulary_size(), None)
+    if config.data.mlm_bias_prior:
+        set_mlm_bias(model, side["prior"])
+    return model
+
+
+def hugging_face_weights(model) -> dict[str, np.ndarray]:
+    """A BertPretrainer's weights under `BertForPreTraining`'s parameter names and layouts
+    (Linear weights are (out, in); keras-hub's attention kernels are (hidden, heads, head_dim))."""
+    w = {v.path: v.numpy() for v in model.weights}
+    hidden = model.backbone.hidden_dim
+
+    def dense(path):  # keras (in, ...) kernel -> torch (out, in)
+        return w[f"{path}/kernel"].reshape(-1, hidden).T if "attention_output" in path else \
+            w[f"{path}/kernel"].reshape(w[f"{path}/kernel"].shape[0], -1).T
+
+    out = {
+        "bert.embeddings.word_embeddings.weight": w["token_embedding/embeddings"],
+        "bert.embeddings.position_embeddings.weight": w["position_embedding/embeddings"],
+        "bert.embeddings.token_type_embeddings.weight": w["segment_embedding/embeddings"],
+        "bert.embeddings.LayerNorm.weight": w["embeddings_layer_norm/gamma"],
+        "bert.embeddings.LayerNorm.bias": w["embeddings_layer_norm/beta"],
+        "bert.pooler.dense.weight": dense("pooled_dense"), "bert.pooler.dense.bias": w["pooled_dense/bias"],
+        "cls.predictions.bias": w["mlm_head/output_bias"],
+        "cls.predictions.decoder.bias": w["mlm_head/output_bias"],
+        "cls.predictions.decoder.weight": w["token_embedding/embeddings"],
+        "cls.predictions.transform.dense.weight": dense("mlm_head/intermediate_dense"),
+        "cls.predictions.transform.dense.bias": w["mlm_head/intermediate_dense/bias"],
+        "cls.predictions.transform.LayerNorm.weight": w["mlm_head/intermediate_layer_norm/gamma"],
+        "cls.predictions.transform.LayerNorm.bias": w["mlm_head/intermediate_layer_norm/beta"],
+        "cls.seq_relationship.weight": dense("nsp_head"), "cls.seq_relationship.bias": w["nsp_head/bias"],
+    }
+    for i in range(model.backbone.num_layers):
+        keras_layer, hf = f"transformer_layer_{i}", f"bert.encoder.layer.{i}"
+        attention = f"{keras_layer}/self_attention_layer"
+        for name in ("query", "key", "value"):
+            out[f"{hf}.attention.self.{name}.weight"] = dense(f"{attention}/{name}")
+            out[f"{hf}.attention.self.{name}.bias"] = w[f"{attention}/{name}/bias"].reshape(-1)
+        pairs = {"attention.output.dense": f"{attention}/attention_output",
+                 "intermediate.dense": f"{keras_layer}/feedforward_intermediate_dense",
+                 "output.dense": f"{keras_layer}/feedforward_output_dense"}
+        for hf_name, keras_name in pairs.items():
+            out[f"{hf}.{hf_name}.weight"] = dense(keras_name)
+            out[f"{hf}.{hf_name}.bias"] = w[f"{keras_name}/bias"]
+        for hf_name, keras_name in (("attention.output.LayerNorm", "self_attention_layer_norm"),
+                                    ("output.LayerNorm", "feedforward_layer_norm")):
+            out[f"{hf}.{hf_name}.weight"] = w[f"{keras_layer}/{keras_name}/gamma"]
+            out[f"{hf}.{hf_name}.bias"] = w[f"{keras_layer}/{keras_name}/beta"]
+    return {name: np.ascontiguousarray(value, np.float32) for name, value in out.items()}
+
+
+def keras_batches(rows: dict[str, np.ndarray], batch_size: int):
+    """Rows as the Keras (x, y, sample_weight) batches they were, in order."""
+    import tensorflow as tf
+
+    x = {name: rows[name] for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions")}
+    y = {"mlm": rows["mask_ids"], "nsp": rows["nsp_labels"]}
+    weights = {"mlm": rows["mask_weights"], "nsp": rows["nsp_weights"]}
+    return tf.data.Dataset.from_tensor_slices((x, y, weights)).batch(batch_size, drop_remainder=True)
+
+
+def kerasbert_heldout(model, heldout: dict, batch_size: int) -> dict:
+    predictions = model.predict(keras_batches(heldout, batch_size).map(lambda x, y, w: x), verbose=0)
+    return heldout_scores(predictions["mlm"], predictions["nsp"], heldout)
+
+
+def train_kerasbert(config, side: dict, inputs: str, seed: int) -> dict:
+    """kerasbert's pretrainer on inputs/train.npz, as the pretraining run compiles it;
+    held-out scores before training and after every block."""
+    import keras
+
+    from kerasbert.models.pretrainer import pretraining_compile_args
+    from kerasbert.training.optim import make_optimizer
+
+    train = config.train
+    model = initial_pretrainer(config, side, seed)
+    model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile,
+                                             config.data.nsp_loss_weight))
+    heldout = load_rows(os.path.join(inputs, "heldout.npz"))
+    blocks = [{"step": 0, **kerasbert_heldout(model, heldout, train.batch_size)}]
+    print(f"kerasbert seed {seed}: step 0 {blocks[0]}", flush=True)
+    clock = {"train_seconds": 0.0}
+
+    class Blocks(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            clock["started"] = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            clock["train_seconds"] += time.perf_counter() - clock["started"]
+            blocks.append({"step": (epoch + 1) * train.steps_per_block, "train_loss": float(logs["loss"]),
+                           "train_seconds": clock["train_seconds"],
+                           **kerasbert_heldout(self.model, heldout, train.batch_size)})
+            print(f"kerasbert seed {seed}: {blocks[-1]}", flush=True)
+
+    data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), train.batch_size)
+    model.fit(data, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block, callbacks=[Blocks()],
+              verbose=0)
+    return {"blocks": blocks}
+
+
+def part_pretrain(args, results: dict) -> None:
+    config = pretraining_config(args.config, args.steps)
+    inputs = os.path.join(args.output_dir, "inputs")
+    side = prepare_pretraining(config, args.data_dir, inputs)
+    part = results.setdefault("pretrain", {"config": args.config, "steps": config.train.total_steps,
+                                           "batch_size": config.train.batch_size,
+                                           "sequence_length": config.model.max_sequence_length, "runs": {}})
+    for seed in args.seeds:
+        init = os.path.join(inputs, f"init-{seed}.npz")
+        if not os.path.exists(init):
+            np.savez(init, **hugging_face_weights(initial_pretrainer(config, side, seed)))
+        for implementation in ("kerasbert", "transformers"):
+            key = f"{implementation}/{seed}"
+            if key in part["runs"]:
+                continue
+            started = time.perf_counter()
+            if implementation == "kerasbert":
+                run = train_kerasbert(config, side, inputs, seed)
+            else:
+                run = run_peer(args.peer_python, "pretrain", ["--inputs", inputs, "--init", init, "--seed", str(seed)],
+                               os.path.join(inputs, f"peer-{seed}.json"))
+            part["runs"][key] = {**run, "wall_seconds": time.perf_counter() - started}
+            save(args, results)
+
+
+# --- Speed -----------------------------------------------------------------------------
+
+def part_pretrain_speed(args, results: dict) -> None:
+    from benchmarks.pretrain import matmul_gflops, time_steps, training_flops_per_token
+    from kerasbert.models.pretrainer import pretraining_compile_args
+    from kerasbert.training.optim import make_optimizer
+
+    config = pretraining_config(args.config, args.steps)
+    inputs = os.path.join(args.output_dir, "inputs")
+    side = prepare_pretraining(config, args.data_dir, inputs)
+    seed, train, model_config = args.seeds[0], config.train, config.model
+    init = os.path.join(inputs, f"init-{seed}.npz")
+    model = initial_pretrainer(config, side, seed)
+    if not os.path.exists(init):
+        np.savez(init, **hugging_face_weights(model))
+    model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile,
+                                             config.data.nsp_loss_weight))
+    data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), train.batch_size)
+    peak = matmul_gflops()
+    kerasbert = [time_steps(model, data, args.speed_steps) for _ in range(args.repeats)]
+    peer = run_peer(args.peer_python, "pretrain_speed",
+                    ["--inputs", inputs, "--init", init, "--steps", str(args.speed_steps),
+                     "--repeats", str(args.repeats)], os.path.join(inputs, "peer-speed.json"))
+    tokens = train.batch_size * model_config.max_sequence_length
+    flops = training_flops_per_token(model_config.num_layers, model_config.hidden_dim, model_config.intermediate_dim,
+                                     model_config.max_sequence_length, side["tokenizer"].vocabulary_size(),
+                                     config.data.mask_selection_length)
+    rates = {"kerasbert": tokens / statistics.median(kerasbert),
+             "transformers": tokens / statistics.median(peer["step_seconds"])}
+    results["pretrain_speed"] = {
+        "tokens_per_second": rates, "ratio": rates["kerasbert"] / rates["transformers"],
+        "step_seconds": {"kerasbert": kerasbert, "transformers": peer["step_seconds"]},
+        "matmul_2048_fp32_gflops_median": statistics.median(peak), "matmul_2048_fp32_gflops_all": peak,
+        "training_flops_per_token": flops,
+        "share_of_peak": {name: rate * flops / 1e9 / statistics.median(peak) for name, rate in rates.items()},
+        "jit_compile": train.jit_compile, "timed_steps": args.speed_steps, "repeats": args.repeats,
+        "peer_versions": peer["versions"]}
+    save(args, results)
+
+
+def sst_sentences(data_dir: str, split: str) -> list:
+    from kerasbert.finetuning.data import load_examples
+    from kerasbert.tasks import TASKS
+
+    return load_examples("sst", os.path.join(data_dir, getattr(TASKS["sst"], f"{split}_file")))
+
+
+def part_finetune_speed(args, results: dict) -> None:
+    import keras
+    import tensorflow as tf
+
+    from benchmarks.pretrain import time_steps
+    from kerasbert.config import FinetuneConfig
+    from kerasbert.finetuning.data import TaskPreprocessor, task_dataset
+    from kerasbert.finetuning.model import MultitaskBert
+    from kerasbert.models.encoder import load_encoder, minilm_checkpoint
+    from kerasbert.tokenization import load_tokenizer
+    from kerasbert.training.optim import make_optimizer
+
+    checkpoint, train = minilm_checkpoint(), FinetuneConfig().train
+    keras.utils.set_random_seed(args.seeds[0])
+    preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), FinetuneConfig().data.max_sequence_length)
+    warmup = 3
+    batches = list(task_dataset("sst", sst_sentences(args.data_dir, "train"), preprocessor, 32, training=True,
+                                seed=args.seeds[0]).take(warmup + args.speed_steps).as_numpy_iterator())
+    path = os.path.join(args.output_dir, "inputs", "sst-batches.npz")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    np.savez(path, **{f"{name}_{i}": values for i, (x, y) in enumerate(batches)
+                      for name, values in {**x, "labels": y}.items()})
+    model = MultitaskBert(load_encoder(checkpoint), tasks=("sst",))
+    model.compile(optimizer=make_optimizer(train), jit_compile=train.jit_compile)
+    spec = tf.data.Dataset.from_tensor_slices(batches[0]).element_spec
+    loose = tf.nest.map_structure(lambda s: tf.TensorSpec([None, *[None] * (s.shape.rank)], s.dtype), spec)
+    data = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=loose).repeat()
+    kerasbert = [32 / time_steps(model, data, args.speed_steps, warmup=warmup) for _ in range(args.repeats)]
+    peer = run_peer(args.peer_python, "finetune_speed",
+                    ["--checkpoint", checkpoint, "--batches", path, "--warmup", str(warmup),
+                     "--repeats", str(args.repeats)], os.path.join(args.output_dir, "inputs", "peer-finetune.json"))
+    rates = {"kerasbert": statistics.median(kerasbert), "transformers": statistics.median(peer["examples_per_second"])}
+    results["finetune_speed"] = {
+        "examples_per_second": rates, "ratio": rates["kerasbert"] / rates["transformers"],
+        "all": {"kerasbert": kerasbert, "transformers": peer["examples_per_second"]},
+        "batch_size": 32, "timed_batches": args.speed_steps, "repeats": args.repeats,
+        "mean_width": float(np.mean([x["token_ids"].shape[1] for x, _ in batches])),
+        "jit_compile": train.jit_compile}
+    save(args, results)
+
+
+def exported_embed(args, dtype: str, checkpoint: str, length: int):
+    """The `embed` signature of MiniLM exported with `compute_dtype=dtype` (made once)."""
+    import tensorflow as tf
+
+    from kerasbert.export import export_model
+    from kerasbert.finetuning.data import TaskPreprocessor
+    from kerasbert.finetuning.model import MultitaskBert
+    from kerasbert.models.encoder import load_encoder
+    from kerasbert.tokenization import load_tokenizer
+
+    export_base = os.path.join(args.output_dir, "export", dtype)
+    versions = sorted(int(v) for v in os.listdir(export_base) if v.isdigit()) if os.path.isdir(export_base) else []
+    if versions:
+        path = os.path.join(export_base, str(versions[-1]))
+    else:
+        preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), length)
+        model = MultitaskBert(load_encoder(checkpoint), tasks=("sst",))
+        model(preprocessor("sst", tf.constant(["build"]), tf.constant([""])))
+        path = export_model(model, preprocessor, export_base, compute_dtype=dtype)
+    signature = tf.saved_model.load(path).signatures["embed"]
+    return path, lambda texts: signature(text=tf.constant(texts))["embedding"].numpy()
+
+
+def part_inference(args, results: dict) -> None:
+    from kerasbert.models.encoder import minilm_checkpoint
+
+    checkpoint, length, size = minilm_checkpoint(), 128, 32
+    sentences = [e.text_a for e in sst_sentences(args.data_dir, "dev")[:args.sentences]]
+    inputs = os.path.join(args.output_dir, "inputs")
+    os.makedirs(inputs, exist_ok=True)
+    with open(os.path.join(inputs, "sentences.json"), "w") as f:
+        json.dump(sentences, f)
+    part = {"sentences": len(sentences), "latency_sentences": min(args.latency_sentences, len(sentences)),
+            "batch_size": size, "rows": {}}
+    reference = None
+    for dtype in ("float32", "bfloat16"):
+        path, embed = exported_embed(args, dtype, checkpoint, length)
+        embeddings, rates, latencies = time_embedding(embed, sentences, size, args.repeats, args.latency_sentences)
+        reference = embeddings if reference is None else reference
+        part["rows"][f"kerasbert/{dtype}"] = {
+            "sentences_per_second": statistics.median(rates), "p50_latency_ms": 1000 * statistics.median(latencies),
+            "all_rates": rates, "export": path, "min_cosine_to_float32": min_cosine(embeddings, reference)}
+        output = os.path.join(inputs, f"peer-inference-{dtype}.json")
+        peer = run_peer(args.peer_python, "inference",
+                        ["--checkpoint", checkpoint, "--sentences", os.path.join(inputs, "sentences.json"),
+                         "--max_length", str(length), "--repeats", str(args.repeats), "--dtype", dtype,
+                         "--latency_sentences", str(args.latency_sentences)], output)
+        theirs = np.load(output + ".embeddings.npy")
+        part["rows"][f"transformers/{dtype}"] = {
+            "sentences_per_second": statistics.median(peer["sentences_per_second"]),
+            "p50_latency_ms": peer["p50_latency_ms"], "all_rates": peer["sentences_per_second"],
+            "min_cosine_to_float32": min_cosine(theirs, reference)}
+        if dtype == "float32":
+            part["max_abs_difference_float32"] = float(np.abs(embeddings - theirs).max())
+    results["inference"] = part
+    save(args, results)
+
+
+def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float((np.sum(a * b, -1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)).min())
+
+
+# --- Report ----------------------------------------------------------------------------
+
+def plot_pretrain(results: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = results["pretrain"]["runs"]
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    colours = {}
+    for key, run in sorted(runs.items()):
+        implementation, seed = key.split("/")
+        colour = colours.setdefault(seed, f"C{len(colours)}")
+        steps = [b["step"] for b in run["blocks"]]
+        for axis, metric in zip(axes, ("mlm_accuracy", "nsp_accuracy")):
+            axis.plot(steps, [b[metric] for b in run["blocks"]], color=colour,
+                      linestyle="-" if implementation == "kerasbert" else "--", marker=".",
+                      label=f"{implementation}, seed {seed}")
+    for axis, title in zip(axes, ("held-out MLM accuracy", "held-out NSP accuracy")):
+        axis.set_title(title)
+        axis.set_xlabel("step (same batches for both)")
+        axis.grid(alpha=0.3)
+    axes[0].legend()
+    figure.suptitle(f"{results['pretrain']['config']}: kerasbert (solid) vs transformers (dashed)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def pretrain_verdicts(part: dict) -> list[str]:
+    """Per seed: final held-out accuracies of both, and at how many blocks kerasbert is at
+    least the peer's."""
+    lines = []
+    seeds = sorted({key.split("/")[1] for key in part["runs"]})
+    for seed in seeds:
+        ours, theirs = part["runs"].get(f"kerasbert/{seed}"), part["runs"].get(f"transformers/{seed}")
+        if not (ours and theirs):
+            continue
+        for metric in ("mlm_accuracy", "nsp_accuracy"):
+            pairs = list(zip(ours["blocks"][1:], theirs["blocks"][1:]))
+            ahead = sum(a[metric] >= b[metric] for a, b in pairs)
+            last_a, last_b = ours["blocks"][-1][metric], theirs["blocks"][-1][metric]
+            lines.append(f"| {seed} | {metric} | {last_a:.3f} | {last_b:.3f} | {last_a - last_b:+.3f} | "
+                         f"{ahead} of {len(pairs)} | {'yes' if last_a >= last_b else 'no'} |")
+    return lines
+
+
+def section_pretrain(part: dict) -> list[str]:
+    lines = [f"## Pretraining at equal batches ({part['config']}: {part['steps']} steps of "
+             f"{part['batch_size']} x {part['sequence_length']})", "",
+             "Both start from the same weights (per seed) and train on the same batches, written "
+             "once from kerasbert's pipeline. Curves: `pretrain_curves.png`.", "",
+             "| seed | held-out | kerasbert | transformers | difference | blocks where kerasbert >= peer | "
+             "final >= peer |", "|---|---|---:|---:|---:|---:|---|", *pretrain_verdicts(part), "",
+             "| run | step 0 mlm_loss | step 0 nsp_loss | train time |", "|---|---:|---:|---:|"]
+    for key, run in sorted(part["runs"].items()):
+        first = run["blocks"][0]
+        lines.append(f"| {key} | {first['mlm_loss']:.5f} | {first['nsp_loss']:.5f} | "
+                     f"{run['blocks'][-1].get('train_seconds', 0) / 60:.1f} min |")
+    lines += ["", "Step 0 is scored before any update: equal there means both implementations compute "
+                  "the same function from the same weights.", ""]
+    return lines
+
+
+def section_pretrain_speed(s: dict) -> list[str]:
+    lines = ["## Pretraining speed (same batches, fp32, median of "
+             f"{s['repeats']} x {s['timed_steps']} steps)", "",
+             f"Matmul peak (fp32 2048x2048, TensorFlow): {s['matmul_2048_fp32_gflops_median']:.0f} GFLOP/s; "
+             f"{s['training_flops_per_token'] / 1e6:.1f} MFLOP of useful work per token.", "",
+             "| implementation | tokens/s | share of matmul peak |", "|---|---:|---:|"]
+    for name in ("kerasbert", "transformers"):
+        lines.append(f"| {name} | {s['tokens_per_second'][name]:.0f} | {s['share_of_peak'][name]:.2f} |")
+    lines += ["", f"kerasbert / transformers: **{s['ratio']:.2f}x** (goal >= 2x).", ""]
+    return lines
+
+
+def section_finetune_speed(s: dict) -> list[str]:
+    lines = ["## Fine-tuning speed (MiniLM, SST-5, batch 32, the same packed batches, mean width "
+             f"{s['mean_width']:.0f} tokens)", "",
+             "| implementation | examples/s |", "|---|---:|"]
+    for name in ("kerasbert", "transformers"):
+        lines.append(f"| {name} | {s['examples_per_second'][name]:.1f} |")
+    lines += ["", f"kerasbert / transformers: **{s['ratio']:.2f}x** (goal >= 2x).", ""]
+    return lines
+
+
+def section_inference(s: dict) -> list[str]:
+    rows = s["rows"]
+    lines = [f"## Inference from raw text (MiniLM, first {s['sentences']} SST-5 dev sentences)", "",
+             "kerasbert: the exported SavedModel's `embed` signature (tokenization in the graph, encoder "
+             "over the real tokens only), loaded with `tf.saved_model.load`. transformers: the fast "
+             "tokenizer, BertModel and mean pooling under `torch.inference_mode` (bfloat16: "
+             "`torch.autocast`).", "",
+             f"| implementation | products in | sentences/s at batch {s['batch_size']} | p50 latency at "
+             "batch 1 | smallest cosine to kerasbert float32 |", "|---|---|---:|---:|---:|"]
+    for key, row in rows.items():
+        name, dtype = key.split("/")
+        lines.append(f"| {name} | {dtype} | {row['sentences_per_second']:.1f} | {row['p50_latency_ms']:.1f} ms | "
+                     f"{row['min_cosine_to_float32']:.6f} |")
+    lines.append("")
+    for dtype in ("float32", "bfloat16"):
+        ours, theirs = rows.get(f"kerasbert/{dtype}"), rows.get(f"transformers/{dtype}")
+        if ours and theirs:
+            lines.append(f"{dtype}, kerasbert / transformers: throughput **"
+                         f"{ours['sentences_per_second'] / theirs['sentences_per_second']:.2f}x** (goal >= 2x), "
+                         f"latency **{ours['p50_latency_ms'] / theirs['p50_latency_ms']:.2f}x** (goal <= 0.6x).  ")
+    ours, theirs = rows.get("kerasbert/bfloat16"), rows.get("transformers/float32")
+    if ours and theirs:
+        lines.append(f"kerasbert exported with bfloat16 products / transformers as users run it (float32): throughput "
+                     f"**{ours['sentences_per_second'] / theirs['sentences_per_second']:.2f}x**, latency "
+                     f"**{ours['p50_latency_ms'] / theirs['p50_latency_ms']:.2f}x**.  ")
+    lines += [f"float32 embeddings of the two agree to {s['max_abs_difference_float32']:.1e} "
+              "(largest absolute difference).", ""]
+    return lines
+
+SECTIONS = {"pretrain": section_pretrain, "pretrain_speed": section_pretrain_speed,
+            "finetune_speed": section_finetune_speed, "inference": section_inference}
+
+
+def render_markdown(results: dict) -> str:
+    lines = ["# kerasbert against transformers (PyTorch), same inputs, same run", "",
+             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
+             f"Updated: {results['updated']}", ""]
+    for part, section in SECTIONS.items():
+        if part in results:
+            lines += section(results[part])
+    return "\n".join(lines)
+
+
+def save(args, results: dict) -> None:
+    save_results(args.output_dir, results, "benchmarks.peers", render_markdown)
+    if results.get("pretrain", {}).get("runs"):
+        plot_pretrain(results, os.path.join(args.output_dir, "pretrain_curves.png"))
+
+
+def main(argv=None) -> int:
+    from kerasbert.data.corpus import default_data_dir
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
+    parser.add_argument("--output_dir", default="runs/bench-peers", help="Results folder.")
+    parser.add_argument("--peer_python", default=".venv-peer/bin/python", help="The peer environment's Python.")
+    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS, help="Parts to run (default: all).")
+    parser.add_argument("--config", default=CONFIG, help="Pretraining config of the pretrain parts.")
+    parser.add_argument("--steps", type=int, default=0, help="Pretraining steps (0: the config's total_steps).")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1234, 2], help="Initialisations to compare.")
+    parser.add_argument("--speed_steps", type=int, default=20, help="Timed steps per repeat.")
+    parser.add_argument("--repeats", type=int, default=3, help="Repeats of each timing.")
+    parser.add_argument("--sentences", type=int, default=1024, help="SST-5 dev sentences for inference.")
+    parser.add_argument("--latency_sentences", type=int, default=256, help="Sentences timed one at a time.")
+    args = parser.parse_args(argv)
+    results = load_results(args.output_dir, default={})
+    runners = {"pretrain": part_pretrain, "pretrain_speed": part_pretrain_speed,
+               "finetune_speed": part_finetune_speed, "inference": part_inference}
+    for part in args.parts:
+        print(f"== benchmark part: {part}", flush=True)
+        runners[part](args, results)
+    print(render_markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
