@@ -44,6 +44,7 @@ bench-peers: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.peers --data_dir $(DATA_DIR) --output_dir runs/bench-peers \
 		--peer_python $(PEER_VENV)/bin/python
 
+# Its budget is the config's steps; its quality is judged against the peer (bench-peers).
 bench-pretrain: install
 	$(PY) -m benchmarks.pretrain --data_dir $(DATA_DIR) --output_dir runs/bench-pretrain
 
