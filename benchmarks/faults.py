@@ -229,8 +229,11 @@ def run(export_base: str, seconds: float, clients: int, work: str) -> dict:
     pause(0.05)
     fault("kill", "SIGKILL, then the same command started again")
     server.kill()
+    restart_began = events[-1]["killed_at_s"] = round(time.monotonic() - start, 2)
     server.start()
-    restart_began = events[-1]["at_s"]
+    # The window ends at the new process's first answer: one the old process gave just
+    # before its death (a client may count it a moment later) must not end it.
+    started_again = time.monotonic() - start
     events[-1]["serving_again_after_s"] = round(server.wait_until_serving(), 2)
     time.sleep(max(seconds * 0.1, start + seconds - time.monotonic()))
     stop.set()
@@ -240,7 +243,7 @@ def run(export_base: str, seconds: float, clients: int, work: str) -> dict:
     server.process.terminate()
     server.process.wait(30)
 
-    first_ok_after = min((t for t in tally.ok_times if t > restart_began), default=float("inf"))
+    first_ok_after = min((t for t in tally.ok_times if t > started_again), default=float("inf"))
     window = (restart_began, first_ok_after)
     outside = [f for f in tally.failures if not window[0] <= f[0] <= window[1] + 5]  # + retries in flight
     gaps = sorted(tally.ok_times)

@@ -116,7 +116,7 @@ def watch_model_config(store, path: str, poll_seconds: float, applied: str) -> N
                 text = f.read()
             if text == applied:
                 continue
-            store.reconfigure(parse_model_config_text(text))
+            store.reconfigure(parse_model_config_text(text, reloading=True))
             log.warning("applied the changed model config %s", path)
         except Exception as error:  # a bad edit must not take the server down
             log.error("keeping the model config in force: %s: %s", path, error)

@@ -46,10 +46,22 @@ log = logging.getLogger(__name__)
 ModelConfig = model_server_config_pb2.ModelConfig
 
 
-def parse_model_config_text(text: str) -> list[ModelConfig]:
-    """A `--model_config_file` (ModelServerConfig text proto) as ModelConfig messages."""
+def parse_model_config_text(text: str, reloading: bool = False) -> list[ModelConfig]:
+    """A `--model_config_file` (ModelServerConfig text proto) as ModelConfig messages.
+
+    When `reloading` a running server's config, a file without a `model_config_list` (an
+    empty file, or one caught between truncation and writing) is refused, as
+    ServerCore::ReloadConfig refuses it (server_core.cc: "It is only legal to transition
+    from one ModelConfigList to another"); at start-up it means no models.
+
+    >>> [c.name for c in parse_model_config_text('model_config_list { config { name: "a" } }')]
+    ['a']
+    """
     config = model_server_config_pb2.ModelServerConfig()
     text_format.Parse(text, config)
+    if reloading and not config.HasField("model_config_list"):
+        raise ValueError("Cannot transition to requested config. It is only legal to transition "
+                         "from one ModelConfigList to another.")
     return list(config.model_config_list.config)
 
 

@@ -204,6 +204,10 @@ def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, ca
     with caplog.at_level(logging.ERROR, logger="serving"):
         config_file.write_text(two.replace("config {", "config {{", 1))  # a syntax error
         wait_until(lambda: "keeping the model config in force" in caplog.text)
+        # An empty file (as a writer leaves it between truncating and writing) is refused
+        # too, as ServerCore::ReloadConfig refuses a config that is not a ModelConfigList.
+        config_file.write_text("")
+        wait_until(lambda: "only legal to transition" in caplog.text)
     assert store.get("b").version == 2 and store.get("a", 1).version == 1  # nothing changed
 
     config_file.write_text(one)  # the second model dropped again
