@@ -546,6 +546,10 @@ def render_markdown(results: dict) -> str:
 
 
 def save(args, results: dict) -> None:
+    """Writes this command's parts into results.json as it is on disk now, so that two
+    commands running different parts into one folder keep each other's entries."""
+    on_disk = load_results(args.output_dir, default={})
+    results.update({**on_disk, **{part: results[part] for part in args.parts if part in results}})
     save_results(args.output_dir, results, "benchmarks.peers", render_markdown)
     if results.get("pretrain", {}).get("runs"):
         plot_pretrain(results, os.path.join(args.output_dir, "pretrain_curves.png"))
