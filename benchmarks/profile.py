@@ -1,0 +1,160 @@
+"""Where kerasbert's time goes, for choosing a speed lever: the export's serving graph step by
+step, and the encoder over the real tokens only against the padded one.
+
+    python -m benchmarks.profile [--output_dir runs/bench-profile] [--data_dir ../shared/data]
+
+Parts (MiniLM, the first SST-5 dev sentences; medians of --repeats passes, A and B taken in
+turn so that the machine's load falls on both alike):
+    graph       `ServingGraph` of the export: tokenize, pack, encode, one by one and together,
+                at batch 32 and batch 1.
+    unpadded    sentence embedding (batch 32, trimmed to the longest row) and a multitask
+                training step on SST-5 batches, with the unpadded encoder and with the padded one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+
+def median_ms(call, inputs: list, repeats: int) -> float:
+    """Median over `repeats` passes of the mean milliseconds per call over `inputs`."""
+    call(inputs[0])  # traced outside the clock
+    passes = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for item in inputs:
+            call(item)
+        passes.append(1000 * (time.perf_counter() - started) / len(inputs))
+    return statistics.median(passes)
+
+
+def minilm_parts(data_dir: str, sentences: int):
+    import os
+
+    from kerasbert.finetuning.data import TaskPreprocessor, load_examples
+    from kerasbert.finetuning.model import MultitaskBert
+    from kerasbert.models.encoder import load_encoder, minilm_checkpoint
+    from kerasbert.tasks import TASKS
+    from kerasbert.tokenization import load_tokenizer
+
+    checkpoint = minilm_checkpoint()
+    preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), 128)
+    model = MultitaskBert(load_encoder(checkpoint), tasks=("sst",))
+    texts = [e.text_a for e in load_examples("sst", os.path.join(data_dir, TASKS["sst"].dev_file))[:sentences]]
+    return model, preprocessor, texts
+
+
+def part_graph(model, preprocessor, texts: list, repeats: int) -> dict:
+    import tensorflow as tf
+
+    from kerasbert.export import ServingGraph
+
+    graph = ServingGraph(model, preprocessor)
+    embed = tf.function(graph.embed_text, input_signature=[tf.TensorSpec([None], tf.string)])
+    rows = {}
+    for size in (32, 1):
+        batches = [tf.constant(texts[i:i + size]) for i in range(0, len(texts) if size > 1 else 64, size)]
+        tokens = [graph.tokenize(b) for b in batches]
+        packed = [graph.pack[1](t) for t in tokens]
+        rows[f"batch {size}"] = {
+            "tokenize_ms": median_ms(graph.tokenize, batches, repeats),
+            "pack_ms": median_ms(lambda t: graph.pack[1](t), tokens, repeats),
+            "encode_ms": median_ms(lambda p: graph.encode(*p), packed, repeats),
+            "embed_text_ms": median_ms(embed, batches, repeats)}
+    return rows
+
+
+def part_unpadded(model, preprocessor, texts: list, data_dir: str, repeats: int) -> dict:
+    import os
+
+    import keras
+    import tensorflow as tf
+
+    from benchmarks.pretrain import time_steps
+    from kerasbert.config import FinetuneConfig
+    from kerasbert.finetuning.data import load_examples, task_dataset
+    from kerasbert.finetuning.model import MultitaskBert
+    from kerasbert.models.encoder import load_encoder, minilm_checkpoint
+    from kerasbert.tasks import TASKS
+    from kerasbert.training.optim import make_optimizer
+
+    batches = [preprocessor("sst", tf.constant(texts[i:i + 32]), tf.constant([""] * 32))
+               for i in range(0, len(texts) - 31, 32)]
+    trimmed = []
+    for x in batches:
+        width = int(tf.reduce_max(tf.reduce_sum(tf.cast(x["padding_mask"], tf.int32), 1)))
+        trimmed.append({k: v[:, :width] if v.shape.rank == 2 else v for k, v in x.items()})
+    embed = {flag: tf.function(lambda x, flag=flag: model.embed(x, unpadded=flag), reduce_retracing=True)
+             for flag in (True, False)}
+    for flag in embed:  # trace every width once, outside the clock
+        [embed[flag](x) for x in trimmed]
+    embedding = {flag: [] for flag in embed}
+    for _ in range(repeats):
+        for flag in embed:
+            embedding[flag].append(median_ms(embed[flag], trimmed, 1))
+
+    train = FinetuneConfig().train
+    examples = load_examples("sst", os.path.join(data_dir, TASKS["sst"].train_file))
+    data = task_dataset("sst", examples, preprocessor, 32, training=True, seed=1)
+    models = {}
+    for flag in (True, False):
+        keras.utils.set_random_seed(1)
+        models[flag] = MultitaskBert(load_encoder(minilm_checkpoint()), tasks=("sst",), unpadded=flag)
+        models[flag].compile(optimizer=make_optimizer(train))
+    step = {flag: [] for flag in models}
+    for _ in range(repeats):
+        for flag, m in models.items():
+            step[flag].append(1000 * time_steps(m, data, 10))
+    return {"embed_batch32_ms": {("unpadded" if f else "padded"): statistics.median(v) for f, v in embedding.items()},
+            "train_step_ms": {("unpadded" if f else "padded"): statistics.median(v) for f, v in step.items()}}
+
+
+def render(results: dict) -> str:
+    lines = ["# Where kerasbert's time goes", "", f"Command: `{results['command']}`  ",
+             f"Machine: {results['machine']}  ", f"Updated: {results['updated']}", ""]
+    if "graph" in results:
+        lines += ["## The export's serving graph (MiniLM; ms a call)", "",
+                  "| batch | tokenize | pack | encode | embed_text (all three) |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {k} | {v['tokenize_ms']:.1f} | {v['pack_ms']:.1f} | {v['encode_ms']:.1f} | "
+                  f"{v['embed_text_ms']:.1f} |" for k, v in results["graph"].items()]
+        lines.append("")
+    if "unpadded" in results:
+        u = results["unpadded"]
+        lines += ["## Encoder over the real tokens only against the padded one (MiniLM, ms)", "",
+                  "| what | unpadded | padded | padded / unpadded |", "|---|---:|---:|---:|"]
+        for key, title in (("embed_batch32_ms", "sentence embedding, batch 32"),
+                           ("train_step_ms", "multitask training step, SST-5 batch 32")):
+            lines.append(f"| {title} | {u[key]['unpadded']:.1f} | {u[key]['padded']:.1f} | "
+                         f"{u[key]['padded'] / u[key]['unpadded']:.2f}x |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from benchmarks.results import load_results, save_results
+    from kerasbert.data.corpus import default_data_dir
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
+    parser.add_argument("--output_dir", default="runs/bench-profile", help="Results folder.")
+    parser.add_argument("--parts", nargs="+", default=["graph", "unpadded"], choices=["graph", "unpadded"])
+    parser.add_argument("--sentences", type=int, default=256, help="SST-5 dev sentences.")
+    parser.add_argument("--repeats", type=int, default=3, help="Passes per measurement.")
+    args = parser.parse_args(argv)
+    results = load_results(args.output_dir, default={})
+    model, preprocessor, texts = minilm_parts(args.data_dir, args.sentences)
+    if "graph" in args.parts:
+        results["graph"] = part_graph(model, preprocessor, texts, args.repeats)
+    if "unpadded" in args.parts:
+        results["unpadded"] = part_unpadded(model, preprocessor, texts, args.data_dir, args.repeats)
+    save_results(args.output_dir, results, "benchmarks.profile", render)
+    print(render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
