@@ -11,7 +11,8 @@ TensorFlow. Inputs and results pass through files.
 `pretrain` trains `BertForPreTraining` on the batch file `DIR/train.npz` (layout in
 benchmarks/peer_protocol.py) from the weights in INIT.npz (Hugging Face names), with the
 settings in `DIR/peer_config.json`, scoring `DIR/heldout.npz` before training and after
-every block.
+every block; with `--state FILE` it can be stopped and started again, losing at most a
+block.
 """
 
 from __future__ import annotations
@@ -158,6 +159,9 @@ def train_step(model, optimizer, scheduler, rows: dict, train: dict) -> float:
 
 
 def pretrain(args) -> dict:
+    """Trains block by block; with `--state`, writes the model, optimizer, schedule and
+    blocks there after every block (aside, then renamed) and the blocks so far to
+    `--output`, and starts again from that state when it exists."""
     with open(os.path.join(args.inputs, "peer_config.json")) as f:
         settings = json.load(f)
     torch.manual_seed(args.seed)
@@ -168,11 +172,20 @@ def pretrain(args) -> dict:
     rows = load_rows(os.path.join(args.inputs, "train.npz"))
     heldout = load_rows(os.path.join(args.inputs, "heldout.npz"))
     steps, per_block, batch_size = train["total_steps"], train["steps_per_block"], train["batch_size"]
-    blocks = [{"step": 0, **evaluate(model, heldout, batch_size)}]
-    print(f"peer seed {args.seed}: step 0 {blocks[0]}", flush=True)
-    train_seconds, losses = 0.0, []
+    if args.state and os.path.exists(args.state):
+        state = torch.load(args.state, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"])
+        blocks = state["blocks"]
+        print(f"peer seed {args.seed}: resuming after step {blocks[-1]['step']} from {args.state}", flush=True)
+    else:
+        blocks = [{"step": 0, **evaluate(model, heldout, batch_size)}]
+        print(f"peer seed {args.seed}: step 0 {blocks[0]}", flush=True)
+    train_seconds, losses = blocks[-1].get("train_seconds", 0.0), []
     block_started = time.perf_counter()
-    for step in range(steps):
+    for step in range(blocks[-1]["step"], steps):
         losses.append(train_step(model, optimizer, scheduler, batch(rows, step, batch_size), train))
         if (step + 1) % per_block == 0 or step + 1 == steps:
             train_seconds += time.perf_counter() - block_started  # evaluation is not training time
@@ -180,8 +193,20 @@ def pretrain(args) -> dict:
                            "train_seconds": train_seconds, **evaluate(model, heldout, batch_size)})
             losses = []
             print(f"peer seed {args.seed}: {blocks[-1]}", flush=True)
+            if args.state:
+                save_state(args.state, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                        "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(),
+                                        "blocks": blocks})
+                write_json(args.output, {"blocks": blocks, "complete": step + 1 == steps, "versions": versions()})
             block_started = time.perf_counter()
-    return {"blocks": blocks, "versions": versions()}
+    if args.state and os.path.exists(args.state):
+        os.remove(args.state)  # finished: the output holds every block
+    return {"blocks": blocks, "complete": True, "versions": versions()}
+
+
+def save_state(path: str, state: dict) -> None:
+    torch.save(state, path + ".partial")
+    os.replace(path + ".partial", path)
 
 
 def pretrain_speed(args) -> dict:
@@ -271,6 +296,8 @@ def main(argv=None) -> int:
         command.add_argument("--inputs", required=True, help="Folder with train.npz, heldout.npz, peer_config.json.")
         command.add_argument("--init", required=True, help="Initial weights (.npz, Hugging Face names).")
         command.add_argument("--seed", type=int, default=1234)
+    commands.choices["pretrain"].add_argument(
+        "--state", default="", help="Resume file: written after every block, resumed from when present.")
     commands.choices["pretrain_speed"].add_argument("--warmup", type=int, default=3)
     commands.choices["pretrain_speed"].add_argument("--steps", type=int, default=20)
     commands.choices["pretrain_speed"].add_argument("--repeats", type=int, default=3)

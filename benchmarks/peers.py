@@ -12,6 +12,9 @@ Parts (each writes its entry of results.json; results.md and the PNG are redrawn
                     initialisation per seed, made by kerasbert and copied) and train on
                     exactly those batches with the same AdamW, schedule and clipping;
                     held-out MLM and NSP accuracy after every block -> pretrain_curves.png.
+                    Each run (implementation, seed) trains in a process of its own,
+                    `--jobs` side by side, and keeps its state under pretrain/ after
+                    every block: a run stopped midway goes on from its last block.
     pretrain_speed  tokens/s of both training steps on those batches, and each as a share
                     of the fp32 2048x2048 matmul peak measured in the same run.
     finetune_speed  MiniLM, SST-5, batch 32, the same packed batches: kerasbert's
@@ -128,8 +131,7 @@ def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
         raise ValueError("the peer matches a linear schedule in float32 without EMA; "
                          f"{CONFIG} asks for schedule={train.schedule}, ema_momentum={train.ema_momentum}, "
                          f"mixed_precision={train.mixed_precision}")
-    with open(os.path.join(inputs, "peer_config.json"), "w") as f:
-        json.dump(peer_config, f, indent=2)
+    write_json(os.path.join(inputs, "peer_config.json"), peer_config)  # runs being started may read it
     return {"tokenizer": tokenizer, "prior": unigram_log_prior(tokenized, tokenizer.vocabulary_size())}
 
 
@@ -207,12 +209,15 @@ def kerasbert_heldout(model, heldout: dict, batch_size: int) -> dict:
     return heldout_scores(predictions["mlm"], predictions["nsp"], heldout)
 
 
-def train_kerasbert(config, side: dict, inputs: str, seed: int) -> dict:
+def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str = "") -> dict:
     """kerasbert's pretrainer on inputs/train.npz, as the pretraining run compiles it;
-    held-out scores before training and after every block."""
+    held-out scores before training and after every block. With `state_dir`, the blocks
+    so far (`blocks.json`) and a backup of weights and optimizer state are written there
+    after every block, and the run starts again from them when they exist."""
     import keras
 
     from kerasbert.models.pretrainer import pretraining_compile_args
+    from kerasbert.training.backup import BlockWeights, find_backup, restore
     from kerasbert.training.optim import make_optimizer
 
     train = config.train
@@ -220,9 +225,26 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int) -> dict:
     model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile,
                                              config.data.nsp_loss_weight))
     heldout = load_rows(os.path.join(inputs, "heldout.npz"))
-    blocks = [{"step": 0, **kerasbert_heldout(model, heldout, train.batch_size)}]
-    print(f"kerasbert seed {seed}: step 0 {blocks[0]}", flush=True)
-    clock = {"train_seconds": 0.0}
+    blocks_file = os.path.join(state_dir, "blocks.json") if state_dir else ""
+    if state_dir:
+        os.makedirs(state_dir, exist_ok=True)
+    blocks = []
+    if blocks_file and os.path.exists(blocks_file):
+        with open(blocks_file) as f:
+            blocks = json.load(f)
+    if len(blocks) == train.num_blocks + 1:  # finished (its backups were removed at the end)
+        return {"blocks": blocks, "complete": True}
+    backup = find_backup(os.path.join(state_dir, "backup")) if state_dir else None
+    start_block = backup.blocks_done if backup else 0
+    # The blocks the backup holds: one written just before a kill, without its backup, goes.
+    blocks = [b for b in blocks if b["step"] <= start_block * train.steps_per_block]
+    if backup is None or not blocks:
+        start_block, blocks = 0, [{"step": 0, **kerasbert_heldout(model, heldout, train.batch_size)}]
+        print(f"kerasbert seed {seed}: step 0 {blocks[0]}", flush=True)
+    else:
+        restore(model, backup)
+        print(f"kerasbert seed {seed}: resuming after step {blocks[-1]['step']} from {backup.path}", flush=True)
+    clock = {"train_seconds": blocks[-1].get("train_seconds", 0.0)}
 
     class Blocks(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
@@ -234,36 +256,102 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int) -> dict:
                            "train_seconds": clock["train_seconds"],
                            **kerasbert_heldout(self.model, heldout, train.batch_size)})
             print(f"kerasbert seed {seed}: {blocks[-1]}", flush=True)
+            if blocks_file:
+                write_json(blocks_file, blocks)
 
+    callbacks = [Blocks()]
+    if state_dir:
+        callbacks.append(BlockWeights(os.path.join(state_dir, "backup")))
     data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), train.batch_size)
-    model.fit(data, epochs=train.num_blocks, steps_per_epoch=train.steps_per_block, callbacks=[Blocks()],
-              verbose=0)
-    return {"blocks": blocks}
+    model.fit(data.skip(start_block * train.steps_per_block), initial_epoch=start_block, epochs=train.num_blocks,
+              steps_per_epoch=train.steps_per_block, callbacks=callbacks, verbose=0)
+    return {"blocks": blocks, "complete": True}
+
+
+def write_json(path: str, value) -> None:
+    """Written beside and renamed: a reader never sees half a file."""
+    with open(path + ".partial", "w") as f:
+        json.dump(value, f, indent=2)
+    os.replace(path + ".partial", path)
+
+
+def pretrain_runs(args) -> list[str]:
+    """The runs the pretrain part compares: `implementation/seed` for every seed."""
+    return [f"{implementation}/{seed}" for seed in args.seeds for implementation in ("kerasbert", "transformers")]
+
+
+def run_paths(args, key: str) -> tuple[str, str]:
+    """(results file, resume state) of one run under OUTPUT_DIR/pretrain/."""
+    name = os.path.join(args.output_dir, "pretrain", key.replace("/", "-"))
+    return name + ".json", name + (".state" if key.startswith("kerasbert") else ".state.pt")
+
+
+def run_command(args, key: str) -> list[str]:
+    """The process that trains one run: this module with `--run` for kerasbert, the peer's
+    module in its environment for transformers."""
+    implementation, seed = key.split("/")
+    output, state = run_paths(args, key)
+    inputs = os.path.join(args.output_dir, "inputs")
+    if implementation == "kerasbert":
+        return [*part_command(args, "pretrain"), "--run", key]
+    if not os.path.exists(args.peer_python):
+        raise FileNotFoundError(f"{args.peer_python}: the peer's Python is missing. `make bench-peers` makes "
+                                ".venv-peer (torch==2.13.0, transformers) before it runs this.")
+    return [args.peer_python, "-m", PEER_MODULE, "pretrain", "--inputs", inputs,
+            "--init", os.path.join(inputs, f"init-{seed}.npz"), "--seed", seed, "--state", state, "--output", output]
+
+
+def collect_runs(args, part: dict) -> None:
+    """Each run's blocks so far, from its results file, into the part."""
+    for key in pretrain_runs(args):
+        output, _ = run_paths(args, key)
+        if os.path.exists(output):
+            with open(output) as f:
+                part["runs"][key] = json.load(f)
 
 
 def part_pretrain(args, results: dict) -> None:
+    """Runs every unfinished run in a process of its own, `--jobs` at a time, and writes
+    the results after every block any of them finishes. A run killed midway starts again
+    from its last block when the command runs again."""
     config = pretraining_config(args.config, args.steps)
     inputs = os.path.join(args.output_dir, "inputs")
     side = prepare_pretraining(config, args.data_dir, inputs)
-    part = results.setdefault("pretrain", {"config": args.config, "steps": config.train.total_steps,
-                                           "batch_size": config.train.batch_size,
-                                           "sequence_length": config.model.max_sequence_length, "runs": {}})
+    if args.run:  # one kerasbert run, in the process `run_command` started
+        seed = int(args.run.split("/")[1])
+        output, state = run_paths(args, args.run)
+        write_json(output, train_kerasbert(config, side, inputs, seed, state))
+        return
+    os.makedirs(os.path.join(args.output_dir, "pretrain"), exist_ok=True)
     for seed in args.seeds:
         init = os.path.join(inputs, f"init-{seed}.npz")
         if not os.path.exists(init):
             np.savez(init, **hugging_face_weights(initial_pretrainer(config, side, seed)))
-        for implementation in ("kerasbert", "transformers"):
-            key = f"{implementation}/{seed}"
-            if key in part["runs"]:
-                continue
-            started = time.perf_counter()
-            if implementation == "kerasbert":
-                run = train_kerasbert(config, side, inputs, seed)
-            else:
-                run = run_peer(args.peer_python, "pretrain", ["--inputs", inputs, "--init", init, "--seed", str(seed)],
-                               os.path.join(inputs, f"peer-{seed}.json"))
-            part["runs"][key] = {**run, "wall_seconds": time.perf_counter() - started}
+    part = {"config": args.config, "steps": config.train.total_steps, "batch_size": config.train.batch_size,
+            "sequence_length": config.model.max_sequence_length, "runs": {}}
+    results["pretrain"] = part
+    collect_runs(args, part)
+    waiting = [key for key in pretrain_runs(args) if not part["runs"].get(key, {}).get("complete")]
+    running, failed = {}, []
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while waiting or running:
+        while waiting and len(running) < args.jobs:
+            key = waiting.pop(0)
+            print(f"== pretraining run {key}", flush=True)
+            running[key] = subprocess.Popen(run_command(args, key), cwd=root, env={**os.environ, "PYTHONPATH": root})
+        time.sleep(5)
+        for key, process in list(running.items()):
+            if process.poll() is not None:
+                del running[key]
+                if process.returncode:
+                    failed.append(f"{key} (exit {process.returncode})")
+        seen = json.dumps(part["runs"], sort_keys=True)
+        collect_runs(args, part)
+        if json.dumps(part["runs"], sort_keys=True) != seen or not (waiting or running):
             save(args, results)
+    if failed:
+        raise RuntimeError(f"pretraining runs failed: {', '.join(failed)}; the command starts them again "
+                           "from their last block")
 
 
 # --- Speed -----------------------------------------------------------------------------
@@ -447,20 +535,24 @@ def plot_pretrain(results: dict, path: str) -> None:
 
 
 def pretrain_verdicts(part: dict) -> list[str]:
-    """Per seed: final held-out accuracies of both, and at how many blocks kerasbert is at
-    least the peer's."""
+    """Per seed, at the last step both runs have reached: held-out accuracies of both, and
+    at how many of the blocks both reached kerasbert is at least the peer's."""
     lines = []
     seeds = sorted({key.split("/")[1] for key in part["runs"]})
     for seed in seeds:
         ours, theirs = part["runs"].get(f"kerasbert/{seed}"), part["runs"].get(f"transformers/{seed}")
         if not (ours and theirs):
             continue
+        by_step = {b["step"]: b for b in theirs["blocks"][1:]}
+        pairs = [(a, by_step[a["step"]]) for a in ours["blocks"][1:] if a["step"] in by_step]
+        if not pairs:
+            continue
         for metric in ("mlm_accuracy", "nsp_accuracy"):
-            pairs = list(zip(ours["blocks"][1:], theirs["blocks"][1:]))
             ahead = sum(a[metric] >= b[metric] for a, b in pairs)
-            last_a, last_b = ours["blocks"][-1][metric], theirs["blocks"][-1][metric]
-            lines.append(f"| {seed} | {metric} | {last_a:.3f} | {last_b:.3f} | {last_a - last_b:+.3f} | "
-                         f"{ahead} of {len(pairs)} | {'yes' if last_a >= last_b else 'no'} |")
+            last_a, last_b = pairs[-1][0][metric], pairs[-1][1][metric]
+            lines.append(f"| {seed} | {pairs[-1][0]['step']} of {part['steps']} | {metric} | {last_a:.3f} | "
+                         f"{last_b:.3f} | {last_a - last_b:+.3f} | {ahead} of {len(pairs)} | "
+                         f"{'yes' if last_a >= last_b else 'no'} |")
     return lines
 
 
@@ -469,12 +561,12 @@ def section_pretrain(part: dict) -> list[str]:
              f"{part['batch_size']} x {part['sequence_length']})", "",
              "Both start from the same weights (per seed) and train on the same batches, written "
              "once from kerasbert's pipeline. Curves: `pretrain_curves.png`.", "",
-             "| seed | held-out | kerasbert | transformers | difference | blocks where kerasbert >= peer | "
-             "final >= peer |", "|---|---|---:|---:|---:|---:|---|", *pretrain_verdicts(part), "",
-             "| run | step 0 mlm_loss | step 0 nsp_loss | train time |", "|---|---:|---:|---:|"]
+             "| seed | at step | held-out | kerasbert | transformers | difference | blocks where kerasbert >= "
+             "peer | last >= peer |", "|---|---:|---|---:|---:|---:|---:|---|", *pretrain_verdicts(part), "",
+             "| run | step 0 mlm_loss | step 0 nsp_loss | steps done | train time |", "|---|---:|---:|---:|---:|"]
     for key, run in sorted(part["runs"].items()):
         first = run["blocks"][0]
-        lines.append(f"| {key} | {first['mlm_loss']:.5f} | {first['nsp_loss']:.5f} | "
+        lines.append(f"| {key} | {first['mlm_loss']:.5f} | {first['nsp_loss']:.5f} | {run['blocks'][-1]['step']} | "
                      f"{run['blocks'][-1].get('train_seconds', 0) / 60:.1f} min |")
     lines += ["", "Step 0 is scored before any update: equal there means both implementations compute "
                   "the same function from the same weights.", ""]
@@ -561,7 +653,8 @@ def part_command(args, part: str) -> list[str]:
     return [sys.executable, "-m", "benchmarks.peers", "--data_dir", args.data_dir, "--output_dir", args.output_dir,
             "--peer_python", args.peer_python, "--config", args.config, "--steps", str(args.steps),
             "--seeds", *map(str, args.seeds), "--speed_steps", str(args.speed_steps), "--repeats", str(args.repeats),
-            "--sentences", str(args.sentences), "--latency_sentences", str(args.latency_sentences), "--parts", part]
+            "--sentences", str(args.sentences), "--latency_sentences", str(args.latency_sentences),
+            "--jobs", str(args.jobs), "--parts", part]
 
 
 def main(argv=None) -> int:
@@ -580,6 +673,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of each timing.")
     parser.add_argument("--sentences", type=int, default=1024, help="SST-5 dev sentences for inference.")
     parser.add_argument("--latency_sentences", type=int, default=256, help="Sentences timed one at a time.")
+    parser.add_argument("--jobs", type=int, default=2, help="Pretraining runs trained side by side.")
+    parser.add_argument("--run", default="", help=argparse.SUPPRESS)  # one run, started by the pretrain part
     args = parser.parse_args(argv)
     if len(args.parts) > 1:
         # Each part in a process of its own: timed after another part in one process, the
@@ -593,7 +688,8 @@ def main(argv=None) -> int:
                "finetune_speed": part_finetune_speed, "inference": part_inference}
     print(f"== benchmark part: {args.parts[0]}", flush=True)
     runners[args.parts[0]](args, results)
-    print(render_markdown(results))
+    if not args.run:
+        print(render_markdown(results))
     return 0
 
 

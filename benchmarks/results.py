@@ -38,7 +38,9 @@ def save_results(output_dir: str, results: dict, module: str, render) -> None:
     """Stamps the command, machine and time, then writes results.json and results.md."""
     results.update(command=f"python -m {module} " + " ".join(sys.argv[1:]), machine=machine(),
                    updated=datetime.datetime.now().isoformat(timespec="seconds"))
-    with open(os.path.join(output_dir, "results.json"), "w") as f:
+    path = os.path.join(output_dir, "results.json")
+    with open(path + ".partial", "w") as f:  # aside, then renamed: parts running side by side read it
         json.dump(results, f, indent=2)
+    os.replace(path + ".partial", path)
     with open(os.path.join(output_dir, "results.md"), "w") as f:
         f.write(render(results))

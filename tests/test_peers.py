@@ -151,3 +151,34 @@ def test_the_peer_starts_where_kerasbert_starts_and_keeps_up(tiny_inputs, tmp_pa
     assert theirs[0]["nsp_loss"] == pytest.approx(ours[0]["nsp_loss"], abs=1e-5)
     for a, b in zip(ours[1:], theirs[1:]):  # the same updates, up to float arithmetic
         assert b["mlm_loss"] == pytest.approx(a["mlm_loss"], abs=2e-3)
+
+
+def test_a_kerasbert_run_stopped_after_a_block_goes_on_from_it(tiny_inputs, tmp_path, monkeypatch):
+    """The pretrain part's runs take hours: one stopped midway must not start again from
+    step 0, and must end where an uninterrupted run ends."""
+    from benchmarks.peers import train_kerasbert
+    from kerasbert.training.backup import BlockWeights
+
+    config, side, inputs = tiny_inputs
+    whole = train_kerasbert(config, side, inputs, seed=7)["blocks"]
+    write_backup = BlockWeights.on_epoch_end
+
+    def stop_after_first_block(self, epoch, logs=None):
+        write_backup(self, epoch, logs)
+        raise KeyboardInterrupt("stopped after block 1")
+
+    monkeypatch.setattr(BlockWeights, "on_epoch_end", stop_after_first_block)
+    state = str(tmp_path / "state")
+    with pytest.raises(KeyboardInterrupt):
+        train_kerasbert(config, side, inputs, seed=7, state_dir=state)
+    monkeypatch.undo()
+    with open(os.path.join(state, "blocks.json")) as f:
+        assert [b["step"] for b in json.load(f)] == [0, 6]
+    resumed = train_kerasbert(config, side, inputs, seed=7, state_dir=state)
+    assert resumed["complete"] and [b["step"] for b in resumed["blocks"]] == [0, 6, 12]
+    for a, b in zip(whole, resumed["blocks"]):  # the same updates on the same batches
+        assert b["mlm_loss"] == pytest.approx(a["mlm_loss"], abs=1e-4)
+        assert b["nsp_loss"] == pytest.approx(a["nsp_loss"], abs=1e-4)
+    assert not os.path.exists(os.path.join(state, "backup"))  # removed once finished
+    again = train_kerasbert(config, side, inputs, seed=7, state_dir=state)  # a finished run is kept
+    assert again["blocks"] == resumed["blocks"]
