@@ -2,7 +2,7 @@
 MirroredStrategy over 2 logical CPU devices; prints both results as JSON.
 
 Run as a fresh process (the CPU split must precede any TF work):
-    python tests/mirrored_step.py pretrainer|multitask
+    python tests/mirrored_step.py pretrainer|multitask [sgd|fused_adamw]
 """
 
 import json
@@ -20,9 +20,10 @@ from kerasbert.config import ModelConfig  # noqa: E402
 from kerasbert.models.encoder import build_encoder  # noqa: E402
 from kerasbert.finetuning.model import MultitaskBert  # noqa: E402
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args  # noqa: E402
-from kerasbert.training.optim import build_optimizer  # noqa: E402
+from kerasbert.training.optim import FusedAdamW, build_optimizer  # noqa: E402
 
 KIND = sys.argv[1] if len(sys.argv) > 1 else "pretrainer"
+OPTIMIZER = sys.argv[2] if len(sys.argv) > 2 else "sgd"
 
 BATCH, SEQ, K, VOCAB = 8, 12, 3, 30
 rng = np.random.default_rng(0)
@@ -45,6 +46,13 @@ if KIND == "multitask":  # one STS batch for a bi-encoder: both sentences, score
     y = rng.uniform(0, 5, BATCH).astype("float32")
 
 
+def make_optimizer():
+    if OPTIMIZER == "fused_adamw":  # a large epsilon keeps Adam's first step smooth in the gradient
+        # No clipnorm: keras clips each replica's gradient before the all-reduce.
+        return FusedAdamW(0.5, epsilon=1.0, weight_decay=0.01)
+    return keras.optimizers.SGD(0.5)
+
+
 def one_step(strategy, initial_weights):
     with strategy.scope():
         keras.utils.set_random_seed(0)
@@ -52,11 +60,11 @@ def one_step(strategy, initial_weights):
                              max_sequence_length=SEQ, dropout=0.0)
         if KIND == "multitask":
             model = MultitaskBert(build_encoder(config, VOCAB), pair_encoder="bi", dropout=0.0)
-            model.compile(optimizer=keras.optimizers.SGD(0.5))
+            model.compile(optimizer=make_optimizer())
             model({k: v[:2] for k, v in x.items()})  # build the heads
         else:
             model = BertPretrainer(build_encoder(config, VOCAB), mask_selection_length=K)
-            model.compile(**pretraining_compile_args(model, keras.optimizers.SGD(0.5)))
+            model.compile(**pretraining_compile_args(model, make_optimizer()))
         build_optimizer(model)  # as the pipelines do
     if initial_weights is not None:
         model.set_weights(initial_weights)

@@ -11,9 +11,10 @@ import pytest
 from conftest import ROOT, TINY_VOCAB, write_corpus
 
 
-@pytest.mark.parametrize("kind", ["pretrainer", "multitask"])
-def test_mirrored_step_matches_default_strategy(kind):
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "mirrored_step.py"), kind],
+@pytest.mark.parametrize("kind,optimizer", [("pretrainer", "sgd"), ("multitask", "sgd"),
+                                            ("pretrainer", "fused_adamw")])
+def test_mirrored_step_matches_default_strategy(kind, optimizer):
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "mirrored_step.py"), kind, optimizer],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"},
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

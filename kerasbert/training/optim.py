@@ -4,7 +4,9 @@
 - `exponential`: lr0 * gamma ** (step / steps_per_block), the reference study's
   per-epoch decay with one block standing for one epoch (keras' ExponentialDecay).
 
-Weight decay skips biases and LayerNorm parameters, as in BERT.
+Weight decay skips biases and LayerNorm parameters, as in BERT. The Adam update is
+TensorFlow's fused kernel (`FusedAdamW`): the same arithmetic as keras' AdamW in one pass
+over each weight and its moments instead of a dozen.
 
 Example:
     >>> optimizer = make_optimizer(TrainConfig(learning_rate=1e-4, total_steps=1000))
@@ -37,6 +39,41 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "warmup_steps": self.warmup_steps, "total_steps": self.total_steps}
 
 
+@keras.saving.register_keras_serializable(package="kerasbert")
+class FusedAdamW(keras.optimizers.AdamW):
+    """keras' AdamW whose Adam update is TensorFlow's fused `ResourceApplyAdam` kernel.
+
+    keras' `update_step` writes the update as a dozen element-wise ops, each a pass over
+    the weight, its gradient and its moments; on a CPU, for MiniLM's 30,522 x 384 token
+    embedding, those passes were a fifth of a fine-tuning step. The kernel computes
+    m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2 and
+    w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps), keras' formula, in one.
+    Weight decay, clipping, EMA and the slots (`momentum`, `velocity`) stay keras' own,
+    so checkpoints of either class load into the other. Other backends and `amsgrad`
+    take keras' update.
+
+    Example:
+        >>> model.compile(optimizer=FusedAdamW(learning_rate=1e-4, weight_decay=0.01, clipnorm=1.0))
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        if self.amsgrad or keras.backend.backend() != "tensorflow":
+            return super().update_step(gradient, variable, learning_rate)
+        import tensorflow as tf
+
+        def handle(v):
+            return (v.value if isinstance(v, keras.Variable) else v).handle
+
+        dtype = variable.dtype
+        step = tf.cast(self.iterations + 1, dtype)
+        index = self._get_variable_index(variable)
+        tf.raw_ops.ResourceApplyAdam(
+            var=handle(variable), m=handle(self._momentums[index]), v=handle(self._velocities[index]),
+            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step), beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
+            lr=tf.cast(learning_rate, dtype), beta1=tf.cast(self.beta_1, dtype), beta2=tf.cast(self.beta_2, dtype),
+            epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(tf.convert_to_tensor(gradient), dtype))
+
+
 def make_schedule(config: TrainConfig, learning_rate: float | None = None):
     peak = learning_rate or config.learning_rate
     if config.schedule == "exponential":
@@ -46,8 +83,8 @@ def make_schedule(config: TrainConfig, learning_rate: float | None = None):
                              config.total_steps)
 
 
-def make_optimizer(config: TrainConfig) -> keras.optimizers.AdamW:
-    optimizer = keras.optimizers.AdamW(
+def make_optimizer(config: TrainConfig) -> FusedAdamW:
+    optimizer = FusedAdamW(
         learning_rate=make_schedule(config),
         weight_decay=config.weight_decay,
         clipnorm=config.clipnorm or None,
