@@ -13,8 +13,6 @@ preset, or a kerasbert run (pipelines.pretrain, examples/pretrain_fit.py).
 
 import argparse
 
-import keras
-
 import kerasbert
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,7 +36,7 @@ examples = kerasbert.load_examples(args.task, args.train)
 train = kerasbert.task_dataset(args.task, examples, preprocessor, args.batch_size, training=True)
 
 model = kerasbert.MultitaskBert(kerasbert.load_encoder(checkpoint), tasks=(args.task,))
-model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01))
+model.compile(optimizer=kerasbert.FusedAdamW(args.learning_rate, weight_decay=0.01))
 model.fit(train, steps_per_epoch=args.steps_per_epoch, epochs=args.epochs)
 
 print("dev:", kerasbert.score_file(model, preprocessor, args.task, args.dev))

@@ -45,7 +45,7 @@ heldout = (kerasbert.text_pretraining_dataset([args.heldout_text], tokenizer, he
            if args.heldout_text else None)
 
 model = kerasbert.BertPretrainer(encoder, mask_selection_length=data_config.mask_selection_length)
-optimizer = keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01, clipnorm=1.0)
+optimizer = kerasbert.FusedAdamW(args.learning_rate, weight_decay=0.01, clipnorm=1.0)
 model.compile(**kerasbert.pretraining_compile_args(model, optimizer))
 callbacks = [keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
              keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"))]

@@ -9,7 +9,7 @@ Example (pretraining in your own fit script):
     >>> tokenizer = kerasbert.load_tokenizer(kerasbert.minilm_checkpoint())
     >>> encoder = kerasbert.build_encoder("mini", vocabulary_size=tokenizer.vocabulary_size())
     >>> model = kerasbert.BertPretrainer(encoder, mask_selection_length=20)
-    >>> model.compile(**kerasbert.pretraining_compile_args(model, keras.optimizers.AdamW(1e-4)))
+    >>> model.compile(**kerasbert.pretraining_compile_args(model, kerasbert.FusedAdamW(1e-4)))
     >>> data = kerasbert.text_pretraining_dataset(["corpus.txt"], tokenizer, batch_size=32)
     >>> model.fit(data, steps_per_epoch=100, epochs=3)
 """
@@ -43,6 +43,7 @@ _MODULES = {
     "pretraining_compile_args": "kerasbert.models.pretrainer",
     "text_pretraining_dataset": "kerasbert.pretraining.inputs",
     "run_pretraining": "kerasbert.pretraining.run",
+    "FusedAdamW": "kerasbert.training.optim",
     # Multitask fine-tuning: the declared tasks, their model, data and scores.
     "Task": "kerasbert.tasks",
     "get_task": "kerasbert.tasks",
