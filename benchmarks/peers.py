@@ -311,12 +311,16 @@ def run_environment(args, root: str) -> dict:
 
 
 def collect_runs(args, part: dict) -> None:
-    """Each run's blocks so far, from its results file, into the part."""
+    """Each run's blocks so far into the part: from its results file, or, for a kerasbert
+    run under way or stopped (it writes its results file when it ends), from its state."""
     for key in pretrain_runs(args):
-        output, _ = run_paths(args, key)
+        output, state = run_paths(args, key)
         if os.path.exists(output):
             with open(output) as f:
                 part["runs"][key] = json.load(f)
+        elif key.startswith("kerasbert") and os.path.exists(os.path.join(state, "blocks.json")):
+            with open(os.path.join(state, "blocks.json")) as f:
+                part["runs"][key] = {"blocks": json.load(f), "complete": False}
 
 
 def part_pretrain(args, results: dict) -> None:
@@ -340,6 +344,9 @@ def part_pretrain(args, results: dict) -> None:
             "sequence_length": config.model.max_sequence_length, "runs": {}}
     results["pretrain"] = part
     collect_runs(args, part)
+    if not args.jobs:  # report only
+        save(args, results)
+        return
     waiting = [key for key in pretrain_runs(args) if not part["runs"].get(key, {}).get("complete")]
     running, failed = {}, []
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -682,7 +689,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of each timing.")
     parser.add_argument("--sentences", type=int, default=1024, help="SST-5 dev sentences for inference.")
     parser.add_argument("--latency_sentences", type=int, default=256, help="Sentences timed one at a time.")
-    parser.add_argument("--jobs", type=int, default=2, help="Pretraining runs trained side by side.")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="Pretraining runs trained side by side (0: train none, report the blocks so far).")
     parser.add_argument("--run", default="", help=argparse.SUPPRESS)  # one run, started by the pretrain part
     args = parser.parse_args(argv)
     if len(args.parts) > 1:

@@ -182,3 +182,29 @@ def test_a_kerasbert_run_stopped_after_a_block_goes_on_from_it(tiny_inputs, tmp_
     assert not os.path.exists(os.path.join(state, "backup"))  # removed once finished
     again = train_kerasbert(config, side, inputs, seed=7, state_dir=state)  # a finished run is kept
     assert again["blocks"] == resumed["blocks"]
+
+
+def test_the_report_takes_runs_under_way_at_the_last_step_both_reached(tmp_path):
+    """A kerasbert run writes its results file only when it ends; until then (and after a
+    kill) its blocks come from its state, so a stopped comparison still reports."""
+    import argparse
+
+    from benchmarks.peers import collect_runs, pretrain_verdicts, run_paths
+
+    args = argparse.Namespace(output_dir=str(tmp_path), seeds=[3])
+
+    def block(step, accuracy):
+        return {"step": step, "mlm_accuracy": accuracy, "mlm_loss": 7.0, "nsp_accuracy": 0.5, "nsp_loss": 0.69}
+
+    _, state = run_paths(args, "kerasbert/3")
+    os.makedirs(state)
+    with open(os.path.join(state, "blocks.json"), "w") as f:
+        json.dump([block(0, 0.05), block(300, 0.11), block(600, 0.14), block(900, 0.16)], f)
+    peer_output, _ = run_paths(args, "transformers/3")
+    with open(peer_output, "w") as f:
+        json.dump({"blocks": [block(0, 0.05), block(300, 0.10), block(600, 0.15)], "complete": False}, f)
+    part = {"steps": 4200, "runs": {}}
+    collect_runs(args, part)
+    assert part["runs"]["kerasbert/3"]["complete"] is False
+    mlm = next(line for line in pretrain_verdicts(part) if "mlm_accuracy" in line)
+    assert mlm.split(" | ")[1:7] == ["600 of 4200", "mlm_accuracy", "0.140", "0.150", "-0.010", "1 of 2"]
