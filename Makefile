@@ -44,7 +44,8 @@ bench-peers: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.peers --data_dir $(DATA_DIR) --output_dir runs/bench-peers \
 		--peer_python $(PEER_VENV)/bin/python
 
-# Where kerasbert's time goes (the export's graph step by step; unpadded vs padded encoder; minutes).
+# Where kerasbert's time goes (the export's graph step by step; unpadded vs padded encoder;
+# keras' AdamW vs FusedAdamW; the training step's op time by op type; minutes).
 bench-profile: install
 	$(PY) -m benchmarks.profile --data_dir $(DATA_DIR) --output_dir runs/bench-profile
 

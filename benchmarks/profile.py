@@ -9,6 +9,9 @@ turn so that the machine's load falls on both alike):
                 at batch 32 and batch 1.
     unpadded    sentence embedding (batch 32, trimmed to the longest row) and a multitask
                 training step on SST-5 batches, with the unpadded encoder and with the padded one.
+    optimizer   the same training step with keras' AdamW and with kerasbert's FusedAdamW.
+    ops         the training step under TensorFlow's profiler: op time a step by op type,
+                summed over threads (ops only, not the executor's frames around them).
 """
 
 from __future__ import annotations
@@ -112,6 +115,85 @@ def part_unpadded(model, preprocessor, texts: list, data_dir: str, repeats: int)
             "train_step_ms": {("unpadded" if f else "padded"): statistics.median(v) for f, v in step.items()}}
 
 
+def sst_training(preprocessor, data_dir: str, optimizer_class=None):
+    """A MultitaskBert on MiniLM compiled as fine-tuning compiles it, and SST-5 training batches."""
+    import os
+
+    import keras
+
+    from kerasbert.config import FinetuneConfig
+    from kerasbert.finetuning.data import load_examples, task_dataset
+    from kerasbert.finetuning.model import MultitaskBert
+    from kerasbert.models.encoder import load_encoder, minilm_checkpoint
+    from kerasbert.tasks import TASKS
+    from kerasbert.training.optim import make_optimizer
+
+    keras.utils.set_random_seed(1)
+    model = MultitaskBert(load_encoder(minilm_checkpoint()), tasks=("sst",))
+    model.compile(optimizer=make_optimizer(FinetuneConfig().train, optimizer_class))
+    examples = load_examples("sst", os.path.join(data_dir, TASKS["sst"].train_file))
+    return model, task_dataset("sst", examples, preprocessor, 32, training=True, seed=1)
+
+
+def part_optimizer(preprocessor, data_dir: str, repeats: int) -> dict:
+    import keras
+
+    from benchmarks.pretrain import time_steps
+    from kerasbert.training.optim import FusedAdamW
+
+    trainings = {name: sst_training(preprocessor, data_dir, cls)
+                 for name, cls in (("AdamW", keras.optimizers.AdamW), ("FusedAdamW", FusedAdamW))}
+    step = {name: [] for name in trainings}
+    for _ in range(repeats):
+        for name, (model, data) in trainings.items():
+            step[name].append(1000 * time_steps(model, data, 10))
+    return {"train_step_ms": {name: statistics.median(v) for name, v in step.items()}}
+
+
+def leaf_op_ms(space) -> dict:
+    """Milliseconds by op type over the step's threads. Op events are named `name:Type` (not
+    `Class::method`, the profiler's own marks); an op event with another inside it on its
+    line is a frame (the executor's `Process` holds the ops it runs) and is left out, so each
+    op's time counts once."""
+    totals = {}
+    for plane in space.planes:
+        if not plane.name.startswith("/host:CPU"):
+            continue
+        for line in plane.lines:
+            if line.name.startswith(("tf_data", "python")):
+                continue  # the input pipeline runs beside the step; Python frames hold the step
+            names = {key: meta.name for key, meta in plane.event_metadata.items()}
+            ops = sorted((e for e in line.events if e.duration_ps and ":" in names[e.metadata_id].replace("::", "")),
+                         key=lambda e: (e.offset_ps, -e.duration_ps))  # a frame before what it holds
+            for event, after in zip(ops, ops[1:] + [None]):
+                if after is not None and after.offset_ps < event.offset_ps + event.duration_ps:
+                    continue  # a frame around the next op
+                kind = names[event.metadata_id].split(":")[-1]
+                totals[kind] = totals.get(kind, 0.0) + event.duration_ps / 1e9
+    return totals
+
+
+def part_ops(preprocessor, data_dir: str, steps: int = 4) -> dict:
+    import glob
+    import tempfile
+
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    model, data = sst_training(preprocessor, data_dir)
+    model.fit(data, steps_per_epoch=3, epochs=1, verbose=0)  # traced outside the profile
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        with open(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0], "rb") as f:
+            space.ParseFromString(f.read())
+    totals = leaf_op_ms(space)
+    return {"steps": steps, "op_ms_per_step": {name: ms / steps for name, ms in
+                                               sorted(totals.items(), key=lambda kv: -kv[1])}}
+
+
 def render(results: dict) -> str:
     lines = ["# Where kerasbert's time goes", "", f"Command: `{results['command']}`  ",
              f"Machine: {results['machine']}  ", f"Updated: {results['updated']}", ""]
@@ -130,6 +212,18 @@ def render(results: dict) -> str:
             lines.append(f"| {title} | {u[key]['unpadded']:.1f} | {u[key]['padded']:.1f} | "
                          f"{u[key]['padded'] / u[key]['unpadded']:.2f}x |")
         lines.append("")
+    if "optimizer" in results:
+        o = results["optimizer"]["train_step_ms"]
+        lines += ["## keras' AdamW against FusedAdamW (multitask training step, SST-5 batch 32, MiniLM, ms)", "",
+                  "| AdamW | FusedAdamW | AdamW / FusedAdamW |", "|---:|---:|---:|",
+                  f"| {o['AdamW']:.1f} | {o['FusedAdamW']:.1f} | {o['AdamW'] / o['FusedAdamW']:.2f}x |", ""]
+    if "ops" in results:
+        ops = results["ops"]["op_ms_per_step"]
+        total = sum(ops.values())
+        lines += [f"## Op time in the training step (FusedAdamW; summed over threads: {total:.0f} ms a step)", "",
+                  "| op | ms a step | share |", "|---|---:|---:|"]
+        lines += [f"| {name} | {ms:.1f} | {100 * ms / total:.1f}% |" for name, ms in list(ops.items())[:15]]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -141,7 +235,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
     parser.add_argument("--output_dir", default="runs/bench-profile", help="Results folder.")
-    parser.add_argument("--parts", nargs="+", default=["graph", "unpadded"], choices=["graph", "unpadded"])
+    parts = ["graph", "unpadded", "optimizer", "ops"]
+    parser.add_argument("--parts", nargs="+", default=parts, choices=parts)
     parser.add_argument("--sentences", type=int, default=256, help="SST-5 dev sentences.")
     parser.add_argument("--repeats", type=int, default=3, help="Passes per measurement.")
     args = parser.parse_args(argv)
@@ -151,6 +246,10 @@ def main(argv=None) -> int:
         results["graph"] = part_graph(model, preprocessor, texts, args.repeats)
     if "unpadded" in args.parts:
         results["unpadded"] = part_unpadded(model, preprocessor, texts, args.data_dir, args.repeats)
+    if "optimizer" in args.parts:
+        results["optimizer"] = part_optimizer(preprocessor, args.data_dir, args.repeats)
+    if "ops" in args.parts:
+        results["ops"] = part_ops(preprocessor, args.data_dir)
     save_results(args.output_dir, results, "benchmarks.profile", render)
     print(render(results))
     return 0

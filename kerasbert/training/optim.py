@@ -83,8 +83,10 @@ def make_schedule(config: TrainConfig, learning_rate: float | None = None):
                              config.total_steps)
 
 
-def make_optimizer(config: TrainConfig) -> FusedAdamW:
-    optimizer = FusedAdamW(
+def make_optimizer(config: TrainConfig, optimizer_class: type = None) -> keras.optimizers.AdamW:
+    """The config's AdamW: `FusedAdamW`, or `optimizer_class` (keras' AdamW) with the same
+    settings, for comparing the two."""
+    optimizer = (optimizer_class or FusedAdamW)(
         learning_rate=make_schedule(config),
         weight_decay=config.weight_decay,
         clipnorm=config.clipnorm or None,
