@@ -37,25 +37,18 @@ def available() -> bool:
     return keras_compat.checked() and keras_hub_compat.checked()
 
 
-def _kernel(layer):
-    """A Dense or EinsumDense layer's kernel as an (in, out) matrix and its bias as (out,):
-    kernels (in, ...) or, for the attention output, (heads, head_dim, out)."""
-    kernel = layer.kernel
-    if kernel.shape.rank == 3 and layer.name == "attention_output":
-        return tf.reshape(kernel, [-1, kernel.shape[-1]]), tf.reshape(layer.bias, [-1])
-    return tf.reshape(kernel, [kernel.shape[0], -1]), tf.reshape(layer.bias, [-1])
-
-
-def _product(x, kernel, bias, compute_dtype=None):
-    """x @ kernel + bias on (tokens, in). With `compute_dtype` (bfloat16), the product of
-    the cast input and kernel, back in x's dtype."""
-    if compute_dtype is None:
-        return tf.matmul(x, kernel) + bias
-    return tf.cast(tf.matmul(tf.cast(x, compute_dtype), tf.cast(kernel, compute_dtype)), x.dtype) + bias
-
-
 def _dense(x, layer, compute_dtype=None):
-    return _product(x, *_kernel(layer), compute_dtype)
+    """A Dense or EinsumDense projection on (tokens, in): kernels (in, ...) or (heads, head_dim, out).
+    With `compute_dtype` (bfloat16), the product of the cast input and kernel, back in x's dtype."""
+    kernel, bias = layer.kernel, layer.bias
+    if kernel.shape.rank == 3 and layer.name == "attention_output":  # (heads, head_dim, hidden)
+        kernel = tf.reshape(kernel, [-1, kernel.shape[-1]])
+    else:
+        kernel = tf.reshape(kernel, [kernel.shape[0], -1])
+    if compute_dtype is None:
+        return tf.matmul(x, kernel) + tf.reshape(bias, [-1])
+    product = tf.matmul(tf.cast(x, compute_dtype), tf.cast(kernel, compute_dtype))
+    return tf.cast(product, x.dtype) + tf.reshape(bias, [-1])
 
 
 def _layer_norm(x, layer):
@@ -87,14 +80,15 @@ class Tokens:
 
 def _attention(x, layer, tokens: Tokens, key_bias, training, compute_dtype):
     heads, head_dim = layer.query_dense.kernel.shape[1], layer.query_dense.kernel.shape[2]
-    # Q, K and V in one product: the three kernels side by side, the query's scaled as keras scales it.
-    (q, q_bias), (k, k_bias), (v, v_bias) = (_kernel(d) for d in (layer.query_dense, layer.key_dense, layer.value_dense))
-    scale = 1.0 / math.sqrt(head_dim)
-    qkv = _product(x, tf.concat([q * scale, k, v], axis=1), tf.concat([q_bias * scale, k_bias, v_bias], 0),
-                   compute_dtype)  # (tokens, 3 * hidden)
-    padded = tf.reshape(tokens.scatter(qkv), [tokens.batch, tokens.width, 3, heads, head_dim])
-    # unstack, not three slices: its gradient is one stack, a slice's a zero-filled copy each
-    query, key, value = tf.unstack(padded, 3, axis=2)  # (batch, width, heads, head_dim)
+
+    def projected(dense, scale=None):  # (batch, width, heads, head_dim)
+        y = _dense(x, dense, compute_dtype)  # (tokens, hidden)
+        return tf.reshape(tokens.scatter(y if scale is None else y * scale), [tokens.batch, tokens.width, heads, head_dim])
+
+    # Q, K and V each scattered on its own: no concatenation to copy (per call, a cost at
+    # batch 1) and no slices, whose gradients are zero-filled copies (per training step).
+    query = projected(layer.query_dense, 1.0 / math.sqrt(head_dim))  # scaled as keras scales it
+    key, value = projected(layer.key_dense), projected(layer.value_dense)
     scores = tf.einsum("bqhd,bkhd->bhqk", query, key) + key_bias  # (batch, heads, width, width)
     probabilities = keras_compat.attention_dropout(layer)(tf.nn.softmax(scores, axis=-1), training=training)
     context = tf.einsum("bhqk,bkhd->bqhd", probabilities, value)  # (batch, width, heads, head_dim)
