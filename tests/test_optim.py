@@ -1,8 +1,8 @@
 """FusedAdamW is keras' AdamW with a fused kernel: the same weights after the same steps,
 for dense and for sparse (embedding) gradients, with weight decay, its exclusions,
 clipping and a schedule; and it saves and loads as keras' does. Where a batch repeats a
-token, its Adam moments come from the token's summed gradient, as in PyTorch's AdamW
-(keras' own sums the squares of the repeats' gradients instead)."""
+token, clipping and the Adam moments see the token's summed gradient, as PyTorch does
+(keras' own clips the norm of the repeats' separate rows and sums their squares)."""
 
 import keras
 import numpy as np
@@ -74,3 +74,19 @@ def test_a_repeated_token_takes_the_adam_step_of_its_summed_gradient():
     model.train_on_batch(ids, labels)
     velocity = np.asarray(model.optimizer._velocities[0])  # the embedding's, the first weight
     np.testing.assert_allclose(velocity, (1 - 0.999) * gradient ** 2, rtol=1e-4, atol=1e-12)
+
+
+def test_clipnorm_clips_a_repeated_tokens_summed_gradient():
+    model = tiny_model()
+    clipnorm = 1e-3
+    model.compile(optimizer=FusedAdamW(learning_rate=1e-2, weight_decay=0.0, clipnorm=clipnorm),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    ids, labels = np.array([[3, 3, 3, 3, 3, 3]] * 4), np.array([0, 1, 2, 0])
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(y=labels, y_pred=model(ids))
+    gradient = tf.convert_to_tensor(tape.gradient(loss, model.weights[0])).numpy()  # one row, 24 repeats summed
+    norm = np.linalg.norm(gradient)
+    assert norm > clipnorm  # clipped, so the norm that clips decides the step
+    model.train_on_batch(ids, labels)
+    velocity = np.asarray(model.optimizer._velocities[0])
+    np.testing.assert_allclose(velocity, (1 - 0.999) * (gradient * clipnorm / norm) ** 2, rtol=1e-4, atol=1e-14)

@@ -52,9 +52,21 @@ class FusedAdamW(keras.optimizers.AdamW):
     so checkpoints of either class load into the other. Other backends and `amsgrad`
     take keras' update.
 
+    A gathered embedding's gradient (`tf.IndexedSlices`) keeps a repeated token's rows
+    apart. Here it is summed into the variable's gradient before clipping and Adam, as
+    PyTorch's AdamW and `clip_grad_norm_` see it. keras clips the norm of the separate
+    rows and adds their squares into the second moment.
+
     Example:
         >>> model.compile(optimizer=FusedAdamW(learning_rate=1e-4, weight_decay=0.01, clipnorm=1.0))
     """
+
+    def _clip_gradients(self, grads):
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+        return super()._clip_gradients(grads)
 
     def update_step(self, gradient, variable, learning_rate):
         if self.amsgrad or keras.backend.backend() != "tensorflow":
