@@ -30,13 +30,7 @@ import torch.nn.functional as F
 import transformers
 
 from benchmarks.peer_protocol import batch, heldout_scores, load_rows, time_embedding
-
-
-def write_json(path: str, value: dict) -> None:
-    """Written beside and renamed: a reader never sees half a file."""
-    with open(path + ".partial", "w") as f:
-        json.dump(value, f, indent=2)
-    os.replace(path + ".partial", path)
+from benchmarks.results import write_json
 
 
 def versions() -> dict:

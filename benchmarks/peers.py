@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, save_rows, time_embedding
-from benchmarks.results import load_results, save_results
+from benchmarks.results import load_results, save_results, write_json
 
 PARTS = ("pretrain", "pretrain_speed", "finetune_speed", "inference")
 CONFIG = "pipelines/configs/pretrain_mini.json"
@@ -266,13 +266,6 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str =
     model.fit(data.skip(start_block * train.steps_per_block), initial_epoch=start_block, epochs=train.num_blocks,
               steps_per_epoch=train.steps_per_block, callbacks=callbacks, verbose=0)
     return {"blocks": blocks, "complete": True}
-
-
-def write_json(path: str, value) -> None:
-    """Written beside and renamed: a reader never sees half a file."""
-    with open(path + ".partial", "w") as f:
-        json.dump(value, f, indent=2)
-    os.replace(path + ".partial", path)
 
 
 def pretrain_runs(args) -> list[str]:

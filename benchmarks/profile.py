@@ -71,18 +71,9 @@ def part_graph(model, preprocessor, texts: list, repeats: int) -> dict:
 
 
 def part_unpadded(model, preprocessor, texts: list, data_dir: str, repeats: int) -> dict:
-    import os
-
-    import keras
     import tensorflow as tf
 
     from benchmarks.pretrain import time_steps
-    from kerasbert.config import FinetuneConfig
-    from kerasbert.finetuning.data import load_examples, task_dataset
-    from kerasbert.finetuning.model import MultitaskBert
-    from kerasbert.models.encoder import load_encoder, minilm_checkpoint
-    from kerasbert.tasks import TASKS
-    from kerasbert.training.optim import make_optimizer
 
     batches = [preprocessor("sst", tf.constant(texts[i:i + 32]), tf.constant([""] * 32))
                for i in range(0, len(texts) - 31, 32)]
@@ -99,23 +90,16 @@ def part_unpadded(model, preprocessor, texts: list, data_dir: str, repeats: int)
         for flag in embed:
             embedding[flag].append(median_ms(embed[flag], trimmed, 1))
 
-    train = FinetuneConfig().train
-    examples = load_examples("sst", os.path.join(data_dir, TASKS["sst"].train_file))
-    data = task_dataset("sst", examples, preprocessor, 32, training=True, seed=1)
-    models = {}
-    for flag in (True, False):
-        keras.utils.set_random_seed(1)
-        models[flag] = MultitaskBert(load_encoder(minilm_checkpoint()), tasks=("sst",), unpadded=flag)
-        models[flag].compile(optimizer=make_optimizer(train))
-    step = {flag: [] for flag in models}
+    trainings = {flag: sst_training(preprocessor, data_dir, unpadded=flag) for flag in (True, False)}
+    step = {flag: [] for flag in trainings}
     for _ in range(repeats):
-        for flag, m in models.items():
+        for flag, (m, data) in trainings.items():
             step[flag].append(1000 * time_steps(m, data, 10))
     return {"embed_batch32_ms": {("unpadded" if f else "padded"): statistics.median(v) for f, v in embedding.items()},
             "train_step_ms": {("unpadded" if f else "padded"): statistics.median(v) for f, v in step.items()}}
 
 
-def sst_training(preprocessor, data_dir: str, optimizer_class=None):
+def sst_training(preprocessor, data_dir: str, optimizer_class=None, unpadded: bool = True):
     """A MultitaskBert on MiniLM compiled as fine-tuning compiles it, and SST-5 training batches."""
     import os
 
@@ -129,7 +113,7 @@ def sst_training(preprocessor, data_dir: str, optimizer_class=None):
     from kerasbert.training.optim import make_optimizer
 
     keras.utils.set_random_seed(1)
-    model = MultitaskBert(load_encoder(minilm_checkpoint()), tasks=("sst",))
+    model = MultitaskBert(load_encoder(minilm_checkpoint()), tasks=("sst",), unpadded=unpadded)
     model.compile(optimizer=make_optimizer(FinetuneConfig().train, optimizer_class))
     examples = load_examples("sst", os.path.join(data_dir, TASKS["sst"].train_file))
     return model, task_dataset("sst", examples, preprocessor, 32, training=True, seed=1)

@@ -32,6 +32,13 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}{', ' + vectors if vectors else ''}), no GPU"
 
 
+def write_json(path: str, value) -> None:
+    """Written beside and renamed: a reader never sees half a file."""
+    with open(path + ".partial", "w") as f:
+        json.dump(value, f, indent=2)
+    os.replace(path + ".partial", path)
+
+
 def load_results(output_dir: str, default: dict) -> dict:
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, "results.json")
@@ -45,9 +52,6 @@ def save_results(output_dir: str, results: dict, module: str, render) -> None:
     """Stamps the command, machine and time, then writes results.json and results.md."""
     results.update(command=f"python -m {module} " + " ".join(sys.argv[1:]), machine=machine(),
                    updated=datetime.datetime.now().isoformat(timespec="seconds"))
-    path = os.path.join(output_dir, "results.json")
-    with open(path + ".partial", "w") as f:  # aside, then renamed: parts running side by side read it
-        json.dump(results, f, indent=2)
-    os.replace(path + ".partial", path)
+    write_json(os.path.join(output_dir, "results.json"), results)  # parts running side by side read it
     with open(os.path.join(output_dir, "results.md"), "w") as f:
         f.write(render(results))
