@@ -10,8 +10,9 @@ turn so that the machine's load falls on both alike):
     unpadded    sentence embedding (batch 32, trimmed to the longest row) and a multitask
                 training step on SST-5 batches, with the unpadded encoder and with the padded one.
     optimizer   the same training step with keras' AdamW and with kerasbert's FusedAdamW.
-    ops         the training step under TensorFlow's profiler: op time a step by op type,
-                summed over threads (ops only, not the executor's frames around them).
+    ops         under TensorFlow's profiler, op time by op type summed over threads (ops
+                only, not the executor's frames around them): a training step, and the
+                export's encoder at batch 32 and at batch 1.
 """
 
 from __future__ import annotations
@@ -157,25 +158,42 @@ def leaf_op_ms(space) -> dict:
     return totals
 
 
-def part_ops(preprocessor, data_dir: str, steps: int = 4) -> dict:
+def profiled_op_ms(run, calls: int) -> dict:
+    """Op milliseconds by op type per call of the `calls` that `run()` makes under
+    TensorFlow's profiler, largest first."""
     import glob
     import tempfile
 
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    model, data = sst_training(preprocessor, data_dir)
-    model.fit(data, steps_per_epoch=3, epochs=1, verbose=0)  # traced outside the profile
     with tempfile.TemporaryDirectory() as logdir:
         tf.profiler.experimental.start(logdir)
-        model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+        run()
         tf.profiler.experimental.stop()
         space = xplane_pb2.XSpace()
         with open(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0], "rb") as f:
             space.ParseFromString(f.read())
-    totals = leaf_op_ms(space)
-    return {"steps": steps, "op_ms_per_step": {name: ms / steps for name, ms in
-                                               sorted(totals.items(), key=lambda kv: -kv[1])}}
+    return {name: ms / calls for name, ms in sorted(leaf_op_ms(space).items(), key=lambda kv: -kv[1])}
+
+
+def part_ops(model, preprocessor, texts: list, data_dir: str, steps: int = 4) -> dict:
+    """Op time by type: a training step, and the export's encoder at batch 32 and at batch 1."""
+    import tensorflow as tf
+
+    from kerasbert.export import ServingGraph
+
+    training, data = sst_training(preprocessor, data_dir)
+    training.fit(data, steps_per_epoch=3, epochs=1, verbose=0)  # traced outside the profile
+    tables = {"training step": profiled_op_ms(lambda: training.fit(data, steps_per_epoch=steps, epochs=1, verbose=0),
+                                              steps)}
+    graph = ServingGraph(model, preprocessor)
+    for size in (32, 1):
+        packed = [graph.pack[1](graph.tokenize(tf.constant(texts[i:i + size])))
+                  for i in range(0, len(texts) if size > 1 else 64, size)]
+        [graph.encode(*p) for p in packed]  # traced outside the profile
+        tables[f"encoder, batch {size}"] = profiled_op_ms(lambda: [graph.encode(*p) for p in packed], len(packed))
+    return {"steps": steps, "op_ms": tables}
 
 
 def render(results: dict) -> str:
@@ -201,13 +219,14 @@ def render(results: dict) -> str:
         lines += ["## keras' AdamW against FusedAdamW (multitask training step, SST-5 batch 32, MiniLM, ms)", "",
                   "| AdamW | FusedAdamW | AdamW / FusedAdamW |", "|---:|---:|---:|",
                   f"| {o['AdamW']:.1f} | {o['FusedAdamW']:.1f} | {o['AdamW'] / o['FusedAdamW']:.2f}x |", ""]
-    if "ops" in results:
-        ops = results["ops"]["op_ms_per_step"]
-        total = sum(ops.values())
-        lines += [f"## Op time in the training step (FusedAdamW; summed over threads: {total:.0f} ms a step)", "",
-                  "| op | ms a step | share |", "|---|---:|---:|"]
-        lines += [f"| {name} | {ms:.1f} | {100 * ms / total:.1f}% |" for name, ms in list(ops.items())[:15]]
-        lines.append("")
+    if "op_ms" in results.get("ops", {}):  # (results of an older version have no "op_ms")
+        for what, ops in results["ops"]["op_ms"].items():
+            unit = "step" if what == "training step" else "call"
+            total = sum(ops.values())
+            lines += [f"## Op time by op type: {what} (summed over threads: {total:.1f} ms a {unit})", "",
+                      f"| op | ms a {unit} | share |", "|---|---:|---:|"]
+            lines += [f"| {name} | {ms:.2f} | {100 * ms / total:.1f}% |" for name, ms in list(ops.items())[:15]]
+            lines.append("")
     return "\n".join(lines)
 
 
@@ -233,7 +252,7 @@ def main(argv=None) -> int:
     if "optimizer" in args.parts:
         results["optimizer"] = part_optimizer(preprocessor, args.data_dir, args.repeats)
     if "ops" in args.parts:
-        results["ops"] = part_ops(preprocessor, args.data_dir)
+        results["ops"] = part_ops(model, preprocessor, texts, args.data_dir)
     save_results(args.output_dir, results, "benchmarks.profile", render)
     print(render(results))
     return 0
