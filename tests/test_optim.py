@@ -1,8 +1,10 @@
 """FusedAdamW is keras' AdamW with a fused kernel: the same weights after the same steps,
 for dense and for sparse (embedding) gradients, with weight decay, its exclusions,
-clipping and a schedule; and it saves and loads as keras' does. Where a batch repeats a
-token, clipping and the Adam moments see the token's summed gradient, as PyTorch does
-(keras' own clips the norm of the repeats' separate rows and sums their squares)."""
+clipping and a schedule, where epsilon is too small to matter; and it saves and loads as
+keras' does. Where a batch repeats a token, clipping and the Adam moments see the token's
+summed gradient, and epsilon is added to the bias-corrected sqrt(v), as PyTorch does
+(keras' own clips the norm of the repeats' separate rows, sums their squares, and adds
+epsilon before the bias correction)."""
 
 import keras
 import numpy as np
@@ -28,8 +30,9 @@ def distinct_ids(rng, batches):
 
 def trained(optimizer_class, steps=12):
     config = TrainConfig(learning_rate=3e-2, total_steps=steps, steps_per_block=steps, warmup_fraction=0.25, weight_decay=0.1, clipnorm=0.5)
+    # epsilon too small to matter: the two classes add it at different places
     optimizer = optimizer_class(learning_rate=make_schedule(config), weight_decay=config.weight_decay,
-                                clipnorm=config.clipnorm, epsilon=1e-6)
+                                clipnorm=config.clipnorm, epsilon=1e-12)
     optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
     model = tiny_model()
     model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -40,7 +43,7 @@ def trained(optimizer_class, steps=12):
     return model, start
 
 
-def test_the_same_weights_as_keras_adamw_after_the_same_steps():
+def test_the_same_weights_as_keras_adamw_after_the_same_steps_where_epsilon_does_not_matter():
     ours, start = trained(FusedAdamW)
     theirs, _ = trained(keras.optimizers.AdamW)
     for variable, a, b, s in zip(ours.weights, ours.get_weights(), theirs.get_weights(), start):
@@ -90,3 +93,13 @@ def test_clipnorm_clips_a_repeated_tokens_summed_gradient():
     model.train_on_batch(ids, labels)
     velocity = np.asarray(model.optimizer._velocities[0])
     np.testing.assert_allclose(velocity, (1 - 0.999) * (gradient * clipnorm / norm) ** 2, rtol=1e-4, atol=1e-14)
+
+
+def test_epsilon_is_added_to_the_bias_corrected_root_of_v_as_in_pytorch():
+    # One step on a gradient of eps: PyTorch's AdamW moves a weight by lr g / (|g| + eps) =
+    # lr / 2; keras' AdamW, with eps on the uncorrected sqrt(v), by about lr / 33.
+    learning_rate, eps = 0.1, 1e-6
+    weight = keras.Variable(np.zeros(3, np.float32))
+    optimizer = FusedAdamW(learning_rate=learning_rate, weight_decay=0.0, epsilon=eps)
+    optimizer.apply_gradients([(tf.fill([3], eps), weight)])
+    np.testing.assert_allclose(np.asarray(weight), -learning_rate / 2, rtol=1e-4)

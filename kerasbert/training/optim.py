@@ -5,8 +5,8 @@
   per-epoch decay with one block standing for one epoch (keras' ExponentialDecay).
 
 Weight decay skips biases and LayerNorm parameters, as in BERT. The Adam update is
-TensorFlow's fused kernel (`FusedAdamW`): the same arithmetic as keras' AdamW in one pass
-over each weight and its moments instead of a dozen.
+TensorFlow's fused kernel (`FusedAdamW`): one pass over each weight and its moments
+instead of a dozen, with PyTorch's arithmetic where keras' differs.
 
 Example:
     >>> optimizer = make_optimizer(TrainConfig(learning_rate=1e-4, total_steps=1000))
@@ -47,15 +47,22 @@ class FusedAdamW(keras.optimizers.AdamW):
     the weight, its gradient and its moments; on a CPU, for MiniLM's 30,522 x 384 token
     embedding, those passes were a fifth of a fine-tuning step. The kernel computes
     m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2 and
-    w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps), keras' formula, in one.
+    w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps') in one pass.
     Weight decay, clipping, EMA and the slots (`momentum`, `velocity`) stay keras' own,
     so checkpoints of either class load into the other. Other backends and `amsgrad`
     take keras' update.
 
-    A gathered embedding's gradient (`tf.IndexedSlices`) keeps a repeated token's rows
-    apart. Here it is summed into the variable's gradient before clipping and Adam, as
-    PyTorch's AdamW and `clip_grad_norm_` see it. keras clips the norm of the separate
-    rows and adds their squares into the second moment.
+    Where keras' AdamW and PyTorch's (BERT's recipe) differ, this class does as PyTorch:
+    - epsilon is Algorithm 1's of Kingma and Ba, added to the bias-corrected sqrt(v_hat),
+      so eps' = eps sqrt(1 - b2^t). keras adds eps to the uncorrected sqrt(v) (the paper's
+      "epsilon hat"), a larger epsilon early in training: 2x at step 300 with b2 = 0.999.
+      It damps the steps of weights whose gradients are near eps, such as attention's
+      query and key kernels while a model from scratch sits on its first loss plateau.
+    - A gathered embedding's gradient (`tf.IndexedSlices`) keeps a repeated token's rows
+      apart. Here it is summed into the variable's gradient before clipping and Adam, as
+      PyTorch's AdamW and `clip_grad_norm_` see it. keras clips the norm of the separate
+      rows and adds their squares into the second moment.
+    With gradients well above eps and no token twice in a batch, the two classes agree.
 
     Example:
         >>> model.compile(optimizer=FusedAdamW(learning_rate=1e-4, weight_decay=0.01, clipnorm=1.0))
@@ -79,11 +86,13 @@ class FusedAdamW(keras.optimizers.AdamW):
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)
         index = self._get_variable_index(variable)
+        beta2_power = tf.pow(tf.cast(self.beta_2, dtype), step)
         tf.raw_ops.ResourceApplyAdam(
             var=handle(variable), m=handle(self._momentums[index]), v=handle(self._velocities[index]),
-            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step), beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
+            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step), beta2_power=beta2_power,
             lr=tf.cast(learning_rate, dtype), beta1=tf.cast(self.beta_1, dtype), beta2=tf.cast(self.beta_2, dtype),
-            epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(tf.convert_to_tensor(gradient), dtype))
+            epsilon=tf.cast(self.epsilon, dtype) * tf.sqrt(1.0 - beta2_power),  # on sqrt(v_hat), as PyTorch
+            grad=tf.cast(tf.convert_to_tensor(gradient), dtype))
 
 
 def make_schedule(config: TrainConfig, learning_rate: float | None = None):
