@@ -51,6 +51,13 @@ def minilm_parts(data_dir: str, sentences: int):
     return model, preprocessor, texts
 
 
+def text_batches(texts: list, size: int) -> list:
+    """The sentences as string tensors of `size`; at batch 1, the first 64 only."""
+    import tensorflow as tf
+
+    return [tf.constant(texts[i:i + size]) for i in range(0, len(texts) if size > 1 else 64, size)]
+
+
 def part_graph(model, preprocessor, texts: list, repeats: int) -> dict:
     import tensorflow as tf
 
@@ -60,7 +67,7 @@ def part_graph(model, preprocessor, texts: list, repeats: int) -> dict:
     embed = tf.function(graph.embed_text, input_signature=[tf.TensorSpec([None], tf.string)])
     rows = {}
     for size in (32, 1):
-        batches = [tf.constant(texts[i:i + size]) for i in range(0, len(texts) if size > 1 else 64, size)]
+        batches = text_batches(texts, size)
         tokens = [graph.tokenize(b) for b in batches]
         packed = [graph.pack[1](t) for t in tokens]
         rows[f"batch {size}"] = {
@@ -179,8 +186,6 @@ def profiled_op_ms(run, calls: int) -> dict:
 
 def part_ops(model, preprocessor, texts: list, data_dir: str, steps: int = 4) -> dict:
     """Op time by type: a training step, and the export's encoder at batch 32 and at batch 1."""
-    import tensorflow as tf
-
     from kerasbert.export import ServingGraph
 
     training, data = sst_training(preprocessor, data_dir)
@@ -189,8 +194,7 @@ def part_ops(model, preprocessor, texts: list, data_dir: str, steps: int = 4) ->
                                               steps)}
     graph = ServingGraph(model, preprocessor)
     for size in (32, 1):
-        packed = [graph.pack[1](graph.tokenize(tf.constant(texts[i:i + size])))
-                  for i in range(0, len(texts) if size > 1 else 64, size)]
+        packed = [graph.pack[1](graph.tokenize(b)) for b in text_batches(texts, size)]
         [graph.encode(*p) for p in packed]  # traced outside the profile
         tables[f"encoder, batch {size}"] = profiled_op_ms(lambda: [graph.encode(*p) for p in packed], len(packed))
     return {"steps": steps, "op_ms": tables}
