@@ -95,6 +95,8 @@ def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
     """Writes inputs/train.npz (total_steps batches from kerasbert's training pipeline),
     inputs/heldout.npz and inputs/peer_config.json, once; returns what kerasbert's side
     needs to build its models: {"tokenizer", "prior"}."""
+    import keras
+
     from kerasbert.console import stage
     from kerasbert.data.corpus import load_labelled_corpora
     from kerasbert.pretraining.dataset import examples_dataset
@@ -103,6 +105,9 @@ def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
     from kerasbert.pretraining.run import resolve_tokenizer, unigram_log_prior
 
     os.makedirs(inputs, exist_ok=True)
+    # Seeded as the pretraining run seeds itself before it builds its data (RunFolder): the
+    # masks' random ops otherwise draw from a seed that changes from one process to the next.
+    keras.utils.set_random_seed(config.train.seed)
     documents, sources = load_labelled_corpora(config.data.sources, data_dir)
     tokenizer = resolve_tokenizer(config, documents, None, inputs)  # trains inputs/vocab.txt once
     tokenized = tokenize_documents(tokenizer, documents)

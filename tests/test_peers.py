@@ -7,6 +7,8 @@ BertForPreTraining must start from the same losses and stay with kerasbert for a
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -93,12 +95,8 @@ def test_hugging_face_weights_compute_what_the_pretrainer_computes():
     np.testing.assert_allclose(nsp, expected["nsp"].numpy(), atol=2e-4)
 
 
-@pytest.fixture(scope="module")
-def tiny_inputs(tmp_path_factory):
-    """A tiny pretraining config on a made-up corpus, and its inputs written by the bench."""
-    from benchmarks.peers import prepare_pretraining, pretraining_config
-
-    folder = tmp_path_factory.mktemp("peers")
+def write_tiny_config(folder) -> str:
+    """A tiny pretraining config on a made-up corpus in `folder`; returns its path."""
     corpus = write_corpus(str(folder / "corpus.txt"), num_documents=30)
     config_path = folder / "config.json"
     config_path.write_text(json.dumps({
@@ -108,10 +106,34 @@ def tiny_inputs(tmp_path_factory):
                  "mask_selection_length": 6, "mlm_bias_prior": True},
         "train": {"batch_size": 8, "total_steps": 12, "steps_per_block": 6, "learning_rate": 1e-3,
                   "warmup_fraction": 0.2}}))
-    config = pretraining_config(str(config_path), None)
+    return str(config_path)
+
+
+@pytest.fixture(scope="module")
+def tiny_inputs(tmp_path_factory):
+    """A tiny pretraining config on a made-up corpus, and its inputs written by the bench."""
+    from benchmarks.peers import prepare_pretraining, pretraining_config
+
+    folder = tmp_path_factory.mktemp("peers")
+    config = pretraining_config(write_tiny_config(folder), None)
     inputs = str(folder / "inputs")
     side = prepare_pretraining(config, str(folder), inputs)
     return config, side, inputs
+
+
+def test_two_processes_write_the_same_held_out_examples(tmp_path):
+    """Runs compared across sessions (one seed on one machine, the next elsewhere) must score
+    the same held-out masks; unseeded, they changed from one process to the next."""
+    config_path = write_tiny_config(tmp_path)
+    script = ("import sys; from benchmarks.peers import prepare_pretraining, pretraining_config; "
+              "prepare_pretraining(pretraining_config(sys.argv[1], None), sys.argv[2], sys.argv[3])")
+    for name in ("first", "second"):
+        subprocess.run([sys.executable, "-c", script, config_path, str(tmp_path), str(tmp_path / name)],
+                       check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True)
+    with np.load(tmp_path / "first" / "heldout.npz") as first, np.load(tmp_path / "second" / "heldout.npz") as second:
+        assert first.files == second.files
+        for name in first.files:
+            np.testing.assert_array_equal(first[name], second[name], err_msg=name)
 
 
 def test_batches_on_disk_are_the_steps_and_the_scores_are_keras_metrics(tiny_inputs):
