@@ -5,6 +5,7 @@ TensorFlow. Inputs and results pass through files.
 
     python -m benchmarks.peer_torch pretrain --inputs DIR --init INIT.npz --output OUT.json
     python -m benchmarks.peer_torch pretrain_speed --inputs DIR --init INIT.npz --output OUT.json
+    python -m benchmarks.peer_torch updates --inputs DIR --init INIT.npz --at 10 50 --weights W.npz --output OUT.json
     python -m benchmarks.peer_torch finetune_speed --checkpoint MINILM --batches B.npz --output OUT.json
     python -m benchmarks.peer_torch inference --checkpoint MINILM --sentences S.json --output OUT.json
 
@@ -45,7 +46,9 @@ def pretraining_model(model_config: dict, init_path: str) -> transformers.BertFo
 
     Matched to keras-hub's BERT where the two libraries differ by default: the encoder's
     GELU is the tanh approximation (`gelu_new`); keras-hub's MaskedLMHead uses the exact
-    GELU and a LayerNorm epsilon of 1e-5.
+    GELU and a LayerNorm epsilon of 1e-5. The token embedding has no padding index:
+    PyTorch's zeroes the [PAD] row's gradient from the lookup, and keras-hub's masker may
+    put [PAD] at a real position as one of its random replacements.
     """
     config = transformers.BertConfig(
         vocab_size=model_config["vocab_size"], hidden_size=model_config["hidden_size"],
@@ -59,6 +62,7 @@ def pretraining_model(model_config: dict, init_path: str) -> transformers.BertFo
     transform = model.cls.predictions.transform
     transform.transform_act_fn = torch.nn.GELU()  # exact, as keras' "gelu"
     transform.LayerNorm.eps = model_config["mlm_head_layer_norm_eps"]
+    model.bert.embeddings.word_embeddings.padding_idx = None
     load_weights(model, init_path)
     return model
 
@@ -223,6 +227,27 @@ def pretrain_speed(args) -> dict:
     return {"step_seconds": step_seconds, "versions": versions()}
 
 
+def updates(args) -> dict:
+    """Trains as `pretrain` does and writes the weights after each of the steps `--at` to
+    `--weights` (keys `step/parameter name`), for the step-by-step comparison."""
+    with open(os.path.join(args.inputs, "peer_config.json")) as f:
+        settings = json.load(f)
+    torch.manual_seed(args.seed)
+    train = settings["train"]
+    model = pretraining_model(settings["model"], args.init)
+    model.train()
+    optimizer, scheduler = make_optimizer(model, train)
+    rows = load_rows(os.path.join(args.inputs, "train.npz"))
+    weights = {}
+    for step in range(max(args.at)):
+        train_step(model, optimizer, scheduler, batch(rows, step, train["batch_size"]), train)
+        if step + 1 in args.at:
+            weights.update({f"{step + 1}/{name}": parameter.detach().numpy().copy()
+                            for name, parameter in model.named_parameters()})
+    np.savez(args.weights, **weights)
+    return {"weights": args.weights, "versions": versions()}
+
+
 # --- Fine-tuning and inference on the MiniLM checkpoint --------------------------------
 
 def finetune_speed(args) -> dict:
@@ -285,7 +310,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_torch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("pretrain", "pretrain_speed"):
+    for name in ("pretrain", "pretrain_speed", "updates"):
         command = commands.add_parser(name)
         command.add_argument("--inputs", required=True, help="Folder with train.npz, heldout.npz, peer_config.json.")
         command.add_argument("--init", required=True, help="Initial weights (.npz, Hugging Face names).")
@@ -295,6 +320,8 @@ def main(argv=None) -> int:
     commands.choices["pretrain_speed"].add_argument("--warmup", type=int, default=3)
     commands.choices["pretrain_speed"].add_argument("--steps", type=int, default=20)
     commands.choices["pretrain_speed"].add_argument("--repeats", type=int, default=3)
+    commands.choices["updates"].add_argument("--at", type=int, nargs="+", required=True, help="Steps to save after.")
+    commands.choices["updates"].add_argument("--weights", required=True, help="Weights file (.npz) to write.")
     finetune = commands.add_parser("finetune_speed")
     finetune.add_argument("--checkpoint", required=True)
     finetune.add_argument("--batches", required=True)
@@ -313,8 +340,8 @@ def main(argv=None) -> int:
     for command in commands.choices.values():
         command.add_argument("--output", required=True, help="Results JSON.")
     args = parser.parse_args(argv)
-    run = {"pretrain": pretrain, "pretrain_speed": pretrain_speed, "finetune_speed": finetune_speed,
-           "inference": inference}[args.command]
+    run = {"pretrain": pretrain, "pretrain_speed": pretrain_speed, "updates": updates,
+           "finetune_speed": finetune_speed, "inference": inference}[args.command]
     write_json(args.output, run(args))
     return 0
 

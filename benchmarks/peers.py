@@ -15,6 +15,10 @@ Parts (each writes its entry of results.json; results.md and the PNG are redrawn
                     Each run (implementation, seed) trains in a process of its own,
                     `--jobs` side by side, and keeps its state under pretrain/ after
                     every block: a run stopped midway goes on from its last block.
+    updates         the two updates step by step (first seed, same weights, same batches):
+                    how far apart the accumulated updates are after each of
+                    `--update_steps`, beside kerasbert with and without XLA (the same
+                    algorithm in another order of float arithmetic).
     pretrain_speed  tokens/s of both training steps on those batches, and each as a share
                     of the fp32 2048x2048 matmul peak measured in the same run.
     finetune_speed  MiniLM, SST-5, batch 32, the same packed batches: kerasbert's
@@ -44,7 +48,7 @@ import numpy as np
 from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, save_rows, time_embedding
 from benchmarks.results import load_results, save_results, write_json
 
-PARTS = ("pretrain", "pretrain_speed", "finetune_speed", "inference")
+PARTS = ("pretrain", "updates", "pretrain_speed", "finetune_speed", "inference")
 CONFIG = "pipelines/configs/pretrain_mini.json"
 PEER_MODULE = "benchmarks.peer_torch"
 
@@ -152,6 +156,15 @@ def initial_pretrainer(config, side: dict, seed: int):
     if config.data.mlm_bias_prior:
         set_mlm_bias(model, side["prior"])
     return model
+
+
+def initial_weights_file(config, side: dict, inputs: str, seed: int) -> str:
+    """inputs/init-SEED.npz: kerasbert's initial weights for `seed` under Hugging Face's
+    names, the peer's starting point; written once."""
+    path = os.path.join(inputs, f"init-{seed}.npz")
+    if not os.path.exists(path):
+        np.savez(path, **hugging_face_weights(initial_pretrainer(config, side, seed)))
+    return path
 
 
 def hugging_face_weights(model) -> dict[str, np.ndarray]:
@@ -335,9 +348,7 @@ def part_pretrain(args, results: dict) -> None:
         return
     os.makedirs(os.path.join(args.output_dir, "pretrain"), exist_ok=True)
     for seed in args.seeds:
-        init = os.path.join(inputs, f"init-{seed}.npz")
-        if not os.path.exists(init):
-            np.savez(init, **hugging_face_weights(initial_pretrainer(config, side, seed)))
+        initial_weights_file(config, side, inputs, seed)
     part = {"config": args.config, "steps": config.train.total_steps, "batch_size": config.train.batch_size,
             "sequence_length": config.model.max_sequence_length, "runs": {}}
     results["pretrain"] = part
@@ -368,6 +379,69 @@ def part_pretrain(args, results: dict) -> None:
                            "from their last block")
 
 
+# --- The updates, step by step ---------------------------------------------------------
+
+def kerasbert_update_weights(config, side: dict, inputs: str, seed: int, at: list[int],
+                             jit_compile: bool) -> dict[str, np.ndarray]:
+    """kerasbert's weights under Hugging Face's names (keys `step/name`) after each of the
+    steps `at`, trained as the pretrain part trains, with or without XLA."""
+    import dataclasses
+
+    import keras
+
+    from kerasbert.models.pretrainer import pretraining_compile_args
+    from kerasbert.training.optim import make_optimizer
+
+    train = dataclasses.replace(config.train, jit_compile=jit_compile)
+    model = initial_pretrainer(config, side, seed)
+    model.compile(**pretraining_compile_args(model, make_optimizer(train), jit_compile, config.data.nsp_loss_weight))
+    weights = {}
+
+    class Save(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch + 1 in at:
+                weights.update({f"{batch + 1}/{name}": value for name, value in hugging_face_weights(self.model).items()})
+
+    data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), train.batch_size)
+    model.fit(data.take(max(at)), epochs=1, callbacks=[Save()], verbose=0)
+    return weights
+
+
+def update_difference(a: dict, b: dict, initial: dict, step: int) -> float:
+    """|a's accumulated update - b's| / |a's accumulated update| after `step` steps from the
+    same `initial` weights, over every weight both name (keys `step/name`)."""
+    names = [name for name in initial if f"{step}/{name}" in a and f"{step}/{name}" in b]
+    apart = sum(float(np.sum((a[f"{step}/{n}"].astype(np.float64) - b[f"{step}/{n}"]) ** 2)) for n in names)
+    moved = sum(float(np.sum((a[f"{step}/{n}"].astype(np.float64) - initial[n]) ** 2)) for n in names)
+    return float(np.sqrt(apart / moved)) if moved else (0.0 if apart == 0 else float("inf"))  # lr 0: no update
+
+
+def part_updates(args, results: dict) -> None:
+    """Whether the two implementations make the same updates, not only similar curves:
+    after a few steps their weights must be as close as kerasbert's own are with and
+    without XLA, or a difference in the algorithm is left."""
+    config = pretraining_config(args.config, args.steps)
+    inputs = os.path.join(args.output_dir, "inputs")
+    side = prepare_pretraining(config, args.data_dir, inputs)
+    seed, at = args.seeds[0], sorted(args.update_steps)
+    init = initial_weights_file(config, side, inputs, seed)
+    with_xla = kerasbert_update_weights(config, side, inputs, seed, at, jit_compile=True)
+    without_xla = kerasbert_update_weights(config, side, inputs, seed, at, jit_compile=False)
+    folder = os.path.join(args.output_dir, "updates")
+    os.makedirs(folder, exist_ok=True)
+    peer = run_peer(args.peer_python, "updates",
+                    ["--inputs", inputs, "--init", init, "--seed", str(seed), "--at", *map(str, at),
+                     "--weights", os.path.join(folder, f"transformers-{seed}.npz")], os.path.join(folder, "peer.json"))
+    with np.load(peer["weights"]) as theirs, np.load(init) as initial:
+        theirs, initial = dict(theirs), dict(initial)
+    results["updates"] = {
+        "seed": seed, "steps": at,
+        "kerasbert_xla_vs_no_xla": [update_difference(with_xla, without_xla, initial, step) for step in at],
+        "kerasbert_vs_transformers": [update_difference(with_xla, theirs, initial, step) for step in at],
+        "peer_versions": peer["versions"]}
+    save(args, results)
+
+
 # --- Speed -----------------------------------------------------------------------------
 
 def part_pretrain_speed(args, results: dict) -> None:
@@ -379,10 +453,8 @@ def part_pretrain_speed(args, results: dict) -> None:
     inputs = os.path.join(args.output_dir, "inputs")
     side = prepare_pretraining(config, args.data_dir, inputs)
     seed, train, model_config = args.seeds[0], config.train, config.model
-    init = os.path.join(inputs, f"init-{seed}.npz")
+    init = initial_weights_file(config, side, inputs, seed)
     model = initial_pretrainer(config, side, seed)
-    if not os.path.exists(init):
-        np.savez(init, **hugging_face_weights(model))
     model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile,
                                              config.data.nsp_loss_weight))
     data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), train.batch_size)
@@ -587,6 +659,17 @@ def section_pretrain(part: dict) -> list[str]:
     return lines
 
 
+def section_updates(s: dict) -> list[str]:
+    lines = [f"## The two updates, step by step (seed {s['seed']}, same weights, same batches)", "",
+             "|one run's accumulated update - the other's| / |the first's|, over all weights. kerasbert "
+             "with and without XLA is one algorithm in two orders of float arithmetic: the size of a "
+             "difference that is arithmetic only.", "",
+             "| after step | kerasbert with vs without XLA | kerasbert vs transformers |", "|---:|---:|---:|"]
+    for step, own, peer in zip(s["steps"], s["kerasbert_xla_vs_no_xla"], s["kerasbert_vs_transformers"]):
+        lines.append(f"| {step} | {own:.1e} | {peer:.1e} |")
+    return lines + [""]
+
+
 def section_pretrain_speed(s: dict) -> list[str]:
     lines = ["## Pretraining speed (same batches, fp32, median of "
              f"{s['repeats']} x {s['timed_steps']} steps)", "",
@@ -638,7 +721,7 @@ def section_inference(s: dict) -> list[str]:
               "(largest absolute difference).", ""]
     return lines
 
-SECTIONS = {"pretrain": section_pretrain, "pretrain_speed": section_pretrain_speed,
+SECTIONS = {"pretrain": section_pretrain, "updates": section_updates, "pretrain_speed": section_pretrain_speed,
             "finetune_speed": section_finetune_speed, "inference": section_inference}
 
 
@@ -668,7 +751,7 @@ def part_command(args, part: str) -> list[str]:
             "--peer_python", args.peer_python, "--config", args.config, "--steps", str(args.steps),
             "--seeds", *map(str, args.seeds), "--speed_steps", str(args.speed_steps), "--repeats", str(args.repeats),
             "--sentences", str(args.sentences), "--latency_sentences", str(args.latency_sentences),
-            "--jobs", str(args.jobs), "--parts", part]
+            "--update_steps", *map(str, args.update_steps), "--jobs", str(args.jobs), "--parts", part]
 
 
 def main(argv=None) -> int:
@@ -683,6 +766,8 @@ def main(argv=None) -> int:
     parser.add_argument("--config", default=CONFIG, help="Pretraining config of the pretrain parts.")
     parser.add_argument("--steps", type=int, default=0, help="Pretraining steps (0: the config's total_steps).")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1234, 2], help="Initialisations to compare.")
+    parser.add_argument("--update_steps", type=int, nargs="+", default=[10, 50, 150],
+                        help="Steps after which the updates part compares the weights.")
     parser.add_argument("--speed_steps", type=int, default=20, help="Timed steps per repeat.")
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of each timing.")
     parser.add_argument("--sentences", type=int, default=1024, help="SST-5 dev sentences for inference.")
@@ -699,7 +784,7 @@ def main(argv=None) -> int:
         print(render_markdown(load_results(args.output_dir, default={})))
         return 0
     results = load_results(args.output_dir, default={})
-    runners = {"pretrain": part_pretrain, "pretrain_speed": part_pretrain_speed,
+    runners = {"pretrain": part_pretrain, "updates": part_updates, "pretrain_speed": part_pretrain_speed,
                "finetune_speed": part_finetune_speed, "inference": part_inference}
     print(f"== benchmark part: {args.parts[0]}", flush=True)
     runners[args.parts[0]](args, results)

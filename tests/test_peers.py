@@ -230,3 +230,29 @@ def test_the_report_takes_runs_under_way_at_the_last_step_both_reached(tmp_path)
     assert part["runs"]["kerasbert/3"]["complete"] is False
     mlm = next(line for line in pretrain_verdicts(part) if "mlm_accuracy" in line)
     assert mlm.split(" | ")[1:7] == ["600 of 4200", "mlm_accuracy", "0.140", "0.150", "-0.010", "1 of 2"]
+
+
+@pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason="no peer environment (make bench-peers makes .venv-peer)")
+def test_the_two_updates_are_the_same_up_to_float_arithmetic(tiny_inputs, tmp_path):
+    """Curves alike can hide a different update (Adam's epsilon was one; PyTorch's padding index,
+    which drops the [PAD] row's gradient, another). From the same weights on the same batches
+    the two runs' weights stay as close as float arithmetic leaves them, while a learning rate
+    1% off moves them 100x further."""
+    import dataclasses
+
+    from benchmarks.peers import initial_weights_file, kerasbert_update_weights, run_peer, update_difference
+
+    config, side, inputs = tiny_inputs
+    at = [3, 12]
+    init = initial_weights_file(config, side, inputs, seed=5)
+    ours = kerasbert_update_weights(config, side, inputs, 5, at, jit_compile=True)
+    peer = run_peer(PEER_PYTHON, "updates", ["--inputs", inputs, "--init", init, "--seed", "5", "--at", "3", "12",
+                                             "--weights", str(tmp_path / "peer.npz")], str(tmp_path / "peer.json"))
+    off = dataclasses.replace(config, train=dataclasses.replace(config.train,
+                                                                learning_rate=config.train.learning_rate * 1.01))
+    lr_off = kerasbert_update_weights(off, side, inputs, 5, at, jit_compile=True)
+    with np.load(peer["weights"]) as theirs, np.load(init) as initial:
+        theirs, initial = dict(theirs), dict(initial)
+    for step in at:
+        apart, wrong = update_difference(ours, theirs, initial, step), update_difference(ours, lr_off, initial, step)
+        assert apart < 1e-4 and wrong > 100 * apart, (step, apart, wrong)
