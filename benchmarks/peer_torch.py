@@ -156,10 +156,9 @@ def train_step(model, optimizer, scheduler, rows: dict, train: dict) -> float:
     return float(loss.detach())
 
 
-def pretrain(args) -> dict:
-    """Trains block by block; with `--state`, writes the model, optimizer, schedule and
-    blocks there after every block (aside, then renamed) and the blocks so far to
-    `--output`, and starts again from that state when it exists."""
+def training_setup(args):
+    """What every pretraining command starts from: the settings' `train` section, the model
+    with the weights of `--init` in training mode, its AdamW and schedule, the batch rows."""
     with open(os.path.join(args.inputs, "peer_config.json")) as f:
         settings = json.load(f)
     torch.manual_seed(args.seed)
@@ -167,7 +166,14 @@ def pretrain(args) -> dict:
     model = pretraining_model(settings["model"], args.init)
     model.train()
     optimizer, scheduler = make_optimizer(model, train)
-    rows = load_rows(os.path.join(args.inputs, "train.npz"))
+    return train, model, optimizer, scheduler, load_rows(os.path.join(args.inputs, "train.npz"))
+
+
+def pretrain(args) -> dict:
+    """Trains block by block; with `--state`, writes the model, optimizer, schedule and
+    blocks there after every block (aside, then renamed) and the blocks so far to
+    `--output`, and starts again from that state when it exists."""
+    train, model, optimizer, scheduler, rows = training_setup(args)
     heldout = load_rows(os.path.join(args.inputs, "heldout.npz"))
     steps, per_block, batch_size = train["total_steps"], train["steps_per_block"], train["batch_size"]
     if args.state and os.path.exists(args.state):
@@ -208,13 +214,7 @@ def save_state(path: str, state: dict) -> None:
 
 
 def pretrain_speed(args) -> dict:
-    with open(os.path.join(args.inputs, "peer_config.json")) as f:
-        settings = json.load(f)
-    train = settings["train"]
-    model = pretraining_model(settings["model"], args.init)
-    model.train()
-    optimizer, scheduler = make_optimizer(model, train)
-    rows = load_rows(os.path.join(args.inputs, "train.npz"))
+    train, model, optimizer, scheduler, rows = training_setup(args)
     batch_size = train["batch_size"]
     step_seconds = []
     for _ in range(args.repeats):
@@ -230,14 +230,7 @@ def pretrain_speed(args) -> dict:
 def updates(args) -> dict:
     """Trains as `pretrain` does and writes the weights after each of the steps `--at` to
     `--weights` (keys `step/parameter name`), for the step-by-step comparison."""
-    with open(os.path.join(args.inputs, "peer_config.json")) as f:
-        settings = json.load(f)
-    torch.manual_seed(args.seed)
-    train = settings["train"]
-    model = pretraining_model(settings["model"], args.init)
-    model.train()
-    optimizer, scheduler = make_optimizer(model, train)
-    rows = load_rows(os.path.join(args.inputs, "train.npz"))
+    train, model, optimizer, scheduler, rows = training_setup(args)
     weights = {}
     for step in range(max(args.at)):
         train_step(model, optimizer, scheduler, batch(rows, step, train["batch_size"]), train)
