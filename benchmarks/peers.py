@@ -158,6 +158,24 @@ def initial_pretrainer(config, side: dict, seed: int):
     return model
 
 
+def compiled_pretrainer(config, side: dict, seed: int, jit_compile: bool | None = None):
+    """`initial_pretrainer` for `seed`, compiled as kerasbert's pretraining run compiles it;
+    with XLA as the config says unless `jit_compile` is given."""
+    from kerasbert.models.pretrainer import pretraining_compile_args
+    from kerasbert.training.optim import make_optimizer
+
+    jit_compile = config.train.jit_compile if jit_compile is None else jit_compile
+    model = initial_pretrainer(config, side, seed)
+    model.compile(**pretraining_compile_args(model, make_optimizer(config.train), jit_compile,
+                                             config.data.nsp_loss_weight))
+    return model
+
+
+def training_data(config, inputs: str):
+    """inputs/train.npz as the Keras batches it was written from, in order."""
+    return keras_batches(load_rows(os.path.join(inputs, "train.npz")), config.train.batch_size)
+
+
 def initial_weights_file(config, side: dict, inputs: str, seed: int) -> str:
     """inputs/init-SEED.npz: kerasbert's initial weights for `seed` under Hugging Face's
     names, the peer's starting point; written once."""
@@ -234,14 +252,10 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str =
     after every block, and the run starts again from them when they exist."""
     import keras
 
-    from kerasbert.models.pretrainer import pretraining_compile_args
     from kerasbert.training.backup import BlockWeights, find_backup, restore
-    from kerasbert.training.optim import make_optimizer
 
     train = config.train
-    model = initial_pretrainer(config, side, seed)
-    model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile,
-                                             config.data.nsp_loss_weight))
+    model = compiled_pretrainer(config, side, seed)
     heldout = load_rows(os.path.join(inputs, "heldout.npz"))
     blocks_file = os.path.join(state_dir, "blocks.json") if state_dir else ""
     if state_dir:
@@ -280,7 +294,7 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str =
     callbacks = [Blocks()]
     if state_dir:
         callbacks.append(BlockWeights(os.path.join(state_dir, "backup")))
-    data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), train.batch_size)
+    data = training_data(config, inputs)
     model.fit(data.skip(start_block * train.steps_per_block), initial_epoch=start_block, epochs=train.num_blocks,
               steps_per_epoch=train.steps_per_block, callbacks=callbacks, verbose=0)
     return {"blocks": blocks, "complete": True}
@@ -385,16 +399,9 @@ def kerasbert_update_weights(config, side: dict, inputs: str, seed: int, at: lis
                              jit_compile: bool) -> dict[str, np.ndarray]:
     """kerasbert's weights under Hugging Face's names (keys `step/name`) after each of the
     steps `at`, trained as the pretrain part trains, with or without XLA."""
-    import dataclasses
-
     import keras
 
-    from kerasbert.models.pretrainer import pretraining_compile_args
-    from kerasbert.training.optim import make_optimizer
-
-    train = dataclasses.replace(config.train, jit_compile=jit_compile)
-    model = initial_pretrainer(config, side, seed)
-    model.compile(**pretraining_compile_args(model, make_optimizer(train), jit_compile, config.data.nsp_loss_weight))
+    model = compiled_pretrainer(config, side, seed, jit_compile)
     weights = {}
 
     class Save(keras.callbacks.Callback):
@@ -402,8 +409,7 @@ def kerasbert_update_weights(config, side: dict, inputs: str, seed: int, at: lis
             if batch + 1 in at:
                 weights.update({f"{batch + 1}/{name}": value for name, value in hugging_face_weights(self.model).items()})
 
-    data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), train.batch_size)
-    model.fit(data.take(max(at)), epochs=1, callbacks=[Save()], verbose=0)
+    model.fit(training_data(config, inputs).take(max(at)), epochs=1, callbacks=[Save()], verbose=0)
     return weights
 
 
@@ -446,18 +452,14 @@ def part_updates(args, results: dict) -> None:
 
 def part_pretrain_speed(args, results: dict) -> None:
     from benchmarks.pretrain import matmul_gflops, time_steps, training_flops_per_token
-    from kerasbert.models.pretrainer import pretraining_compile_args
-    from kerasbert.training.optim import make_optimizer
 
     config = pretraining_config(args.config, args.steps)
     inputs = os.path.join(args.output_dir, "inputs")
     side = prepare_pretraining(config, args.data_dir, inputs)
     seed, train, model_config = args.seeds[0], config.train, config.model
     init = initial_weights_file(config, side, inputs, seed)
-    model = initial_pretrainer(config, side, seed)
-    model.compile(**pretraining_compile_args(model, make_optimizer(train), train.jit_compile,
-                                             config.data.nsp_loss_weight))
-    data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), train.batch_size)
+    model = compiled_pretrainer(config, side, seed)
+    data = training_data(config, inputs)
     peak = matmul_gflops()
     kerasbert = [time_steps(model, data, args.speed_steps) for _ in range(args.repeats)]
     peer = run_peer(args.peer_python, "pretrain_speed",
