@@ -163,6 +163,8 @@ def training_setup(args):
         settings = json.load(f)
     torch.manual_seed(args.seed)
     train = settings["train"]
+    if getattr(args, "weight_decay", None) is not None:
+        train["weight_decay"] = args.weight_decay
     model = pretraining_model(settings["model"], args.init)
     model.train()
     optimizer, scheduler = make_optimizer(model, train)
@@ -315,6 +317,8 @@ def main(argv=None) -> int:
     commands.choices["pretrain_speed"].add_argument("--repeats", type=int, default=3)
     commands.choices["updates"].add_argument("--at", type=int, nargs="+", required=True, help="Steps to save after.")
     commands.choices["updates"].add_argument("--weights", required=True, help="Weights file (.npz) to write.")
+    commands.choices["updates"].add_argument("--weight_decay", type=float, default=None,
+                                             help="Instead of the settings' weight decay.")
     finetune = commands.add_parser("finetune_speed")
     finetune.add_argument("--checkpoint", required=True)
     finetune.add_argument("--batches", required=True)

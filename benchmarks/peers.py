@@ -12,13 +12,17 @@ Parts (each writes its entry of results.json; results.md and the PNG are redrawn
                     initialisation per seed, made by kerasbert and copied) and train on
                     exactly those batches with the same AdamW, schedule and clipping;
                     held-out MLM and NSP accuracy after every block -> pretrain_curves.png.
+                    `--implementations ... kerasbert-no-xla` adds kerasbert without XLA on
+                    the same batches: the same algorithm in another order of float
+                    arithmetic, a control for how far rounding alone moves a curve.
                     Each run (implementation, seed) trains in a process of its own,
                     `--jobs` side by side, and keeps its state under pretrain/ after
                     every block: a run stopped midway goes on from its last block.
     updates         the two updates step by step (first seed, same weights, same batches):
                     how far apart the accumulated updates are after each of
                     `--update_steps`, beside kerasbert with and without XLA (the same
-                    algorithm in another order of float arithmetic).
+                    algorithm in another order of float arithmetic); again with weight
+                    decay off on both sides; and the weights that carry the difference.
     pretrain_speed  tokens/s of both training steps on those batches, and each as a share
                     of the fp32 2048x2048 matmul peak measured in the same run.
     finetune_speed  MiniLM, SST-5, batch 32, the same packed batches: kerasbert's
@@ -245,9 +249,11 @@ def kerasbert_heldout(model, heldout: dict, batch_size: int) -> dict:
     return heldout_scores(predictions["mlm"], predictions["nsp"], heldout)
 
 
-def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str = "") -> dict:
-    """kerasbert's pretrainer on inputs/train.npz, as the pretraining run compiles it;
-    held-out scores before training and after every block. With `state_dir`, the blocks
+def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str = "",
+                    jit_compile: bool | None = None) -> dict:
+    """kerasbert's pretrainer on inputs/train.npz, as the pretraining run compiles it (with
+    XLA as the config says unless `jit_compile` is given); held-out scores before training
+    and after every block. With `state_dir`, the blocks
     so far (`blocks.json`) and a backup of weights and optimizer state are written there
     after every block, and the run starts again from them when they exist."""
     import keras
@@ -255,7 +261,7 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str =
     from kerasbert.training.backup import BlockWeights, find_backup, restore
 
     train = config.train
-    model = compiled_pretrainer(config, side, seed)
+    model = compiled_pretrainer(config, side, seed, jit_compile)
     heldout = load_rows(os.path.join(inputs, "heldout.npz"))
     blocks_file = os.path.join(state_dir, "blocks.json") if state_dir else ""
     if state_dir:
@@ -300,9 +306,12 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str =
     return {"blocks": blocks, "complete": True}
 
 
+IMPLEMENTATIONS = ("kerasbert", "transformers", "kerasbert-no-xla")
+
+
 def pretrain_runs(args) -> list[str]:
     """The runs the pretrain part compares: `implementation/seed` for every seed."""
-    return [f"{implementation}/{seed}" for seed in args.seeds for implementation in ("kerasbert", "transformers")]
+    return [f"{implementation}/{seed}" for seed in args.seeds for implementation in args.implementations]
 
 
 def run_paths(args, key: str) -> tuple[str, str]:
@@ -317,7 +326,7 @@ def run_command(args, key: str) -> list[str]:
     implementation, seed = key.split("/")
     output, state = run_paths(args, key)
     inputs = os.path.join(args.output_dir, "inputs")
-    if implementation == "kerasbert":
+    if implementation.startswith("kerasbert"):
         return [*part_command(args, "pretrain"), "--run", key]
     if not os.path.exists(args.peer_python):
         raise FileNotFoundError(f"{args.peer_python}: the peer's Python is missing. `make bench-peers` makes "
@@ -356,9 +365,10 @@ def part_pretrain(args, results: dict) -> None:
     inputs = os.path.join(args.output_dir, "inputs")
     side = prepare_pretraining(config, args.data_dir, inputs)
     if args.run:  # one kerasbert run, in the process `run_command` started
-        seed = int(args.run.split("/")[1])
+        implementation, seed = args.run.split("/")
         output, state = run_paths(args, args.run)
-        write_json(output, train_kerasbert(config, side, inputs, seed, state))
+        jit_compile = False if implementation == "kerasbert-no-xla" else None
+        write_json(output, train_kerasbert(config, side, inputs, int(seed), state, jit_compile))
         return
     os.makedirs(os.path.join(args.output_dir, "pretrain"), exist_ok=True)
     for seed in args.seeds:
@@ -416,35 +426,77 @@ def kerasbert_update_weights(config, side: dict, inputs: str, seed: int, at: lis
 def update_difference(a: dict, b: dict, initial: dict, step: int) -> float:
     """|a's accumulated update - b's| / |a's accumulated update| after `step` steps from the
     same `initial` weights, over every weight both name (keys `step/name`)."""
-    names = [name for name in initial if f"{step}/{name}" in a and f"{step}/{name}" in b]
-    apart = sum(float(np.sum((a[f"{step}/{n}"].astype(np.float64) - b[f"{step}/{n}"]) ** 2)) for n in names)
-    moved = sum(float(np.sum((a[f"{step}/{n}"].astype(np.float64) - initial[n]) ** 2)) for n in names)
+    apart, moved = update_sums(a, b, initial, step)
+    apart, moved = sum(apart.values()), sum(moved.values())
     return float(np.sqrt(apart / moved)) if moved else (0.0 if apart == 0 else float("inf"))  # lr 0: no update
+
+
+def update_sums(a: dict, b: dict, initial: dict, step: int) -> tuple[dict, dict]:
+    """Per weight name: the squared difference of a's and b's weights after `step` steps, and
+    the squared size of a's accumulated update."""
+    names = [name for name in initial if f"{step}/{name}" in a and f"{step}/{name}" in b]
+    apart = {n: float(np.sum((a[f"{step}/{n}"].astype(np.float64) - b[f"{step}/{n}"]) ** 2)) for n in names}
+    moved = {n: float(np.sum((a[f"{step}/{n}"].astype(np.float64) - initial[n]) ** 2)) for n in names}
+    return apart, moved
+
+
+def largest_differences(a: dict, b: dict, initial: dict, step: int, top: int = 3) -> list[dict]:
+    """The `top` weights by their share of the squared difference after `step` steps, with
+    their own relative difference and the largest absolute one."""
+    apart, moved = update_sums(a, b, initial, step)
+    total = sum(apart.values()) or 1.0
+    rows = []
+    for name in sorted(apart, key=apart.get, reverse=True)[:top]:
+        rows.append({"name": name, "share": apart[name] / total,
+                     "relative": float(np.sqrt(apart[name] / moved[name])) if moved[name] else 0.0,
+                     "largest": float(np.max(np.abs(a[f"{step}/{name}"].astype(np.float64) - b[f"{step}/{name}"])))})
+    return rows
+
+
+def peer_update_weights(args, inputs: str, init: str, seed: int, at: list[int], name: str,
+                        extra: tuple = ()) -> tuple[dict[str, np.ndarray], dict]:
+    """The peer's weights after each of the steps `at` (keys `step/name`), from `init`, and
+    its versions."""
+    folder = os.path.join(args.output_dir, "updates")
+    os.makedirs(folder, exist_ok=True)
+    peer = run_peer(args.peer_python, "updates",
+                    ["--inputs", inputs, "--init", init, "--seed", str(seed), "--at", *map(str, at),
+                     "--weights", os.path.join(folder, f"{name}.npz"), *extra],
+                    os.path.join(folder, f"{name}.json"))
+    with np.load(peer["weights"]) as weights:
+        return dict(weights), peer["versions"]
 
 
 def part_updates(args, results: dict) -> None:
     """Whether the two implementations make the same updates, not only similar curves:
     after a few steps their weights must be as close as kerasbert's own are with and
-    without XLA, or a difference in the algorithm is left."""
+    without XLA, or a difference in the algorithm is left. Weight decay off on both sides
+    shows how much of the difference its float32 rounding makes (its early steps are a
+    few units in the last place of a weight)."""
+    import dataclasses
+
     config = pretraining_config(args.config, args.steps)
     inputs = os.path.join(args.output_dir, "inputs")
     side = prepare_pretraining(config, args.data_dir, inputs)
     seed, at = args.seeds[0], sorted(args.update_steps)
     init = initial_weights_file(config, side, inputs, seed)
+    with np.load(init) as initial:
+        initial = dict(initial)
     with_xla = kerasbert_update_weights(config, side, inputs, seed, at, jit_compile=True)
     without_xla = kerasbert_update_weights(config, side, inputs, seed, at, jit_compile=False)
-    folder = os.path.join(args.output_dir, "updates")
-    os.makedirs(folder, exist_ok=True)
-    peer = run_peer(args.peer_python, "updates",
-                    ["--inputs", inputs, "--init", init, "--seed", str(seed), "--at", *map(str, at),
-                     "--weights", os.path.join(folder, f"transformers-{seed}.npz")], os.path.join(folder, "peer.json"))
-    with np.load(peer["weights"]) as theirs, np.load(init) as initial:
-        theirs, initial = dict(theirs), dict(initial)
+    theirs, versions = peer_update_weights(args, inputs, init, seed, at, f"transformers-{seed}")
+    no_decay = dataclasses.replace(config, train=dataclasses.replace(config.train, weight_decay=0.0))
+    ours_no_decay = kerasbert_update_weights(no_decay, side, inputs, seed, at, jit_compile=True)
+    theirs_no_decay, _ = peer_update_weights(args, inputs, init, seed, at, f"transformers-{seed}-no-decay",
+                                          ("--weight_decay", "0"))
     results["updates"] = {
         "seed": seed, "steps": at,
         "kerasbert_xla_vs_no_xla": [update_difference(with_xla, without_xla, initial, step) for step in at],
         "kerasbert_vs_transformers": [update_difference(with_xla, theirs, initial, step) for step in at],
-        "peer_versions": peer["versions"]}
+        "no_weight_decay": [update_difference(ours_no_decay, theirs_no_decay, initial, step) for step in at],
+        "largest": {"with_weight_decay": largest_differences(with_xla, theirs, initial, at[0]),
+                    "no_weight_decay": largest_differences(ours_no_decay, theirs_no_decay, initial, at[0])},
+        "peer_versions": versions}
     save(args, results)
 
 
@@ -602,45 +654,49 @@ def plot_pretrain(results: dict, path: str) -> None:
 
     runs = results["pretrain"]["runs"]
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    colours = {}
+    colours, lines = {}, {"kerasbert": "-", "transformers": "--", "kerasbert-no-xla": ":"}
     for key, run in sorted(runs.items()):
         implementation, seed = key.split("/")
         colour = colours.setdefault(seed, f"C{len(colours)}")
         steps = [b["step"] for b in run["blocks"]]
         for axis, metric in zip(axes, ("mlm_accuracy", "nsp_accuracy")):
             axis.plot(steps, [b[metric] for b in run["blocks"]], color=colour,
-                      linestyle="-" if implementation == "kerasbert" else "--", marker=".",
+                      linestyle=lines[implementation], marker=".",
                       label=f"{implementation}, seed {seed}")
     for axis, title in zip(axes, ("held-out MLM accuracy", "held-out NSP accuracy")):
         axis.set_title(title)
-        axis.set_xlabel("step (same batches for both)")
+        axis.set_xlabel("step (the same batches for every run)")
         axis.grid(alpha=0.3)
     axes[0].legend()
-    figure.suptitle(f"{results['pretrain']['config']}: kerasbert (solid) vs transformers (dashed)")
+    figure.suptitle(f"{results['pretrain']['config']}: kerasbert (solid), transformers (dashed)"
+                    + (", kerasbert without XLA (dotted)" if any(k.startswith("kerasbert-no-xla") for k in runs) else ""))
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
 
 def pretrain_verdicts(part: dict) -> list[str]:
-    """Per seed, at the last step both runs have reached: held-out accuracies of both, and
-    at how many of the blocks both reached kerasbert is at least the peer's."""
+    """Per seed and per other run of that seed (the peer, kerasbert without XLA), at the last
+    step both have reached: held-out accuracies of kerasbert and the other, and at how many of
+    the blocks both reached kerasbert is at least the other's."""
     lines = []
     seeds = sorted({key.split("/")[1] for key in part["runs"]})
     for seed in seeds:
-        ours, theirs = part["runs"].get(f"kerasbert/{seed}"), part["runs"].get(f"transformers/{seed}")
-        if not (ours and theirs):
-            continue
-        by_step = {b["step"]: b for b in theirs["blocks"][1:]}
-        pairs = [(a, by_step[a["step"]]) for a in ours["blocks"][1:] if a["step"] in by_step]
-        if not pairs:
-            continue
-        for metric in ("mlm_accuracy", "nsp_accuracy"):
-            ahead = sum(a[metric] >= b[metric] for a, b in pairs)
-            last_a, last_b = pairs[-1][0][metric], pairs[-1][1][metric]
-            lines.append(f"| {seed} | {pairs[-1][0]['step']} of {part['steps']} | {metric} | {last_a:.3f} | "
-                         f"{last_b:.3f} | {last_a - last_b:+.3f} | {ahead} of {len(pairs)} | "
-                         f"{'yes' if last_a >= last_b else 'no'} |")
+        ours = part["runs"].get(f"kerasbert/{seed}")
+        for other in IMPLEMENTATIONS[1:]:
+            theirs = part["runs"].get(f"{other}/{seed}")
+            if not (ours and theirs):
+                continue
+            by_step = {b["step"]: b for b in theirs["blocks"][1:]}
+            pairs = [(a, by_step[a["step"]]) for a in ours["blocks"][1:] if a["step"] in by_step]
+            if not pairs:
+                continue
+            for metric in ("mlm_accuracy", "nsp_accuracy"):
+                ahead = sum(a[metric] >= b[metric] for a, b in pairs)
+                last_a, last_b = pairs[-1][0][metric], pairs[-1][1][metric]
+                lines.append(f"| {seed} | {other} | {pairs[-1][0]['step']} of {part['steps']} | {metric} | "
+                             f"{last_a:.3f} | {last_b:.3f} | {last_a - last_b:+.3f} | {ahead} of {len(pairs)} | "
+                             f"{'yes' if last_a >= last_b else 'no'} |")
     return lines
 
 
@@ -649,8 +705,9 @@ def section_pretrain(part: dict) -> list[str]:
              f"{part['batch_size']} x {part['sequence_length']})", "",
              "Both start from the same weights (per seed) and train on the same batches, written "
              "once from kerasbert's pipeline. Curves: `pretrain_curves.png`.", "",
-             "| seed | at step | held-out | kerasbert | transformers | difference | blocks where kerasbert >= "
-             "peer | last >= peer |", "|---|---:|---|---:|---:|---:|---:|---|", *pretrain_verdicts(part), "",
+             "| seed | against | at step | held-out | kerasbert | the other | difference | blocks where "
+             "kerasbert >= the other | last >= the other |", "|---|---|---:|---|---:|---:|---:|---:|---|",
+             *pretrain_verdicts(part), "",
              "| run | step 0 mlm_loss | step 0 nsp_loss | steps done | train time |", "|---|---:|---:|---:|---:|"]
     for key, run in sorted(part["runs"].items()):
         first = run["blocks"][0]
@@ -666,9 +723,18 @@ def section_updates(s: dict) -> list[str]:
              "|one run's accumulated update - the other's| / |the first's|, over all weights. kerasbert "
              "with and without XLA is one algorithm in two orders of float arithmetic: the size of a "
              "difference that is arithmetic only.", "",
-             "| after step | kerasbert with vs without XLA | kerasbert vs transformers |", "|---:|---:|---:|"]
-    for step, own, peer in zip(s["steps"], s["kerasbert_xla_vs_no_xla"], s["kerasbert_vs_transformers"]):
-        lines.append(f"| {step} | {own:.1e} | {peer:.1e} |")
+             "| after step | kerasbert with vs without XLA | kerasbert vs transformers | the same, weight decay off on both |",
+             "|---:|---:|---:|---:|"]
+    no_decay = s.get("no_weight_decay", [float("nan")] * len(s["steps"]))
+    for step, own, peer, peer_no_decay in zip(s["steps"], s["kerasbert_xla_vs_no_xla"],
+                                              s["kerasbert_vs_transformers"], no_decay):
+        lines.append(f"| {step} | {own:.1e} | {peer:.1e} | {peer_no_decay:.1e} |")
+    for label, rows in s.get("largest", {}).items():
+        lines += ["", f"Where kerasbert and transformers differ after step {s['steps'][0]}, "
+                      f"{label.replace('_', ' ')}:", "",
+                  "| weight | share of the difference | its relative difference | largest absolute difference |",
+                  "|---|---:|---:|---:|"]
+        lines += [f"| {r['name']} | {r['share']:.1%} | {r['relative']:.1e} | {r['largest']:.1e} |" for r in rows]
     return lines + [""]
 
 
@@ -751,7 +817,7 @@ def part_command(args, part: str) -> list[str]:
     """The command that runs `part` alone with the same settings."""
     return [sys.executable, "-m", "benchmarks.peers", "--data_dir", args.data_dir, "--output_dir", args.output_dir,
             "--peer_python", args.peer_python, "--config", args.config, "--steps", str(args.steps),
-            "--seeds", *map(str, args.seeds), "--speed_steps", str(args.speed_steps), "--repeats", str(args.repeats),
+            "--seeds", *map(str, args.seeds), "--implementations", *args.implementations, "--speed_steps", str(args.speed_steps), "--repeats", str(args.repeats),
             "--sentences", str(args.sentences), "--latency_sentences", str(args.latency_sentences),
             "--update_steps", *map(str, args.update_steps), "--jobs", str(args.jobs), "--parts", part]
 
@@ -768,6 +834,9 @@ def main(argv=None) -> int:
     parser.add_argument("--config", default=CONFIG, help="Pretraining config of the pretrain parts.")
     parser.add_argument("--steps", type=int, default=0, help="Pretraining steps (0: the config's total_steps).")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1234, 2], help="Initialisations to compare.")
+    parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS[:2]), choices=IMPLEMENTATIONS,
+                        help="The pretrain part's runs per seed; kerasbert-no-xla: kerasbert without XLA, "
+                             "a control for float arithmetic alone.")
     parser.add_argument("--update_steps", type=int, nargs="+", default=[10, 50, 150],
                         help="Steps after which the updates part compares the weights.")
     parser.add_argument("--speed_steps", type=int, default=20, help="Timed steps per repeat.")

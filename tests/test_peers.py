@@ -213,7 +213,7 @@ def test_the_report_takes_runs_under_way_at_the_last_step_both_reached(tmp_path)
 
     from benchmarks.peers import collect_runs, pretrain_verdicts, run_paths
 
-    args = argparse.Namespace(output_dir=str(tmp_path), seeds=[3])
+    args = argparse.Namespace(output_dir=str(tmp_path), seeds=[3], implementations=["kerasbert", "transformers"])
 
     def block(step, accuracy):
         return {"step": step, "mlm_accuracy": accuracy, "mlm_loss": 7.0, "nsp_accuracy": 0.5, "nsp_loss": 0.69}
@@ -229,7 +229,8 @@ def test_the_report_takes_runs_under_way_at_the_last_step_both_reached(tmp_path)
     collect_runs(args, part)
     assert part["runs"]["kerasbert/3"]["complete"] is False
     mlm = next(line for line in pretrain_verdicts(part) if "mlm_accuracy" in line)
-    assert mlm.split(" | ")[1:7] == ["600 of 4200", "mlm_accuracy", "0.140", "0.150", "-0.010", "1 of 2"]
+    assert mlm.split(" | ")[1:8] == ["transformers", "600 of 4200", "mlm_accuracy", "0.140", "0.150", "-0.010",
+                                     "1 of 2"]
 
 
 @pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason="no peer environment (make bench-peers makes .venv-peer)")
@@ -256,3 +257,13 @@ def test_the_two_updates_are_the_same_up_to_float_arithmetic(tiny_inputs, tmp_pa
     for step in at:
         apart, wrong = update_difference(ours, theirs, initial, step), update_difference(ours, lr_off, initial, step)
         assert apart < 1e-4 and wrong > 100 * apart, (step, apart, wrong)
+    # The peer's --weight_decay (the updates part's comparison with weight decay off on both sides).
+    no_decay = dataclasses.replace(config, train=dataclasses.replace(config.train, weight_decay=0.0))
+    ours_no_decay = kerasbert_update_weights(no_decay, side, inputs, 5, at, jit_compile=True)
+    peer = run_peer(PEER_PYTHON, "updates", ["--inputs", inputs, "--init", init, "--seed", "5", "--at", "3", "12",
+                                             "--weights", str(tmp_path / "peer-no-decay.npz"), "--weight_decay", "0"],
+                    str(tmp_path / "peer-no-decay.json"))
+    with np.load(peer["weights"]) as theirs_no_decay:
+        theirs_no_decay = dict(theirs_no_decay)
+    apart = update_difference(ours_no_decay, theirs_no_decay, initial, 12)
+    assert apart < 1e-4 and update_difference(theirs, theirs_no_decay, initial, 12) > 10 * apart
