@@ -725,10 +725,10 @@ def section_updates(s: dict) -> list[str]:
              "difference that is arithmetic only.", "",
              "| after step | kerasbert with vs without XLA | kerasbert vs transformers | the same, weight decay off on both |",
              "|---:|---:|---:|---:|"]
-    no_decay = s.get("no_weight_decay", [float("nan")] * len(s["steps"]))
+    no_decay = [f"{value:.1e}" for value in s.get("no_weight_decay", [])] or ["not run"] * len(s["steps"])
     for step, own, peer, peer_no_decay in zip(s["steps"], s["kerasbert_xla_vs_no_xla"],
                                               s["kerasbert_vs_transformers"], no_decay):
-        lines.append(f"| {step} | {own:.1e} | {peer:.1e} | {peer_no_decay:.1e} |")
+        lines.append(f"| {step} | {own:.1e} | {peer:.1e} | {peer_no_decay} |")
     for label, rows in s.get("largest", {}).items():
         lines += ["", f"Where kerasbert and transformers differ after step {s['steps'][0]}, "
                       f"{label.replace('_', ' ')}:", "",
