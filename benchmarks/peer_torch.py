@@ -163,7 +163,7 @@ def training_setup(args):
         settings = json.load(f)
     torch.manual_seed(args.seed)
     train = settings["train"]
-    if getattr(args, "weight_decay", None) is not None:
+    if args.weight_decay is not None:
         train["weight_decay"] = args.weight_decay
     model = pretraining_model(settings["model"], args.init)
     model.train()
@@ -310,6 +310,7 @@ def main(argv=None) -> int:
         command.add_argument("--inputs", required=True, help="Folder with train.npz, heldout.npz, peer_config.json.")
         command.add_argument("--init", required=True, help="Initial weights (.npz, Hugging Face names).")
         command.add_argument("--seed", type=int, default=1234)
+        command.add_argument("--weight_decay", type=float, default=None, help="Instead of the settings' weight decay.")
     commands.choices["pretrain"].add_argument(
         "--state", default="", help="Resume file: written after every block, resumed from when present.")
     commands.choices["pretrain_speed"].add_argument("--warmup", type=int, default=3)
@@ -317,8 +318,6 @@ def main(argv=None) -> int:
     commands.choices["pretrain_speed"].add_argument("--repeats", type=int, default=3)
     commands.choices["updates"].add_argument("--at", type=int, nargs="+", required=True, help="Steps to save after.")
     commands.choices["updates"].add_argument("--weights", required=True, help="Weights file (.npz) to write.")
-    commands.choices["updates"].add_argument("--weight_decay", type=float, default=None,
-                                             help="Instead of the settings' weight decay.")
     finetune = commands.add_parser("finetune_speed")
     finetune.add_argument("--checkpoint", required=True)
     finetune.add_argument("--batches", required=True)

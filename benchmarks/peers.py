@@ -40,6 +40,7 @@ kept when the command runs again.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -75,8 +76,6 @@ def run_peer(peer_python: str, command: str, args: list[str], output: str) -> di
 # --- Pretraining inputs: the batches, the held-out set, the initial weights ----------------
 
 def pretraining_config(config_path: str, steps: int | None):
-    import dataclasses
-
     from kerasbert.config import PretrainConfig, load_config
 
     config = load_config(PretrainConfig, config_path)
@@ -306,7 +305,20 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str =
     return {"blocks": blocks, "complete": True}
 
 
-IMPLEMENTATIONS = ("kerasbert", "transformers", "kerasbert-no-xla")
+@dataclasses.dataclass(frozen=True)
+class Implementation:
+    """One kind of pretraining run: its line in the plot, and for kerasbert's runs, XLA as
+    the config says (None) or as given."""
+    line: str
+    legend: str
+    jit_compile: bool | None = None
+
+
+IMPLEMENTATIONS = {
+    "kerasbert": Implementation("-", "kerasbert (solid)"),
+    "transformers": Implementation("--", "transformers (dashed)"),
+    "kerasbert-no-xla": Implementation(":", "kerasbert without XLA (dotted)", jit_compile=False),
+}
 
 
 def pretrain_runs(args) -> list[str]:
@@ -367,8 +379,8 @@ def part_pretrain(args, results: dict) -> None:
     if args.run:  # one kerasbert run, in the process `run_command` started
         implementation, seed = args.run.split("/")
         output, state = run_paths(args, args.run)
-        jit_compile = False if implementation == "kerasbert-no-xla" else None
-        write_json(output, train_kerasbert(config, side, inputs, int(seed), state, jit_compile))
+        write_json(output, train_kerasbert(config, side, inputs, int(seed), state,
+                                           IMPLEMENTATIONS[implementation].jit_compile))
         return
     os.makedirs(os.path.join(args.output_dir, "pretrain"), exist_ok=True)
     for seed in args.seeds:
@@ -473,8 +485,6 @@ def part_updates(args, results: dict) -> None:
     without XLA, or a difference in the algorithm is left. Weight decay off on both sides
     shows how much of the difference its float32 rounding makes (its early steps are a
     few units in the last place of a weight)."""
-    import dataclasses
-
     config = pretraining_config(args.config, args.steps)
     inputs = os.path.join(args.output_dir, "inputs")
     side = prepare_pretraining(config, args.data_dir, inputs)
@@ -654,22 +664,23 @@ def plot_pretrain(results: dict, path: str) -> None:
 
     runs = results["pretrain"]["runs"]
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    colours, lines = {}, {"kerasbert": "-", "transformers": "--", "kerasbert-no-xla": ":"}
+    colours = {}
     for key, run in sorted(runs.items()):
         implementation, seed = key.split("/")
         colour = colours.setdefault(seed, f"C{len(colours)}")
         steps = [b["step"] for b in run["blocks"]]
         for axis, metric in zip(axes, ("mlm_accuracy", "nsp_accuracy")):
             axis.plot(steps, [b[metric] for b in run["blocks"]], color=colour,
-                      linestyle=lines[implementation], marker=".",
+                      linestyle=IMPLEMENTATIONS[implementation].line, marker=".",
                       label=f"{implementation}, seed {seed}")
     for axis, title in zip(axes, ("held-out MLM accuracy", "held-out NSP accuracy")):
         axis.set_title(title)
         axis.set_xlabel("step (the same batches for every run)")
         axis.grid(alpha=0.3)
     axes[0].legend()
-    figure.suptitle(f"{results['pretrain']['config']}: kerasbert (solid), transformers (dashed)"
-                    + (", kerasbert without XLA (dotted)" if any(k.startswith("kerasbert-no-xla") for k in runs) else ""))
+    drawn = {key.split("/")[0] for key in runs} | {"kerasbert", "transformers"}
+    figure.suptitle(f"{results['pretrain']['config']}: "
+                    + ", ".join(kind.legend for name, kind in IMPLEMENTATIONS.items() if name in drawn))
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -683,7 +694,7 @@ def pretrain_verdicts(part: dict) -> list[str]:
     seeds = sorted({key.split("/")[1] for key in part["runs"]})
     for seed in seeds:
         ours = part["runs"].get(f"kerasbert/{seed}")
-        for other in IMPLEMENTATIONS[1:]:
+        for other in list(IMPLEMENTATIONS)[1:]:
             theirs = part["runs"].get(f"{other}/{seed}")
             if not (ours and theirs):
                 continue
@@ -817,7 +828,8 @@ def part_command(args, part: str) -> list[str]:
     """The command that runs `part` alone with the same settings."""
     return [sys.executable, "-m", "benchmarks.peers", "--data_dir", args.data_dir, "--output_dir", args.output_dir,
             "--peer_python", args.peer_python, "--config", args.config, "--steps", str(args.steps),
-            "--seeds", *map(str, args.seeds), "--implementations", *args.implementations, "--speed_steps", str(args.speed_steps), "--repeats", str(args.repeats),
+            "--seeds", *map(str, args.seeds), "--implementations", *args.implementations,
+            "--speed_steps", str(args.speed_steps), "--repeats", str(args.repeats),
             "--sentences", str(args.sentences), "--latency_sentences", str(args.latency_sentences),
             "--update_steps", *map(str, args.update_steps), "--jobs", str(args.jobs), "--parts", part]
 
@@ -834,7 +846,7 @@ def main(argv=None) -> int:
     parser.add_argument("--config", default=CONFIG, help="Pretraining config of the pretrain parts.")
     parser.add_argument("--steps", type=int, default=0, help="Pretraining steps (0: the config's total_steps).")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1234, 2], help="Initialisations to compare.")
-    parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS[:2]), choices=IMPLEMENTATIONS,
+    parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS)[:2], choices=list(IMPLEMENTATIONS),
                         help="The pretrain part's runs per seed; kerasbert-no-xla: kerasbert without XLA, "
                              "a control for float arithmetic alone.")
     parser.add_argument("--update_steps", type=int, nargs="+", default=[10, 50, 150],
