@@ -15,6 +15,8 @@ import argparse
 
 import kerasbert
 
+kerasbert.prefer_onednn()  # before TensorFlow loads: its oneDNN kernels on AVX2 CPUs too
+
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--task", required=True, choices=kerasbert.task_names(),
                     help="sst: sentiment classes; para: paraphrase (binary); sts: similarity 0-5; ...")

@@ -12,9 +12,11 @@ Killed part-way, the same command resumes from the last epoch's backup.
 import argparse
 import os
 
-import keras
-
 import kerasbert
+
+kerasbert.prefer_onednn()  # before TensorFlow loads: its oneDNN kernels on AVX2 CPUs too
+
+import keras  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--text", action="append", required=True, help="A text file to train on (repeatable).")

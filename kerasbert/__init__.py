@@ -60,6 +60,8 @@ _MODULES = {
     "export_model": "kerasbert.export",
     "export_saved_model": "kerasbert.export",
     "make_strategy": "kerasbert.training.strategy",
+    # TensorFlow's oneDNN CPU kernels on every x86 CPU (call before TensorFlow is imported).
+    "prefer_onednn": "kerasbert.cpu_kernels",
 }
 
 __all__ = list(_MODULES)

@@ -17,6 +17,7 @@ import os
 import sys
 import tempfile
 
+from kerasbert.cpu_kernels import prefer_onednn
 from kerasbert.data.corpus import default_data_dir
 
 
@@ -81,7 +82,11 @@ def import_tensorflow(verbose: bool = False) -> None:
     "oneDNN custom operations are on". They are written before TF_CPP_MIN_LOG_LEVEL is
     read, so only a redirect of the native stderr hides them. Looking the devices up
     does not fix them: a strategy may still split the CPU afterwards.
+
+    Asks for TensorFlow's oneDNN kernels first (`kerasbert.cpu_kernels`), on CPUs where
+    TensorFlow would leave them off, unless TF_ENABLE_ONEDNN_OPTS says otherwise.
     """
+    prefer_onednn()
     if verbose or has_nvidia_gpu() or "tensorflow" in sys.modules:
         return
     # Also the C++ errors that are notices here ("oneDNN supports DT_INT64 only on platforms

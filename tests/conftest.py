@@ -7,6 +7,10 @@ import sys
 
 import pytest
 
+from kerasbert.cpu_kernels import prefer_onednn
+
+prefer_onednn()  # in-process tests run TensorFlow's kernels as the pipelines do
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.environ.get("KERASBERT_DATA_DIR", os.path.join(ROOT, "..", "shared", "data"))
 
