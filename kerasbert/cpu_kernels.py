@@ -3,10 +3,10 @@
 On Linux, TensorFlow turns its oneDNN kernels on by default only on CPUs with AVX512_VNNI,
 AVX512_BF16, AVX_VNNI or AMX (`DefaultOneDnnPolicy` in tensorflow/core/util/port.cc). On
 the others, AVX2-only CPUs among them, it runs Eigen's kernels. On such a machine (AMD
-EPYC, AVX2) oneDNN made kerasbert's fine-tuning step 2.1x faster, its pretraining step
-1.3x and the exported model's batch-32 inference 1.16x, with batch-1 latency unchanged
-(docs/benchmarks.md). The choice is read once, when TensorFlow is imported, from the
-environment variable `TF_ENABLE_ONEDNN_OPTS`.
+EPYC, AVX2) oneDNN made kerasbert's fine-tuning step 2.1x faster and its pretraining
+step 1.3-1.4x. Inference gained nothing there (batch 32: 0.94-1.16x; batch 1: slower), so
+the local server keeps TensorFlow's own choice (docs/benchmarks.md). The choice is read
+once, when TensorFlow is imported, from the environment variable `TF_ENABLE_ONEDNN_OPTS`.
 
 The pipelines, benchmarks and tests call `prefer_onednn()` before they import TensorFlow.
 A user who set `TF_ENABLE_ONEDNN_OPTS` (to 0 or 1) keeps their choice.

@@ -197,10 +197,6 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # TensorFlow turns its oneDNN kernels on by itself only on CPUs with AVX512_VNNI,
-    # AVX512_BF16, AVX_VNNI or AMX. On an AVX2 CPU they served batches of 32 1.16x faster,
-    # at the same batch-1 latency (docs/benchmarks.md). TF_ENABLE_ONEDNN_OPTS=0 keeps Eigen's.
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     run_server(parse_flags(sys.argv[1:] if argv is None else argv))
     return 0
 

@@ -1,6 +1,6 @@
-"""The pipelines, the benchmarks and the local server run TensorFlow's oneDNN kernels on
-every x86 CPU, where TensorFlow alone would leave them off on AVX2-only CPUs; a user's own
-TF_ENABLE_ONEDNN_OPTS wins."""
+"""The pipelines and the benchmarks run TensorFlow's oneDNN kernels on every x86 CPU, where
+TensorFlow alone would leave them off on AVX2-only CPUs; a user's own TF_ENABLE_ONEDNN_OPTS
+wins."""
 
 import os
 import platform
