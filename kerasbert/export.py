@@ -129,7 +129,7 @@ class ServingGraph:
         self.encode = tf.function(lambda *tokens: model.embed(dict(zip(keys, tokens)), unpadded=True,
                                                               compute_dtype=compute_dtype),
                                   input_signature=token_specs())
-        self.tokenize = tf.function(preprocessor.tokenizer, input_signature=[TEXT])
+        self.tokenize = preprocessor.tokenize
         self.pack = {count: tf.function(lambda *segments: tuple(pack_segments(segments, length, ids)[k] for k in keys),
                                         input_signature=[SEGMENT] * count) for count in (1, 2)}
 

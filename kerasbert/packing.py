@@ -1,13 +1,14 @@
-"""BERT packing: keras-hub's packer for training (`make_packer`), and the same packing in
-a few dense ops for serving graphs (`pack_segments`).
+"""BERT packing: keras-hub's packer (`make_packer`, for pretraining), and the same packing
+in a few dense ops (`pack_segments`, for fine-tuning and serving graphs).
 
 `pack_segments` gives the same `[CLS] a [SEP] (b [SEP])` token ids, segment ids and
-padding mask as keras-hub's `MultiSegmentPacker(truncate="round_robin")` followed by
-`TaskPreprocessor`'s trim to the longest row (tests/test_packing.py checks this on
-random batches). Training keeps keras-hub's packer. Exports use this one because
-the packer's ragged ops trace into about 3,900 graph nodes and 150 assertion branch
-functions. Every server that loads the model has to rebuild those in Python, so they
-tripled the load time of a new version. This version traces into about 100 nodes.
+padding mask as keras-hub's `MultiSegmentPacker(truncate="round_robin")` trimmed to the
+longest row (tests/test_packing.py checks this on random batches). The packer's ragged
+ops trace into about 3,900 graph nodes and 150 assertion branch functions. Every server
+that loads the model has to rebuild those in Python, so they tripled the load time of a
+new version; and fine-tuning traced them again for each task's training and dev data.
+This version traces into about 100 nodes. Pretraining keeps keras-hub's packer: it packs
+to one fixed length, traced once per run.
 
 Round-robin trimming of two segments to a budget of m tokens gives a
 min(len_a, max(ceil(m / 2), m - len_b)) tokens and b what is left, up to len_b. This

@@ -1,11 +1,11 @@
-"""The export's dense packer against keras-hub's MultiSegmentPacker (what training uses)."""
+"""kerasbert's dense packer (fine-tuning and the export) against keras-hub's MultiSegmentPacker."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from kerasbert.finetuning.data import TaskPreprocessor
-from kerasbert.packing import pack_segments
+from kerasbert.packing import make_packer, pack_segments
 from kerasbert.tokenization import make_tokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(40)]
@@ -19,16 +19,24 @@ def random_segment(rng, rows: int, longest: int) -> tf.RaggedTensor:
 
 @pytest.mark.parametrize("count", [1, 2])
 @pytest.mark.parametrize("sequence_length", [5, 8, 16, 64])
-def test_dense_packer_matches_keras_hub_packer(count, sequence_length):
-    preprocessor = TaskPreprocessor(make_tokenizer(VOCAB), sequence_length)
+@pytest.mark.parametrize("trim", [True, False])
+def test_dense_packer_matches_keras_hub_packer(count, sequence_length, trim):
+    preprocessor = TaskPreprocessor(make_tokenizer(VOCAB), sequence_length, trim=trim)
+    packer = make_packer(sequence_length, preprocessor.ids)
     rng = np.random.default_rng(sequence_length * 10 + count)
     for trial in range(20):
         rows = int(rng.integers(1, 6))
         longest = int(rng.integers(0, 2 * sequence_length))
         segments = [random_segment(rng, rows, longest) for _ in range(count)]
-        expected = preprocessor.pack_tokens(*segments)
-        packed = pack_segments(segments, sequence_length, preprocessor.ids)
+        token_ids, segment_ids = packer(tuple(segments))
+        expected = {"token_ids": token_ids, "segment_ids": segment_ids,
+                    "padding_mask": tf.cast(token_ids != preprocessor.ids["pad"], tf.int32)}
+        if trim:  # to the longest row, as TaskPreprocessor(trim=True) packs for training
+            width = max(int(tf.reduce_max(tf.reduce_sum(expected["padding_mask"], axis=1))), 1)
+            expected = {key: value[:, :width] for key, value in expected.items()}
+        packed = preprocessor.pack_tokens(*segments)
         for key in ("token_ids", "segment_ids", "padding_mask"):
+            assert packed[key].dtype == tf.int32
             np.testing.assert_array_equal(packed[key].numpy(), expected[key].numpy(),
                                           err_msg=f"{key}, trial {trial}")
 
