@@ -15,7 +15,7 @@ import argparse
 
 import kerasbert
 
-kerasbert.prefer_onednn()  # before TensorFlow loads: its oneDNN kernels on AVX2 CPUs too
+kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 CPUs too
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--task", required=True, choices=kerasbert.task_names(),

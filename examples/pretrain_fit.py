@@ -14,7 +14,7 @@ import os
 
 import kerasbert
 
-kerasbert.prefer_onednn()  # before TensorFlow loads: its oneDNN kernels on AVX2 CPUs too
+kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 CPUs too
 
 import keras  # noqa: E402
 

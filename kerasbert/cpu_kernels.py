@@ -5,24 +5,47 @@ AVX512_BF16, AVX_VNNI or AMX (`DefaultOneDnnPolicy` in tensorflow/core/util/port
 the others, AVX2-only CPUs among them, it runs Eigen's kernels. On such a machine (AMD
 EPYC, AVX2) oneDNN made kerasbert's fine-tuning step 2.1x faster and its pretraining
 step 1.3-1.4x. Inference gained nothing there (batch 32: 0.94-1.16x; batch 1: slower), so
-the local server keeps TensorFlow's own choice (docs/benchmarks.md). The choice is read
-once, when TensorFlow is imported, from the environment variable `TF_ENABLE_ONEDNN_OPTS`.
+the local server keeps TensorFlow's own choice (docs/benchmarks.md). TensorFlow reads the
+choice once, as it loads, from the environment variable `TF_ENABLE_ONEDNN_OPTS`.
 
-The pipelines, benchmarks and tests call `prefer_onednn()` before they import TensorFlow.
-A user who set `TF_ENABLE_ONEDNN_OPTS` (to 0 or 1) keeps their choice.
+The pipelines, benchmarks and tests import TensorFlow through `prefer_onednn()` or inside
+`onednn_preferred()`. The variable is set only while TensorFlow loads, so the processes
+they start (a local server, say) make TensorFlow's own choice, as when a user starts them.
+A user who set `TF_ENABLE_ONEDNN_OPTS` (to 0 or 1) keeps their choice, in both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 
 
+@contextlib.contextmanager
+def onednn_preferred():
+    """`TF_ENABLE_ONEDNN_OPTS=1` inside the block unless the user set it; import TensorFlow
+    there. After the block the environment is as it was.
+
+    Example:
+        >>> with onednn_preferred():
+        ...     import tensorflow
+    """
+    if VARIABLE in os.environ:
+        yield
+        return
+    os.environ[VARIABLE] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(VARIABLE, None)
+
+
 def prefer_onednn() -> bool:
-    """Asks for oneDNN's kernels unless `TF_ENABLE_ONEDNN_OPTS` is already set. Returns
-    False, changing nothing, once TensorFlow is imported: its choice is made by then.
+    """Imports TensorFlow with oneDNN's kernels unless `TF_ENABLE_ONEDNN_OPTS` says
+    otherwise. Returns False, changing nothing, once TensorFlow is imported (its choice is
+    made by then) or where it is not installed (the peer's environment of bench-peers).
 
     Example, at the top of your own training script:
         >>> import kerasbert
@@ -32,7 +55,11 @@ def prefer_onednn() -> bool:
     """
     if "tensorflow" in sys.modules:
         return False
-    os.environ.setdefault(VARIABLE, "1")
+    with onednn_preferred():
+        try:
+            import tensorflow  # noqa: F401  (it reads the variable as it loads)
+        except ImportError:
+            return False
     return True
 
 

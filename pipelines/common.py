@@ -17,7 +17,7 @@ import os
 import sys
 import tempfile
 
-from kerasbert.cpu_kernels import prefer_onednn
+from kerasbert.cpu_kernels import onednn_preferred, prefer_onednn
 from kerasbert.data.corpus import default_data_dir
 
 
@@ -83,18 +83,18 @@ def import_tensorflow(verbose: bool = False) -> None:
     read, so only a redirect of the native stderr hides them. Looking the devices up
     does not fix them: a strategy may still split the CPU afterwards.
 
-    Asks for TensorFlow's oneDNN kernels first (`kerasbert.cpu_kernels`), on CPUs where
-    TensorFlow would leave them off, unless TF_ENABLE_ONEDNN_OPTS says otherwise.
+    Asks for TensorFlow's oneDNN kernels as it loads (`kerasbert.cpu_kernels`), on CPUs
+    where TensorFlow would leave them off, unless TF_ENABLE_ONEDNN_OPTS says otherwise.
     """
-    prefer_onednn()
     if verbose or has_nvidia_gpu() or "tensorflow" in sys.modules:
+        prefer_onednn()
         return
     # Also the C++ errors that are notices here ("oneDNN supports DT_INT64 only on platforms
     # with AVX-512"); a real failure still reaches Python as an exception.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     with tempfile.TemporaryFile() as captured:
         try:
-            with native_stderr_to(captured):
+            with native_stderr_to(captured), onednn_preferred():
                 import tensorflow as tf
 
                 tf.config.list_physical_devices()

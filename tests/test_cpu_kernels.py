@@ -1,6 +1,6 @@
 """The pipelines and the benchmarks run TensorFlow's oneDNN kernels on every x86 CPU, where
-TensorFlow alone would leave them off on AVX2-only CPUs; a user's own TF_ENABLE_ONEDNN_OPTS
-wins."""
+TensorFlow alone would leave them off on AVX2-only CPUs; the processes they start (a local
+server) make TensorFlow's own choice; a user's own TF_ENABLE_ONEDNN_OPTS wins."""
 
 import os
 import platform
@@ -14,34 +14,64 @@ from conftest import ROOT
 pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
                                 reason="TensorFlow's oneDNN kernels are built for x86 here")
 
-REPORT = "from kerasbert.cpu_kernels import onednn_enabled; print(onednn_enabled())"
+# This process's choice, and whether it left the variable for the processes it starts.
+REPORT = ("import os; from kerasbert.cpu_kernels import onednn_enabled; "
+          "print(onednn_enabled(), 'TF_ENABLE_ONEDNN_OPTS' in os.environ)")
+# The choice of a TensorFlow process started from this one.
+CHILD = ("import subprocess, sys; print(subprocess.run([sys.executable, '-c', 'import tensorflow; "
+         "from kerasbert.cpu_kernels import onednn_enabled; print(onednn_enabled())'], "
+         "capture_output=True, text=True, check=True).stdout.split()[-1])")
+# The kernel a product runs on: oneDNN's op is _MklNativeFusedMatMul, Eigen's _FusedMatMul.
+KERNEL = """
+import glob, tempfile
+import tensorflow as tf
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
+product = tf.function(lambda a: tf.nn.relu(tf.nn.bias_add(tf.matmul(a, a), a[0])))
+a = tf.ones([16, 16]); product(a)
+with tempfile.TemporaryDirectory() as logdir:
+    tf.profiler.experimental.start(logdir); product(a); tf.profiler.experimental.stop()
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(open(glob.glob(logdir + "/**/*.xplane.pb", recursive=True)[0], "rb").read())
+print(sorted({m.name.split(":")[-1] for p in space.planes for m in p.event_metadata.values()
+              if m.name.endswith("MatMul")}))
+"""
 
 
-def onednn_in_fresh_process(code: str, variable: str | None = None) -> str:
+def fresh_process(code: str, variable: str | None = None) -> str:
+    """The last line `code` prints, run with TF_ENABLE_ONEDNN_OPTS unset (or `variable`)."""
     env = {key: value for key, value in os.environ.items() if key != "TF_ENABLE_ONEDNN_OPTS"}
     if variable is not None:
         env["TF_ENABLE_ONEDNN_OPTS"] = variable
-    result = subprocess.run([sys.executable, "-c", f"{code}\n{REPORT}"], cwd=ROOT, capture_output=True, text=True,
-                            env={**env, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=120, check=True)
-    return result.stdout.split()[-1]
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                            env={**env, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=180, check=True)
+    return result.stdout.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("start", ["from pipelines.common import import_tensorflow; import_tensorflow()",
-                                   "import benchmarks.results",
+def tensorflow_by_cpu() -> bool:
+    """TensorFlow's own choice: oneDNN when the CPU has AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX."""
+    with open("/proc/cpuinfo") as f:
+        flags = set(f.read().split("\n\n")[0].split())
+    return bool(flags & {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"})
+
+
+PIPELINE = "from pipelines.common import import_tensorflow; import_tensorflow()"
+
+
+@pytest.mark.parametrize("start", [PIPELINE, "import benchmarks.results",
                                    "import kerasbert; kerasbert.prefer_onednn(); import keras"])
-def test_each_entry_point_turns_onednn_on(start):
-    assert onednn_in_fresh_process(start) == "True"
+def test_each_entry_point_turns_onednn_on_and_leaves_no_variable_behind(start):
+    assert fresh_process(f"{start}\n{REPORT}") == "True False"
+
+
+def test_the_products_run_on_onednn_kernels_and_a_started_process_chooses_for_itself():
+    assert fresh_process(f"import kerasbert; kerasbert.prefer_onednn()\n{KERNEL}") == "['_MklNativeFusedMatMul']"
+    # A server that a pipeline starts runs what TensorFlow picks for the CPU, as when a user starts it.
+    assert fresh_process(f"{PIPELINE}\n{CHILD}") == str(tensorflow_by_cpu())
 
 
 def test_tensorflow_alone_keeps_its_own_choice_and_so_does_a_user():
-    # Without the call TensorFlow decides by the CPU (on when it has AVX512_VNNI, AVX512_BF16,
-    # AVX_VNNI or AMX); a user's 0 stays 0 with it.
-    with open("/proc/cpuinfo") as f:
-        flags = set(f.read().split("\n\n")[0].split())
-    by_cpu = bool(flags & {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"})
-    assert onednn_in_fresh_process("import tensorflow") == str(by_cpu)
-    assert onednn_in_fresh_process("from pipelines.common import import_tensorflow; import_tensorflow()",
-                                   variable="0") == "False"
+    assert fresh_process(f"import tensorflow\n{REPORT}") == f"{tensorflow_by_cpu()} False"
+    assert fresh_process(f"{PIPELINE}\n{REPORT}", variable="0") == "False True"
 
 
 def test_too_late_once_tensorflow_is_imported(monkeypatch):
