@@ -84,21 +84,7 @@ def fingerprints(outputs):
             .split("weights_fingerprint=")[1].split()[0] for out in outputs]
 
 
-def test_multi_worker_trains_in_sync_and_only_chief_writes(tmp_path):
-    config = tiny_run_config(tmp_path)
-    output = tmp_path / "out"
-    outputs = finish(start_workers(config, output, free_ports(2)))
-    assert len(set(fingerprints(outputs))) == 1
-    assert "2 replica(s)" in outputs[0]
-    metrics = json.loads((output / "metrics.json").read_text())
-    assert metrics["train_steps"] == 20 and metrics["replicas"] == 2
-    # Only the chief wrote: one set of outputs, no worker-specific files.
-    assert sorted(os.listdir(output)) == sorted(
-        ["checkpoints", "config.json", "curves.png", "encoder", "history.csv", "logs",
-         "metrics.json", "pretrainer.keras", "vocab.txt"])
-
-
-def test_multi_worker_run_killed_and_restarted_resumes_in_sync(tmp_path):
+def test_multi_worker_run_killed_and_restarted_resumes_in_sync_and_only_chief_writes(tmp_path):
     import signal
     import time
 
@@ -124,4 +110,10 @@ def test_multi_worker_run_killed_and_restarted_resumes_in_sync(tmp_path):
                .split("resuming at step ")[1].split(" [")[0] for out in outputs]  # without the elapsed time
     assert resumed[0] == resumed[1] and int(resumed[0].split()[0]) >= 20  # the same backup, both
     assert len(set(fingerprints(outputs))) == 1  # still in sync
-    assert json.loads((output / "metrics.json").read_text())["train_steps"] == 60
+    assert "2 replica(s)" in outputs[0]
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["train_steps"] == 60 and metrics["replicas"] == 2
+    # Only the chief wrote: one set of outputs, no worker-specific files, no backups left.
+    assert sorted(os.listdir(output)) == sorted(
+        ["checkpoints", "config.json", "curves.png", "encoder", "history.csv", "logs",
+         "metrics.json", "pretrainer.keras", "vocab.txt"])
