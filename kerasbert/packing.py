@@ -8,7 +8,7 @@ ops trace into about 3,900 graph nodes and 150 assertion branch functions. Every
 that loads the model has to rebuild those in Python, so they tripled the load time of a
 new version; and fine-tuning traced them again for each task's training and dev data.
 This version traces into about 100 nodes. Pretraining keeps keras-hub's packer: it packs
-to one fixed length, traced once per run.
+to one fixed length, and a run traces it in two datasets only (training and held-out).
 
 Round-robin trimming of two segments to a budget of m tokens gives a
 min(len_a, max(ceil(m / 2), m - len_b)) tokens and b what is left, up to len_b. This

@@ -28,8 +28,8 @@ from kerasbert.tokenization import special_token_ids
 
 class TaskPreprocessor:
     """Tokenizes and packs raw text inside the graph, with the same ops the export serves
-    (`kerasbert.packing.pack_segments`: keras-hub's `MultiSegmentPacker` output, in a graph
-    that traces in a tenth of the time).
+    (`kerasbert.packing.pack_segments`: keras-hub's `MultiSegmentPacker` output, in about
+    100 graph nodes instead of 3,900, so each dataset's map function traces quickly).
 
     Args:
         tokenizer: a keras-hub BertTokenizer.
