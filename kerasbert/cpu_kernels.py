@@ -8,38 +8,18 @@ step 1.3-1.4x. Inference gained nothing there (batch 32: 0.94-1.16x; batch 1: sl
 the local server keeps TensorFlow's own choice (docs/benchmarks.md). TensorFlow reads the
 choice once, as it loads, from the environment variable `TF_ENABLE_ONEDNN_OPTS`.
 
-The pipelines, benchmarks and tests import TensorFlow through `prefer_onednn()` or inside
-`onednn_preferred()`. The variable is set only while TensorFlow loads, so the processes
-they start (a local server, say) make TensorFlow's own choice, as when a user starts them.
-A user who set `TF_ENABLE_ONEDNN_OPTS` (to 0 or 1) keeps their choice, in both.
+The pipelines, benchmarks and tests import TensorFlow through `prefer_onednn()`. The
+variable is set only while TensorFlow loads, so the processes they start (a local server,
+say) make TensorFlow's own choice, as when a user starts them. A user who set
+`TF_ENABLE_ONEDNN_OPTS` (to 0 or 1) keeps their choice, in both.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
-
-
-@contextlib.contextmanager
-def onednn_preferred():
-    """`TF_ENABLE_ONEDNN_OPTS=1` inside the block unless the user set it; import TensorFlow
-    there. After the block the environment is as it was.
-
-    Example:
-        >>> with onednn_preferred():
-        ...     import tensorflow
-    """
-    if VARIABLE in os.environ:
-        yield
-        return
-    os.environ[VARIABLE] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop(VARIABLE, None)
 
 
 def prefer_onednn() -> bool:
@@ -55,11 +35,16 @@ def prefer_onednn() -> bool:
     """
     if "tensorflow" in sys.modules:
         return False
-    with onednn_preferred():
-        try:
-            import tensorflow  # noqa: F401  (it reads the variable as it loads)
-        except ImportError:
-            return False
+    set_here = VARIABLE not in os.environ
+    if set_here:
+        os.environ[VARIABLE] = "1"
+    try:
+        import tensorflow  # noqa: F401  (it reads the variable as it loads)
+    except ImportError:
+        return False
+    finally:
+        if set_here:  # children started later (a local server) make TensorFlow's own choice
+            del os.environ[VARIABLE]
     return True
 
 

@@ -17,7 +17,7 @@ import os
 import sys
 import tempfile
 
-from kerasbert.cpu_kernels import onednn_preferred, prefer_onednn
+from kerasbert.cpu_kernels import prefer_onednn
 from kerasbert.data.corpus import default_data_dir
 
 
@@ -94,7 +94,8 @@ def import_tensorflow(verbose: bool = False) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     with tempfile.TemporaryFile() as captured:
         try:
-            with native_stderr_to(captured), onednn_preferred():
+            with native_stderr_to(captured):
+                prefer_onednn()
                 import tensorflow as tf
 
                 tf.config.list_physical_devices()
