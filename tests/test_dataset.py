@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from kerasbert.packing import make_packer
@@ -82,6 +83,17 @@ def test_heldout_masks_are_the_same_in_every_build_on_a_busy_machine():
         busy.kill()
         busy.wait()
     assert len(masks) == 1
+
+
+def test_heldout_batches_are_counted_and_the_same_in_every_pass():
+    # Held in memory: Keras knows when evaluation ends, and each block scores the same batches.
+    masker = Masker(100, IDS["mask"], [0, 2, 3], mask_selection_length=8, seed=0)
+    data = heldout_dataset(examples_dataset(EXAMPLES * 3), make_packer(48, IDS), masker, 4, IDS["pad"])
+    assert int(data.cardinality()) == 2  # 9 examples: two whole batches of 4
+    first, second = ([x["token_ids"].numpy() for x, _, _ in data] for _ in range(2))
+    assert len(first) == 2 and all(np.array_equal(a, b) for a, b in zip(first, second))
+    with pytest.raises(ValueError, match="fewer examples than one batch of 16"):
+        heldout_dataset(examples_dataset(EXAMPLES), make_packer(48, IDS), masker, 16, IDS["pad"])
 
 
 def test_tfrecord_shards_round_trip(tmp_path):
