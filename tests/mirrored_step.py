@@ -59,7 +59,9 @@ def one_step(strategy, initial_weights):
         config = ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2,
                              max_sequence_length=SEQ, dropout=0.0)
         if KIND == "multitask":
-            model = MultitaskBert(build_encoder(config, VOCAB), pair_encoder="bi", dropout=0.0)
+            # Two tasks: a branch per task in the step, the batch's and an idle one.
+            model = MultitaskBert(build_encoder(config, VOCAB), pair_encoder="bi", dropout=0.0,
+                                  tasks=("sst", "sts"))
             model.compile(optimizer=make_optimizer())
             model({k: v[:2] for k, v in x.items()})  # build the heads
         else:

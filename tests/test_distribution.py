@@ -41,7 +41,7 @@ def tiny_run_config(tmp_path, steps=20, block=10, batch=8):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(TINY_VOCAB) + "\n")
     config = {
-        "model": {"preset": "custom", "num_layers": 2, "hidden_dim": 16, "num_heads": 2,
+        "model": {"preset": "custom", "num_layers": 1, "hidden_dim": 16, "num_heads": 2,
                   "max_sequence_length": 32},
         "data": {"sources": [corpus], "heldout_source": heldout, "vocab_file": str(vocab),
                  "heldout_examples": 16, "mask_selection_length": 6},

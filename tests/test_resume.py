@@ -35,29 +35,54 @@ def kill_after_backup(process, backup_dir, blocks):
     assert process.returncode == -signal.SIGKILL
 
 
-def test_sigkill_then_rerun_resumes_from_last_backup(tmp_path):
-    config = tiny_run_config(tmp_path, steps=120, block=10, batch=8)
-    output = tmp_path / "out"
-    command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
-    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    process = subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    kill_after_backup(process, output / "backup", blocks=3)
-    assert not (output / "metrics.json").exists()
-    blocks_done = newest_backup_block(output / "backup")
-    assert 3 <= blocks_done < 12
+def history_blocks(output):
+    with open(output / "history.csv", newline="") as f:
+        return [int(row["epoch"]) for row in csv.DictReader(f)]
 
+
+def test_sigkill_then_rerun_resumes_from_the_newest_backup_that_reads_whole(tmp_path):
+    config = tiny_run_config(tmp_path, steps=70, block=10, batch=8)
+    output, backups = tmp_path / "out", tmp_path / "out" / "backup"
+    command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
+    # Unbuffered: what a run printed before its SIGKILL reaches the log.
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+
+    def start(log):
+        with open(tmp_path / log, "w") as out:
+            return subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT, env=env,
+                                    stdout=out, stderr=subprocess.DEVNULL)
+
+    # Killed mid-block, then run again: it goes on from the newest backup.
+    kill_after_backup(start("first.log"), backups, blocks=2)
+    assert not (output / "metrics.json").exists()
+    newest = newest_backup_block(backups)
+    assert 2 <= newest <= 4  # and so the second run has blocks left after newest + 2
+    kill_after_backup(start("second.log"), backups, blocks=newest + 2)
+    resumed = f"resuming at step {newest * 10} from {backups / f'block-{newest:04d}.weights.h5'}"
+    assert resumed in (tmp_path / "second.log").read_text()
+
+    # Killed again, and the newest backup is damaged: it goes on from the one before.
+    newest = newest_backup_block(backups)
+    damaged = backups / f"block-{newest:04d}.weights.h5"
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])  # truncated
+    # A write cut short by the kill leaves only a temporary file, which is never read.
+    (backups / f"block-{newest + 1:04d}.weights.h5.partial.weights.h5").write_bytes(b"\0" * 100)
     result = run_module(command)
-    assert f"resuming at step {blocks_done * 10}" in result.stdout
+    assert f"{damaged} (after block {newest}) is damaged" in result.stdout
+    # The weights and the data resume from the same block: the one before the damaged one.
+    previous = backups / f"block-{newest - 1:04d}.weights.h5"
+    assert f"resuming at step {(newest - 1) * 10} from {previous}" in result.stdout
+
     metrics = json.loads((output / "metrics.json").read_text())
     # Optimizer state came back: exactly the planned steps, none repeated past the backup.
-    assert metrics["train_steps"] == 120
+    assert metrics["train_steps"] == 70
+    blocks = history_blocks(output)  # every block logged; the rerun's from where it resumed
+    assert sorted(set(blocks)) == list(range(7)) and blocks[-(8 - newest):] == list(range(newest - 1, 7))
     with open(output / "history.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert sorted({int(row["epoch"]) for row in rows}) == list(range(12))
     # One column per logged key, filled in every row: no empty val_* columns.
     assert all("NA" not in row.values() for row in rows) and "mlm_accuracy" in rows[0]
-    assert not (output / "backup").exists()  # removed after a finished run
+    assert not backups.exists()  # removed after a finished run
 
 
 def test_a_finished_run_is_kept_unless_overwrite(tmp_path):
@@ -105,36 +130,6 @@ def test_tensorflow_start_up_lines_are_hidden_unless_verbose(tmp_path):
     assert quiet.stderr.strip() == "", quiet.stderr
     verbose = run_module(command + ["--verbose"])
     assert "oneDNN" in verbose.stderr or "cuda" in verbose.stderr.lower()
-
-
-def history_blocks(output):
-    with open(output / "history.csv", newline="") as f:
-        return [int(row["epoch"]) for row in csv.DictReader(f)]
-
-
-def test_a_damaged_newest_backup_falls_back_to_the_one_before(tmp_path):
-    config = tiny_run_config(tmp_path, steps=120, block=10, batch=8)
-    output = tmp_path / "out"
-    command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    process = subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    kill_after_backup(process, output / "backup", blocks=3)
-    newest = newest_backup_block(output / "backup")
-    damaged = output / "backup" / f"block-{newest:04d}.weights.h5"
-    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])  # truncated
-    # A write cut short by the kill leaves only a temporary file, which is never read.
-    (output / "backup" / f"block-{newest + 1:04d}.weights.h5.partial.weights.h5").write_bytes(b"\0" * 100)
-
-    result = run_module(command)
-    assert f"{damaged} (after block {newest}) is damaged" in result.stdout
-    # The weights and the data resume from the same block: the one before the damaged one.
-    previous = output / "backup" / f"block-{newest - 1:04d}.weights.h5"
-    assert f"resuming at step {(newest - 1) * 10} from {previous}" in result.stdout
-    metrics = json.loads((output / "metrics.json").read_text())
-    assert metrics["train_steps"] == 120  # no block skipped, none trained twice
-    blocks = history_blocks(output)
-    assert sorted(set(blocks)) == list(range(12)) and blocks[-(13 - newest):] == list(range(newest - 1, 12))
 
 
 def test_no_readable_backup_is_an_error_that_names_the_file(tmp_path):
