@@ -96,7 +96,7 @@ def test_swap_pairs_shows_each_pair_in_both_orders_with_its_label(task):
 
 def tiny_model(pair_encoder, **kwargs):
     keras.utils.set_random_seed(0)
-    encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=8, num_heads=2,
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2,
                                         max_sequence_length=16), len(TINY_VOCAB))
     return MultitaskBert(encoder, pair_encoder=pair_encoder, **kwargs)
 
