@@ -32,7 +32,7 @@ def tiny_model_dir(path, pair_encoder, sts_encoder="", seed=1, overrides=()):
     config = load_config(FinetuneConfig, None, [f"heads.pair_encoder={pair_encoder}",
                                                 f"heads.sts_encoder={sts_encoder}",
                                                 "data.max_sequence_length=16", *overrides])
-    encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
     model = MultitaskBert(encoder, pair_encoder=pair_encoder, sts_encoder=sts_encoder)
     tokenizer = make_tokenizer(TINY_VOCAB)
     preprocessor = TaskPreprocessor(tokenizer, 16, pair_encoder, sts_encoder=sts_encoder)

@@ -260,7 +260,7 @@ def test_finetune_then_evaluate_reproduces_metrics(tmp_path):
 
     # A tiny random encoder with MiniLM's real vocabulary: fast, and real tokenization.
     checkpoint = tmp_path / "tiny-encoder"
-    build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2), 30522) \
+    build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=16, num_heads=2), 30522) \
         .save_to_preset(str(checkpoint))
     load_tokenizer(minilm_checkpoint()).save_to_preset(str(checkpoint))
     files = small_task_files(tmp_path)

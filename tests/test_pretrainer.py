@@ -18,7 +18,7 @@ VOCAB, SEQ, K = 15, 6, 3
 @pytest.fixture
 def model():
     keras.utils.set_random_seed(0)
-    encoder = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=8, num_heads=2,
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2,
                                         max_sequence_length=16), VOCAB)
     model = BertPretrainer(encoder, mask_selection_length=K)
     model.compile(**pretraining_compile_args(model, make_optimizer(TrainConfig())))

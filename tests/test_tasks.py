@@ -57,7 +57,7 @@ def test_a_fourth_task_trains_scores_and_exports_from_its_declaration(tmp_path):
     from kerasbert.tokenization import load_tokenizer
 
     checkpoint = tmp_path / "tiny-encoder"  # a tiny random encoder with MiniLM's vocabulary
-    build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2), 30522) \
+    build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=16, num_heads=2), 30522) \
         .save_to_preset(str(checkpoint))
     load_tokenizer(minilm_checkpoint()).save_to_preset(str(checkpoint))
     files = small_task_files(tmp_path, train_rows=32, dev_rows=24, tasks=("sts", "cfimdb"))
