@@ -15,8 +15,6 @@ import argparse
 
 import kerasbert
 
-kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 CPUs too
-
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--task", required=True, choices=kerasbert.task_names(),
                     help="sst: sentiment classes; para: paraphrase (binary); sts: similarity 0-5; ...")
@@ -30,6 +28,9 @@ parser.add_argument("--steps_per_epoch", type=int, default=100, help="Steps per 
 parser.add_argument("--epochs", type=int, default=3, help="Epochs to train.")
 parser.add_argument("--learning_rate", type=float, default=5e-5, help="AdamW learning rate.")
 args = parser.parse_args()
+
+# After the flags, so that --help answers before TensorFlow loads.
+kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 CPUs too
 
 checkpoint = args.init_checkpoint or kerasbert.minilm_checkpoint()
 preprocessor = kerasbert.TaskPreprocessor(kerasbert.load_tokenizer(checkpoint), args.sequence_length,

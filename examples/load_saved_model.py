@@ -9,14 +9,16 @@ tensorflow_text registers them. Any TF program can do the same, and inside Keras
 
 import argparse
 
-import numpy as np
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  registers the ops the tokenizer in the graph uses
-
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--model", required=True, help="A version folder: <export_base>/<N>.")
 parser.add_argument("--text", action="append", required=True, help="A sentence (repeatable).")
 args = parser.parse_args()
+
+# After the flags, so that --help answers before TensorFlow loads.
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_text  # noqa: E402, F401  registers the ops the tokenizer in the graph uses
+
 np.set_printoptions(precision=3, suppress=True)
 
 loaded = tf.saved_model.load(args.model)

@@ -14,10 +14,6 @@ import os
 
 import kerasbert
 
-kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 CPUs too
-
-import keras  # noqa: E402
-
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--text", action="append", required=True, help="A text file to train on (repeatable).")
 parser.add_argument("--heldout_text", help="A text file to score after every epoch (validation).")
@@ -31,6 +27,10 @@ parser.add_argument("--steps_per_epoch", type=int, default=100, help="Steps betw
 parser.add_argument("--epochs", type=int, default=3, help="Epochs to train.")
 parser.add_argument("--learning_rate", type=float, default=1e-4, help="AdamW learning rate.")
 args = parser.parse_args()
+
+# After the flags, so that --help answers before TensorFlow loads.
+kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 CPUs too
+import keras  # noqa: E402
 
 if args.init_checkpoint:
     tokenizer = kerasbert.load_tokenizer(args.init_checkpoint)

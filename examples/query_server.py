@@ -9,12 +9,6 @@ then through TF Serving's own gRPC stub, as any client with tensorflow-serving-a
 
 import argparse
 
-import grpc
-import tensorflow as tf
-from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
-
-from serving.client import ServingClient
-
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--text", required=True, help="The sentence to send.")
 parser.add_argument("--signature", default="embed", help="A signature with one `text` input.")
@@ -23,6 +17,13 @@ parser.add_argument("--host", default="127.0.0.1", help="The server's address.")
 parser.add_argument("--rest_port", type=int, default=8501, help="Its REST port.")
 parser.add_argument("--grpc_port", type=int, default=8500, help="Its gRPC port.")
 args = parser.parse_args()
+
+# After the flags, so that --help answers before TensorFlow loads.
+import grpc  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc  # noqa: E402
+
+from serving.client import ServingClient  # noqa: E402
 
 
 def summary(outputs: dict) -> str:
