@@ -1,5 +1,6 @@
 """Shared test helpers: a tiny vocabulary and corpus, small task files, and subprocess runners."""
 
+import importlib
 import os
 import random
 import subprocess
@@ -47,6 +48,18 @@ def run_module(args, env=None, timeout=600, check=True):
         raise AssertionError(f"{args} exited {result.returncode}\n{result.stdout[-3000:]}\n"
                              f"{result.stderr[-3000:]}")
     return result
+
+
+def run_main(args, capsys):
+    """Runs `python -m <args>`'s `main()` in this process, where TensorFlow is already
+    loaded: for runs that end in an error before training, which a fresh process would
+    spend most of its time starting. Returns what `run_module(check=False)` returns."""
+    try:
+        code = importlib.import_module(args[0]).main(list(args[1:]))
+    except SystemExit as exit:  # argparse's errors
+        code = exit.code
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
 
 
 def small_task_files(tmp_path, train_rows=64, dev_rows=40, tasks=("sst", "para", "sts")):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import DATA_DIR, run_module
+from conftest import DATA_DIR, run_main, run_module
 
 TINY = ["--init_checkpoint", "pretrained", "--eval_examples", "64",
         "--set", "pretrain.data.vocab_size=1000", "--set", "pretrain.data.heldout_examples=32",
@@ -63,6 +63,6 @@ def test_demo_runs_the_whole_path_and_stops_its_server(tmp_path):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
-def test_demo_rejects_an_override_without_a_stage():
-    result = run_module(["pipelines.demo", "--set", "train.total_steps=10"], check=False)
+def test_demo_rejects_an_override_without_a_stage(capsys):
+    result = run_main(["pipelines.demo", "--set", "train.total_steps=10"], capsys)
     assert result.returncode == 2 and "pretrain.<key>=<value> or finetune.<key>=<value>" in result.stderr

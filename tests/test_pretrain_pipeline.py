@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import run_module, write_corpus
+from conftest import ROOT, run_main, run_module, write_corpus
 from test_distribution import tiny_run_config
 
 METRIC_KEYS = {"mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss", "train_steps",
@@ -86,17 +86,16 @@ def test_continue_from_minilm_checkpoint(tmp_path):
     ("train.batch_size=4096", "fewer than one batch"),
     ("train.head_warmup_steps=2", "needs --init_checkpoint"),
 ])
-def test_bad_input_gives_one_clear_error(tmp_path, override, message):
+def test_bad_input_gives_one_clear_error(tmp_path, capsys, override, message):
     config = tiny_run_config(tmp_path)
-    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir",
-                         str(tmp_path / "out"), "--set", override], check=False)
+    result = run_main(["pipelines.pretrain", "--config", config, "--output_dir",
+                       str(tmp_path / "out"), "--set", override], capsys)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
-def test_missing_data_dir_names_the_file(tmp_path):
-    result = run_module(["pipelines.pretrain", "--config", "pipelines/configs/pretrain_tiny.json",
-                         "--output_dir", str(tmp_path / "out"), "--data_dir", str(tmp_path)],
-                        check=False)
+def test_missing_data_dir_names_the_file(tmp_path, capsys):
+    result = run_main(["pipelines.pretrain", "--config", os.path.join(ROOT, "pipelines/configs/pretrain_tiny.json"),
+                       "--output_dir", str(tmp_path / "out"), "--data_dir", str(tmp_path)], capsys)
     assert result.returncode == 2
     assert os.path.join(str(tmp_path), "wikitext-2", "valid.txt") in result.stderr

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, run_module
+from conftest import ROOT, run_main, run_module
 from test_distribution import tiny_run_config
 
 
@@ -132,25 +132,24 @@ def test_tensorflow_start_up_lines_are_hidden_unless_verbose(tmp_path):
     assert "oneDNN" in verbose.stderr or "cuda" in verbose.stderr.lower()
 
 
-def test_no_readable_backup_is_an_error_that_names_the_file(tmp_path):
+def test_no_readable_backup_is_an_error_that_names_the_file(tmp_path, capsys):
     config = tiny_run_config(tmp_path, steps=20, block=10, batch=8)
     output = tmp_path / "out"
     (output / "backup").mkdir(parents=True)
     for block in (1, 2):
         (output / "backup" / f"block-{block:04d}.weights.h5").write_bytes(b"not an HDF5 file")
-    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(output)], check=False)
+    result = run_main(["pipelines.pretrain", "--config", config, "--output_dir", str(output)], capsys)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"error: {output / 'backup' / 'block-0002.weights.h5'}: no backup" in result.stderr
     assert "--overwrite" in result.stderr and not (output / "history.csv").exists()
 
 
-def test_an_output_dir_that_cannot_be_written_is_an_error_before_training(tmp_path):
+def test_an_output_dir_that_cannot_be_written_is_an_error_before_training(tmp_path, capsys):
     config = tiny_run_config(tmp_path, steps=20, block=10, batch=8)
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     for output_dir in (blocker / "out", "/proc/kerasbert-test"):  # not a folder; a read-only file system
-        result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(output_dir)],
-                            check=False)
+        result = run_main(["pipelines.pretrain", "--config", config, "--output_dir", str(output_dir)], capsys)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
         assert result.stderr.startswith("error: ") and str(output_dir) in result.stderr
         assert "Epoch" not in result.stdout
@@ -168,16 +167,14 @@ def small_disk(tmp_path):
     subprocess.run(["umount", str(mount)], check=False)
 
 
-def test_a_disk_too_small_for_the_backups_is_an_error_before_training(tmp_path, small_disk):
+def test_a_disk_too_small_for_the_backups_is_an_error_before_training(tmp_path, small_disk, capsys):
     config = tiny_run_config(tmp_path, steps=20, block=10, batch=8)
-    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(small_disk / "out")],
-                        check=False)
+    result = run_main(["pipelines.pretrain", "--config", config, "--output_dir", str(small_disk / "out")], capsys)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert "MB free, but this run's backups need about" in result.stderr and "Epoch" not in result.stdout
     with open(small_disk / "filler", "wb", buffering=0) as filler:  # and a disk already full
         with pytest.raises(OSError, match="No space left"):
             while True:
                 filler.write(b"\0" * 4096)
-    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(small_disk / "out2")],
-                        check=False)
+    result = run_main(["pipelines.pretrain", "--config", config, "--output_dir", str(small_disk / "out2")], capsys)
     assert result.returncode == 2 and "No space left on device" in result.stderr, result.stderr[-2000:]
