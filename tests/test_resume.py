@@ -85,7 +85,7 @@ def test_sigkill_then_rerun_resumes_from_the_newest_backup_that_reads_whole(tmp_
     assert not backups.exists()  # removed after a finished run
 
 
-def test_a_finished_run_is_kept_unless_overwrite(tmp_path):
+def test_a_finished_run_is_kept_unless_overwrite(tmp_path, capsys):
     config = tiny_run_config(tmp_path, steps=20, block=10, batch=8)
     output = tmp_path / "out"
     command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
@@ -93,7 +93,8 @@ def test_a_finished_run_is_kept_unless_overwrite(tmp_path):
     history = (output / "history.csv").read_text()
     metrics = (output / "metrics.json").read_text()
 
-    again = run_module(command)  # the same command: nothing to train
+    again = run_main(command, capsys)  # the same command: nothing to train
+    assert again.returncode == 0
     assert "holds a finished run (metrics.json, 20 steps)" in again.stdout
     assert "Epoch" not in again.stdout and "--overwrite" in again.stdout
     assert (output / "history.csv").read_text() == history  # not a second history
