@@ -151,9 +151,9 @@ def heldout_dataset(examples: tf.data.Dataset, packer, masker, batch_size: int, 
     parallel (keras-hub's mask generator shuffles each row inside a `map_fn`): rows
     draw their masks in whatever order the threads run, so two runs with the same
     seed would score different masks. Here examples are masked one at a time, in
-    order, then batched and held in memory as tensors. Every evaluation then starts
-    at once: over the packing pipeline itself, each block's new iterator cost seconds
-    under MultiWorkerMirroredStrategy, which rebuilds the pipeline for every iterator.
+    order, then batched and held whole in memory as tensors (a held-out set is small).
+    Every evaluation then starts at once: under MultiWorkerMirroredStrategy, each
+    block's new iterator over the packing pipeline itself took seconds to start.
 
     Example:
         >>> data = heldout_dataset(examples_dataset(pairs), packer, masker, 8, pad_id=0)
