@@ -13,21 +13,20 @@ from conftest import DATA_DIR, ROOT
 EXAMPLES = sorted(name for name in os.listdir(os.path.join(ROOT, "examples")) if name.endswith(".py"))
 
 
-def run_example(name, *args, timeout=300):
+def run_example(name, *args, timeout=300, python_options=()):
+    """Runs examples/<name> as a user does; returns the finished process (exit code 0 checked)."""
     env = {**os.environ, "PYTHONPATH": ROOT}
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "examples", name), *args], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run([sys.executable, *python_options, os.path.join(ROOT, "examples", name), *args],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"{name} exited {result.returncode}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
-    return result.stdout
+    return result
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_is_short_and_explains_its_flags(name):
     assert sum(1 for _ in open(os.path.join(ROOT, "examples", name))) <= 65
-    result = subprocess.run([sys.executable, "-X", "importtime", os.path.join(ROOT, "examples", name), "--help"],
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0 and f"python examples/{name}" in result.stdout and "--" in result.stdout
+    result = run_example(name, "--help", timeout=60, python_options=("-X", "importtime"))
+    assert f"python examples/{name}" in result.stdout and "--" in result.stdout
     assert "| tensorflow\n" not in result.stderr  # the flags answer before TensorFlow loads
 
 
@@ -52,7 +51,7 @@ def test_examples_chain_from_pretraining_to_a_served_model(tmp_path):
     pretrained = tmp_path / "my-bert"
     out = run_example("pretrain_fit.py", "--text", str(text), "--heldout_text", str(text), "--output_dir",
                       str(pretrained), "--vocab_size", "300", "--sequence_length", "32", "--batch_size", "8",
-                      "--steps_per_epoch", "2", "--epochs", "2")
+                      "--steps_per_epoch", "2", "--epochs", "2").stdout
     assert "Epoch 2/2" in out and "val_mlm_accuracy" in out
     assert (pretrained / "encoder" / "config.json").exists() and (pretrained / "pretrainer.keras").exists()
 
@@ -60,11 +59,11 @@ def test_examples_chain_from_pretraining_to_a_served_model(tmp_path):
     train = sst2_file(tmp_path / "train.tsv", 48)
     out = run_example("finetune_fit.py", "--task", "sst", "--train", train, "--dev", train,
                       "--export_base", str(export_base), "--init_checkpoint", str(pretrained),
-                      "--sequence_length", "32", "--batch_size", "8", "--steps_per_epoch", "2", "--epochs", "1")
+                      "--sequence_length", "32", "--batch_size", "8", "--steps_per_epoch", "2", "--epochs", "1").stdout
     assert "dev: {'sst_accuracy':" in out and f"exported {export_base}/1" in out
 
     out = run_example("load_saved_model.py", "--model", str(export_base / "1"), "--text", "A gripping film.",
-                      "--text", "A dull film.")
+                      "--text", "A dull film.").stdout
     assert "embed_tokens, sentiment, sentiment_classify, sentiment_tokens, serving_default" in out
     assert "paraphrase" not in out  # a one-task export carries that task's signatures only
     assert "embed: (2, 128)" in out and "serving_default probabilities: [[" in out
@@ -73,7 +72,7 @@ def test_examples_chain_from_pretraining_to_a_served_model(tmp_path):
         server.wait_for_version(1)
         out = run_example("query_server.py", "--text", "A gripping film.", "--signature", "sentiment",
                           "--model_name", "my-sst2", "--rest_port", str(server.rest_port),
-                          "--grpc_port", str(server.grpc_port))
+                          "--grpc_port", str(server.grpc_port)).stdout
     for line in ("serving.client rest: label (1,)", "serving.client grpc: label (1,)",
                  "PredictionServiceStub (version 1): label (1,)"):
         assert line in out, out
