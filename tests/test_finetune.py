@@ -168,6 +168,20 @@ def test_mixed_heads_pack_paraphrase_as_one_sequence_and_similarity_as_two():
     np.testing.assert_allclose(model.head_output("sts", sts), 2.5 * (cosine(u, v) + 1.0), atol=1e-5)
 
 
+@pytest.mark.parametrize("unpadded", [True, False])
+def test_bi_encoder_embeds_both_sentences_in_one_encoder_call_as_each_alone(monkeypatch, unpadded):
+    model = tiny_model("bi", unpadded=unpadded)
+    x, _ = batch("sts", "bi")
+    second = {k[:-2]: x[k] for k in x if k.endswith("_b")}
+    assert x["token_ids"].shape[1] != second["token_ids"].shape[1]  # each side trimmed to its own width
+    alone = model.embed(x), model.embed(second)
+    calls, embed = [], model.embed
+    monkeypatch.setattr(model, "embed", lambda *args, **kwargs: calls.append(1) or embed(*args, **kwargs))
+    for together, each in zip(model.task_embeddings("sts", x), alone):
+        np.testing.assert_allclose(together, each, atol=1e-5)
+    assert len(calls) == 1
+
+
 @pytest.mark.parametrize("pair_encoder, kwargs", [
     ("cross", {}), ("bi", {"sts_loss": "cosine", "para_mnrl_weight": 0.5, "layerwise_lr_decay": 0.5}),
     ("cross", {"sts_encoder": "bi", "sts_loss": "cosine"})])

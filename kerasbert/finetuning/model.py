@@ -41,6 +41,11 @@ def cosine(u, v):
     return tf.reduce_sum(tf.math.l2_normalize(u, -1) * tf.math.l2_normalize(v, -1), -1)
 
 
+def _pad_to_width(tokens, width):
+    """(batch, w) -> (batch, width), zeros (padding) on the right."""
+    return tf.pad(tokens, [[0, 0], [0, width - tf.shape(tokens)[1]]])
+
+
 def second_inputs(x: dict) -> dict:
     """The `_b` fields of a batch (sentence b for a bi-encoder) under the encoder's names."""
     return {k: x[f"{k}_b"] for k in ENCODER_KEYS}
@@ -140,7 +145,15 @@ class MultitaskBert(keras.Model):
         return summed / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
 
     def _pair_embeddings(self, x, training):
-        return self.embed(x, training), self.embed(second_inputs(x), training)
+        """(u, v) of a bi-encoder pair's sentences a and b, from one encoder call over both:
+        b's rows after a's, each side padded to the wider side's width."""
+        a, b = {k: x[k] for k in ENCODER_KEYS}, second_inputs(x)
+        if isinstance(a["padding_mask"], keras.KerasTensor):  # Keras building the model: shapes only
+            return self.embed(a, training), self.embed(b, training)
+        width = tf.maximum(tf.shape(a["token_ids"])[1], tf.shape(b["token_ids"])[1])
+        both = {k: tf.concat([_pad_to_width(a[k], width), _pad_to_width(b[k], width)], axis=0) for k in ENCODER_KEYS}
+        u, v = tf.split(self.embed(both, training), 2)
+        return u, v
 
     def task_embeddings(self, task: str, x, training=False):
         """(u, v): u of the text or the packed pair, v None; for a bi-encoder pair, u of
@@ -200,11 +213,12 @@ class MultitaskBert(keras.Model):
         return tf.reduce_mean(tf.square(self.head_output(task, x, training=True) - y))
 
     def _binary_loss(self, task, x, y):
+        u, v = self.task_embeddings(task, x, training=True)
         loss = tf.reduce_mean(keras.losses.binary_crossentropy(
-            y[:, None], self.head_output(task, x, training=True)[:, None], from_logits=True))
+            y[:, None], self.head_output_from(task, u, v, training=True)[:, None], from_logits=True))
         if self.para_mnrl_weight:
-            # Multiple negatives ranking: each positive's b must outscore the other b's.
-            u, v = self._pair_embeddings(x, True)
+            # Multiple negatives ranking on the same embeddings: each positive's b must
+            # outscore the other b's.
             scores = self.mnrl_scale * tf.matmul(tf.math.l2_normalize(u, -1),
                                                  tf.math.l2_normalize(v, -1), transpose_b=True)
             ranking = keras.losses.sparse_categorical_crossentropy(
