@@ -50,15 +50,17 @@ def run_module(args, env=None, timeout=600, check=True):
     return result
 
 
-def run_main(args, capsys):
+def run_main(args, capsys, check=False):
     """Runs `python -m <args>`'s `main()` in this process, where TensorFlow is already
-    loaded: for runs that end in an error before training, which a fresh process would
-    spend most of its time starting. Returns what `run_module(check=False)` returns."""
+    loaded and a tiny run's graphs trace faster: for runs whose own process is not what the
+    test checks. Returns what `run_module` returns; `check` fails the test on a non-zero exit."""
     try:
         code = importlib.import_module(args[0]).main(list(args[1:]))
     except SystemExit as exit:  # argparse's errors
         code = exit.code
     out = capsys.readouterr()
+    if check and code != 0:
+        raise AssertionError(f"{args} exited {code}\n{out.out[-3000:]}\n{out.err[-3000:]}")
     return subprocess.CompletedProcess(args, code, out.out, out.err)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import DATA_DIR, run_module, small_task_files, task_files_config
+from conftest import DATA_DIR, run_main, run_module, small_task_files, task_files_config
 from kerasbert.config import ModelConfig
 from kerasbert.data.tasks import Example
 from kerasbert.finetuning import evaluation
@@ -268,7 +268,7 @@ def test_save_load_round_trip(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
-def test_finetune_then_evaluate_reproduces_metrics(tmp_path):
+def test_finetune_then_evaluate_reproduces_metrics(tmp_path, capsys):
     from kerasbert.models.encoder import minilm_checkpoint
     from kerasbert.tokenization import load_tokenizer
 
@@ -285,8 +285,8 @@ def test_finetune_then_evaluate_reproduces_metrics(tmp_path):
                         "ema_momentum": 0.9}}
     (tmp_path / "config.json").write_text(json.dumps(config))
     output = tmp_path / "out"
-    result = run_module(["pipelines.finetune", "--config", str(tmp_path / "config.json"),
-                         "--init_checkpoint", str(checkpoint), "--output_dir", str(output)])
+    result = run_main(["pipelines.finetune", "--config", str(tmp_path / "config.json"),
+                       "--init_checkpoint", str(checkpoint), "--output_dir", str(output)], capsys, check=True)
     assert "dev: sst_accuracy=" in result.stdout and "skipped" not in result.stdout
     metrics = json.loads((output / "metrics.json").read_text())
     assert {"sst_accuracy", "para_accuracy", "para_f1", "sts_pearson", "sts_spearman", "overall"} <= set(metrics)

@@ -2,11 +2,15 @@
 
 import argparse
 import importlib
+import os
 import pkgutil
+import subprocess
+import sys
 
 import pytest
 
 import pipelines
+from conftest import ROOT
 
 PIPELINES = sorted(m.name for m in pkgutil.iter_modules(pipelines.__path__) if m.name not in ("common", "demo_stages"))
 
@@ -36,3 +40,14 @@ def test_help_explains_each_flag(name, monkeypatch, capsys):
         if action.option_strings and action.dest != "help":
             assert action.help and len(action.help) >= 15, f"{name}: {action.option_strings} has no help"
             assert action.option_strings[0] in text
+
+
+def test_each_pipeline_starts_as_a_module_and_answers_help_before_tensorflow_loads():
+    """Other tests call the pipelines' `main()` in their own process; here each starts as a user
+    starts it."""
+    for name in PIPELINES:
+        result = subprocess.run([sys.executable, "-X", "importtime", "-m", f"pipelines.{name}", "--help"],
+                                cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 0 and f"usage: python -m pipelines.{name}" in result.stdout, result.stderr[-2000:]
+        assert "| tensorflow\n" not in result.stderr, name

@@ -1,28 +1,29 @@
-"""The pretraining pipelines end to end, as a user runs them (fresh processes)."""
+"""The pretraining pipelines end to end, as a user runs them: each `main()` with a command's
+arguments, in the test's process (tests/test_pipeline_help.py starts each as `python -m`)."""
 
 import json
 import os
 
 import pytest
 
-from conftest import ROOT, run_main, run_module, write_corpus
+from conftest import ROOT, run_main, write_corpus
 from test_distribution import tiny_run_config
 
 METRIC_KEYS = {"mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss", "train_steps",
                "examples_per_second"}
 
 
-def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path):
+def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path, capsys):
     corpus = write_corpus(str(tmp_path / "corpus.txt"))
     vocab = str(tmp_path / "vocab.txt")
-    run_module(["pipelines.vocab", "--corpus", corpus, "--vocab_size", "60", "--output", vocab])
+    run_main(["pipelines.vocab", "--corpus", corpus, "--vocab_size", "60", "--output", vocab], capsys, check=True)
     tokens = open(vocab).read().split("\n")
     assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and "cat" in tokens
 
     config = tiny_run_config(tmp_path)
     shards = str(tmp_path / "shards")
-    run_module(["pipelines.make_pretraining_data", "--config", config, "--vocab_file", vocab,
-                "--output_dir", shards, "--num_shards", "3"])
+    run_main(["pipelines.make_pretraining_data", "--config", config, "--vocab_file", vocab,
+              "--output_dir", shards, "--num_shards", "3"], capsys, check=True)
     assert len(os.listdir(shards)) == 3
 
     output = tmp_path / "out"
@@ -30,7 +31,7 @@ def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path):
                 "--set", f"data.vocab_file={vocab}", "--set", f"data.tfrecord_dir={shards}",
                 "--set", "data.masking=whole_word", "--set", "data.mlm_bias_prior=true",
                 "--set", "model.position_init=sinusoidal"]
-    result = run_module(run_args + ["--output_dir", str(output)])
+    result = run_main(run_args + ["--output_dir", str(output)], capsys, check=True)
     assert "Epoch 2/2" in result.stdout  # Keras progress shown
     metrics = json.loads((output / "metrics.json").read_text())
     assert METRIC_KEYS <= set(metrics) and metrics["train_steps"] == 20
@@ -55,10 +56,10 @@ def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path):
     # same held-out examples score as they did at the end of the first run, with the same
     # masks although training now masks twice as many tokens.
     again = tmp_path / "continued"
-    result = run_module(run_args + ["--output_dir", str(again), "--init_checkpoint", str(output),
-                                    "--set", "train.total_steps=2", "--set", "train.steps_per_block=2",
-                                    "--set", "train.learning_rate=1e-12",
-                                    "--set", "data.mask_selection_rate=0.3"])
+    result = run_main(run_args + ["--output_dir", str(again), "--init_checkpoint", str(output),
+                                  "--set", "train.total_steps=2", "--set", "train.steps_per_block=2",
+                                  "--set", "train.learning_rate=1e-12",
+                                  "--set", "data.mask_selection_rate=0.3"], capsys, check=True)
     assert "initialised fresh" not in result.stdout
     continued = json.loads((again / "metrics.json").read_text())
     assert continued["train_steps"] == 2
@@ -66,14 +67,14 @@ def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path):
         assert continued[key] == pytest.approx(metrics[key], rel=1e-4), key
 
 
-def test_continue_from_minilm_checkpoint(tmp_path):
+def test_continue_from_minilm_checkpoint(tmp_path, capsys):
     from kerasbert.models.encoder import minilm_checkpoint
 
     config = tiny_run_config(tmp_path, steps=4, block=2, batch=4)
     output = tmp_path / "minilm-continued"
-    result = run_module(["pipelines.pretrain", "--config", config, "--output_dir", str(output),
-                         "--init_checkpoint", minilm_checkpoint(), "--set", "data.nsp=false",
-                         "--set", "data.vocab_file="])
+    result = run_main(["pipelines.pretrain", "--config", config, "--output_dir", str(output),
+                       "--init_checkpoint", minilm_checkpoint(), "--set", "data.nsp=false",
+                       "--set", "data.vocab_file="], capsys, check=True)
     assert "6 layers, hidden 384" in result.stdout and "initialised fresh" in result.stdout
     metrics = json.loads((output / "metrics.json").read_text())
     assert metrics["nsp_accuracy"] is None and metrics["train_steps"] == 4

@@ -84,7 +84,7 @@ def test_a_finished_run_is_kept_unless_overwrite(tmp_path, capsys):
     config = tiny_run_config(tmp_path, steps=20, block=10, batch=8)
     output = tmp_path / "out"
     command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
-    run_module(command)
+    run_main(command, capsys, check=True)
     history = (output / "history.csv").read_text()
     metrics = (output / "metrics.json").read_text()
 
@@ -95,7 +95,7 @@ def test_a_finished_run_is_kept_unless_overwrite(tmp_path, capsys):
     assert (output / "history.csv").read_text() == history  # not a second history
     assert (output / "metrics.json").read_text() == metrics
 
-    fresh = run_module(command + ["--overwrite", "--set", "train.total_steps=10"])
+    fresh = run_main(command + ["--overwrite", "--set", "train.total_steps=10"], capsys, check=True)
     assert "removed the previous run's" in fresh.stdout and "10/10" in fresh.stdout
     assert "resuming" not in fresh.stdout
     with open(output / "history.csv", newline="") as f:

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_module
+from conftest import run_main
 from kerasbert.search import embed_corpus, most_similar_pair, nearest
 
 
@@ -57,7 +57,7 @@ def test_corpus_embeddings_are_cached_by_model_and_text(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
-def test_search_cli_on_a_finetune_run_and_on_its_export(tmp_path):
+def test_search_cli_on_a_finetune_run_and_on_its_export(tmp_path, capsys):
     from kerasbert.export import export_saved_model
     from test_export import tiny_model_dir
 
@@ -68,8 +68,9 @@ def test_search_cli_on_a_finetune_run_and_on_its_export(tmp_path):
     corpus.write_text("\n".join(sentences) + "\n\n")
     answers = []
     for model_dir, cache in ((str(tmp_path / "run"), []), (export, ["--cache_dir", str(tmp_path / "cache")])):
-        result = run_module(["pipelines.search", "--model_dir", model_dir, "--corpus", str(corpus),
-                             "--query", "dogs ran fast", "--query", "the dog sat", "--top_k", "3"] + cache)
+        result = run_main(["pipelines.search", "--model_dir", model_dir, "--corpus", str(corpus),
+                           "--query", "dogs ran fast", "--query", "the dog sat", "--top_k", "3"] + cache,
+                          capsys, check=True)
         found = json.loads(result.stdout[result.stdout.index("["):])
         assert [q["results"][0]["text"] for q in found] == ["dogs ran fast", "the dog sat"]
         assert found[0]["results"][0]["cosine"] == pytest.approx(1.0, abs=1e-4)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import DATA_DIR, run_module, small_task_files, task_files_config
+from conftest import DATA_DIR, run_main, small_task_files, task_files_config
 from kerasbert.config import ModelConfig
 from kerasbert.data.tasks import read_task_file
 from kerasbert.export import METHODS
@@ -52,7 +52,7 @@ def test_every_declared_task_reads_its_shared_files():
 
 
 @pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
-def test_a_fourth_task_trains_scores_and_exports_from_its_declaration(tmp_path):
+def test_a_fourth_task_trains_scores_and_exports_from_its_declaration(tmp_path, capsys):
     from kerasbert.models.encoder import minilm_checkpoint
     from kerasbert.tokenization import load_tokenizer
 
@@ -65,15 +65,15 @@ def test_a_fourth_task_trains_scores_and_exports_from_its_declaration(tmp_path):
               "train": {"batch_size": 8, "total_steps": 10, "steps_per_block": 5, "learning_rate": 1e-3}}
     (tmp_path / "config.json").write_text(json.dumps(config))
     output, export_base = tmp_path / "out", tmp_path / "export"
-    run_module(["pipelines.finetune", "--config", str(tmp_path / "config.json"),
-                "--init_checkpoint", str(checkpoint), "--output_dir", str(output)])
+    run_main(["pipelines.finetune", "--config", str(tmp_path / "config.json"),
+              "--init_checkpoint", str(checkpoint), "--output_dir", str(output)], capsys, check=True)
     metrics = json.loads((output / "metrics.json").read_text())
     assert {"cfimdb_accuracy", "sts_pearson", "sts_spearman"} <= set(metrics)
     assert not {"sst_accuracy", "para_accuracy"} & set(metrics)  # only the run's tasks
     assert metrics["overall"] == pytest.approx((metrics["cfimdb_accuracy"] + (metrics["sts_pearson"] + 1) / 2) / 2)
     assert (output / "cfimdb_confusion.png").exists() and (output / "predictions" / "cfimdb-dev.tsv").exists()
 
-    run_module(["pipelines.export", "--model_dir", str(output), "--export_base", str(export_base)])
+    run_main(["pipelines.export", "--model_dir", str(output), "--export_base", str(export_base)], capsys, check=True)
     loaded = tf.saved_model.load(str(export_base / "1"))
     assert set(loaded.signatures) == {"review_sentiment", "review_sentiment_tokens", "review_sentiment_classify",
                                       "similarity", "similarity_tokens", "similarity_regress",
