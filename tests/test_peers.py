@@ -124,12 +124,15 @@ def tiny_inputs(tmp_path_factory):
 def test_two_processes_write_the_same_held_out_examples(tmp_path):
     """Runs compared across sessions (one seed on one machine, the next elsewhere) must score
     the same held-out masks; unseeded, they changed from one process to the next."""
+    from benchmarks.peers import prepare_pretraining, pretraining_config
+
     config_path = write_tiny_config(tmp_path)
+    # One in this process, after whatever other tests ran in it; one in a fresh process.
+    prepare_pretraining(pretraining_config(config_path, None), str(tmp_path), str(tmp_path / "first"))
     script = ("import sys; from benchmarks.peers import prepare_pretraining, pretraining_config; "
               "prepare_pretraining(pretraining_config(sys.argv[1], None), sys.argv[2], sys.argv[3])")
-    for name in ("first", "second"):
-        subprocess.run([sys.executable, "-c", script, config_path, str(tmp_path), str(tmp_path / name)],
-                       check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True)
+    subprocess.run([sys.executable, "-c", script, config_path, str(tmp_path), str(tmp_path / "second")],
+                   check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True)
     with np.load(tmp_path / "first" / "heldout.npz") as first, np.load(tmp_path / "second" / "heldout.npz") as second:
         assert first.files == second.files
         for name in first.files:
