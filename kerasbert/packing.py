@@ -78,3 +78,21 @@ def pack_segments(segments: list[tf.RaggedTensor], sequence_length: int, ids: di
         start = end
     padding_mask = tf.cast(position < ends[:, -1:], tf.int32)
     return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def stack_sides(first: dict, second: dict) -> tuple[dict, list]:
+    """Two packed batches (a bi-encoder pair's sentences a and b) as one: `second`'s rows
+    after `first`'s, each padded on the right to the wider one's width, so that an encoder
+    embeds both in one call. Returns the batch and the sizes that split its output back.
+
+    Example:
+        >>> both, sizes = stack_sides(packed_a, packed_b)
+        >>> u, v = tf.split(encoder_embedding(both), sizes)
+    """
+    width = tf.maximum(tf.shape(first["token_ids"])[1], tf.shape(second["token_ids"])[1])
+
+    def widened(tokens):  # (batch, w) -> (batch, width); 0 is padding in every key's mask
+        return tf.pad(tokens, [[0, 0], [0, width - tf.shape(tokens)[1]]])
+
+    both = {key: tf.concat([widened(first[key]), widened(second[key])], axis=0) for key in ENCODER_KEYS}
+    return both, [tf.shape(first["token_ids"])[0], tf.shape(second["token_ids"])[0]]

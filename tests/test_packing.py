@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from kerasbert.finetuning.data import TaskPreprocessor
-from kerasbert.packing import make_packer, pack_segments
+from kerasbert.packing import make_packer, pack_segments, stack_sides
 from kerasbert.tokenization import make_tokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(40)]
@@ -54,3 +54,14 @@ def test_more_than_two_segments_is_an_error():
     segment = tf.ragged.constant([[5]], dtype=tf.int32)
     with pytest.raises(ValueError, match="one or two segments"):
         pack_segments([segment] * 3, 8, {"cls": 2, "sep": 3, "pad": 0})
+
+
+def test_stacked_sides_keep_each_sides_rows_and_split_back():
+    ids = {"cls": 2, "sep": 3, "pad": 0}
+    a = pack_segments([tf.ragged.constant([[5, 6, 7], [8]], dtype=tf.int32)], 16, ids)  # width 5
+    b = pack_segments([tf.ragged.constant([[9]], dtype=tf.int32)], 16, ids)  # another size, width 3
+    both, sizes = stack_sides(a, b)
+    assert both["token_ids"].numpy().tolist() == [[2, 5, 6, 7, 3], [2, 8, 3, 0, 0], [2, 9, 3, 0, 0]]
+    assert both["padding_mask"].numpy().sum(axis=1).tolist() == [5, 3, 3]
+    first, second = tf.split(both["segment_ids"], sizes)
+    assert first.shape == (2, 5) and second.shape == (1, 5)

@@ -32,18 +32,13 @@ import tensorflow as tf
 
 from kerasbert.models import unpadded as unpadded_encoder
 from kerasbert.models.encoder import bert_initializer
-from kerasbert.packing import ENCODER_KEYS
+from kerasbert.packing import ENCODER_KEYS, stack_sides
 from kerasbert.tasks import DEFAULT_TASKS, TASK_IDS, TASKS, check_task_names, pair_encoders
 
 
 def cosine(u, v):
     """Row-wise cosine similarity of two (batch, hidden) tensors."""
     return tf.reduce_sum(tf.math.l2_normalize(u, -1) * tf.math.l2_normalize(v, -1), -1)
-
-
-def _pad_to_width(tokens, width):
-    """(batch, w) -> (batch, width), zeros (padding) on the right."""
-    return tf.pad(tokens, [[0, 0], [0, width - tf.shape(tokens)[1]]])
 
 
 def second_inputs(x: dict) -> dict:
@@ -150,9 +145,8 @@ class MultitaskBert(keras.Model):
         a, b = {k: x[k] for k in ENCODER_KEYS}, second_inputs(x)
         if isinstance(a["padding_mask"], keras.KerasTensor):  # Keras building the model: shapes only
             return self.embed(a, training), self.embed(b, training)
-        width = tf.maximum(tf.shape(a["token_ids"])[1], tf.shape(b["token_ids"])[1])
-        both = {k: tf.concat([_pad_to_width(a[k], width), _pad_to_width(b[k], width)], axis=0) for k in ENCODER_KEYS}
-        u, v = tf.split(self.embed(both, training), 2)
+        both, sizes = stack_sides(a, b)
+        u, v = tf.split(self.embed(both, training), sizes)
         return u, v
 
     def task_embeddings(self, task: str, x, training=False):
