@@ -51,9 +51,9 @@ def run_module(args, env=None, timeout=600, check=True):
 
 
 def run_main(args, capsys, check=False):
-    """Runs `python -m <args>`'s `main()` in this process, where TensorFlow is already
-    loaded and a tiny run's graphs trace faster: for runs whose own process is not what the
-    test checks. Returns what `run_module` returns; `check` fails the test on a non-zero exit."""
+    """Runs `python -m <args>`'s `main()` in this process, where TensorFlow and the project are
+    already loaded: for runs whose own process is not what the test checks. Returns what
+    `run_module` returns; `check` fails the test on a non-zero exit, as `run_module` does."""
     try:
         code = importlib.import_module(args[0]).main(list(args[1:]))
     except SystemExit as exit:  # argparse's errors
