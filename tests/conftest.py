@@ -39,10 +39,10 @@ def write_corpus(path, num_documents=40, sentences_per_document=6, seed=0):
     return path
 
 
-def run_module(args, env=None, timeout=600, check=True):
-    """Runs `python -m ...` in a fresh process from the project root."""
+def run_module(args, env=None, timeout=600, check=True, python_options=()):
+    """Runs `python [python_options] -m ...` in a fresh process from the project root."""
     full_env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    result = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=full_env,
+    result = subprocess.run([sys.executable, *python_options, "-m", *args], cwd=ROOT, env=full_env,
                             capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"{args} exited {result.returncode}\n{result.stdout[-3000:]}\n"

@@ -2,15 +2,12 @@
 
 import argparse
 import importlib
-import os
 import pkgutil
-import subprocess
-import sys
 
 import pytest
 
 import pipelines
-from conftest import ROOT
+from conftest import run_module
 
 PIPELINES = sorted(m.name for m in pkgutil.iter_modules(pipelines.__path__) if m.name not in ("common", "demo_stages"))
 
@@ -46,8 +43,6 @@ def test_each_pipeline_starts_as_a_module_and_answers_help_before_tensorflow_loa
     """Other tests call the pipelines' `main()` in their own process; here each starts as a user
     starts it."""
     for name in PIPELINES:
-        result = subprocess.run([sys.executable, "-X", "importtime", "-m", f"pipelines.{name}", "--help"],
-                                cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True,
-                                text=True, timeout=60)
-        assert result.returncode == 0 and f"usage: python -m pipelines.{name}" in result.stdout, result.stderr[-2000:]
+        result = run_module([f"pipelines.{name}", "--help"], timeout=60, python_options=("-X", "importtime"))
+        assert f"usage: python -m pipelines.{name}" in result.stdout
         assert "| tensorflow\n" not in result.stderr, name

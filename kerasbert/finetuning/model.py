@@ -146,8 +146,7 @@ class MultitaskBert(keras.Model):
         if isinstance(a["padding_mask"], keras.KerasTensor):  # Keras building the model: shapes only
             return self.embed(a, training), self.embed(b, training)
         both, sizes = stack_sides(a, b)
-        u, v = tf.split(self.embed(both, training), sizes)
-        return u, v
+        return tuple(tf.split(self.embed(both, training), sizes))
 
     def task_embeddings(self, task: str, x, training=False):
         """(u, v): u of the text or the packed pair, v None; for a bi-encoder pair, u of
