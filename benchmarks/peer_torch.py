@@ -8,6 +8,7 @@ TensorFlow. Inputs and results pass through files.
     python -m benchmarks.peer_torch updates --inputs DIR --init INIT.npz --at 10 50 --weights W.npz --output OUT.json
     python -m benchmarks.peer_torch finetune_speed --checkpoint MINILM --batches B.npz --output OUT.json
     python -m benchmarks.peer_torch inference --checkpoint MINILM --sentences S.json --output OUT.json
+    python -m benchmarks.peer_torch floor --checkpoint MINILM --token_counts COUNTS.json --output OUT.json
 
 `pretrain` trains `BertForPreTraining` on the batch file `DIR/train.npz` (layout in
 benchmarks/peer_protocol.py) from the weights in INIT.npz (Hugging Face names), with the
@@ -30,7 +31,8 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from benchmarks.peer_protocol import batch, heldout_scores, load_rows, time_embedding
+from benchmarks.peer_protocol import (batch, encoder_dims, heldout_scores, load_rows, skeleton_weights,
+                                      time_embedding, time_skeleton)
 from benchmarks.results import write_json
 
 
@@ -301,6 +303,37 @@ def inference(args) -> dict:
             "latency_sentences": len(latencies), "versions": versions()}
 
 
+def torch_skeleton(dims: dict):
+    """peer_protocol's skeleton in PyTorch: (x, b, w) -> array."""
+    layers = [[torch.from_numpy(kernel) for kernel in layer] for layer in skeleton_weights(dims)]
+    heads, head_dim = dims["heads"], dims["hidden"] // dims["heads"]
+
+    @torch.inference_mode()
+    def run(x, b, w):
+        x = torch.from_numpy(x)
+        tokens = x.shape[0]
+        for wq, wk, wv, wo, w_in, w_out in layers:
+            q, k, v = (F.pad(x @ kernel, (0, 0, 0, b * w - tokens)).reshape(b, w, heads, head_dim).transpose(1, 2)
+                       for kernel in (wq, wk, wv))
+            context = torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v
+            x = context.reshape(b * w, -1)[:tokens] @ wo @ w_in @ w_out
+        return x.numpy()
+
+    return run
+
+
+def floor(args) -> dict:
+    """The encoder's products alone (benchmarks/peer_protocol.py), timed as `inference` times."""
+    dims = encoder_dims(args.checkpoint)
+    with open(args.token_counts) as f:
+        counts = json.load(f)
+    outputs, rates, latencies = time_skeleton(torch_skeleton(dims), counts, dims, args.batch_size, args.repeats,
+                                              args.latency_sentences)
+    np.save(args.output + ".outputs.npy", outputs)
+    return {"sentences_per_second": rates, "p50_latency_ms": 1000 * statistics.median(latencies),
+            "versions": versions()}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_torch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -333,11 +366,17 @@ def main(argv=None) -> int:
     infer.add_argument("--repeats", type=int, default=3)
     infer.add_argument("--latency_sentences", type=int, default=256)
     infer.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="bfloat16: torch.autocast.")
+    floor_command = commands.add_parser("floor")
+    floor_command.add_argument("--checkpoint", required=True)
+    floor_command.add_argument("--token_counts", required=True, help="A JSON list of each sentence's token count.")
+    floor_command.add_argument("--batch_size", type=int, default=32)
+    floor_command.add_argument("--repeats", type=int, default=3)
+    floor_command.add_argument("--latency_sentences", type=int, default=256)
     for command in commands.choices.values():
         command.add_argument("--output", required=True, help="Results JSON.")
     args = parser.parse_args(argv)
     run = {"pretrain": pretrain, "pretrain_speed": pretrain_speed, "updates": updates,
-           "finetune_speed": finetune_speed, "inference": inference}[args.command]
+           "finetune_speed": finetune_speed, "inference": inference, "floor": floor}[args.command]
     write_json(args.output, run(args))
     return 0
 

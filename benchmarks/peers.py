@@ -33,6 +33,11 @@ Parts (each writes its entry of results.json; results.md and the PNG are redrawn
                     sentences/s at batch 32, p50 latency at batch 1, and how far apart the
                     embeddings are; in float32, and with bfloat16 products on both sides
                     (kerasbert's export option, torch.autocast).
+    floor           the least an inference call can cost with each framework's kernels: the
+                    encoder's products alone (benchmarks/peer_protocol.py, "the skeleton"),
+                    at the token counts of the inference part's calls, timed as it times
+                    them, in TensorFlow and in PyTorch; against the inference part's whole
+                    calls, the best ratio kerasbert's export could reach.
 Each part runs in a process of its own. A finished (part, implementation, seed) entry is
 kept when the command runs again.
 """
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
 import os
 import statistics
@@ -50,10 +56,11 @@ import time
 
 import numpy as np
 
-from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, save_rows, time_embedding
+from benchmarks.peer_protocol import (FIELDS, encoder_dims, heldout_scores, load_rows, save_rows, skeleton_weights,
+                                      time_embedding, time_skeleton)
 from benchmarks.results import load_results, save_results, write_json
 
-PARTS = ("pretrain", "updates", "pretrain_speed", "finetune_speed", "inference")
+PARTS = ("pretrain", "updates", "pretrain_speed", "finetune_speed", "inference", "floor")
 CONFIG = "pipelines/configs/pretrain_mini.json"
 PEER_MODULE = "benchmarks.peer_torch"
 
@@ -646,8 +653,79 @@ def part_inference(args, results: dict) -> None:
             "min_cosine_to_float32": min_cosine(theirs, reference)}
         if dtype == "float32":
             part["max_abs_difference_float32"] = float(np.abs(embeddings - theirs).max())
-    results["inference"] = part
+    results["inference"] = {**part, "finished": now()}
     save(args, results)
+
+
+def tensorflow_skeleton(dims: dict):
+    """peer_protocol's skeleton in TensorFlow: (x, b, w) -> array, one graph for every shape."""
+    import tensorflow as tf
+
+    layers = [[tf.Variable(kernel) for kernel in layer] for layer in skeleton_weights(dims)]
+    heads, head_dim = dims["heads"], dims["hidden"] // dims["heads"]
+
+    @tf.function(input_signature=[tf.TensorSpec([None, dims["hidden"]]), tf.TensorSpec([], tf.int32),
+                                  tf.TensorSpec([], tf.int32)])
+    def run(x, b, w):
+        tokens = tf.shape(x)[0]
+        for wq, wk, wv, wo, w_in, w_out in layers:
+            q, k, v = (tf.transpose(tf.reshape(tf.pad(tf.matmul(x, kernel), [[0, b * w - tokens], [0, 0]]),
+                                               [b, w, heads, head_dim]), [0, 2, 1, 3]) for kernel in (wq, wk, wv))
+            context = tf.matmul(tf.nn.softmax(tf.matmul(q, k, transpose_b=True)), v)
+            x = tf.matmul(tf.matmul(tf.matmul(tf.reshape(context, [b * w, -1])[:tokens], wo), w_in), w_out)
+        return x
+
+    return lambda x, b, w: run(tf.constant(x), tf.constant(b, tf.int32), tf.constant(w, tf.int32)).numpy()
+
+
+def inference_token_counts(sentences: list, checkpoint: str, length: int) -> list[int]:
+    """Each sentence's token count as the export packs it ([CLS] and [SEP] included)."""
+    import tensorflow as tf
+
+    from kerasbert.finetuning.data import TaskPreprocessor
+    from kerasbert.tokenization import load_tokenizer
+
+    preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), length)
+    return [int(count) for i in range(0, len(sentences), 256)
+            for count in preprocessor.pack(tf.constant(sentences[i:i + 256]))["padding_mask"].numpy().sum(1)]
+
+
+def part_floor(args, results: dict) -> None:
+    from kerasbert.models.encoder import minilm_checkpoint
+
+    checkpoint, length, size = minilm_checkpoint(), 128, 32
+    sentences = [e.text_a for e in sst_sentences(args.data_dir, "dev")[:args.sentences]]
+    counts, dims = inference_token_counts(sentences, checkpoint, length), encoder_dims(checkpoint)
+    inputs = os.path.join(args.output_dir, "inputs")
+    os.makedirs(inputs, exist_ok=True)
+    with open(os.path.join(inputs, "token_counts.json"), "w") as f:
+        json.dump(counts, f)
+    ours, rates, latencies = time_skeleton(tensorflow_skeleton(dims), counts, dims, size, args.repeats,
+                                           args.latency_sentences)
+    output = os.path.join(inputs, "peer-floor.json")
+    peer = run_peer(args.peer_python, "floor", ["--checkpoint", checkpoint, "--token_counts",
+                                                os.path.join(inputs, "token_counts.json"), "--batch_size", str(size),
+                                                "--repeats", str(args.repeats),
+                                                "--latency_sentences", str(args.latency_sentences)], output)
+    whole = {key: row for key, row in results.get("inference", {}).get("rows", {}).items() if key.endswith("float32")}
+    results["floor"] = {
+        "sentences": len(counts), "latency_sentences": min(args.latency_sentences, len(counts)), "batch_size": size,
+        "dims": dims, "mean_tokens": float(np.mean(counts)),
+        "rows": {"kerasbert/tensorflow": {"sentences_per_second": statistics.median(rates),
+                                          "p50_latency_ms": 1000 * statistics.median(latencies), "all_rates": rates},
+                 "transformers/pytorch": {"sentences_per_second": statistics.median(peer["sentences_per_second"]),
+                                          "p50_latency_ms": peer["p50_latency_ms"],
+                                          "all_rates": peer["sentences_per_second"]}},
+        "largest_difference": float(np.abs(ours - np.load(output + ".outputs.npy")).max()),
+        "whole_calls": {key.split("/")[0]: {k: row[k] for k in ("sentences_per_second", "p50_latency_ms")}
+                        for key, row in whole.items()},
+        "whole_calls_finished": results.get("inference", {}).get("finished", "") if whole else "",
+        "finished": now()}
+    save(args, results)
+
+
+def now() -> str:
+    return datetime.datetime.now().isoformat(timespec="seconds")
 
 
 def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -800,8 +878,34 @@ def section_inference(s: dict) -> list[str]:
               "(largest absolute difference).", ""]
     return lines
 
+def section_floor(s: dict) -> list[str]:
+    d, rows, whole = s["dims"], s["rows"], s["whole_calls"]
+    lines = [f"## The floor: the encoder's products alone (float32, the inference part's calls, "
+             f"{s['mean_tokens']:.1f} tokens a sentence)", "",
+             f"MiniLM's {d['layers']} layers of products at the shapes kerasbert's unpadded encoder gives them "
+             "(Q, K, V, attention, output and feed-forward, with the softmax and layout changes between them; "
+             "no tokenizer, packer, bias, GELU or LayerNorm), from the same weights and inputs in both "
+             f"frameworks (outputs {s['largest_difference']:.1e} apart): what a call costs at least with each "
+             "framework's kernels.", "",
+             f"| what | sentences/s at batch {s['batch_size']} | p50 latency at batch 1 |", "|---|---:|---:|"]
+    named = [("kerasbert's export, the whole call", whole.get("kerasbert")),
+             ("the products alone, TensorFlow", rows["kerasbert/tensorflow"]),
+             ("the products alone, PyTorch", rows["transformers/pytorch"]),
+             ("transformers, the whole call", whole.get("transformers"))]
+    lines += [f"| {name} | {row['sentences_per_second']:.1f} | {row['p50_latency_ms']:.1f} ms |"
+              for name, row in named if row]
+    lines.append("")
+    floor, theirs = rows["kerasbert/tensorflow"], whole.get("transformers")
+    if theirs:
+        lines += [f"If nothing but its products took time, kerasbert's export would reach "
+                  f"**{floor['sentences_per_second'] / theirs['sentences_per_second']:.2f}x** the peer's throughput "
+                  f"(goal >= 2x) and **{floor['p50_latency_ms'] / theirs['p50_latency_ms']:.2f}x** its latency "
+                  f"(goal <= 0.6x). Whole calls: the inference part finished at {s['whole_calls_finished']}; "
+                  f"this part at {s['finished']}.", ""]
+    return lines
+
 SECTIONS = {"pretrain": section_pretrain, "updates": section_updates, "pretrain_speed": section_pretrain_speed,
-            "finetune_speed": section_finetune_speed, "inference": section_inference}
+            "finetune_speed": section_finetune_speed, "inference": section_inference, "floor": section_floor}
 
 
 def render_markdown(results: dict) -> str:
@@ -868,7 +972,7 @@ def main(argv=None) -> int:
         return 0
     results = load_results(args.output_dir, default={})
     runners = {"pretrain": part_pretrain, "updates": part_updates, "pretrain_speed": part_pretrain_speed,
-               "finetune_speed": part_finetune_speed, "inference": part_inference}
+               "finetune_speed": part_finetune_speed, "inference": part_inference, "floor": part_floor}
     print(f"== benchmark part: {args.parts[0]}", flush=True)
     runners[args.parts[0]](args, results)
     if not args.run:
