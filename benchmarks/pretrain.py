@@ -70,7 +70,6 @@ def time_steps(model, dataset, steps: int, warmup: int = 3) -> float:
 
 def part_throughput(data_dir: str, output_dir: str, steps: int = 20, repeats: int = 3) -> dict:
     import numpy as np
-    import tensorflow as tf
 
     from kerasbert import tokenization
     from kerasbert.config import PretrainConfig, load_config
@@ -175,7 +174,7 @@ def part_nsp_overlap(data_dir: str, output_dir: str) -> dict:
 
 
 def render_markdown(results: dict) -> str:
-    lines = [f"# Pretraining benchmark", "",
+    lines = ["# Pretraining benchmark", "",
              f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
              f"Updated: {results['updated']}", ""]
     if "scratch" in results:
