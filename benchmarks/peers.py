@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
 import statistics
@@ -58,7 +57,7 @@ import numpy as np
 
 from benchmarks.peer_protocol import (FIELDS, encoder_dims, heldout_scores, load_rows, save_rows, skeleton_weights,
                                       time_embedding, time_skeleton)
-from benchmarks.results import load_results, save_results, write_json
+from benchmarks.results import load_results, save_results, timestamp, write_json
 
 PARTS = ("pretrain", "updates", "pretrain_speed", "finetune_speed", "inference", "floor")
 CONFIG = "pipelines/configs/pretrain_mini.json"
@@ -622,11 +621,16 @@ def exported_embed(args, dtype: str, checkpoint: str, length: int):
     return path, lambda texts: signature(text=tf.constant(texts))["embedding"].numpy()
 
 
-def part_inference(args, results: dict) -> None:
+def inference_inputs(args) -> tuple[str, int, int, list]:
+    """What the inference and floor parts both measure on: the MiniLM checkpoint, the export's
+    sequence length, the batch size and the first `--sentences` SST-5 dev sentences."""
     from kerasbert.models.encoder import minilm_checkpoint
 
-    checkpoint, length, size = minilm_checkpoint(), 128, 32
-    sentences = [e.text_a for e in sst_sentences(args.data_dir, "dev")[:args.sentences]]
+    return minilm_checkpoint(), 128, 32, [e.text_a for e in sst_sentences(args.data_dir, "dev")[:args.sentences]]
+
+
+def part_inference(args, results: dict) -> None:
+    checkpoint, length, size, sentences = inference_inputs(args)
     inputs = os.path.join(args.output_dir, "inputs")
     os.makedirs(inputs, exist_ok=True)
     with open(os.path.join(inputs, "sentences.json"), "w") as f:
@@ -653,7 +657,7 @@ def part_inference(args, results: dict) -> None:
             "min_cosine_to_float32": min_cosine(theirs, reference)}
         if dtype == "float32":
             part["max_abs_difference_float32"] = float(np.abs(embeddings - theirs).max())
-    results["inference"] = {**part, "finished": now()}
+    results["inference"] = {**part, "finished": timestamp()}
     save(args, results)
 
 
@@ -691,10 +695,7 @@ def inference_token_counts(sentences: list, checkpoint: str, length: int) -> lis
 
 
 def part_floor(args, results: dict) -> None:
-    from kerasbert.models.encoder import minilm_checkpoint
-
-    checkpoint, length, size = minilm_checkpoint(), 128, 32
-    sentences = [e.text_a for e in sst_sentences(args.data_dir, "dev")[:args.sentences]]
+    checkpoint, length, size, sentences = inference_inputs(args)
     counts, dims = inference_token_counts(sentences, checkpoint, length), encoder_dims(checkpoint)
     inputs = os.path.join(args.output_dir, "inputs")
     os.makedirs(inputs, exist_ok=True)
@@ -721,12 +722,8 @@ def part_floor(args, results: dict) -> None:
         "whole_calls": {key.split("/")[0]: {k: row[k] for k in ("sentences_per_second", "p50_latency_ms")}
                         for key, row in whole.items()},
         "whole_calls_finished": results.get("inference", {}).get("finished", "") if whole else "",
-        "finished": now()}
+        "finished": timestamp()}
     save(args, results)
-
-
-def now() -> str:
-    return datetime.datetime.now().isoformat(timespec="seconds")
 
 
 def min_cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -54,10 +54,15 @@ def load_results(output_dir: str, default: dict) -> dict:
         return json.load(f)
 
 
+def timestamp() -> str:
+    """Now, to the second, as results files stamp it."""
+    return datetime.datetime.now().isoformat(timespec="seconds")
+
+
 def save_results(output_dir: str, results: dict, module: str, render) -> None:
     """Stamps the command, machine and time, then writes results.json and results.md."""
     results.update(command=f"python -m {module} " + " ".join(sys.argv[1:]), machine=machine(),
-                   updated=datetime.datetime.now().isoformat(timespec="seconds"))
+                   updated=timestamp())
     write_json(os.path.join(output_dir, "results.json"), results)  # parts running side by side read it
     with open(os.path.join(output_dir, "results.md"), "w") as f:
         f.write(render(results))
