@@ -1,20 +1,32 @@
-"""Server-side batching of concurrent predict requests, as TF Serving's BatchingParameters say.
+"""Server-side batching with TF Serving's semantics (batching/batching_session.h, .cc,
+batching_util.h), configured by its BatchingParameters.
 
-Requests for the same servable and signature wait in a queue; one of
-`num_batch_threads` workers takes up to `max_batch_size` rows, waiting at most
-`batch_timeout_micros` after the oldest request for more, runs them as one call,
-and splits the outputs back. With `allowed_batch_sizes` a batch is padded (by
-repeating its last row) up to the next allowed size; with
-`pad_variable_length_inputs` inputs of different lengths are padded to the longest.
-Past `max_enqueued_batches` full batches of backlog, requests are refused (429).
+Requests for the same servable and signature wait in one queue. Each request (a task)
+is checked at the door: every input has a 0th dimension and all share its size, as
+BatchingSession::ComputeInputSize requires; a task that cannot be batched is refused
+with TF Serving's message, never merged. One of `num_batch_threads` workers takes up
+to `max_batch_size` rows, waiting at most `batch_timeout_micros` after the oldest task
+for more. Only tasks whose inputs have the same shapes past the 0th dimension share a
+batch (or any, padded, with `pad_variable_length_inputs`). Every output of a batch
+must have the batch's rows in its 0th dimension, or the batch fails
+(SplitOutputTensors): an answer is always cut from its own rows. With
+`allowed_batch_sizes` a batch is padded up to the next allowed size by repeating the
+first row of its last task. With `enable_large_batch_splitting`, a task larger than
+`max_execution_batch_size` runs as several pieces.
+
+Deadlines travel with each task: one whose deadline passed while it waited is dropped,
+not run (RESOURCE_EXHAUSTED, TF Serving's "Run() timeout exceeded while waiting in
+batching queue"), and a split task stops at the next piece. Past `max_enqueued_batches`
+full batches of backlog a task is refused (429). A queue exists only while it holds
+tasks, so nothing keeps an unloaded version alive.
 
 `tensorflow-serving-api` does not ship the BatchingParameters proto, so the message
 is declared here with TF Serving's field names and numbers
 (servables/tensorflow/session_bundle_config.proto) and parsed by protobuf itself.
 
 Example:
-    >>> batcher = Batcher(parse_batching_parameters("max_batch_size { value: 32 }"), run_servable)
-    >>> outputs = batcher(servable, "sentiment", {"text": texts})
+    >>> session = BatchingSession(parse_batching_parameters("max_batch_size { value: 32 }"))
+    >>> session.run(servable, "sentiment", {"text": texts}, deadline=time.monotonic() + 30)
 """
 
 from __future__ import annotations
@@ -26,7 +38,8 @@ import time
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, wrappers_pb2
 
-from serving.status import InvalidArgument, ResourceExhausted
+from serving.session import check_deadline
+from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted
 
 
 def _batching_parameters_class():
@@ -66,123 +79,241 @@ def _value(parameters, field: str, default):
     return getattr(parameters, field).value if parameters.HasField(field) else default
 
 
-class _Task:
-    def __init__(self, inputs: dict[str, np.ndarray]):
-        self.inputs = inputs
-        self.size = len(next(iter(inputs.values())))
-        self.arrived = time.monotonic()
-        self.done = threading.Event()
-        self.outputs = None
+def batch_size_of(inputs: dict[str, np.ndarray]) -> int:
+    """The task's 0th-dimension size (batching_util.h, ComputeTensorBatchSize)."""
+    if not inputs:
+        raise InvalidArgument("Batching Run() must have at least one input tensor")
+    sizes = set()
+    for array in inputs.values():
+        if array.ndim == 0:
+            raise InvalidArgument("Batching Run() input tensors must have at least one dimension")
+        sizes.add(array.shape[0])
+    if len(sizes) > 1:
+        raise InvalidArgument("Batching Run() input tensors must have equal 0th-dimension size")
+    return sizes.pop()
+
+
+class _Request:
+    """One caller's request, run as one piece or several; done when every piece is."""
+
+    def __init__(self, pieces: int, deadline: float | None):
+        self.deadline = deadline
+        self.outputs: list = [None] * pieces
+        self.left = pieces
+        self.started = False  # a piece has run (or is running)
         self.error: Exception | None = None
+        self.done = threading.Event()
+        self._lock = threading.Lock()  # pieces may finish on different batch threads
+
+    def expired(self, now: float) -> bool:
+        return self.deadline is not None and self.deadline <= now
+
+    def finish_piece(self, index: int, outputs=None, error: Exception | None = None) -> None:
+        with self._lock:
+            if error is not None:
+                if self.error is None:
+                    self.error = error
+                    self.done.set()  # the caller hears at once; its other pieces are skipped
+                return
+            self.outputs[index] = outputs
+            self.left -= 1
+            if self.left == 0:
+                self.done.set()
 
 
-def _pad_to(array: np.ndarray, shape: tuple) -> np.ndarray:
-    widths = [(0, target - have) for have, target in zip(array.shape, shape)]
-    return np.pad(array, widths, constant_values=b"" if array.dtype == object else 0)
+class _Task:
+    """One piece of a request: rows of its inputs that run in one batch."""
+
+    def __init__(self, request: _Request, index: int, inputs: dict[str, np.ndarray]):
+        self.request, self.index, self.inputs = request, index, inputs
+        self.size = batch_size_of(inputs)
+        self.shapes = tuple(sorted((name, array.shape[1:], array.dtype.str) for name, array in inputs.items()))
+        self.arrived = time.monotonic()
 
 
-class Batcher:
-    """Callable like the plain predictor: (servable, signature, inputs) -> outputs."""
+class BatchingSession:
+    """Callable as the direct session is: run(servable, signature, inputs, deadline)."""
 
-    def __init__(self, parameters, run):
-        self.run = run  # (servable, signature, inputs) -> outputs, unbatched
+    def __init__(self, parameters):
         self.max_batch_size = _value(parameters, "max_batch_size", 1000)
         self.timeout = _value(parameters, "batch_timeout_micros", 0) / 1e6
-        self.max_enqueued = _value(parameters, "max_enqueued_batches", 1000000) * self.max_batch_size
+        self.splitting = _value(parameters, "enable_large_batch_splitting", False)
+        self.max_execution = (_value(parameters, "max_execution_batch_size", self.max_batch_size)
+                              if self.splitting else self.max_batch_size)
+        self.max_enqueued_rows = _value(parameters, "max_enqueued_batches", 1000000) * self.max_execution
         self.allowed = sorted(parameters.allowed_batch_sizes)
         self.pad_lengths = parameters.pad_variable_length_inputs
-        if self.allowed and self.allowed[-1] != self.max_batch_size:
-            raise InvalidArgument("allowed_batch_sizes must end with max_batch_size "
-                                  f"({self.allowed[-1]} != {self.max_batch_size})")
+        if self.allowed and self.allowed[-1] != self.max_execution:
+            raise InvalidArgument(f"allowed_batch_sizes must end with max_batch_size ({self.allowed[-1]} != "
+                                  f"{self.max_execution})")
         self._queues: dict[tuple, collections.deque] = {}
         self._condition = threading.Condition()
         self._closed = False
+        self.on_batch = None  # called with (queueing delays in seconds, batch rows) of each batch run
         for i in range(_value(parameters, "num_batch_threads", 4)):
             threading.Thread(target=self._work, name=f"batch-{i}", daemon=True).start()
 
-    def __call__(self, servable, signature: str, inputs: dict[str, np.ndarray]):
-        task = _Task(servable.check_inputs(signature, inputs))  # a bad request fails alone, here
-        if task.size > self.max_batch_size:  # TF Serving's batch scheduler refuses it likewise
-            raise InvalidArgument(f"Task size {task.size} is larger than maximum input batch size "
-                                  f"{self.max_batch_size}")
+    def run(self, servable, signature: str, inputs: dict[str, np.ndarray],
+            deadline: float | None = None) -> dict[str, np.ndarray]:
+        inputs = servable.check_inputs(signature, inputs)  # a bad request fails alone, here
+        size = batch_size_of(inputs)
+        if size > self.max_batch_size:  # shared_batch_scheduler refuses it likewise
+            raise InvalidArgument(f"Task size {size} is larger than maximum input batch size {self.max_batch_size}")
+        check_deadline(deadline)
+        if size == 0:  # no rows to batch
+            return servable.run(signature, inputs)
+        starts = list(range(0, size, self.max_execution))
+        request = _Request(len(starts), deadline)
+        tasks = [_Task(request, i, {n: a[s:s + self.max_execution] for n, a in inputs.items()})
+                 for i, s in enumerate(starts)]
         key = (servable, signature)
         with self._condition:
-            queue = self._queues.setdefault(key, collections.deque())
-            if sum(t.size for t in queue) + task.size > self.max_enqueued:
+            queue = self._queues.get(key)
+            queued = sum(t.size for t in queue) if queue else 0
+            if queued + size > self.max_enqueued_rows:
                 raise ResourceExhausted("The batch scheduling queue to which this task was submitted is full")
-            queue.append(task)
-            self._condition.notify()
-        task.done.wait()
-        if task.error is not None:
-            raise task.error
-        return task.outputs
+            self._queues.setdefault(key, collections.deque()).extend(tasks)
+            self._condition.notify_all()
+        request.done.wait()
+        if request.error is not None:
+            raise request.error
+        if len(request.outputs) == 1:
+            return request.outputs[0]
+        return {name: np.concatenate([piece[name] for piece in request.outputs]) for name in request.outputs[0]}
+
+    def queued_tasks(self) -> int:
+        with self._condition:
+            return sum(len(queue) for queue in self._queues.values())
 
     def close(self) -> None:
         with self._condition:
             self._closed = True
             self._condition.notify_all()
 
+    # --- Workers ------------------------------------------------------------------------
+
     def _take_batch(self):
-        """Waits for work; returns (key, tasks) once a batch is full or its oldest task timed out."""
+        """Waits for work; returns (key, tasks) once a batch is full or its oldest task waited
+        `batch_timeout_micros`."""
         with self._condition:
             while not self._closed:
                 ready, wait = None, None
+                now = time.monotonic()
                 for key, queue in self._queues.items():
+                    self._drop_finished(queue, now)
                     if not queue:
                         continue
-                    rows = sum(t.size for t in queue)
-                    left = queue[0].arrived + self.timeout - time.monotonic()
-                    if rows >= self.max_batch_size or left <= 0:
+                    left = queue[0].arrived + self.timeout - now
+                    if sum(t.size for t in queue) >= self.max_execution or left <= 0:
                         ready = key
                         break
                     wait = left if wait is None else min(wait, left)
+                for key in [k for k, q in self._queues.items() if not q]:
+                    del self._queues[key]
                 if ready is not None:
-                    queue, tasks, rows = self._queues[ready], [], 0
-                    while queue and (not tasks or rows + queue[0].size <= self.max_batch_size):
-                        tasks.append(queue.popleft())
-                        rows += tasks[-1].size
+                    tasks = self._form_batch(self._queues[ready])
+                    if not self._queues[ready]:
+                        del self._queues[ready]
                     return ready, tasks
                 self._condition.wait(wait)
         return None, None
+
+    @staticmethod
+    def _drop_finished(queue: collections.deque, now: float) -> None:
+        """Tasks at the head whose request failed already, or whose deadline passed, leave
+        without running (BatchingSession::ProcessBatch's timeout check)."""
+        while queue and (queue[0].request.error is not None or queue[0].request.expired(now)):
+            _drop(queue.popleft())
+
+    def _form_batch(self, queue: collections.deque) -> list[_Task]:
+        """The head task and, in order, those after it that fit and share its shapes."""
+        head, now = queue.popleft(), time.monotonic()
+        tasks, rows, kept = [head], head.size, collections.deque()
+        while queue and rows < self.max_execution:
+            task = queue.popleft()
+            if task.request.error is not None or task.request.expired(now):
+                _drop(task)
+            elif rows + task.size <= self.max_execution and (self.pad_lengths or task.shapes == head.shapes):
+                tasks.append(task)
+                rows += task.size
+            else:
+                kept.append(task)
+        queue.extendleft(reversed(kept))
+        return tasks
 
     def _work(self) -> None:
         while True:
             key, tasks = self._take_batch()
             if tasks is None:
                 return
+            servable, signature = key
             try:
-                self._run_batch(key, tasks)
-            except InvalidArgument:  # one request's rows? then each request runs alone
+                outputs = self._run_batch(servable, signature, tasks)
+            except InvalidArgument as error:  # one request's rows? then each runs alone
+                if len(tasks) == 1:
+                    tasks[0].request.finish_piece(tasks[0].index, error=error)
+                    continue
                 for task in tasks:
                     try:
-                        self._run_batch(key, [task])
-                    except Exception as error:
-                        task.error = error
-            except Exception as error:  # every waiting request hears of it
+                        task.request.finish_piece(task.index, self._run_batch(servable, signature, [task])[0])
+                    except Exception as alone:
+                        task.request.finish_piece(task.index, error=alone)
+                continue
+            except Exception as error:  # every request in the batch hears of it
                 for task in tasks:
-                    task.error = error
-            for task in tasks:
-                task.done.set()
+                    task.request.finish_piece(task.index, error=error)
+                continue
+            for task, piece in zip(tasks, outputs):
+                task.request.finish_piece(task.index, piece)
 
-    def _run_batch(self, key, tasks) -> None:
-        servable, signature = key
+    def _run_batch(self, servable, signature: str, tasks: list[_Task]) -> list[dict]:
+        """Merges the tasks' inputs, runs them once, and cuts each task's rows from every output."""
+        started = time.monotonic()
         merged = {}
         for name in tasks[0].inputs:
             arrays = [t.inputs[name] for t in tasks]
             shapes = {a.shape[1:] for a in arrays}
-            if len(shapes) > 1:
-                if not self.pad_lengths:
-                    raise InvalidArgument(f"Batching inputs of different shapes for {name}: "
-                                          f"{sorted(shapes)}; set pad_variable_length_inputs")
+            if len(shapes) > 1:  # only with pad_variable_length_inputs
                 longest = tuple(max(dims) for dims in zip(*shapes))
                 arrays = [_pad_to(a, (a.shape[0],) + longest) for a in arrays]
-            merged[name] = np.concatenate(arrays)
+            merged[name] = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
         rows = sum(t.size for t in tasks)
         target = next((size for size in self.allowed if size >= rows), rows)
-        if target > rows:  # pad to an allowed size by repeating the last row
-            merged = {n: np.concatenate([a, np.repeat(a[-1:], target - rows, axis=0)]) for n, a in merged.items()}
-        outputs = self.run(servable, signature, merged)
-        start = 0
+        if target > rows:  # pad with the first row of the last task (ProcessBatch)
+            last = tasks[-1].inputs
+            merged = {n: np.concatenate([a, np.repeat(last[n][:1], target - rows, axis=0)])
+                      for n, a in merged.items()}
         for task in tasks:
-            task.outputs = {n: v[start:start + task.size] for n, v in outputs.items()}
+            task.request.started = True
+        if self.on_batch is not None:
+            self.on_batch([started - t.arrived for t in tasks], target)
+        outputs = servable.run(signature, merged)
+        for name, value in outputs.items():
+            if value.ndim == 0:
+                raise FailedPrecondition("Batched output tensor has 0 dimensions")
+            if value.shape[0] != target:
+                raise FailedPrecondition("Batched output tensor's 0th dimension does not equal the sum of the "
+                                         "0th dimension sizes of the input tensors")
+        pieces, start = [], 0
+        for task in tasks:
+            pieces.append({n: v[start:start + task.size] for n, v in outputs.items()})
             start += task.size
+        return pieces
+
+
+def _drop(task: _Task) -> None:
+    """A task leaves its queue without running: its request failed already, or its deadline
+    passed. A request none of whose pieces ran gets TF Serving's answer; one cut short
+    between pieces, DEADLINE_EXCEEDED."""
+    request = task.request
+    if request.started:
+        error = DeadlineExceeded(f"Deadline Exceeded: the request's deadline passed after {task.index} of "
+                                 f"{len(request.outputs)} runs")
+    else:
+        error = ResourceExhausted("Run() timeout exceeded while waiting in batching queue")
+    request.finish_piece(task.index, error=error)
+
+
+def _pad_to(array: np.ndarray, shape: tuple) -> np.ndarray:
+    widths = [(0, target - have) for have, target in zip(array.shape, shape)]
+    return np.pad(array, widths, constant_values=b"" if array.dtype == object else 0)

@@ -27,7 +27,8 @@ import tensorflow as tf
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
 
 from serving.json_tensor import decode_b64, format_decimal, is_b64_object, json_text, json_type_name
-from serving.status import InvalidArgument, tf_error_message
+from serving.session import DirectSession
+from serving.status import InvalidArgument
 
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
@@ -114,6 +115,20 @@ def serialized_examples(request: input_pb2.Input) -> list[bytes]:
     return examples
 
 
+def serialized_size(request: input_pb2.Input) -> int:
+    """An upper bound, in bytes, of what the serialized examples take in memory, the context
+    merged into each (a large context times many examples is large: reserve it first)."""
+    kind = request.WhichOneof("kind")
+    if kind == "example_list":
+        context, examples = 0, request.example_list.examples
+    elif kind == "example_list_with_context":
+        context = request.example_list_with_context.context.ByteSize()
+        examples = request.example_list_with_context.examples
+    else:
+        return 0
+    return 2 * (sum(example.ByteSize() for example in examples) + context * len(examples)) + 96 * len(examples)
+
+
 # --- Running a signature ------------------------------------------------------------
 
 
@@ -138,17 +153,17 @@ def _check_inputs_key(signature_def, kind: str) -> None:
         raise InvalidArgument(f"No {kind} inputs found in SignatureDef: {signature_def}")
 
 
-def _run(servable, name: str, request: input_pb2.Input) -> tuple[dict[str, np.ndarray], int]:
+def _run(servable, name: str, request: input_pb2.Input, session, deadline) -> tuple[dict[str, np.ndarray], int]:
+    """The signature on the request's serialized examples, through `session` (so batched
+    with other requests when batching is on)."""
     examples = serialized_examples(request)
-    try:
-        outputs = servable.signature(name)(inputs=tf.constant(examples, tf.string))
-    except tf.errors.InvalidArgumentError as error:  # e.g. a required feature is missing
-        raise InvalidArgument(tf_error_message(error)) from None
-    return {key: value.numpy() for key, value in outputs.items()}, len(examples)
+    outputs = (session or DirectSession()).run(servable, name, {"inputs": np.array(examples, dtype=object)},
+                                               deadline)
+    return outputs, len(examples)
 
 
-def classify(servable, signature_name: str, request: input_pb2.Input,
-             check_method_name: bool = False) -> classification_pb2.ClassificationResult:
+def classify(servable, signature_name: str, request: input_pb2.Input, check_method_name: bool = False,
+             session=None, deadline: float | None = None) -> classification_pb2.ClassificationResult:
     """Runs a classify signature (TF Serving's PreProcess/PostProcessClassification)."""
     name, signature_def = _checked_signature(servable, signature_name, CLASSIFY_METHOD, "classification",
                                              check_method_name)
@@ -158,7 +173,7 @@ def classify(servable, signature_name: str, request: input_pb2.Input,
     if "classes" not in signature_def.outputs and "scores" not in signature_def.outputs:
         raise InvalidArgument('Expected classification signature outputs to contain at least one of '
                               f'"classes" or "scores". Signature was: {signature_def}')
-    outputs, batch = _run(servable, name, request)
+    outputs, batch = _run(servable, name, request, session, deadline)
     classes, scores = outputs.get("classes"), outputs.get("scores")
     for key, value, dtype in (("classes", classes, object), ("scores", scores, np.float32)):
         if value is None:
@@ -186,8 +201,8 @@ def classify(servable, signature_name: str, request: input_pb2.Input,
     return result
 
 
-def regress(servable, signature_name: str, request: input_pb2.Input,
-            check_method_name: bool = False) -> regression_pb2.RegressionResult:
+def regress(servable, signature_name: str, request: input_pb2.Input, check_method_name: bool = False,
+            session=None, deadline: float | None = None) -> regression_pb2.RegressionResult:
     """Runs a regress signature (TF Serving's PreProcess/PostProcessRegressionResult)."""
     name, signature_def = _checked_signature(servable, signature_name, REGRESS_METHOD, "regression",
                                              check_method_name)
@@ -196,7 +211,7 @@ def regress(servable, signature_name: str, request: input_pb2.Input,
     _check_inputs_key(signature_def, "regression")
     if "outputs" not in signature_def.outputs:
         raise InvalidArgument(f"No regression outputs found in SignatureDef: {signature_def}")
-    outputs, batch = _run(servable, name, request)
+    outputs, batch = _run(servable, name, request, session, deadline)
     values = outputs["outputs"]
     if not (values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)):
         raise InvalidArgument("Expected output Tensor shape to be either [batch_size] or [batch_size, 1] "

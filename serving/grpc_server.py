@@ -1,5 +1,11 @@
 """TF Serving's gRPC services (PredictionService, ModelService) over the shared model store.
 
+Every request's tensors are checked before anything is built from them (tensor_proto):
+names against the signature, dtypes, shapes and sizes; what they will take in memory is
+reserved from the server's budget first. A call's own deadline travels with it to the
+session. At most `max_threads` calls run at once (TF Serving's --grpc_max_threads);
+beyond, a call is refused RESOURCE_EXHAUSTED at once instead of queueing.
+
 Clients use the official stubs unchanged:
     >>> stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel("127.0.0.1:8500"))
     >>> request = predict_pb2.PredictRequest()
@@ -12,22 +18,30 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 
 import grpc
 import tensorflow as tf
 from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc, regression_pb2)
 
-from serving import examples, json_tensor
-from serving.model_store import ModelStore
+from serving import examples, json_tensor, tensor_proto
+from serving.memory_budget import ServerBudgets
+from serving.model_store import ModelStore, check_input_names
 from serving.status import InvalidArgument, grpc_code
 
 log = logging.getLogger(__name__)
+
 
 def _spec(model_spec):
     version = model_spec.version.value if model_spec.HasField("version") else None
     label = model_spec.version_label or None
     return model_spec.name, version, label
+
+
+def _deadline(context) -> float | None:
+    remaining = context.time_remaining()
+    return None if remaining is None else time.monotonic() + remaining
 
 
 def _abort(context, error: Exception):
@@ -37,35 +51,69 @@ def _abort(context, error: Exception):
     context.abort(code, str(error))
 
 
+def check_output_filter(signature_def, output_filter) -> None:
+    """predict_util.cc PreProcessPrediction: every alias known, none twice."""
+    seen = set()
+    for alias in output_filter:
+        if alias not in signature_def.outputs:
+            raise InvalidArgument(f"output tensor alias not found in signature: {alias} Outputs expected to be "
+                                  f"in the set {{{','.join(sorted(signature_def.outputs))}}}.")
+        if alias in seen:
+            raise InvalidArgument(f"duplicate output tensor alias: {alias}")
+        seen.add(alias)
+
+
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, store: ModelStore, predictor):
-        self.store, self.predictor = store, predictor
+    def __init__(self, store: ModelStore, session, budgets: ServerBudgets, on_request=None):
+        self.store, self.session, self.budget = store, session, budgets.decoding
+        self.on_request = on_request  # called with (model name, method, error or None, seconds)
+
+    def _finish(self, name: str, method: str, started: float, error: Exception | None) -> None:
+        if self.on_request is not None:
+            self.on_request(name, method, error, time.monotonic() - started)
 
     def Predict(self, request, context):
+        started, error = time.monotonic(), None
         try:
-            name, version, label = _spec(request.model_spec)
-            servable = self.store.get(name, version, label)
-            signature = request.model_spec.signature_name or "serving_default"
-            dtypes = servable.input_dtypes(signature)
-            inputs = {}
-            for key, proto in request.inputs.items():
-                if key in dtypes and tf.as_dtype(proto.dtype) != dtypes[key]:
-                    raise InvalidArgument(
-                        f"Expects arg[{key}] to be {json_tensor.dtype_name(dtypes[key])} but "
-                        f"{json_tensor.dtype_name(tf.as_dtype(proto.dtype))} is provided")
-                inputs[key] = tf.make_ndarray(proto)
-            wanted = set(request.output_filter)
-            outputs = self.predictor(servable, signature, inputs)
+            return self._predict(request, _deadline(context))
+        except Exception as raised:
+            error = raised
+            _abort(context, raised)
+        finally:
+            self._finish(request.model_spec.name, "Predict", started, error)
+
+    def _predict(self, request, deadline):
+        name, version, label = _spec(request.model_spec)
+        servable = self.store.get(name, version, label)
+        signature = request.model_spec.signature_name or "serving_default"
+        specs = servable.input_specs(signature)
+        check_input_names(specs, request.inputs)
+        cost = 0
+        for key in sorted(request.inputs):
+            proto = request.inputs[key]
+            size = tensor_proto.materialized_bytes(proto, key)  # checks dtype and shape first
+            if size > self.budget.capacity:
+                raise tensor_proto.too_large(key, size, self.budget.capacity)
+            cost += size
+            if proto.dtype != specs[key].dtype.as_datatype_enum:
+                sent = json_tensor.dtype_name(tf.as_dtype(proto.dtype))
+                raise InvalidArgument(f"Expects arg[{key}] to be {json_tensor.dtype_name(specs[key].dtype)} but "
+                                      f"{sent} is provided")
+        check_output_filter(servable.signature_defs[signature], request.output_filter)
+        with self.budget.reserve(cost, deadline):
+            inputs = {key: tensor_proto.to_array(proto, key, self.budget.capacity)
+                      for key, proto in request.inputs.items()}
+            outputs = self.session.run(servable, signature, inputs, deadline)
+            del inputs
             response = predict_pb2.PredictResponse()
             response.model_spec.name = name
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature
+            wanted = set(request.output_filter)
             for key, value in outputs.items():
                 if not wanted or key in wanted:
                     response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
             return response
-        except Exception as error:
-            _abort(context, error)
 
     def GetModelMetadata(self, request, context):
         try:
@@ -76,24 +124,31 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             _abort(context, error)
 
     def Classify(self, request, context):
-        return self._examples(request, context, examples.classify, classification_pb2.ClassificationResponse())
+        return self._examples(request, context, "Classify", examples.classify,
+                              classification_pb2.ClassificationResponse())
 
     def Regress(self, request, context):
-        return self._examples(request, context, examples.regress, regression_pb2.RegressionResponse())
+        return self._examples(request, context, "Regress", examples.regress, regression_pb2.RegressionResponse())
 
-    def _examples(self, request, context, run, response):
+    def _examples(self, request, context, method, run, response):
+        started, error = time.monotonic(), None
         try:
+            deadline = _deadline(context)
             name, version, label = _spec(request.model_spec)
             servable = self.store.get(name, version, label)
             signature = request.model_spec.signature_name or "serving_default"
-            response.result.CopyFrom(run(servable, signature, request.input,
-                                         self.store.signature_method_name_check))
+            with self.budget.reserve(examples.serialized_size(request.input), deadline):
+                response.result.CopyFrom(run(servable, signature, request.input,
+                                             self.store.signature_method_name_check, self.session, deadline))
             response.model_spec.name = name
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature
             return response
-        except Exception as error:
-            _abort(context, error)
+        except Exception as raised:
+            error = raised
+            _abort(context, raised)
+        finally:
+            self._finish(request.model_spec.name, method, started, error)
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
@@ -107,14 +162,24 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             _abort(context, error)
 
 
-def make_grpc_server(store: ModelStore, port: int, predictor, host: str = "127.0.0.1",
-                     max_workers: int = 32, max_message_bytes: int = 64 * 1024 * 1024):
-    """A started gRPC server on host:port; returns (server, bound port)."""
+def make_grpc_server(store: ModelStore, port: int, session, budgets: ServerBudgets, host: str = "127.0.0.1",
+                     max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024,
+                     channel_arguments: list[tuple] | None = None, on_request=None):
+    """A started gRPC server on host:port; returns (server, bound port).
+
+    `max_threads` calls run at once; more are refused RESOURCE_EXHAUSTED (grpc's
+    maximum_concurrent_rpcs), so no call waits unbounded in a queue. `channel_arguments`
+    (TF Serving's --grpc_channel_arguments) come after the message-size defaults, so
+    they override them.
+    """
     options = [("grpc.max_receive_message_length", max_message_bytes),
-               ("grpc.max_send_message_length", max_message_bytes)]
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_workers), options=options)
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(store, predictor), server)
+               ("grpc.max_send_message_length", max_message_bytes), *(channel_arguments or [])]
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="grpc"),
+                         options=options, maximum_concurrent_rpcs=max_threads)
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionService(store, session, budgets, on_request), server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(store), server)
     bound = server.add_insecure_port(f"{host}:{port}")
     server.start()
     return server, bound
+

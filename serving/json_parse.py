@@ -1,14 +1,22 @@
-"""Request JSON parsed as TF Serving parses it (rapidjson with kParseIterativeFlag,
-kParseNanAndInfFlag and kParseStopWhenDoneFlag; util/json_tensor.cc, ParseJson).
+"""Request JSON parsed by RapidJSON, the parser TF Serving uses, with TF Serving's flags
+(util/json_tensor.cc, ParseJson: kParseIterativeFlag, kParseNanAndInfFlag,
+kParseStopWhenDoneFlag).
 
-- any depth: rapidjson parses iteratively, so `{"instances": [1], "nested": [[[...]]]}`
-  500,000 levels deep is a valid request (json_tensor_test.cc: DeeplyNestedWellFormed);
-  Python's parser recurses, so such documents go to a loop with an explicit stack;
-- NaN, Infinity and -Infinity are numbers;
-- anything after the first complete document is ignored;
-- bytes that are not UTF-8 stay as they are (surrogate escapes; they reach string tensors
-  unchanged, as rapidjson leaves them unvalidated);
-- errors are worded as rapidjson's GetParseError_En words them, with the offset.
+python-rapidjson wraps RapidJSON's C++ parser: it builds the document without a Python
+tokenizer and refuses malformed input with RapidJSON's own messages. Where its defaults
+differ from TF Serving's flags, this module gives TF Serving's answer:
+
+- NaN, Infinity and -Infinity are numbers (`number_mode=NM_NAN`);
+- anything after the first complete document is ignored (kParseStopWhenDoneFlag): the
+  document is parsed again up to the offset RapidJSON names;
+- any depth is valid (kParseIterativeFlag; json_tensor_test.cc: DeeplyNestedWellFormed),
+  where python-rapidjson stops at Python's recursion limit: such a document is checked by
+  a loop with an explicit stack that builds no container deeper than any tensor can be
+  (TOO_DEEP stands for it), so its memory stays bounded;
+- bytes that are not UTF-8 stay as they are inside strings (TF Serving does not validate
+  encodings): such a body is parsed by Python's own C scanner with surrogate escapes.
+
+Every failure is a ParseError, worded as RapidJSON's GetParseError_En, with the offset.
 
 Example:
     >>> parse(b'{"instances": [1.0, NaN]} trailing')
@@ -20,115 +28,155 @@ from __future__ import annotations
 import json
 import json.decoder
 import re
+import time
 
+import rapidjson
+
+# Deeper than this, a value cannot become a tensor (TensorShape::kMaxDims is 254, plus the
+# document, 'instances' and row-object levels), so the deep-document loop does not build it.
+MAX_BUILT_DEPTH = 260
+
+_ERROR = re.compile(r"Parse error at offset (\d+): (.*)", re.DOTALL)
+_TRAILING = "The document root must not be followed by other values."
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|NaN|-?Infinity")
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _LITERALS = {"true": True, "false": False, "null": None}
 
-# Python's messages -> rapidjson's.
-_MESSAGES = [("Expecting value", "Invalid value."),
-             ("Expecting property name", "Missing a name for object member."),
-             ("Expecting ':' delimiter", "Missing a colon after a name of object member."),
-             ("Unterminated string", "Missing a closing quotation mark in string."),
-             ("Invalid \\uXXXX escape", "Incorrect hex digit after \\u escape in string."),
-             ("Invalid \\escape", "Invalid escape character in string."),
-             ("Invalid control character", "Invalid encoding in string.")]
+
+class _TooDeep:
+    """A container nested deeper than MAX_BUILT_DEPTH, checked but not built."""
+
+    def __repr__(self):
+        return "[...]"
+
+
+TOO_DEEP = _TooDeep()
 
 
 class ParseError(ValueError):
-    """rapidjson's message and offset; str() is TF Serving's "JSON Parse error: ..." text."""
+    """RapidJSON's message and offset; str() is TF Serving's "JSON Parse error: ..." text."""
 
     def __init__(self, message: str, offset: int | None):
         super().__init__(f"JSON Parse error: {message}" + (f" at offset: {offset}" if offset is not None else ""))
 
 
-def _comma_message(text: str, position: int) -> str:
-    opened = [c for c in text[:position] if c in "[{"]
-    return ("Missing a comma or '}' after an object member." if opened and opened[-1] == "{"
-            else "Missing a comma or ']' after an array element.")
+def parse(body: bytes, deadline: float | None = None):
+    """The first JSON document in `body`. Raises ParseError.
 
-
-def parse(body: bytes):
-    """The first JSON document in `body`. Raises ParseError."""
-    if not body:  # json_tensor.cc says this one itself, without rapidjson's offset
+    `deadline` (time.monotonic()) bounds the slow path for documents deeper than Python's
+    recursion limit: past it, TimeoutError.
+    """
+    if not body:  # json_tensor.cc says this one itself, without RapidJSON's offset
         raise ParseError("The document is empty", None)
+    try:
+        return rapidjson.loads(body, number_mode=rapidjson.NM_NAN)
+    except rapidjson.JSONDecodeError as error:
+        offset, message = _offset_and_message(error)
+        if message == _TRAILING:
+            return parse(body[:offset], deadline)
+        raise ParseError(message, offset) from None
+    except RecursionError:
+        return _parse_deep(body.decode("utf-8", "surrogateescape"), deadline)
+    except UnicodeDecodeError:
+        return _parse_unvalidated(body, deadline)
+    except ValueError as error:  # an integer of more digits than Python converts
+        offset, _ = _offset_and_message(error)
+        raise ParseError("Number too big to be stored in double.", offset) from None
+
+
+def _offset_and_message(error: Exception) -> tuple[int | None, str]:
+    match = _ERROR.match(str(error))
+    return (int(match[1]), match[2]) if match else (None, str(error))
+
+
+def _parse_unvalidated(body: bytes, deadline: float | None):
+    """A body with bytes that are not UTF-8: Python's C scanner, bytes kept as surrogate escapes."""
     text = body.decode("utf-8", "surrogateescape")
     start = _WHITESPACE.match(text).end()
-    if start == len(text):
-        raise ParseError("The document is empty.", start)
     try:
         return json.JSONDecoder().raw_decode(text, start)[0]
     except json.JSONDecodeError as error:
-        message = (_comma_message(text, error.pos) if error.msg == "Expecting ',' delimiter"
-                   else next((ours for theirs, ours in _MESSAGES if error.msg.startswith(theirs)), error.msg))
-        raise ParseError(message, error.pos) from None
+        raise ParseError("Invalid value." if error.msg == "Expecting value" else error.msg, error.pos) from None
     except RecursionError:
-        return _parse_deep(text, start)
+        return _parse_deep(text, deadline)
 
 
-def _parse_deep(text: str, position: int):
-    """The same document, parsed in a loop: each open array or object is a frame on a stack."""
-    stack: list[tuple[list | dict, str | None]] = []  # (container, pending object key)
+def _parse_deep(text: str, deadline: float | None):
+    """The document, checked in a loop: each open array or object is a frame on a stack.
+    Containers deeper than MAX_BUILT_DEPTH are checked, not built (TOO_DEEP)."""
 
-    def value_at(i):
-        """(scalar or new container, index after it, whether it is a container)."""
-        c = text[i:i + 1]
-        if c == "[":
-            return [], i + 1, True
-        if c == "{":
-            return {}, i + 1, True
-        if c == '"':
-            try:
-                return (*json.decoder.scanstring(text, i + 1), False)
-            except json.JSONDecodeError as error:
-                raise ParseError("Missing a closing quotation mark in string.", error.pos) from None
-        for word, literal in _LITERALS.items():
-            if text.startswith(word, i):
-                return literal, i + len(word), False
-        match = _NUMBER.match(text, i)
-        if match:
-            return json.loads(match.group()), match.end(), False
-        raise ParseError("Invalid value.", i)
+    class Frame:
+        __slots__ = ("closer", "container", "key", "count")
 
-    i = position
+        def __init__(self, opener: str, built: bool):
+            self.closer = "]" if opener == "[" else "}"
+            self.container = ([] if opener == "[" else {}) if built else None
+            self.key, self.count = None, 0
+
+    stack: list[Frame] = []
+    i, steps = _WHITESPACE.match(text).end(), 0
     while True:
+        steps += 1
+        if deadline is not None and steps % 65536 == 0 and time.monotonic() > deadline:
+            raise TimeoutError("no answer within the request's deadline while parsing its JSON")
         i = _WHITESPACE.match(text, i).end()
-        if stack and isinstance(stack[-1][0], dict) and stack[-1][1] is None:  # a key, or the end
-            container = stack[-1][0]
-            if text[i:i + 1] == "}" and not container:
-                value, i, opened = stack.pop()[0], i + 1, False
-            else:
-                if text[i:i + 1] != '"':
-                    raise ParseError("Missing a name for object member.", i)
-                key, i = json.decoder.scanstring(text, i + 1)
-                i = _WHITESPACE.match(text, i).end()
-                if text[i:i + 1] != ":":
-                    raise ParseError("Missing a colon after a name of object member.", i)
-                stack[-1] = (container, key)
-                i += 1
-                continue
-        elif stack and isinstance(stack[-1][0], list) and not stack[-1][0] and text[i:i + 1] == "]":
-            value, i, opened = stack.pop()[0], i + 1, False
+        top = stack[-1] if stack else None
+        c = text[i:i + 1]
+        if top is not None and top.count == 0 and c == top.closer:  # an empty container ends
+            value, i = stack.pop(), i + 1
+        elif top is not None and top.closer == "}" and top.key is None:  # a member's name
+            if c != '"':
+                raise ParseError("Missing a name for object member.", i)
+            top.key, i = _string(text, i)
+            i = _WHITESPACE.match(text, i).end()
+            if text[i:i + 1] != ":":
+                raise ParseError("Missing a colon after a name of object member.", i)
+            i += 1
+            continue
+        elif c in ("[", "{"):
+            stack.append(Frame(c, built=len(stack) < MAX_BUILT_DEPTH))
+            i += 1
+            continue
         else:
-            value, i, opened = value_at(i)
-            if opened:
-                stack.append((value, None))
-                continue
+            value, i = _scalar(text, i)
         # `value` is complete: put it in its parent, then close every parent it completes.
         while True:
+            if isinstance(value, Frame):
+                value = TOO_DEEP if value.container is None else value.container
             if not stack:
                 return value
-            container, key = stack[-1]
-            if isinstance(container, list):
-                container.append(value)
-            else:
-                container[key] = value
-                stack[-1] = (container, None)
+            top = stack[-1]
+            if isinstance(top.container, list):
+                top.container.append(value)
+            elif isinstance(top.container, dict):
+                top.container[top.key] = value
+            top.key, top.count = None, top.count + 1
             i = _WHITESPACE.match(text, i).end()
-            closer = "]" if isinstance(container, list) else "}"
             if text[i:i + 1] == ",":
                 i += 1
                 break
-            if text[i:i + 1] != closer:
-                raise ParseError(_comma_message(text, i), i)
-            value, i = stack.pop()[0], i + 1
+            if text[i:i + 1] != top.closer:
+                raise ParseError(("Missing a comma or '}' after an object member." if top.closer == "}"
+                                  else "Missing a comma or ']' after an array element."), i)
+            value, i = stack.pop(), i + 1
+
+
+def _string(text: str, i: int) -> tuple[str, int]:
+    """The string whose opening quote is at `i`, and the index after its closing quote."""
+    try:
+        return json.decoder.scanstring(text, i + 1)
+    except json.JSONDecodeError as error:
+        raise ParseError("Missing a closing quotation mark in string.", error.pos) from None
+
+
+def _scalar(text: str, i: int):
+    """The string, literal or number at `i`, and the index after it."""
+    if text[i:i + 1] == '"':
+        return _string(text, i)
+    for word, literal in _LITERALS.items():
+        if text.startswith(word, i):
+            return literal, i + len(word)
+    match = _NUMBER.match(text, i)
+    if not match:
+        raise ParseError("Invalid value.", i)
+    return json.loads(match.group()), match.end()

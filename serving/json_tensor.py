@@ -11,13 +11,14 @@ Example:
     >>> inputs, row_format = parse_predict_inputs(loads_request(b'{"instances": [1.5, 2]}'),
     ...                                           {"x": tf.float32})
     >>> dumps_response({"y": np.array([0.2, 3.0], np.float32)}, row_format)
-    '{"predictions": [0.2, 3.0]}'
+    b'{"predictions": [0.2, 3.0]}'
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import math
 
@@ -29,48 +30,88 @@ from serving import json_parse
 from serving.status import InvalidArgument
 
 
-# --- Number formatting -------------------------------------------------------------
+# --- Response writing -----------------------------------------------------------------
+
+# Outputs are written a slice of rows at a time, so a large output never exists as one
+# Python string per element (about 50 bytes each) all at once.
+_CHUNK_ELEMENTS = 1 << 15
 
 
 def format_decimal(value: float, double: bool = False) -> str:
     """A float as TF Serving's WriteDecimal prints it."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "-Infinity" if value < 0 else "Infinity"
-    cast = float if double else np.float32
-    text = "%.6g" % value
-    if cast(text) != cast(value):
-        text = ("%.17g" if double else "%.9g") % value
-    if "." not in text and "e" not in text:
-        text += ".0"
-    return text
+    return _float_texts(np.array([value], np.float64 if double else np.float32), double)[0]
 
 
-def _scalar_json(value, dtype: tf.DType, as_bytes: bool) -> str:
+def _float_texts(flat: np.ndarray, double: bool) -> list[str]:
+    """TF Serving's WriteDecimal of each value: 6 significant digits when they read back to
+    the same value, else 9 (float32) or 17 (float64); whole numbers get ".0"; NaN and
+    Infinity as bare tokens."""
+    kind = np.float64 if double else np.float32
+    flat = flat.astype(kind, copy=False)
+    values = flat.tolist()
+    texts = ["%.6g" % v for v in values]
+    if not texts:
+        return texts
+    with np.errstate(invalid="ignore"):
+        lossy = np.nonzero(np.array(texts).astype(kind) != flat)[0].tolist()
+    long = "%.17g" if double else "%.9g"
+    for i in lossy:
+        texts[i] = long % values[i]
+    for i, text in enumerate(texts):
+        if "." not in text and "e" not in text:
+            texts[i] = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(text, text + ".0")
+    return texts
+
+
+def _leaf_texts(flat: np.ndarray, dtype: tf.DType, as_bytes: bool) -> list[str]:
+    """The JSON text of each element of a 1-D array."""
     if dtype == tf.string:
         if as_bytes:
-            return json.dumps({"b64": base64.b64encode(value).decode("ascii")})
-        return json.dumps(value.decode("utf-8", errors="replace"), ensure_ascii=False)
+            return ['{"b64": "' + base64.b64encode(v).decode("ascii") + '"}' for v in flat.tolist()]
+        return [json.dumps(v.decode("utf-8", errors="replace"), ensure_ascii=False) for v in flat.tolist()]
     if dtype in (tf.float32, tf.float16, tf.bfloat16):
-        return format_decimal(float(value))
+        return _float_texts(flat, double=False)
     if dtype == tf.float64:
-        return format_decimal(float(value), double=True)
+        return _float_texts(flat, double=True)
     if dtype == tf.bool:
-        return "true" if value else "false"
-    return str(int(value))
+        return ["true" if v else "false" for v in flat.tolist()]
+    return [str(v) for v in flat.astype(np.int64 if dtype != tf.uint64 else np.uint64).tolist()]
 
 
-def _array_json(array, dtype: tf.DType, as_bytes: bool) -> str:
-    array = np.asarray(array)
+def _empty_text(shape: tuple) -> str:
+    """The JSON of an array with no elements: nested empty lists."""
+    if not shape or shape[0] == 0:
+        return "[]"
+    inner = _empty_text(shape[1:])
+    return "[" + ", ".join([inner] * shape[0]) + "]"
+
+
+def _row_texts(block: np.ndarray, dtype: tf.DType, as_bytes: bool) -> list[str]:
+    """The JSON text of each row (index along axis 0) of `block`."""
+    if block.size == 0:
+        return [_empty_text(block.shape[1:])] * block.shape[0] if block.ndim > 1 else []
+    texts = _leaf_texts(block.reshape(-1), dtype, as_bytes)
+    for size in reversed(block.shape[1:]):  # innermost dimension first
+        texts = ["[" + ", ".join(texts[i:i + size]) + "]" for i in range(0, len(texts), size)]
+    return texts
+
+
+def _rows_per_chunk(array: np.ndarray) -> int:
+    per_row = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
+    return max(1, _CHUNK_ELEMENTS // max(per_row, 1))
+
+
+def _array_json(array: np.ndarray, dtype: tf.DType, as_bytes: bool) -> str:
     if array.ndim == 0:
-        return _scalar_json(array.item(), dtype, as_bytes)
-    return "[" + ", ".join(_array_json(item, dtype, as_bytes) for item in array) + "]"
+        return _leaf_texts(array.reshape(1), dtype, as_bytes)[0]
+    step = _rows_per_chunk(array)
+    parts = [", ".join(_row_texts(array[i:i + step], dtype, as_bytes)) for i in range(0, len(array), step)]
+    return "[" + ", ".join(parts) + "]"
 
 
 def dumps_response(outputs: dict[str, np.ndarray], row_format: bool,
-                   dtypes: dict[str, tf.DType] | None = None) -> str:
-    """The JSON body of a predict response (TF Serving's MakeJsonFromTensors)."""
+                   dtypes: dict[str, tf.DType] | None = None) -> bytes:
+    """The JSON body of a predict response (TF Serving's MakeJsonFromTensors), UTF-8."""
     if not outputs:
         raise InvalidArgument("Cannot convert empty tensor map to JSON")
     dtypes = dtypes or {name: tf.string if value.dtype == object else tf.as_dtype(value.dtype)
@@ -79,10 +120,10 @@ def dumps_response(outputs: dict[str, np.ndarray], row_format: bool,
     as_bytes = {n: dtypes[n] == tf.string and n.endswith("_bytes") for n in names}
     several = len(names) > 1
     if not row_format:
-        parts = [(f"{json.dumps(n)}: " if several else "") + _array_json(outputs[n], dtypes[n], as_bytes[n])
+        parts = [((f"{json.dumps(n)}: " if several else "") + _array_json(outputs[n], dtypes[n], as_bytes[n])).encode()
                  for n in names]
-        body = "{" + ", ".join(parts) + "}" if several else parts[0]
-        return '{"outputs": ' + body + "}"
+        body = b"{" + b", ".join(parts) + b"}" if several else parts[0]
+        return b'{"outputs": ' + body + b"}"
     batch = None
     for name in names:
         if outputs[name].ndim == 0:
@@ -92,23 +133,52 @@ def dumps_response(outputs: dict[str, np.ndarray], row_format: bool,
             raise InvalidArgument(f"Tensor name: {name} has inconsistent batch size: {size} "
                                   f"expecting: {batch}")
         batch = size
-    rows = []
-    for i in range(batch):
-        values = [_array_json(outputs[n][i], dtypes[n], as_bytes[n]) for n in names]
-        rows.append("{" + ", ".join(f"{json.dumps(n)}: {v}" for n, v in zip(names, values)) + "}"
-                    if several else values[0])
-    return '{"predictions": [' + ", ".join(rows) + "]}"
+    keys = {n: json.dumps(n) + ": " for n in names}
+    step = min(_rows_per_chunk(outputs[n]) for n in names)
+    parts = []
+    for start in range(0, batch, step):
+        columns = [_row_texts(outputs[n][start:start + step], dtypes[n], as_bytes[n]) for n in names]
+        if several:
+            rows = ["{" + ", ".join(keys[n] + column[i] for n, column in zip(names, columns)) + "}"
+                    for i in range(len(columns[0]))]
+        else:
+            rows = columns[0]
+        parts.append(", ".join(rows).encode())
+    return b'{"predictions": [' + b", ".join(parts) + b"]}"
+
+
+def response_cost(outputs: dict[str, np.ndarray], row_format: bool) -> int:
+    """An upper bound, in bytes, of the memory the outputs and their JSON take while the
+    response is written: the arrays, then the text twice (its parts, then the joined body).
+
+    >>> response_cost({"y": np.zeros((2, 3), np.float32)}, row_format=True)
+    1048840
+    """
+    text = 0
+    for name, array in outputs.items():
+        if array.dtype == object:
+            text += sum(6 * len(value) + 12 for value in array.reshape(-1).tolist())
+        else:
+            text += array.size * (26 if array.dtype.itemsize >= 8 else 17)
+        if row_format and array.ndim:
+            text += array.shape[0] * (len(name) + 8)
+    arrays = sum(array.nbytes + (48 * array.size if array.dtype == object else 0) for array in outputs.values())
+    return arrays + 2 * text + _CHUNK_ELEMENTS * 32  # the chunk of element texts being joined
 
 
 # --- Request parsing ------------------------------------------------------------------
 
 
 def json_text(value) -> str:
-    """A JSON value as messages quote it (JsonValueToDebugString)."""
+    """A JSON value as messages quote it (JsonValueToDebugString), cut at _MAX_QUOTED characters."""
     try:
-        return json.dumps(value, allow_nan=True)
+        text = json.dumps(value, allow_nan=True, default=repr)  # repr: json_parse.TOO_DEEP
     except RecursionError:  # a value nested past Python's recursion limit
         return "[...nested too deep to print...]"
+    return text if len(text) <= _MAX_QUOTED else text[:_MAX_QUOTED] + "...(cut)"
+
+
+_MAX_QUOTED = 10_000
 
 
 def json_type_name(value) -> str:
@@ -148,7 +218,9 @@ def decode_b64(value) -> bytes:
         raise InvalidArgument("Unable to base64 decode") from None
 
 
-_INT_RANGES = {tf.int8: 8, tf.int16: 16, tf.int32: 32, tf.int64: 64, tf.uint8: 8}
+_INT_RANGES = {tf.int8: 8, tf.int16: 16, tf.int32: 32, tf.int64: 64, tf.uint8: 8, tf.uint16: 16, tf.uint32: 32,
+               tf.uint64: 64}
+_WRAPPED = (tf.int8, tf.int16, tf.uint8, tf.uint16)  # rapidjson IsInt(): any 32-bit int, then cast
 
 
 def _convert(value, dtype: tf.DType):
@@ -158,7 +230,7 @@ def _convert(value, dtype: tf.DType):
             return decode_b64(value)
         if not isinstance(value, str):
             raise _type_error(value, dtype)
-        return value.encode("utf-8", "surrogateescape")  # bytes that were not UTF-8 come back as sent
+        return _utf8(value)
     if dtype == tf.bool:
         if not isinstance(value, bool):
             raise _type_error(value, dtype)
@@ -171,7 +243,7 @@ def _convert(value, dtype: tf.DType):
         raise _type_error(value, dtype)
     bits = _INT_RANGES.get(dtype, 64)
     low, high = (0, 2**bits - 1) if dtype.is_unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    if dtype in (tf.int8, tf.int16, tf.uint8):  # rapidjson IsInt(): any 32-bit int
+    if dtype in _WRAPPED:
         low, high = -(2**31), 2**31 - 1
     if not low <= value <= high:
         raise _type_error(value, dtype)
@@ -194,15 +266,25 @@ def _dense_shape(value) -> list[int]:
     shape = []
     while isinstance(value, list):
         shape.append(len(value))
+        if len(shape) > MAX_RANK:
+            raise _too_deep()
         if not value:
             break
         value = value[0]
+    if value is json_parse.TOO_DEEP:
+        raise _too_deep()
     return shape
+
+
+def _too_deep() -> InvalidArgument:
+    return InvalidArgument(f"JSON value nested deeper than a tensor can be (at most {MAX_RANK} dimensions)")
 
 
 def _fill(value, level: int, shape: list[int], dtype: tf.DType, out: list) -> None:
     """FillTensorProto: every leaf at depth len(shape), every list of the expected size."""
     rank = len(shape)
+    if value is json_parse.TOO_DEEP:
+        raise _too_deep()
     if not isinstance(value, list):
         if level != rank:
             raise InvalidArgument(f"JSON Value: {json_text(value)} found at incorrect level: "
@@ -220,18 +302,94 @@ def _fill(value, level: int, shape: list[int], dtype: tf.DType, out: list) -> No
         _fill(item, level + 1, shape, dtype, out)
 
 
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8", "surrogateescape")  # bytes that were not UTF-8 come back as sent
+    except UnicodeEncodeError as error:  # a lone surrogate: no bytes stand for it
+        raise InvalidArgument(f"String value has an unpaired surrogate at index {error.start}") from None
+
+
+# numpy's limit on dimensions (TF's own, 254, is higher).
+MAX_RANK = 64
+
+
 def to_array(value, dtype: tf.DType) -> np.ndarray:
+    """A JSON value as an array of `dtype` (FillTensorProto's rules and messages)."""
     shape = _dense_shape(value)
+    array = _fast_array(value, shape, dtype)
+    if array is not None:
+        return array
     flat: list = []
-    _fill(value, 0, shape, dtype, flat)
-    np_dtype = object if dtype == tf.string else dtype.as_numpy_dtype
-    return np.array(flat, dtype=np_dtype).reshape(shape)
+    _fill(value, 0, shape, dtype, flat)  # raises TF Serving's error for what the fast path refused
+    if dtype == tf.string:
+        return np.array(flat, dtype=object).reshape(shape)
+    if dtype in _WRAPPED:  # int_val holds them as 32-bit ints; Tensor::FromProto casts them
+        return np.array(flat, dtype=np.int64).astype(dtype.as_numpy_dtype).reshape(shape)
+    return np.array(flat, dtype=dtype.as_numpy_dtype).reshape(shape)
 
 
-def loads_request(body: bytes) -> dict:
+def _leaves(value, rank: int):
+    """The leaves of a regular nested list, lazily, without copying it."""
+    for _ in range(rank - 1):
+        value = itertools.chain.from_iterable(value)
+    return value if rank else [value]
+
+
+def _fast_array(value, shape: list[int], dtype: tf.DType) -> np.ndarray | None:
+    """`value` converted by numpy in one pass, when it is regular and every leaf has a type
+    `dtype` takes; None otherwise (the element-wise path then finds TF Serving's error).
+    No float64 or Python-object copy of the values is made on the way."""
+    if dtype == tf.string:
+        try:
+            objects = np.array(value, dtype=object)
+        except ValueError:
+            return None
+        if objects.shape != tuple(shape) or not {type(v) for v in objects.flat} <= {str}:
+            return None
+        flat = [_utf8(text) for text in objects.flat]
+        del objects
+        return np.array(flat, dtype=object).reshape(shape)
+    if dtype == tf.bool:
+        allowed = {bool}
+    elif dtype.is_floating:
+        allowed = {int, float}
+    elif dtype.is_integer:
+        allowed = {int}
+    else:
+        return None
+    try:
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            array = np.array(value, dtype=np.int64 if dtype in _WRAPPED else dtype.as_numpy_dtype)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if array.shape != tuple(shape) or not set(map(type, _leaves(value, len(shape)))) <= allowed:
+        return None
+    if dtype in _WRAPPED:
+        if array.size and (array.min() < -(2**31) or array.max() > 2**31 - 1):
+            return None
+        return array.astype(dtype.as_numpy_dtype)
+    return array
+
+
+def decode_cost(body: bytes) -> int:
+    """An upper bound, in bytes, of the memory that parsing `body` and converting it to
+    arrays takes beyond the body itself: 12 bytes per byte covers numbers (a Python object
+    and its slot in a list, then the array), and each array, object or string adds the size
+    of the Python object made for it. Counted in C (bytes.count), before parsing. A body of
+    dense numbers needs at most 12 times its size, so the server's decoding budget of
+    12 x --max_body_bytes always admits one of the largest.
+
+    >>> decode_cost(b'{"instances": [1, 2]}')
+    700
+    """
+    return (12 * len(body) + 112 * body.count(b"[") + 256 * body.count(b"{")
+            + 40 * body.count(b'"'))
+
+
+def loads_request(body: bytes, deadline: float | None = None) -> dict:
     """The request's JSON object, parsed as TF Serving's rapidjson parses it (json_parse.py)."""
     try:
-        document = json_parse.parse(body)
+        document = json_parse.parse(body, deadline)
     except json_parse.ParseError as error:
         raise InvalidArgument(str(error)) from None
     if not isinstance(document, dict):
@@ -276,7 +434,14 @@ def _parse_instances(document: dict, input_dtypes: dict) -> dict:
     if not objects and len(input_dtypes) > 1:
         raise InvalidArgument("instances is a plain list, but expecting list of objects as multiple "
                               "input tensors required as per tensorinfo_map")
+    arrays = _fast_instances(instances, objects, input_dtypes)
+    if arrays is not None:
+        return arrays
+    # Element by element: slower, and finds the first error as TF Serving reports it. Rows are
+    # stacked a few thousand at a time, so no array per instance outlives its slice.
     columns: dict[str, list] = {name: [] for name in input_dtypes}
+    stacked: dict[str, list] = {name: [] for name in input_dtypes}
+    first_shapes: dict[str, tuple] = {}
     for index, element in enumerate(instances):
         if objects:
             if not _is_element_object(element):
@@ -297,15 +462,42 @@ def _parse_instances(document: dict, input_dtypes: dict) -> dict:
                 key = f" key: {name}" if objects else ""
                 raise InvalidArgument(f"Failed to process element: {index}{key} of 'instances' list. "
                                       f"Error: INVALID_ARGUMENT: {error}") from None
-            if columns[name] and array.shape != columns[name][0].shape:
-                first = columns[name][0]
-                message = (f"Expecting tensor size: {first.size} but got: {array.size}" if array.size != first.size
-                           else f"Expecting shape [{','.join(map(str, first.shape))}] but got: "
+            first = first_shapes.setdefault(name, array.shape)
+            if array.shape != first:
+                size = int(np.prod(first, dtype=np.int64))
+                message = (f"Expecting tensor size: {size} but got: {array.size}" if array.size != size
+                           else f"Expecting shape [{','.join(map(str, first))}] but got: "
                                 f"[{','.join(map(str, array.shape))}]")
                 raise InvalidArgument(f"Failed to process element: {index} of 'instances' list. "
                                       f"Error: INVALID_ARGUMENT: {message}")
             columns[name].append(array)
-    return {name: np.stack(arrays) for name, arrays in columns.items()}
+            if len(columns[name]) == 4096:
+                stacked[name].append(np.stack(columns[name]))
+                columns[name] = []
+    return {name: np.concatenate(stacked[name] + ([np.stack(columns[name])] if columns[name] else []))
+            for name in input_dtypes}
+
+
+def _fast_instances(instances: list, objects: bool, input_dtypes: dict) -> dict | None:
+    """Each input's values across all instances converted in one pass (one array, no array
+    per instance); None if any instance would fail, so the element-wise loop names it."""
+    if objects:
+        names = set(input_dtypes)
+        if not all(_is_element_object(element) and element.keys() == names for element in instances):
+            return None
+        columns = {name: [element[name] for element in instances] for name in input_dtypes}
+    else:
+        columns = {next(iter(input_dtypes)): instances}
+    arrays = {}
+    for name, values in columns.items():
+        try:
+            array = _fast_array(values, _dense_shape(values), input_dtypes[name])
+        except InvalidArgument:
+            return None
+        if array is None:
+            return None
+        arrays[name] = array
+    return arrays
 
 
 def _parse_inputs(value, input_dtypes: dict) -> dict:

@@ -39,7 +39,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
-from serving.status import InvalidArgument, NotFound, tf_error_message
+from serving.status import InvalidArgument, NotFound, TensorFlowError, tf_error_message
 from serving.warmup import replay_warmup_requests
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,21 @@ def parse_model_config_text(text: str, reloading: bool = False) -> list[ModelCon
         raise ValueError("Cannot transition to requested config. It is only legal to transition "
                          "from one ModelConfigList to another.")
     return list(config.model_config_list.config)
+
+
+def parse_version(folder: str) -> int | None:
+    """A version folder's number as TF Serving reads it (absl::SimpleAtoi into an int64):
+    ASCII digits with an optional sign and surrounding ASCII white space; None otherwise.
+
+    >>> parse_version("007"), parse_version("12"), parse_version("\u00b2"), parse_version("1.5")
+    (7, 12, None, None)
+    """
+    text = folder.strip(" \t\n\v\f\r")
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
 
 
 def single_model_config(name: str, base_path: str) -> ModelConfig:
@@ -131,59 +146,66 @@ class Servable:
             raise InvalidArgument(f"Serving signature name: \"{name}\" not found in signature def")
         return self.loaded.signatures[name]
 
+    def input_specs(self, name: str) -> dict[str, tf.TensorSpec]:
+        return dict(sorted(self.signature(name).structured_input_signature[1].items()))
+
     def input_dtypes(self, name: str) -> dict[str, tf.DType]:
-        function = self.signature(name)
-        specs = function.structured_input_signature[1]
-        return {key: spec.dtype for key, spec in sorted(specs.items())}
+        return {key: spec.dtype for key, spec in self.input_specs(name).items()}
 
     def output_dtypes(self, name: str) -> dict[str, tf.DType]:
         return {key: spec.dtype for key, spec in self.signature(name).structured_outputs.items()}
 
     def check_inputs(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """`inputs` as arrays of the signature's dtypes; InvalidArgument for a wrong name or type.
+        """`inputs` as arrays of the signature's dtypes; InvalidArgument for a wrong name, type
+        or shape. Arrays that already have the right dtype are not copied.
 
         A batching server checks each request so, before it joins a batch: one bad request
         must not fail the others it would be batched with.
         """
-        specs = self.signature(signature).structured_input_signature[1]
-        self._check_names(specs, inputs)
+        specs = self.input_specs(signature)
+        check_input_names(specs, inputs)
         arrays = {}
-        for key, spec in sorted(specs.items()):
-            try:
-                arrays[key] = tf.constant(inputs[key], dtype=spec.dtype).numpy()
-            except (TypeError, ValueError) as error:
-                raise InvalidArgument(f"Input {key}: {error}") from None
-            if not spec.shape.is_compatible_with(arrays[key].shape):
-                raise InvalidArgument(f"Input {key}: shape {list(arrays[key].shape)} does not match the "
+        for key, spec in specs.items():
+            array = inputs[key]
+            wanted = object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
+            if not isinstance(array, np.ndarray) or array.dtype != wanted:
+                try:
+                    array = tf.constant(array, dtype=spec.dtype).numpy()
+                except (TypeError, ValueError) as error:
+                    raise InvalidArgument(f"Input {key}: {error}") from None
+            if not spec.shape.is_compatible_with(array.shape):
+                raise InvalidArgument(f"Input {key}: shape {list(array.shape)} does not match the "
                                       f"signature's {spec.shape.as_list()}")
+            arrays[key] = array
         return arrays
 
-    @staticmethod
-    def _check_names(dtypes: dict, inputs: dict) -> None:
-        missing = sorted(set(dtypes) - set(inputs))
-        if missing:
-            raise InvalidArgument(f"input tensor alias not found in signature: {missing[0]}. Inputs "
-                                  f"expected to be in the set {{{','.join(dtypes)}}}.")
-        extra = sorted(set(inputs) - set(dtypes))
-        if extra:
-            raise InvalidArgument(f"input tensor alias not found in signature: {extra[0]}. Inputs "
-                                  f"expected to be in the set {{{','.join(dtypes)}}}.")
-
-    def predict(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, signature: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One call of the signature on arrays that check_inputs returned."""
         function = self.signature(signature)
-        dtypes = self.input_dtypes(signature)
-        self._check_names(dtypes, inputs)
-        tensors = {}
-        for key, dtype in dtypes.items():
-            try:
-                tensors[key] = tf.constant(inputs[key], dtype=dtype)
-            except (TypeError, ValueError) as error:
-                raise InvalidArgument(f"Input {key}: {error}") from None
         try:
-            outputs = function(**tensors)
-        except (tf.errors.InvalidArgumentError, TypeError, ValueError) as error:
+            outputs = function(**{key: tf.constant(array) for key, array in arrays.items()})
+        except tf.errors.OpError as error:  # its own status: InvalidArgument, ResourceExhausted, ...
+            raise TensorFlowError(error) from None
+        except (TypeError, ValueError) as error:
             raise InvalidArgument(tf_error_message(error)) from None
         return {key: value.numpy() for key, value in outputs.items()}
+
+
+def check_input_names(expected, sent) -> None:
+    """TF Serving's checks of a request's input names (predict_util.cc VerifyRequestInputsSize,
+    then saved_model GetInputValues): the counts first, then each name sent."""
+    expected, sent = sorted(expected), sorted(sent)
+    if len(sent) != len(expected):
+        extra = [name for name in sent if name not in expected]
+        missing = [name for name in expected if name not in sent]
+        raise InvalidArgument(
+            f"input size does not match signature: {len(sent)}!={len(expected)} len({{{','.join(sent)}}}) != "
+            f"len({{{','.join(expected)}}}). Sent extra: {{{','.join(extra)}}}. Missing but required: "
+            f"{{{','.join(missing)}}}.")
+    for name in sent:
+        if name not in expected:
+            raise InvalidArgument(f"input tensor alias not found in signature: {name}. Inputs expected to be in "
+                                  f"the set {{{','.join(expected)}}}.")
 
 
 class ModelStore:
@@ -212,11 +234,21 @@ class ModelStore:
     # --- Version bookkeeping --------------------------------------------------------
 
     @staticmethod
-    def versions_on_disk(base_path: str) -> list[int]:
+    def versions_on_disk(base_path: str) -> dict[int, str]:
+        """{version: its folder's name}, for folders holding a saved_model.pb. Two folders with
+        one number ("7" and "007"): the last in name order is used, as TF Serving uses one."""
         if not os.path.isdir(base_path):
-            return []
-        return sorted(int(name) for name in os.listdir(base_path)
-                      if name.isdigit() and os.path.isfile(os.path.join(base_path, name, "saved_model.pb")))
+            return {}
+        found: dict[int, str] = {}
+        for name in sorted(os.listdir(base_path)):
+            version = parse_version(name)
+            if version is None or not os.path.isfile(os.path.join(base_path, name, "saved_model.pb")):
+                continue
+            if version in found:
+                log.warning("Duplicate version directories detected. Version %d will be loaded from %s, %s "
+                            "will be ignored.", version, name, found[version])
+            found[version] = name
+        return dict(sorted(found.items()))
 
     @staticmethod
     def wanted_versions(config: ModelConfig, on_disk: list[int]) -> list[int]:
@@ -253,12 +285,13 @@ class ModelStore:
                 self._poll_model(name, config)
 
     def _poll_model(self, name: str, config: ModelConfig) -> None:
-        wanted = self.wanted_versions(config, self.versions_on_disk(config.base_path))
+        folders = self.versions_on_disk(config.base_path)
+        wanted = self.wanted_versions(config, list(folders))
         newest_loaded = None
         for version in wanted:
             if version in self._servables[name] or not self._load_due(name, version):
                 continue
-            path = os.path.join(config.base_path, str(version))
+            path = os.path.join(config.base_path, folders[version])
             try:
                 servable = self._load(name, version, path)
             except Exception as error:  # a broken export must not take the server down
@@ -267,7 +300,7 @@ class ModelStore:
             with self._lock:
                 self._failed[name].pop(version, None)
                 self._servables[name][version] = servable
-            log.warning("loaded %s version %d", name, version)
+            log.info("loaded %s version %d from %s", name, version, path)
             newest_loaded = path
         if self.standby and newest_loaded:  # one spare per model, of its newest version
             threading.Thread(target=self._prepare_spare, args=(name, newest_loaded), daemon=True,
@@ -276,7 +309,7 @@ class ModelStore:
             for version in self.versions_to_unload(wanted, list(self._servables[name])):
                 # Requests holding this servable keep it alive until they finish.
                 del self._servables[name][version]
-                log.warning("unloaded %s version %d", name, version)
+                log.info("unloaded %s version %d", name, version)
             for version in [v for v in self._failed[name] if v not in wanted]:
                 del self._failed[name][version]  # exported again later: tried afresh
 
@@ -291,7 +324,7 @@ class ModelStore:
             for name in [n for n in self._servables if n not in self.configs]:
                 del self._servables[name], self._failed[name]
                 self._spares.pop(name, None)
-                log.warning("unloaded model %s: no longer in the config", name)
+                log.info("unloaded model %s: no longer in the config", name)
         self.poll()
 
     def _load_due(self, name: str, version: int) -> bool:
@@ -317,7 +350,7 @@ class ModelStore:
             spare = self._spares.pop(name, None)  # only ever set with standby on
         if spare is not None and spare[0] == program_key(path):
             servable = Servable(name, version, path, loaded=spare[1])
-            log.warning("%s version %d: weights restored into the standby copy", name, version)
+            log.info("%s version %d: weights restored into the standby copy", name, version)
             return servable
         servable = Servable(name, version, path)
         if self.warmup:

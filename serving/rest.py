@@ -1,32 +1,53 @@
-"""TF Serving's REST API on a threading HTTP/1.1 server (stdlib `http.server`).
+"""TF Serving's REST API on aiohttp.
 
     GET  /v1/models/{name}[/versions/{v}|/labels/{l}]            model status
     GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signature defs
     POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    (also :classify, :regress)
 
-Every error body is {"error": "..."} with TF Serving's status code for it; a bad
-request never takes the server down. Bodies over `max_body_bytes` are refused.
+Why aiohttp: a maintained HTTP/1.1 server whose parser is llhttp (Node.js's, in C): it
+reads chunked bodies, refuses malformed or conflicting Content-Length and
+Transfer-Encoding headers (no request smuggling), bounds header sizes, and serves
+every connection from one event loop, so a slow client holds a few kilobytes, never a
+thread. TensorFlow work runs on a pool of `num_threads` threads (TF Serving's
+--rest_api_num_threads).
+
+What a client can make the server hold is bounded: at most `max_connections` open
+connections (more are closed on accept), headers within llhttp's limits and
+`keepalive_timeout`, a body of at most `max_body_bytes` (413 beyond) that must arrive
+within the request's deadline (408 if not), and request data reserved from budgets of
+bytes before it is read or decoded (memory_budget). The deadline
+(--rest_api_timeout_in_ms) travels with the request to the session: when it passes, the
+client is answered 504 and the request's work stops at its next step.
+
+Every error body is {"error": "..."} with TF Serving's status code for it (status.py);
+a path outside /v1/ gets libevent's 404 page, as TF Serving's dispatcher sends it.
 
 Example:
-    >>> server = make_rest_server(store, port=8501, predictor=predict_fn)
-    >>> threading.Thread(target=server.serve_forever, daemon=True).start()
+    >>> server = RestServer(store, session, ServerBudgets(64 << 20), port=8501)
+    >>> server.start()
+    8501
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import logging
 import re
+import threading
+import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import aiohttp
+from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving import examples, json_tensor
+from serving.memory_budget import ServerBudgets, TooLarge
 from serving.model_store import ModelStore
-from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, http_status
+from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted, http_status
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +56,10 @@ _MODEL_PATH = r"/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|/labels
 PREDICT_RE = re.compile(_MODEL_PATH + r":(?P<method>classify|regress|predict)", re.IGNORECASE)
 STATUS_RE = re.compile(r"/v1/models(?:/(?P<name>[^/:]+))?(?:/versions/(?P<version>\d+)|"
                        r"/labels/(?P<label>[^/:]+))?(?P<metadata>/metadata)?", re.IGNORECASE)
+NOT_FOUND_PAGE = ("<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n"
+                  "</BODY></HTML>\n")  # libevent's evhttp_send_error(req, HTTP_NOTFOUND, NULL)
+CORS_HEADERS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "POST, GET",
+                "Access-Control-Allow-Headers": "Content-Type"}  # http_rest_api_util.cc AddCORSHeaders
 
 
 def to_json(message) -> str:
@@ -52,176 +77,241 @@ def metadata_json(response) -> str:
             f'"metadata": {{"signature_def": {to_json(signatures)}}}\n}}\n')
 
 
-def predict_json(store: ModelStore, predictor, name: str, version, label, body: bytes) -> str:
-    document = json_tensor.loads_request(body)
-    signature = json_tensor.signature_name(document)
-    servable = store.get(name, version, label)  # held until the response is built
-    inputs, row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(signature))
-    outputs = predictor(servable, signature, inputs)
-    return json_tensor.dumps_response(outputs, row_format, servable.output_dtypes(signature))
+class BodyTooLarge(InvalidArgument):
+    """413: the body is larger than --max_body_bytes."""
 
 
-def classify_regress_json(store: ModelStore, verb: str, name: str, version, label, body: bytes) -> str:
-    document = json_tensor.loads_request(body)
-    signature = json_tensor.signature_name(document)
-    request = examples.input_from_json(document)
-    servable = store.get(name, version, label)
-    check = store.signature_method_name_check
-    if verb == "classify":
-        return examples.dumps_classification(examples.classify(servable, signature, request, check))
-    return examples.dumps_regression(examples.regress(servable, signature, request, check))
+class BodyTimeout(DeadlineExceeded):
+    """408: the body did not arrive before the request's deadline."""
 
 
-class RestHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
-    disable_nagle_algorithm = True  # else header and body writes wait on the client's delayed ACK
-    server_version = "kerasbert-serving"
-    store: ModelStore
-    predictor = None
-    max_body_bytes = 64 * 1024 * 1024
-    timeout_seconds: float | None = None
-    runner: concurrent.futures.ThreadPoolExecutor
+class _Refused(asyncio.Protocol):
+    """A connection over the limit: closed as soon as it is accepted."""
 
-    def log_message(self, format, *args):  # access log only at debug level
-        log.debug("%s - %s", self.address_string(), format % args)
+    def connection_made(self, transport):
+        transport.abort()
 
-    def _send(self, code: int, body: str, content_type: str | None = "application/json") -> None:
-        data = body.encode("utf-8")
-        self.send_response(code)
-        if content_type:
-            self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
-    def _not_found(self) -> None:
-        """What libevent's evhttp_send_error(req, HTTP_NOTFOUND, NULL) sends: TF Serving's
-        answer to a path outside /v1/ (its handler's kPathRegex)."""
-        self._send(404, "<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n"
-                        "</BODY></HTML>\n", content_type="text/html; charset=ISO-8859-1")
+class RestServer:
+    """The REST front end, on its own event loop in a thread of its own."""
 
-    def _error(self, error: Exception) -> None:
-        code = http_status(error)
-        if code == 500:
-            log.exception("internal error")
-        self._send(code, json.dumps({"error": str(error)}))
+    def __init__(self, store: ModelStore, session, budgets: ServerBudgets, port: int, host: str = "127.0.0.1",
+                 max_body_bytes: int = 64 * 1024 * 1024, timeout_ms: int = 30000, num_threads: int = 8,
+                 enable_cors: bool = False, max_connections: int = 1024, keepalive_timeout: float = 60.0,
+                 on_request=None, extra_routes: dict | None = None):
+        self.store, self.session, self.budgets = store, session, budgets
+        self.host, self.port = host, port
+        self.max_body_bytes = max_body_bytes
+        self.timeout = timeout_ms / 1000 if timeout_ms > 0 else None
+        self.enable_cors = enable_cors
+        self.max_connections, self.keepalive_timeout = max_connections, keepalive_timeout
+        self.on_request = on_request  # (model name, API, error or None, seconds) of each model request
+        self.extra_routes = extra_routes or {}  # exact path -> (callable returning (status, type, text))
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="rest")
+        self.loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._server = None
 
-    def _read_body(self) -> bytes:
-        """The request body. One over --max_body_bytes is read and dropped in pieces, so the
-        client, still sending, gets the answer rather than a reset connection."""
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > self.max_body_bytes:
-            if length > 16 * self.max_body_bytes:
-                self.close_connection = True  # not worth reading: answer, then close
-            else:
-                left = length
-                while left > 0:
-                    chunk = self.rfile.read(min(left, 1 << 20))
-                    if not chunk:  # the client stopped sending
-                        break
-                    left -= len(chunk)
-            raise InvalidArgument(f"Request body of {length} bytes exceeds the limit "
-                                              f"of {self.max_body_bytes} bytes")
-        return self.rfile.read(length) if length else b""
+    # --- Life cycle -----------------------------------------------------------------------
 
-    def _route(self, method: str) -> None:
-        path = urllib.parse.urlsplit(self.path).path  # the query is not part of the route
-        try:
-            body = self._read_body()  # every body is read, so a kept-alive connection stays in step
-        except Exception as error:
-            self._error(error)
+    def start(self) -> int:
+        """Binds and starts serving; returns the port (a free one if `port` was 0)."""
+        started = concurrent.futures.Future()
+
+        def serve():
+            asyncio.set_event_loop(self.loop)
+            try:
+                self.loop.run_until_complete(self._start())
+            except BaseException as error:
+                started.set_exception(error)
+                return
+            started.set_result(self._server.sockets[0].getsockname()[1])
+            self.loop.run_forever()
+
+        self._thread = threading.Thread(target=serve, name="rest-loop", daemon=True)
+        self._thread.start()
+        self.port = started.result()
+        return self.port
+
+    async def _start(self) -> None:
+        app = web.Application(client_max_size=self.max_body_bytes, handler_args={
+            "keepalive_timeout": self.keepalive_timeout, "max_field_size": 8190, "max_headers": 100,
+            "lingering_time": 5.0, "auto_decompress": False})  # TF Serving reads bodies as sent
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        handler_factory = self._runner.server
+
+        def protocol():
+            if len(handler_factory.connections) >= self.max_connections:
+                return _Refused()
+            return handler_factory()
+        self._server = await self.loop.create_server(protocol, self.host, self.port, backlog=1024,
+                                                     reuse_address=True)
+
+    def stop(self, grace: float = 2.0) -> None:
+        async def shutdown():
+            self._server.close()
+            await self._runner.shutdown()
+            await self._runner.cleanup()
+        if self._thread is None:
             return
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(grace + 5)
+        except Exception:  # a slow shutdown must not block the process's exit
+            log.debug("REST shutdown did not finish cleanly", exc_info=True)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # --- Requests -------------------------------------------------------------------------
+
+    def _json(self, status: int, text: str | bytes, headers: dict | None = None) -> web.Response:
+        body = text if isinstance(text, bytes) else text.encode("utf-8")
+        response = web.Response(status=status, body=body, headers={"Content-Type": "application/json"})
+        if self.enable_cors:
+            response.headers.update(CORS_HEADERS)
+        if headers:
+            response.headers.update(headers)
+        return response
+
+    def _error(self, error: Exception) -> web.Response:
+        if isinstance(error, (BodyTooLarge, TooLarge)):
+            status = 413
+        elif isinstance(error, BodyTimeout):
+            status = 408
+        else:
+            status = http_status(error)
+        if status == 500:
+            log.error("internal error", exc_info=error)
+        response = self._json(status, json.dumps({"error": str(error)}))
+        if status == 408:
+            response.force_close()
+        return response
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.raw_path.split("?", 1)[0]  # the query is not part of the route
+        if path in self.extra_routes:
+            status, content_type, text = self.extra_routes[path]()
+            return web.Response(status=status, body=text.encode("utf-8"), headers={"Content-Type": content_type})
         if not HANDLER_PATH_RE.fullmatch(path):  # never reaches TF Serving's REST handler
-            self._not_found()
-            return
-        if method == "OPTIONS":  # CORS preflight (http_server.cc, RestApiRequestDispatcher)
-            if re.search(r"https?://", self.headers.get("Origin", "")):
-                self._send(200, "", content_type=None)
-            else:
-                self._error(FailedPrecondition("Origin header is missing in CORS preflight"))
-            return
+            return web.Response(status=404, body=NOT_FOUND_PAGE.encode("latin-1"),
+                                headers={"Content-Type": "text/html; charset=ISO-8859-1"})
+        method = request.method
+        if method == "OPTIONS":  # CORS preflight (http_server.cc, ProcessRequest)
+            if re.search(r"https?://", request.headers.get("Origin", "")):
+                response = web.Response(status=200)
+                if self.enable_cors:
+                    response.headers.update(CORS_HEADERS)
+                return response
+            return self._error(FailedPrecondition("Origin header is missing in CORS preflight"))
+        started = time.monotonic()
+        deadline = None if self.timeout is None else started + self.timeout
+        predict = PREDICT_RE.fullmatch(path)
+        status = STATUS_RE.fullmatch(path)
+        model, api = None, None
+        reservation = body_held = None
         try:
-            predict = PREDICT_RE.fullmatch(path)
-            status = STATUS_RE.fullmatch(path)
             if method == "POST" and predict:
-                name, version, label = self._spec(predict)
-                verb = predict["method"].lower()
-                if verb == "predict":
-                    self._send(200, self._in_time(predict_json, self.store, self.predictor, name, version, label,
-                                                  body))
-                else:
-                    self._send(200, self._in_time(classify_regress_json, self.store, verb, name, version, label,
-                                                  body))
+                model, version, label = _spec(predict)
+                api = predict["method"].lower()
+                body_held = self.budgets.bodies(request.content_length).reserve(0, deadline)
+                body = await self._read_body(request, body_held, deadline)
+                reservation = await self.budgets.decoding.reserve_async(json_tensor.decode_cost(body), deadline)
+                call = self.loop.run_in_executor(self.pool, self._model_call, api, model, version, label, [body],
+                                                 body_held, reservation, deadline)
+                del body
+                # The worker's memory is in use until it returns, even if the client was answered
+                # 504 before: the reservations are released then, not when the answer is sent.
+                call.add_done_callback(lambda _, held=(body_held, reservation): [r.release() for r in held])
+                reservation = body_held = None
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    text = await asyncio.wait_for(asyncio.shield(call), remaining)
+                except TimeoutError as timeout:
+                    if isinstance(timeout, DeadlineExceeded):
+                        raise
+                    raise DeadlineExceeded("Deadline Exceeded: no answer within --rest_api_timeout_in_ms="
+                                           f"{self.timeout * 1000:g}") from None
             elif method == "GET" and status:
                 if not status["name"]:
                     raise InvalidArgument("Missing model name in request.")
-                name, version, label = self._spec(status)
-                if status["metadata"]:
-                    self._send(200, metadata_json(self.store.metadata(name, version, label)))
-                else:
-                    self._send(200, to_json(self.store.status(name, version, label)))
+                model, version, label = _spec(status)
+                api = "GetModelMetadata" if status["metadata"] else "GetModelStatus"
+                text = (metadata_json(self.store.metadata(model, version, label)) if status["metadata"]
+                        else to_json(self.store.status(model, version, label)))
             else:
                 raise InvalidArgument(f"Malformed request: {method} {path}")
-        except RecursionError:  # a value nested deeper than any tensor's rank
-            self._error(InvalidArgument("JSON value nested too deep to convert to a tensor"))
-        except Exception as error:  # every failure becomes a JSON error; the server stays up
-            self._error(error)
+            response = self._json(200, text)
+            error = None
+        except Exception as raised:  # every failure becomes a JSON error; the server stays up
+            error = raised
+            response = self._error(raised)
+            if isinstance(raised, BodyTooLarge) and (request.content_length or 0) > 16 * self.max_body_bytes:
+                response.force_close()  # not worth reading the rest: answer, then close
+        finally:
+            for held in (reservation, body_held):
+                if held is not None:
+                    held.release()
+        if self.on_request is not None and model is not None:
+            self.on_request(model, api, error, time.monotonic() - started)
+        return response
 
-    def _in_time(self, function, *args) -> str:
-        """`function(*args)`, or DEADLINE_EXCEEDED once `timeout_seconds` have passed (the call
-        itself runs on to its end in the background)."""
-        if self.timeout_seconds is None:
-            return function(*args)
-        future = self.runner.submit(function, *args)
-        try:
-            return future.result(timeout=self.timeout_seconds)
-        except concurrent.futures.TimeoutError:
-            raise DeadlineExceeded(f"Deadline Exceeded: no answer within --rest_api_timeout_in_ms="
-                                   f"{self.timeout_seconds * 1000:g}") from None
+    async def _read_body(self, request: web.Request, reservation, deadline: float | None) -> bytes:
+        """The body, reserved from its lane as it arrives; 413 past --max_body_bytes, 429 if
+        the lane is full."""
+        length = request.content_length
+        if length is not None and length > self.max_body_bytes:
+            raise BodyTooLarge(f"Request body of {length} bytes exceeds the limit of {self.max_body_bytes} bytes")
+        body = bytearray()
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise BodyTimeout("The request body did not arrive within --rest_api_timeout_in_ms")
+            try:
+                chunk = await asyncio.wait_for(request.content.readany(), remaining)
+            except asyncio.TimeoutError:
+                raise BodyTimeout("The request body did not arrive within --rest_api_timeout_in_ms") from None
+            except aiohttp.ClientPayloadError as error:  # a malformed chunked body, cut short
+                raise InvalidArgument(f"Malformed request body: {error}") from None
+            if not chunk:
+                return bytes(body)
+            if len(body) + len(chunk) > self.max_body_bytes:
+                raise BodyTooLarge(f"Request body exceeds the limit of {self.max_body_bytes} bytes")
+            if not reservation.try_grow(reservation.size + len(chunk)):
+                raise ResourceExhausted("Too many request bodies are being received at once: "
+                                        f"{reservation.budget.used} of {reservation.budget.capacity} bytes in use")
+            body += chunk
 
-    @staticmethod
-    def _spec(match):
-        name = urllib.parse.unquote(match["name"])
-        version = int(match["version"]) if match["version"] else None
-        if version is not None and version >= 2**63:  # TF Serving's SimpleAtoi into an int64
-            raise InvalidArgument(f"Failed to convert version: {match['version']} to numeric.")
-        label = urllib.parse.unquote(match["label"]) if match["label"] else None
-        return name, version, label
+    def _model_call(self, api: str, model: str, version, label, body_holder: list, body_held, reservation,
+                    deadline: float | None) -> bytes:
+        """Predict, classify or regress: JSON in, JSON out (runs on the pool). `body_holder`
+        holds the only other reference to the body, so it is freed once parsed."""
+        document = json_tensor.loads_request(body_holder.pop(), deadline)
+        body_held.release()
+        signature = json_tensor.signature_name(document)
+        servable = self.store.get(model, version, label)  # held until the response is built
+        if api == "predict":
+            inputs, row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(signature))
+            del document
+            outputs = self.session.run(servable, signature, inputs, deadline)
+            del inputs  # from here the request holds its body, its outputs and their JSON
+            reservation.resize(json_tensor.response_cost(outputs, row_format), deadline)
+            return json_tensor.dumps_response(outputs, row_format, servable.output_dtypes(signature))
+        request = examples.input_from_json(document)
+        del document
+        reservation.grow(reservation.size + examples.serialized_size(request), deadline)
+        run = examples.classify if api == "classify" else examples.regress
+        result = run(servable, signature, request, self.store.signature_method_name_check, self.session, deadline)
+        return (examples.dumps_classification(result) if api == "classify"
+                else examples.dumps_regression(result)).encode()
 
-    def do_GET(self):
-        self._route("GET")
 
-    def do_POST(self):
-        self._route("POST")
-
-    def do_PUT(self):
-        self._route("PUT")
-
-    def do_DELETE(self):
-        self._route("DELETE")
-
-    def do_OPTIONS(self):
-        self._route("OPTIONS")
-
-
-def make_rest_server(store: ModelStore, port: int, predictor, host: str = "127.0.0.1",
-                     max_body_bytes: int = 64 * 1024 * 1024, timeout_ms: int = 30000) -> ThreadingHTTPServer:
-    """A REST server bound to host:port (port 0 picks a free one: see server_address).
-
-    `timeout_ms` is TF Serving's --rest_api_timeout_in_ms: a predict, classify or regress
-    call still running after it is answered 504 DEADLINE_EXCEEDED (<= 0: no limit).
-    """
-    handler = type("BoundRestHandler", (RestHandler,),
-                   {"store": store, "predictor": staticmethod(predictor), "max_body_bytes": max_body_bytes,
-                    "timeout_seconds": timeout_ms / 1000 if timeout_ms > 0 else None,
-                    "runner": concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="rest-run")})
-    server = ThreadingHTTPServer((host, port), handler, bind_and_activate=False)
-    server.daemon_threads = True
-    server.request_queue_size = 256  # listen backlog: many clients may connect at once
-    try:
-        server.server_bind()
-        server.server_activate()
-    except OSError:
-        server.server_close()
-        raise
-    return server
+def _spec(match):
+    name = urllib.parse.unquote(match["name"])
+    version = int(match["version"]) if match["version"] else None
+    if version is not None and version >= 2**63:  # TF Serving's SimpleAtoi into an int64
+        raise InvalidArgument(f"Failed to convert version: {match['version']} to numeric.")
+    label = urllib.parse.unquote(match["label"]) if match["label"] else None
+    return name, version, label

@@ -2,7 +2,8 @@
 (model_servers/http_server.cc, ToHTTPStatusCode) and the gRPC code its services return.
 
 Every module of the server raises these; the REST and gRPC front ends turn any of them
-into their answer, and anything else into INTERNAL (500).
+into their answer. A TensorFlow error (tf.errors.OpError) keeps its own code, as TF
+Serving passes a session's status through; anything else is INTERNAL (500).
 
 Example:
     >>> error = NotFound("Servable not found for request: Latest(kerasbert)")
@@ -14,40 +15,88 @@ from __future__ import annotations
 
 import grpc
 
+# ToHTTPStatusCode, by gRPC/absl code.
+_HTTP_STATUS = {
+    grpc.StatusCode.OK: 200,
+    grpc.StatusCode.CANCELLED: 499,  # CLIENT_CLOSED_REQUEST
+    grpc.StatusCode.UNKNOWN: 500,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.INTERNAL: 500,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DATA_LOSS: 500,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+}
+_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
+
 
 class ServingError(Exception):
-    """Base of the kinds below, with the codes an error of each kind is answered with."""
+    """Base of the kinds below; `code` is the status an error of each kind carries."""
 
-    http_status_code = 500
-    grpc_status_code = grpc.StatusCode.INTERNAL
+    code = grpc.StatusCode.INTERNAL
 
 
 class InvalidArgument(ServingError, ValueError):
-    http_status_code, grpc_status_code = 400, grpc.StatusCode.INVALID_ARGUMENT
+    code = grpc.StatusCode.INVALID_ARGUMENT
 
 
 class FailedPrecondition(ServingError):
-    http_status_code, grpc_status_code = 400, grpc.StatusCode.FAILED_PRECONDITION
+    code = grpc.StatusCode.FAILED_PRECONDITION
 
 
 class NotFound(ServingError, LookupError):
-    http_status_code, grpc_status_code = 404, grpc.StatusCode.NOT_FOUND
+    code = grpc.StatusCode.NOT_FOUND
 
 
 class ResourceExhausted(ServingError):
-    http_status_code, grpc_status_code = 429, grpc.StatusCode.RESOURCE_EXHAUSTED
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
 class DeadlineExceeded(ServingError, TimeoutError):
-    http_status_code, grpc_status_code = 504, grpc.StatusCode.DEADLINE_EXCEEDED
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
-def http_status(error: Exception) -> int:
-    return error.http_status_code if isinstance(error, ServingError) else 500
+class Unavailable(ServingError):
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class Cancelled(ServingError):
+    code = grpc.StatusCode.CANCELLED
+
+
+class TensorFlowError(ServingError):
+    """A TensorFlow op's error, with its own status code and the op's own message."""
+
+    def __init__(self, error: Exception):
+        super().__init__(tf_error_message(error))
+        number = getattr(error, "error_code", None)
+        self.code = _BY_NUMBER.get(number, grpc.StatusCode.INTERNAL) if number else grpc.StatusCode.INTERNAL
 
 
 def grpc_code(error: Exception) -> grpc.StatusCode:
-    return error.grpc_status_code if isinstance(error, ServingError) else grpc.StatusCode.INTERNAL
+    """The status of `error`: a kind above, a TensorFlow OpError's own code, else INTERNAL."""
+    if isinstance(error, ServingError):
+        return error.code
+    number = getattr(error, "error_code", None)  # tf.errors.OpError
+    if isinstance(number, int) and number in _BY_NUMBER and number != 0:
+        return _BY_NUMBER[number]
+    return grpc.StatusCode.INTERNAL
+
+
+def http_status(error: Exception) -> int:
+    return _HTTP_STATUS[grpc_code(error)]
+
+
+def http_status_of_code(code: grpc.StatusCode) -> int:
+    return _HTTP_STATUS[code]
 
 
 def tf_error_message(error: Exception) -> str:

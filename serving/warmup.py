@@ -46,7 +46,8 @@ def replay_warmup_requests(servable, check_method_name: bool = False) -> int:
     for request in requests:
         signature = request.model_spec.signature_name or "serving_default"
         if isinstance(request, predict_pb2.PredictRequest):
-            servable.predict(signature, {key: tf.make_ndarray(proto) for key, proto in request.inputs.items()})
+            inputs = {key: tf.make_ndarray(proto) for key, proto in request.inputs.items()}
+            servable.run(signature, servable.check_inputs(signature, inputs))
         elif isinstance(request, classification_pb2.ClassificationRequest):
             examples.classify(servable, signature, request.input, check_method_name)
         else:

@@ -122,3 +122,40 @@ def save_echo(path):
     echo = Echo()
     tf.saved_model.save(echo, path, signatures={name: getattr(echo, name) for name in
                                                 ("int32", "float", "double", "bytes", "named", "named_b64")})
+
+
+class Hostile(tf.Module):
+    """Signatures an attacker's requests are aimed at: one whose output has no batch dimension
+    (a sum over rows), one per row, two inputs, and one that costs CPU time per row."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+    def sum_rows(self, x):
+        return {"total": tf.reduce_sum(x)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+    def double(self, x):
+        return {"y": x * 2.0}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="a"),
+                                  tf.TensorSpec([None], tf.float32, name="b")])
+    def pair(self, a, b):
+        return {"y": a * 2.0}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32, name="x")])
+    def burn(self, x):
+        """Milliseconds of CPU per run of 16 rows (2000 products of [rows, 64] x [64, 64])."""
+        weights = tf.eye(64) * 0.5
+        y = tf.while_loop(lambda i, h: i < 2000, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, weights)) + x),
+                          (tf.constant(0), x))[1]
+        return {"y": tf.reduce_sum(y, axis=1)}
+
+    @tf.function(input_signature=[EXAMPLES])
+    def classify(self, inputs):
+        x = tf.io.parse_example(inputs, {"x": tf.io.FixedLenFeature([2], tf.float32)})["x"]
+        return {"classes": tf.tile(tf.constant([["neg", "pos"]]), [tf.shape(inputs)[0], 1]), "scores": x}
+
+
+def save_hostile(path):
+    model = Hostile()
+    tf.saved_model.save(model, path, signatures={name: getattr(model, name) for name in
+                                                 ("sum_rows", "double", "pair", "burn", "classify")})

@@ -177,7 +177,7 @@ def test_an_export_killed_mid_write_leaves_nothing_a_server_would_load(tmp_path)
     assert process.returncode == -signal.SIGKILL
     left = os.listdir(base)
     assert len(left) == 1 and left[0].startswith(".1-building-")  # hidden, not a version
-    assert ModelStore.versions_on_disk(str(base)) == []  # what a polling server would load
+    assert ModelStore.versions_on_disk(str(base)) == {}  # what a polling server would load
     # The next export takes version 1 and clears what the killed one left.
     assert export_saved_model(str(tmp_path / "run"), str(base)) == str(base / "1")
     assert os.listdir(base) == ["1"]

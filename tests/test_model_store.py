@@ -64,7 +64,7 @@ def test_a_failed_load_is_tried_again_after_the_retry_interval(tmp_path, caplog)
     config.model_version_policy.all.SetInParent()
     store = ModelStore([config], max_load_retries=2, load_retry_seconds=0.0)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="serving.model_store"):
+    with caplog.at_level(logging.INFO, logger="serving.model_store"):
         for _ in range(5):
             store.poll()
     assert caplog.text.count("failed to load m version 2") == 3 and "no tries left" in caplog.text
@@ -95,12 +95,12 @@ def test_standby_copy_takes_a_new_version_with_the_same_program(tmp_path, caplog
     wait_for_spare(store, "toy")
     save_toy(str(base / "2"), scale=3.0)  # retrained weights, same graph
     assert program_key(str(base / "1")) == program_key(str(base / "2"))
-    with caplog.at_level(logging.WARNING, logger="serving.model_store"):
+    with caplog.at_level(logging.INFO, logger="serving.model_store"):
         store.poll()
     assert "toy version 2: weights restored into the standby copy" in caplog.text
     x = {"x": np.array([[1.0, 2.0]], np.float32)}
-    np.testing.assert_allclose(store.get("toy", 2).predict("serving_default", x)["y"], [[3.0, 6.0]])
-    np.testing.assert_allclose(store.get("toy", 1).predict("serving_default", x)["y"], [[2.0, 4.0]])
+    np.testing.assert_allclose(store.get("toy", 2).run("serving_default", x)["y"], [[3.0, 6.0]])
+    np.testing.assert_allclose(store.get("toy", 1).run("serving_default", x)["y"], [[2.0, 4.0]])
     assert store.get("toy", 2).loaded is not store.get("toy", 1).loaded
 
     # A different program is loaded in full, never into a copy of another graph.
@@ -108,9 +108,9 @@ def test_standby_copy_takes_a_new_version_with_the_same_program(tmp_path, caplog
     save_counted(base / "3", warmups=1)
     assert program_key(str(base / "3")) != program_key(str(base / "2"))
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="serving.model_store"):
+    with caplog.at_level(logging.INFO, logger="serving.model_store"):
         store.poll()
-    assert "standby" not in caplog.text
+    assert "restored into the standby copy" not in caplog.text
     assert store.get("toy", 3).loaded.calls.numpy() == 1
 
 
@@ -156,7 +156,7 @@ def test_the_served_version_stays_until_a_newer_one_serves(tmp_path):
     served = store.get("toy")
     shutil.rmtree(base / "2")  # the served version's folder deleted mid-flight
     x = {"x": np.array([[1.0, 1.0]], np.float32)}
-    np.testing.assert_allclose(served.predict("serving_default", x)["y"], [[2.0, 2.0]])  # still answers
+    np.testing.assert_allclose(served.run("serving_default", x)["y"], [[2.0, 2.0]])  # still answers
     store.poll()  # loads version 1 before letting version 2 go
     assert store.get("toy").version == 1
     shutil.rmtree(base / "1")

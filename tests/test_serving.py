@@ -218,14 +218,14 @@ def test_oversized_body_is_refused_and_server_stays_up(model_base):
     server = Server(model_name="toy", model_base_path=str(model_base), max_body_bytes=100_000)
     try:
         code, body, _ = server.request("/v1/models/toy:predict", {"instances": [[1.0, 2.0]] * 50_000})
-        assert code == 400 and "exceeds the limit" in body["error"]
+        assert code == 413 and "exceeds the limit" in body["error"]
         # A client still uploading a large body gets the answer, not a reset connection, and
         # its keep-alive connection serves the next request.
         connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
         big = json.dumps({"instances": [[1.0, 2.0]] * 100_000}).encode()  # 1.2 MB, 12x the limit
         connection.request("POST", "/v1/models/toy:predict", big)
         response = connection.getresponse()
-        assert response.status == 400 and "exceeds the limit" in json.loads(response.read())["error"]
+        assert response.status == 413 and "exceeds the limit" in json.loads(response.read())["error"]
         connection.request("POST", "/v1/models/toy:predict", json.dumps({"instances": [[1.0, 2.0]]}))
         assert connection.getresponse().status == 200
         connection.close()
@@ -310,11 +310,12 @@ def test_cli_flags_and_shipped_configs_parse():
     assert parameters.max_batch_size.value == 32 and list(parameters.allowed_batch_sizes) == [1, 2, 4, 8, 16, 32]
 
 
-def test_python_m_serving_subprocess_warns_on_unknown_flags(model_base):
+def test_python_m_serving_subprocess_warns_on_unknown_and_ineffective_flags(model_base):
     grpc_port, rest_port = free_ports(2)
     process = subprocess.Popen([sys.executable, "-m", "serving", f"--port={grpc_port}",
                                 f"--rest_api_port={rest_port}", "--model_name=toy",
-                                f"--model_base_path={model_base}", "--xla_cpu_compilation_enabled=true"],
+                                f"--model_base_path={model_base}", "--xla_cpu_compilation_enabled=true",
+                                "--no_such_flag=1"],
                                cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:
@@ -330,7 +331,8 @@ def test_python_m_serving_subprocess_warns_on_unknown_flags(model_base):
     finally:
         process.terminate()
         output = process.communicate(timeout=30)[0]
-    assert "Ignoring unknown flag: --xla_cpu_compilation_enabled=true" in output
+    assert "unknown argument: --no_such_flag=1" in output
+    assert "--xla_cpu_compilation_enabled=True has no effect" in output
     assert process.returncode == 0  # SIGTERM: clean shutdown
 
 
@@ -397,20 +399,22 @@ def test_client_rest_and_grpc_and_retry_on_unavailable(server):
 def test_rest_api_timeout_answers_deadline_exceeded(model_base):
     """--rest_api_timeout_in_ms: a predict still running past it is answered 504, as TF Serving
     answers DEADLINE_EXCEEDED; the server goes on serving."""
+    from serving.memory_budget import ServerBudgets
     from serving.model_store import ModelConfig, ModelStore
-    from serving.rest import make_rest_server
+    from serving.rest import RestServer
+    from serving.session import DirectSession
 
     store = ModelStore([ModelConfig(name="toy", base_path=str(model_base))])
     store.poll()
 
-    def slow(servable, signature, inputs):
-        if inputs["x"][0][0] < 0:  # the slow request
-            time.sleep(1.0)
-        return servable.predict(signature, inputs)
+    class Slow(DirectSession):
+        def run(self, servable, signature, inputs, deadline=None):
+            if inputs["x"][0][0] < 0:  # the slow request
+                time.sleep(1.0)
+            return super().run(servable, signature, inputs, deadline)
 
-    rest = make_rest_server(store, 0, slow, timeout_ms=200)
-    threading.Thread(target=rest.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{rest.server_address[1]}/v1/models/toy:predict"
+    rest = RestServer(store, Slow(), ServerBudgets(1 << 20), port=0, timeout_ms=200)
+    url = f"http://127.0.0.1:{rest.start()}/v1/models/toy:predict"
     try:
         with pytest.raises(urllib.error.HTTPError) as error:
             urllib.request.urlopen(urllib.request.Request(url, json.dumps({"instances": [[-1.0, 2.0]]}).encode()),
@@ -420,7 +424,7 @@ def test_rest_api_timeout_answers_deadline_exceeded(model_base):
                                     timeout=30) as response:
             assert json.loads(response.read()) == {"predictions": [{"rows": 1, "y": [3.0, 6.0]}]}  # version 2
     finally:
-        rest.shutdown()
+        rest.stop()
 
 
 def test_each_error_kind_has_tf_serving_codes():

@@ -1,0 +1,124 @@
+"""Property tests of the server's request decoders: whatever bytes a client sends, the JSON
+and TensorProto decoders raise nothing but the server's own InvalidArgument (a 4xx), and
+what they build stays within the memory they announced before building it."""
+
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tensorflow.core.framework import tensor_pb2
+
+from serving import json_tensor, tensor_proto
+from serving.status import InvalidArgument
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+INPUT_MAPS = [{"x": tf.float32}, {"x": tf.int32}, {"x": tf.int64}, {"x": tf.uint8}, {"x": tf.string},
+              {"x": tf.bool}, {"x": tf.float64}, {"a": tf.string, "b": tf.int64}]
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+                    st.floats(allow_nan=True, allow_infinity=True),
+                    st.text(alphabet=st.characters(codec=None), max_size=8),
+                    st.builds(lambda s: {"b64": s}, st.text(max_size=8)))
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=5),
+                                                       st.dictionaries(st.sampled_from(["x", "a", "b", "b64", "z"]),
+                                                                       inner, max_size=3)), max_leaves=40)
+documents = st.one_of(
+    st.builds(lambda v, s: {"instances": v, **({"signature_name": s} if s else {})}, values,
+              st.one_of(st.none(), st.text(max_size=4))),
+    st.builds(lambda v: {"inputs": v}, values),
+    values)
+
+
+def to_body(document) -> bytes:
+    return json.dumps(document, allow_nan=True).encode("utf-8", "surrogatepass")
+
+
+def decode(body: bytes, dtypes: dict):
+    document = json_tensor.loads_request(body)
+    return json_tensor.parse_predict_inputs(document, dtypes)
+
+
+@SETTINGS
+@given(st.binary(max_size=200), st.sampled_from(INPUT_MAPS))
+def test_any_bytes_decode_or_raise_invalid_argument(body, dtypes):
+    try:
+        decode(body, dtypes)
+    except InvalidArgument:
+        pass
+
+
+@SETTINGS
+@given(documents, st.sampled_from(INPUT_MAPS))
+def test_any_json_document_decodes_or_raises_invalid_argument(document, dtypes):
+    try:
+        inputs, _ = decode(to_body(document), dtypes)
+    except InvalidArgument:
+        return
+    assert set(inputs) == set(dtypes)
+    for name, array in inputs.items():
+        assert array.dtype == (object if dtypes[name] == tf.string else dtypes[name].as_numpy_dtype)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([b"0", b"999", b"0.5", b"-1e5", b"[0]", b"[]", b'"ab"', b'"a"', b'{"b64": "YQ"}',
+                        b'{"x": 1}', b'{"x": [1, 2]}', b"true", b"[[1, 2], [3, 4]]"]),
+       st.integers(min_value=1, max_value=20_000), st.sampled_from(INPUT_MAPS), st.booleans())
+def test_decoding_stays_within_its_announced_cost(element, count, dtypes, columnar):
+    """json_tensor.decode_cost, counted before parsing, bounds what parsing and converting
+    take (measured by tracemalloc), whatever the body's shape."""
+    key = b'"inputs"' if columnar else b'"instances"'
+    body = b"{" + key + b": [" + b", ".join([element] * count) + b"]}"
+    tracemalloc.start()
+    try:
+        decode(body, dtypes)
+    except InvalidArgument:
+        pass
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak <= json_tensor.decode_cost(body) + 64 * 1024, (element, count, peak / len(body))
+
+
+DTYPES = st.one_of(st.sampled_from(list(tensor_proto._FIELDS)), st.integers(min_value=-5, max_value=1000))
+
+
+@st.composite
+def tensor_protos(draw):
+    proto = tensor_pb2.TensorProto(dtype=draw(DTYPES))
+    for size in draw(st.lists(st.one_of(st.integers(min_value=-3, max_value=8), st.integers(min_value=0, max_value=2**40)),
+                              max_size=4)):
+        proto.tensor_shape.dim.add(size=size)
+    proto.tensor_shape.unknown_rank = draw(st.booleans()) and draw(st.booleans())
+    if draw(st.booleans()):
+        proto.tensor_content = draw(st.binary(max_size=64))
+    proto.float_val.extend(draw(st.lists(st.floats(width=32), max_size=4)))
+    proto.int_val.extend(draw(st.lists(st.integers(min_value=-(2**31), max_value=2**31 - 1), max_size=4)))
+    proto.int64_val.extend(draw(st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=4)))
+    proto.string_val.extend(draw(st.lists(st.binary(max_size=8), max_size=4)))
+    proto.half_val.extend(draw(st.lists(st.integers(min_value=0, max_value=2**16 - 1), max_size=4)))
+    proto.bool_val.extend(draw(st.lists(st.booleans(), max_size=4)))
+    proto.dcomplex_val.extend(draw(st.lists(st.floats(), max_size=3)))
+    return proto
+
+
+@SETTINGS
+@given(tensor_protos())
+def test_any_tensor_proto_builds_within_its_limit_or_raises_invalid_argument(proto):
+    limit = 1 << 16
+    try:
+        array = tensor_proto.to_array(proto, "x", limit)
+    except InvalidArgument as error:
+        assert str(error).startswith("tensor parsing error: x")
+        return
+    assert list(array.shape) == [d.size for d in proto.tensor_shape.dim]
+    assert array.nbytes <= limit
+
+
+@pytest.mark.parametrize("value", [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([b"a", b"bc"], object),
+                                   np.array([True, False]), np.array([1, -2], np.int8),
+                                   np.array([1.5, 2.0], np.float16), np.array([1 + 2j], np.complex64)])
+def test_tensor_protos_built_by_tensorflow_round_trip(value):
+    np.testing.assert_array_equal(tensor_proto.to_array(tf.make_tensor_proto(value), "x", 1 << 20), value)

@@ -1,0 +1,459 @@
+"""Hostile and unlucky clients against `python -m serving`, over real loopback sockets (raw
+ones where a client library would refuse to send the bad bytes). Each case names what TF
+Serving does, or the invariant the server holds: a 4xx, never a 5xx or two responses;
+never another client's rows; memory and threads bounded; the next good request answered.
+"""
+
+import http.client
+import json
+import os
+import re
+import socket
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.framework import tensor_pb2, types_pb2
+from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+from serving_models import save_hostile
+
+MAX_BODY = 4 * 1024 * 1024
+TIMEOUT_MS = 2000
+BATCHING = ("max_batch_size { value: 8192 } enable_large_batch_splitting { value: true } "
+            "max_execution_batch_size { value: 16 } batch_timeout_micros { value: 2000 } "
+            "num_batch_threads { value: 2 }")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """Two servers of the same model: one batching (and splitting large requests into runs
+    of 16 rows), one running each request directly."""
+    from serving.process import LocalServer
+
+    root = tmp_path_factory.mktemp("hostile")
+    save_hostile(str(root / "hostile" / "1"))
+    (root / "batching.config").write_text(BATCHING)
+    common = [f"--max_body_bytes={MAX_BODY}", f"--rest_api_timeout_in_ms={TIMEOUT_MS}",
+              "--rest_api_max_connections=600", "--rest_api_num_threads=4", "--grpc_max_threads=4"]
+    batching = LocalServer("hostile", str(root / "hostile"), log_path=str(root / "batching.log"),
+                           extra_flags=common + ["--enable_batching",
+                                                 f"--batching_parameters_file={root / 'batching.config'}"])
+    direct = LocalServer("hostile", str(root / "hostile"), log_path=str(root / "direct.log"), extra_flags=common)
+    with batching, direct:
+        for server in (batching, direct):
+            server.wait_for_version(1)
+            for signature, inputs in (("sum_rows", [1.0]), ("double", [1.0]), ("burn", [[0.5] * 64])):
+                post(server, signature, {"inputs": inputs})  # first calls, as a warm-up record would run them
+        yield {"batching": batching, "direct": direct}
+
+
+def post(server, signature, document, timeout=30):
+    """(status, parsed body) of one predict request on a fresh connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=timeout)
+    body = document if isinstance(document, bytes) else json.dumps({"signature_name": signature, **document})
+    connection.request("POST", "/v1/models/hostile:predict", body)
+    response = connection.getresponse()
+    text = response.read()
+    connection.close()
+    try:
+        return response.status, json.loads(text)
+    except ValueError:
+        return response.status, text
+
+
+def answers_a_good_request(server) -> bool:
+    return post(server, "double", {"instances": [1.5, -2.0]}) == (200, {"predictions": [3.0, -4.0]})
+
+
+def raw_exchange(server, data: bytes, quiet: float = 1.0) -> bytes:
+    """Sends `data` on a raw socket; returns every byte the server sent until it closed the
+    connection or stayed quiet for `quiet` seconds."""
+    with socket.create_connection(("127.0.0.1", server.rest_port)) as sock:
+        sock.settimeout(quiet)
+        sock.sendall(data)
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except (socket.timeout, ConnectionResetError):
+            pass
+    return received
+
+
+def statuses(received: bytes) -> list[int]:
+    return [int(code) for code in re.findall(rb"HTTP/1\.[01] (\d{3}) ", received)]
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    values = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, value = line.split(":", 1)
+            if key in ("VmRSS", "VmHWM", "Threads"):
+                values[key] = int(value.split()[0])
+    return values
+
+
+def reset_peak_rss(pid: int) -> int:
+    """Resets the process's peak RSS (VmHWM) to its RSS now; returns that RSS in kB."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+    return proc_status(pid)["VmRSS"]
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- Batching never mixes requests ------------------------------------------------------
+
+
+def test_batched_clients_only_ever_receive_their_own_rows(servers):
+    """32 concurrent clients, distinct values, 1-3 rows each, all batched together: every
+    answer is exactly the client's own rows doubled (batching_session.cc SplitOutputTensors)."""
+    server, wrong, lock = servers["batching"], [], threading.Lock()
+
+    def client(index):
+        connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
+        for request in range(12):
+            values = [index * 1000.0 + request * 10 + row for row in range(1 + (index + request) % 3)]
+            connection.request("POST", "/v1/models/hostile:predict",
+                               json.dumps({"signature_name": "double", "instances": values}))
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+            if response.status != 200 or answer != {"predictions": [2 * v for v in values]}:
+                with lock:
+                    wrong.append((values, response.status, answer))
+        connection.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(32)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert wrong == []
+
+
+def test_an_output_without_a_batch_dimension_is_refused_under_batching_only(servers):
+    """Client A's x=[1, 2] and client B's x=[100] to a signature that sums rows: under batching
+    TF Serving refuses the batch ("Batched output tensor has 0 dimensions", FAILED_PRECONDITION,
+    400); nobody receives 103. Without batching each gets its own sum."""
+    results = {}
+
+    def send(name, values):
+        results[name] = post(servers["batching"], "sum_rows", {"inputs": values})
+
+    threads = [threading.Thread(target=send, args=("a", [1.0, 2.0])), threading.Thread(target=send, args=("b", [100.0]))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    for status, body in results.values():
+        assert status == 400 and "Batched output tensor has 0 dimensions" in body["error"]
+    assert post(servers["direct"], "sum_rows", {"inputs": [1.0, 2.0]}) == (200, {"outputs": 3.0})
+    assert post(servers["direct"], "sum_rows", {"inputs": [100.0]}) == (200, {"outputs": 100.0})
+
+
+def test_inputs_of_unequal_rows_are_refused_under_batching(servers):
+    """batching_util.h ComputeTensorBatchSize: "Batching Run() input tensors must have equal
+    0th-dimension size", INVALID_ARGUMENT; never cut and answered 200."""
+    status, body = post(servers["batching"], "pair", {"inputs": {"a": [1.0, 2.0], "b": [1.0]}})
+    assert status == 400 and "must have equal 0th-dimension size" in body["error"]
+    assert answers_a_good_request(servers["batching"])
+
+
+def test_classify_is_batched_too(servers):
+    """TF Serving's batching wraps the session, so :classify runs through it: a request
+    larger than max_batch_size meets the batch scheduler's own refusal."""
+    examples = [{"x": [1.0, 2.0]}] * 8193
+    connection = http.client.HTTPConnection("127.0.0.1", servers["batching"].rest_port, timeout=30)
+    connection.request("POST", "/v1/models/hostile:classify",
+                       json.dumps({"signature_name": "classify", "examples": examples}))
+    response = connection.getresponse()
+    assert response.status == 400
+    assert "Task size 8193 is larger than maximum input batch size 8192" in json.loads(response.read())["error"]
+    connection.request("POST", "/v1/models/hostile:classify",
+                       json.dumps({"signature_name": "classify", "examples": examples[:3]}))
+    response = connection.getresponse()
+    assert response.status == 200 and json.loads(response.read())["results"][0] == [["neg", 1.0], ["pos", 2.0]]
+
+
+# --- HTTP framing: one request, one answer -------------------------------------------------
+
+BODY = b'{"signature_name": "double", "instances": [1.5]}'
+HEAD = b"POST /v1/models/hostile:predict HTTP/1.1\r\nHost: x\r\n"
+FRAMING = [
+    ("Content-Length: -1 (was: read to EOF, 320 MiB accepted)", HEAD + b"Content-Length: -1\r\n\r\n" + BODY),
+    ("Content-Length: -5 (was: 500)", HEAD + b"Content-Length: -5\r\n\r\n" + BODY),
+    ("Content-Length: abc (was: 500, then the body parsed as a second request)",
+     HEAD + b"Content-Length: abc\r\n\r\n" + BODY),
+    ("two conflicting Content-Length (was: the first won)",
+     HEAD + b"Content-Length: %d\r\nContent-Length: 5\r\n\r\n" % len(BODY) + BODY),
+    ("Content-Length and Transfer-Encoding together (smuggling)",
+     HEAD + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n" % len(BODY) + BODY),
+    ("Transfer-Encoding then a Content-Length hiding a second request",
+     HEAD + b"Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\nGET /v1/models/hostile HTTP/1.1\r\n\r\n"),
+    ("a chunk size that is not hex", HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n" + BODY + b"\r\n0\r\n\r\n"),
+    ("a request line that is not HTTP", b"GARBAGE\r\n\r\n"),
+    ("a 20 KB header", b"GET /v1/models/hostile HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n"),
+    ("200 headers", b"GET /v1/models/hostile HTTP/1.1\r\n" + b"".join(b"X%d: y\r\n" % i for i in range(200))
+     + b"\r\n"),
+    ("a gzip Content-Encoding: the body is read as sent, as TF Serving reads it",
+     HEAD + b"Content-Encoding: gzip\r\nContent-Length: 5\r\n\r\nabcde"),
+    ("a lone surrogate in a string (was: 500)",
+     HEAD + b'Content-Length: 52\r\n\r\n{"signature_name": "double", "instances": ["\\ud800"]}'),
+    ("a 5000-digit integer (was: 500)",
+     HEAD + b"Content-Length: %d\r\n\r\n" % (5044,) + b'{"signature_name": "double", "instances": [1' + b"0" * 4999
+     + b"]}"),
+]
+
+
+@pytest.mark.parametrize("case, data", FRAMING, ids=[c[0] for c in FRAMING])
+def test_a_malformed_request_gets_one_4xx_and_the_server_goes_on(servers, case, data):
+    received = raw_exchange(servers["direct"], data)
+    assert len(statuses(received)) == 1 and 400 <= statuses(received)[0] < 500, (case, received[:300])
+    assert answers_a_good_request(servers["direct"])
+
+
+def test_a_chunked_body_is_read_and_the_request_after_it_answered_in_turn(servers):
+    """A chunked body is one request: its chunk lines never become a second one."""
+    chunked = HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(BODY) + BODY + b"\r\n0\r\n\r\n"
+    received = raw_exchange(servers["direct"], chunked + b"GET /v1/models/hostile HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert statuses(received) == [200, 200]
+    assert b'{"predictions": [3.0]}' in received and b'"state": "AVAILABLE"' in received
+
+
+def test_a_body_over_the_limit_is_refused_413_unread(servers):
+    pid = servers["direct"].process.pid
+    before = reset_peak_rss(pid)
+    received = raw_exchange(servers["direct"], HEAD + b"Content-Length: %d\r\n\r\n" % (64 * MAX_BODY) + b"[0," * 1000)
+    assert statuses(received) == [413]
+    assert proc_status(pid)["VmHWM"] - before < 8 * 1024  # kB: nothing of the body was kept
+    assert answers_a_good_request(servers["direct"])
+
+
+# --- Memory ----------------------------------------------------------------------------------
+
+
+def test_a_dense_json_body_decodes_within_15_times_its_size(servers):
+    """Was: a 2 MB {"instances": [0, 0, ...]} peaked at 398 MB (x199) while parsed."""
+    pid = servers["direct"].process.pid
+    body = json.dumps({"signature_name": "sum_rows", "inputs": [0] * 1_000_000}).encode()
+    before = reset_peak_rss(pid)
+    assert post(servers["direct"], "sum_rows", body) == (200, {"outputs": 0.0})
+    growth = (proc_status(pid)["VmHWM"] - before) * 1024
+    assert growth <= 15 * len(body), f"peak RSS grew {growth / len(body):.1f} x the body"
+
+
+def test_concurrent_memory_bombs_stay_within_the_budget(servers):
+    """Eight clients at once, each with a body near --max_body_bytes (dense numbers, nested
+    lists, objects): the server's request data never exceeds 14 x --max_body_bytes; what
+    cannot be admitted in time is refused 413 or 429, never 5xx."""
+    pid = servers["direct"].process.pid
+    bodies = [json.dumps({"signature_name": "sum_rows", "inputs": [0.5] * 800_000}).encode(),
+              b'{"signature_name": "sum_rows", "inputs": [' + b",".join([b"[0]"] * 150_000) + b"]}",
+              b'{"signature_name": "sum_rows", "instances": [' + b",".join([b'{"x": 1}'] * 60_000) + b"]}"]
+    assert max(map(len, bodies)) <= MAX_BODY
+    before = reset_peak_rss(pid)
+    results = [None] * 8
+
+    def send(i):
+        results[i] = post(servers["direct"], "sum_rows", bodies[i % 3])[0]
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    growth = (proc_status(pid)["VmHWM"] - before) * 1024
+    assert all(200 <= status < 500 for status in results) and 200 in results, results
+    assert growth <= 15 * MAX_BODY, f"peak RSS grew {growth / MAX_BODY:.1f} x --max_body_bytes"
+    assert answers_a_good_request(servers["direct"])
+
+
+def grpc_predict(server, request, timeout=30):
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    try:
+        return prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=timeout)
+    finally:
+        channel.close()
+
+
+def predict_request(signature="double", **inputs):
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "hostile"
+    request.model_spec.signature_name = signature
+    for name, proto in inputs.items():
+        request.inputs[name].CopyFrom(proto)
+    return request
+
+
+def declared(dtype, dims, **fields):
+    proto = tensor_pb2.TensorProto(dtype=dtype, **fields)
+    for size in dims:
+        proto.tensor_shape.dim.add(size=size)
+    return proto
+
+
+def test_grpc_tensors_are_checked_before_they_are_built(servers):
+    """Was: a 38-byte request declaring a DT_STRING [20000000] took ~1 GB before its refusal;
+    a key not in the signature declaring [500000000] floats took 2 GB and 4.6 s."""
+    pid = servers["direct"].process.pid
+    before = reset_peak_rss(pid)
+    started = time.monotonic()
+    for request, message in [
+            (predict_request("classify", inputs=declared(types_pb2.DT_STRING, [20_000_000], string_val=[b"a"])),
+             "tensor parsing error"),
+            (predict_request(nope=declared(types_pb2.DT_FLOAT, [500_000_000])), "input tensor alias not found"),
+            (predict_request(x=declared(types_pb2.DT_FLOAT, [500_000_000])), "tensor parsing error")]:
+        with pytest.raises(grpc.RpcError) as error:
+            grpc_predict(servers["direct"], request)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in error.value.details()
+    assert time.monotonic() - started < 3
+    assert proc_status(pid)["VmHWM"] - before < 32 * 1024  # kB
+
+
+MALFORMED = [
+    ("dtype 0", declared(0, [1]), "tensor parsing error: x"),
+    ("dtype 999", declared(999, [1]), "tensor parsing error: x"),
+    ("DT_VARIANT", declared(types_pb2.DT_VARIANT, [1]), "tensor parsing error: x"),
+    ("tensor_content not matching the shape", declared(types_pb2.DT_FLOAT, [2], tensor_content=b"abc"),
+     "tensor parsing error: x"),
+    ("a negative dimension", declared(types_pb2.DT_FLOAT, [-3]), "tensor parsing error: x"),
+    ("an unknown rank", tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, tensor_shape={"unknown_rank": True}),
+     "tensor parsing error: x"),
+    ("uint8 out of range, for a float input", declared(types_pb2.DT_UINT8, [1], int_val=[300]),
+     "Expects arg[x] to be float but uint8 is provided"),
+]
+
+
+@pytest.mark.parametrize("case, proto, message", MALFORMED, ids=[c[0] for c in MALFORMED])
+def test_a_malformed_tensor_proto_is_invalid_argument_not_internal(servers, case, proto, message):
+    with pytest.raises(grpc.RpcError) as error:
+        grpc_predict(servers["direct"], predict_request(x=proto))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in error.value.details(), case
+
+
+def test_grpc_names_the_input_and_output_aliases_as_tf_serving_does(servers):
+    """predict_util.cc: the input alias that was sent; output_filter aliases known and unique."""
+    x = tf.make_tensor_proto([1.0], dtype=tf.float32)
+    with pytest.raises(grpc.RpcError) as error:
+        grpc_predict(servers["direct"], predict_request(z=x))
+    assert error.value.details() == "input tensor alias not found in signature: z. Inputs expected to be in the set {x}."
+    for output_filter, expected in [(["nope"], "output tensor alias not found in signature: nope Outputs expected to "
+                                               "be in the set {y}."),
+                                    (["y", "y"], "duplicate output tensor alias: y")]:
+        request = predict_request(x=x)
+        request.output_filter.extend(output_filter)
+        with pytest.raises(grpc.RpcError) as error:
+            grpc_predict(servers["direct"], request)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and error.value.details() == expected
+
+
+# --- Threads and deadlines ------------------------------------------------------------------
+
+
+def test_slow_clients_hold_no_threads(servers):
+    """Was: 400 connections that sent headers and one byte of the body held 400 threads for
+    ever. Now they hold no thread; a good client is answered meanwhile; each is answered 408
+    once its deadline passes and closed."""
+    server = servers["direct"]
+    pid = server.process.pid
+    threads_before = proc_status(pid)["Threads"]
+    slow = []
+    for _ in range(400):
+        sock = socket.create_connection(("127.0.0.1", server.rest_port))
+        sock.sendall(HEAD + b"Content-Length: 100\r\n\r\n{")
+        slow.append(sock)
+    try:
+        started = time.monotonic()
+        assert answers_a_good_request(server) and time.monotonic() - started < 2
+        assert proc_status(pid)["Threads"] - threads_before <= 2
+        time.sleep(TIMEOUT_MS / 1000 + 1)
+        slow[0].settimeout(5)
+        assert statuses(slow[0].recv(4096)) == [408]
+    finally:
+        for sock in slow:
+            sock.close()
+    assert answers_a_good_request(server)
+
+
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+def test_a_timed_out_request_leaves_no_work_behind(servers, protocol):
+    """Was: a request answered 504 went on computing (10 CPU-seconds after four 504s). The
+    deadline travels with the request: split into runs of max_execution_batch_size rows, it
+    stops at the next run once its deadline has passed."""
+    server = servers["batching"]
+    rows = np.full((8000, 64), 0.5, np.float32)
+    if protocol == "rest":
+        status, body = post(server, "burn", {"inputs": rows.tolist()})
+        assert status == 504 and "Deadline Exceeded" in body["error"], body
+    else:
+        with pytest.raises(grpc.RpcError) as error:
+            grpc_predict(server, predict_request("burn", x=tf.make_tensor_proto(rows)), timeout=1.0)
+        assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    time.sleep(0.3)  # the run under way when the deadline passed
+    cpu = cpu_seconds(server.process.pid)
+    time.sleep(1.5)
+    assert cpu_seconds(server.process.pid) - cpu < 0.3
+    assert answers_a_good_request(server)
+
+
+# --- Status codes and loose ends -----------------------------------------------------------
+
+
+def test_tensorflow_errors_keep_their_status_code():
+    """http_server.cc ToHTTPStatusCode, applied to the status a TF op returned."""
+    from serving.status import TensorFlowError, grpc_code, http_status
+
+    for error, code, status in [(tf.errors.ResourceExhaustedError(None, None, "m"), "RESOURCE_EXHAUSTED", 429),
+                              (tf.errors.UnimplementedError(None, None, "m"), "UNIMPLEMENTED", 501),
+                              (tf.errors.OutOfRangeError(None, None, "m"), "OUT_OF_RANGE", 400),
+                              (tf.errors.UnavailableError(None, None, "m"), "UNAVAILABLE", 503),
+                              (tf.errors.InvalidArgumentError(None, None, "m"), "INVALID_ARGUMENT", 400),
+                              (tf.errors.InternalError(None, None, "m"), "INTERNAL", 500)]:
+        assert (grpc_code(TensorFlowError(error)).name, http_status(TensorFlowError(error))) == (code, status)
+
+
+def test_version_folders_are_read_as_tf_serving_reads_them(tmp_path):
+    """absl::SimpleAtoi: ASCII digits only ("²" is no version and breaks nothing); "007" is
+    version 7, loaded from the folder "007"; later models in the config still load."""
+    from serving.model_store import ModelConfig, ModelStore
+
+    save_hostile(str(tmp_path / "a" / "007"))
+    save_hostile(str(tmp_path / "a" / "\u00b2"))
+    save_hostile(str(tmp_path / "b" / "3"))
+    store = ModelStore([ModelConfig(name="a", base_path=str(tmp_path / "a")),
+                        ModelConfig(name="b", base_path=str(tmp_path / "b"))])
+    store.poll()
+    assert store.get("a").version == 7 and store.get("a").path.endswith("007")
+    assert store.get("b").version == 3
+
+
+def test_the_config_watcher_survives_a_missing_or_unreadable_file(tmp_path):
+    from serving.__main__ import watch_model_config
+
+    applied, stop = [], threading.Event()
+
+    class Store:
+        def reconfigure(self, configs):
+            applied.append([c.name for c in configs])
+
+    path = tmp_path / "models.config"  # missing at the first poll
+    thread = threading.Thread(target=watch_model_config, args=(Store(), str(path), 0.05, None, stop), daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.2)
+        path.write_text('model_config_list { config { name: "m" base_path: "/x" } }')
+        deadline = time.monotonic() + 5
+        while not applied and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert applied == [["m"]] and thread.is_alive()
+    finally:
+        stop.set()
