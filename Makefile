@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo test bench-peers bench-profile bench-pretrain bench-multitask bench-serving bench-faults bench-search bench-padding clean
+.PHONY: install demo test bench-peers bench-profile bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,10 @@ bench-serving: install
 # models.config changed and broken, the server killed and restarted. Serves make demo's export.
 bench-faults: install
 	$(PY) -m benchmarks.faults --export_base saved_models/kerasbert --output_dir runs/bench-faults
+
+# 32 good clients beside every attack of benchmarks/attacks.py (~2 min). Serves make demo's export.
+bench-hostile: install
+	$(PY) -m benchmarks.hostile --export_base saved_models/kerasbert --output_dir runs/bench-hostile
 
 # Padding with and without data.group_by_length, and the training speed it buys (~5 min).
 bench-padding: install

@@ -9,7 +9,11 @@ floor). The time to load the version and make its first call, idle. Halfway thro
 each 32-client run a copy of the newest version is dropped into the base path as a
 new version; the report gives how long until a predict request addressed to it was
 answered, and whether any request failed meanwhile. The servers load it in full (with
-warm-up), except a third batching run with `--warm_standby`. Writes results.json and results.md.
+warm-up), except a third batching run with `--warm_standby`. A fourth batching run exports
+Prometheus metrics (--monitoring_config_file) scraped every second: its requests/s over
+the plain batching run's is the cost of monitoring. The batching run's requests/s is set
+against the SavedModel called in process on batches of 32 of the same sentences, with the
+CPU the server and the load generator spent per request. Writes results.json and results.md.
 """
 
 from __future__ import annotations
@@ -90,6 +94,47 @@ def in_process_ms(path: str, calls: int = 200) -> float:
     return 1000 * statistics.median(times[10:])
 
 
+def in_process_batch_throughput(path: str, batch: int = 32, calls: int = 60) -> float:
+    """Sentences/s of the `sentiment` signature called in process on batches of `batch` of the
+    load's sentences: what the server's batching could reach if HTTP, JSON and hand-offs
+    took no time."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    signature = tf.saved_model.load(path).signatures["sentiment"]
+    text = tf.constant([SENTENCES[i % len(SENTENCES)] for i in range(batch)])
+    for _ in range(5):
+        signature(text=text)["label"].numpy()
+    start = time.perf_counter()
+    for _ in range(calls):
+        signature(text=text)["label"].numpy()
+    return calls * batch / (time.perf_counter() - start)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds a process has used (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def scrape_every(port: int, path: str, seconds: float, stop: threading.Event, pages: list) -> None:
+    """What Prometheus does: fetch the metrics page every `seconds` (the last page is kept)."""
+    while not stop.wait(seconds):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            pages[:] = [response.read().decode()]
+
+
+def histogram_mean(page: str, name: str) -> float:
+    """sum / count of a histogram in a Prometheus text page."""
+    values = {}
+    for line in page.splitlines():
+        for suffix in ("_sum", "_count"):
+            if line.startswith(name + suffix + " ") or line.startswith(name + suffix + "{"):
+                values[suffix] = float(line.rsplit(" ", 1)[1])
+    return values["_sum"] / values["_count"] if values.get("_count") else float("nan")
+
+
 def load_seconds(path: str, repeats: int = 3) -> dict:
     """Median seconds to load the SavedModel and to make its first `sentiment` call, in a
     process that has loaded TF already (as the server has): what a new version costs."""
@@ -123,16 +168,18 @@ def watch_new_version(port: int, version: int, dropped_at: list, result: dict) -
         time.sleep(0.05)
 
 
+BATCHING = ["--enable_batching", "--batching_parameters_file=serving/batching.config"]
+MONITORING_PATH = "/monitoring/prometheus/metrics"
 MODES = (  # results key, table label, server flags
     ("no_batching", "off", []),
-    ("batching", "on", ["--enable_batching", "--batching_parameters_file=serving/batching.config"]),
-    ("batching_standby", "on, warm standby",
-     ["--enable_batching", "--batching_parameters_file=serving/batching.config", "--warm_standby"]),
+    ("batching", "on", BATCHING),
+    ("batching_standby", "on, warm standby", BATCHING + ["--warm_standby"]),
+    ("batching_monitored", "on, Prometheus metrics scraped every second", BATCHING + ["--monitoring_config_file="]),
 )
 
 
 def render_markdown(results: dict) -> str:
-    off, on, standby = (results[key] for key, _, _ in MODES)
+    off, on, standby, monitored = (results[key] for key, _, _ in MODES)
     clients = off["many_clients"]["clients"]
     lines = ["# Serving benchmark (sentiment signature, REST)", "", f"Command: `{results['command']}`  ",
              f"Machine: {results['machine']}  ", f"Model: {results['export']}", "",
@@ -157,7 +204,20 @@ def render_markdown(results: dict) -> str:
               f"(batching off) and {on.get('new_version_served_after_s', float('nan')):.2f} s (batching on) "
               f"after a full load and warm-up; {standby.get('new_version_served_after_s', float('nan')):.2f} s "
               f"from the warm standby copy (batching on, `--warm_standby`). Failed requests in all runs: "
-              f"{errors}.", ""]
+              f"{errors}.",
+              f"Server against the model alone ({clients} clients, batching on): "
+              f"{on['many_clients']['requests_per_second']:.1f} requests/s (one sentence each) over "
+              f"{results['in_process_batch_sentences_per_second']:.1f} sentences/s of the SavedModel called in "
+              f"process on batches of 32 of the same sentences: "
+              f"{on['many_clients']['requests_per_second'] / results['in_process_batch_sentences_per_second']:.2f} "
+              f"(goal: at least 0.8). Batches formed: {monitored.get('mean_batch_size', float('nan')):.1f} "
+              f"sentences on average (monitored run). CPU per request: server "
+              f"{1000 * on['many_clients']['server_cpu_per_request_s']:.2f} ms, load generator "
+              f"{1000 * on['many_clients']['client_cpu_per_request_s']:.2f} ms (2 cores: "
+              f"{2000 / on['many_clients']['requests_per_second']:.2f} ms of CPU per request in all).",
+              f"Monitoring (Prometheus metrics recorded and scraped every second) on over off, {clients} clients, "
+              f"batching on: {monitored['many_clients']['requests_per_second'] / on['many_clients']['requests_per_second']:.3f} "
+              "of the requests/s (goal: at least 0.97; one run each).", ""]
     return "\n".join(lines)
 
 
@@ -183,8 +243,13 @@ def main(argv=None) -> int:
     shutil.copytree(os.path.join(args.export_base, str(versions[-1])), os.path.join(base, "1"))
     results = {"export": os.path.join(args.export_base, str(versions[-1])),
                "in_process_p50_ms": in_process_ms(os.path.join(base, "1")),
+               "in_process_batch_sentences_per_second": in_process_batch_throughput(os.path.join(base, "1")),
                "load": load_seconds(os.path.join(base, "1"))}
+    monitoring_config = base + "-monitoring.config"
+    with open(monitoring_config, "w") as f:
+        f.write(f'prometheus_config {{ enable: true path: "{MONITORING_PATH}" }}')
     for key, _, flags in MODES:
+        flags = [flag + monitoring_config if flag == "--monitoring_config_file=" else flag for flag in flags]
         with LocalServer("kerasbert", base, extra_flags=flags) as server:
             server.wait_for_version()
             if "--warm_standby" in flags:
@@ -202,14 +267,26 @@ def main(argv=None) -> int:
                 os.rename(os.path.join(base, ".building"), os.path.join(base, str(newest + 1)))
                 threading.Thread(target=watch_new_version, args=(port, newest + 1, dropped_at, swap)).start()
 
+            stop_scraping, pages = threading.Event(), []
+            if key == "batching_monitored":
+                threading.Thread(target=scrape_every, args=(port, MONITORING_PATH, 1.0, stop_scraping, pages),
+                                 daemon=True).start()
+            server_cpu, client_cpu = cpu_seconds(server.process.pid), time.process_time()
             many = load(port, args.clients, args.seconds, drop_new_version)
+            many["server_cpu_per_request_s"] = (cpu_seconds(server.process.pid) - server_cpu) / max(many["requests"], 1)
+            many["client_cpu_per_request_s"] = (time.process_time() - client_cpu) / max(many["requests"], 1)
+            stop_scraping.set()
             time.sleep(0.5)  # let the watcher record its answer
             results[key] = {"one_client": single, "many_clients": many, **swap}
+            if pages:
+                results[key]["mean_batch_size"] = histogram_mean(
+                    pages[0], ":tensorflow:serving:batching_session:processed_batch_size")
             print(f"   {key}: {many['requests_per_second']:.1f} req/s at {args.clients} clients, "
                   f"p50 {many['p50_ms']:.1f} ms, p99 {many['p99_ms']:.1f} ms, errors {many['errors']}; "
                   f"1 client p50 {single['p50_ms']:.2f} ms; new version served after "
                   f"{swap.get('new_version_served_after_s', float('nan')):.2f} s", flush=True)
     shutil.rmtree(base, ignore_errors=True)
+    os.remove(monitoring_config)
     save_results(args.output_dir, results, "benchmarks.serving", render_markdown)
     print(render_markdown(results))
     return 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import signal
 import sys
 import threading
@@ -64,23 +63,42 @@ def make_session(flags: ServerFlags):
     return BatchingSession(parse_batching_parameters(text))
 
 
+def monitoring_path(flags: ServerFlags) -> str | None:
+    """Where the REST port serves Prometheus metrics (--monitoring_config_file), or None."""
+    from serving.metrics import DEFAULT_PATH
+    from serving.protos import MonitoringConfig, parse_text_file
+
+    if not flags.monitoring_config_file:
+        return None
+    config = parse_text_file(MonitoringConfig, flags.monitoring_config_file).prometheus_config
+    return (config.path or DEFAULT_PATH) if config.enable else None
+
+
 def run_server(flags: ServerFlags, ready: threading.Event | None = None,
                stop: threading.Event | None = None) -> None:
     """Starts the store, gRPC and REST; blocks until `stop` (or SIGTERM/SIGINT)."""
+    from serving.quiet import import_tensorflow
+
+    if not flags.port and not flags.grpc_socket_path:  # server.cc BuildAndStart
+        raise SystemExit("server_options.grpc_port is not set and server_options.grpc_socket_path must be set.")
+    import_tensorflow(flags.verbose)
     import tensorflow as tf
 
     if flags.tensorflow_intra_op_parallelism:
         tf.config.threading.set_intra_op_parallelism_threads(flags.tensorflow_intra_op_parallelism)
     if flags.tensorflow_inter_op_parallelism:
         tf.config.threading.set_inter_op_parallelism_threads(flags.tensorflow_inter_op_parallelism)
-    import tensorflow_text  # noqa: F401  TF Serving links these ops; so do we
 
-    from serving.grpc_server import make_grpc_server
+    from serving.grpc_server import make_grpc_server, server_credentials
     from serving.memory_budget import ServerBudgets
+    from serving.metrics import ServingMetrics
     from serving.model_store import ModelStore, parse_model_config_text, single_model_config
     from serving.rest import RestServer
 
     report_ignored(flags)
+    metrics_path = monitoring_path(flags)
+    metrics = ServingMetrics(enabled=metrics_path is not None)
+    credentials = server_credentials(flags.ssl_config_file)  # a bad file fails now, before any load
     config_text = None
     if flags.model_config_file:
         with open(flags.model_config_file) as f:
@@ -88,10 +106,12 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
         configs = parse_model_config_text(config_text)
     else:
         configs = [single_model_config(flags.model_name, flags.model_base_path)]
+    tags = tuple(tag.strip() for tag in flags.saved_model_tags.split(",") if tag.strip()) or ("serve",)
     store = ModelStore(configs, flags.file_system_poll_wait_seconds, warmup=flags.enable_model_warmup,
                        standby=flags.warm_standby, max_load_retries=flags.max_num_load_retries,
                        load_retry_seconds=flags.load_retry_interval_micros / 1e6,
-                       signature_method_name_check=flags.enable_signature_method_name_check)
+                       signature_method_name_check=flags.enable_signature_method_name_check, tags=tags,
+                       num_load_threads=flags.num_load_threads, metrics=metrics)
     store.start()
     stop = stop or threading.Event()
     if flags.model_config_file and flags.model_config_file_poll_wait_seconds > 0:
@@ -110,19 +130,33 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
                                      "--allow_version_labels_for_unavailable_models") from None
 
     session = make_session(flags)
+    if hasattr(session, "on_batch"):
+        session.on_batch = metrics.batch
     budgets = ServerBudgets(flags.max_body_bytes)  # request data stays under 14 x --max_body_bytes + 1 MiB
-    grpc_server, grpc_port = make_grpc_server(
+    grpc_server, grpc_port, health = make_grpc_server(
         store, flags.port, session, budgets, flags.host, max_threads=flags.grpc_max_threads,
-        max_message_bytes=flags.max_body_bytes, channel_arguments=parse_channel_arguments(flags.grpc_channel_arguments))
-    log.info("gRPC on %s:%d", flags.host, grpc_port)
-    print(f"gRPC on {flags.host}:{grpc_port}", flush=True)
+        max_message_bytes=flags.max_body_bytes, channel_arguments=parse_channel_arguments(flags.grpc_channel_arguments),
+        metrics=metrics, socket_path=flags.grpc_socket_path, credentials=credentials,
+        health=flags.enable_grpc_healthcheck_service, tensor_content=flags.enable_serialization_as_tensor_content)
+    secure = " (TLS)" if credentials is not None else ""
+    if grpc_port:
+        log.info("Running gRPC ModelServer at %s:%d%s", flags.host, grpc_port, secure)
+        print(f"gRPC on {flags.host}:{grpc_port}{secure}", flush=True)
+    if flags.grpc_socket_path:
+        log.info("Running gRPC ModelServer at UNIX socket %s%s", flags.grpc_socket_path, secure)
     rest_server = None
-    if flags.rest_api_port:
+    if flags.rest_api_port and flags.rest_api_port == flags.port:
+        log.error("server_options.http_port cannot be same as grpc_port. Please use a different port for "
+                  "HTTP/REST API. Skipped exporting HTTP/REST API.")
+    elif flags.rest_api_port:
         rest_server = RestServer(store, session, budgets, flags.rest_api_port, flags.host, flags.max_body_bytes,
                                  flags.rest_api_timeout_in_ms, flags.rest_api_num_threads,
                                  enable_cors=flags.rest_api_enable_cors_support,
-                                 max_connections=flags.rest_api_max_connections)
+                                 max_connections=flags.rest_api_max_connections, metrics=metrics,
+                                 metrics_path=metrics_path)
         port = rest_server.start()
+        log.info("Exporting HTTP/REST API at %s:%d%s", flags.host, port,
+                 f", Prometheus metrics at {metrics_path}" if metrics_path else "")
         print(f"REST on http://{flags.host}:{port}", flush=True)
 
     if threading.current_thread() is threading.main_thread():
@@ -131,6 +165,9 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     if ready is not None:
         ready.set()
     stop.wait()
+    log.info("shutting down")
+    if health is not None:
+        health.enter_graceful_shutdown()  # NOT_SERVING, told to every watcher, before the ports close
     store.stop()
     if rest_server is not None:
         rest_server.stop()
@@ -154,13 +191,14 @@ def return_freed_memory() -> None:
 def main(argv=None) -> int:
     return_freed_memory()
     flags = parse_flags(sys.argv[1:] if argv is None else argv)
-    if not flags.verbose:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     logging.basicConfig(level=logging.DEBUG if flags.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
     if flags.version:
         from importlib import metadata
 
+        from serving.quiet import import_tensorflow
+
+        import_tensorflow(flags.verbose, with_text_ops=False)
         import tensorflow as tf
         print(f"TensorFlow ModelServer: kerasbert-serving {metadata.version('kerasbert')}\n"
               f"TensorFlow Library: {tf.__version__}")

@@ -20,9 +20,8 @@ batching queue"), and a split task stops at the next piece. Past `max_enqueued_b
 full batches of backlog a task is refused (429). A queue exists only while it holds
 tasks, so nothing keeps an unloaded version alive.
 
-`tensorflow-serving-api` does not ship the BatchingParameters proto, so the message
-is declared here with TF Serving's field names and numbers
-(servables/tensorflow/session_bundle_config.proto) and parsed by protobuf itself.
+The BatchingParameters message is declared in serving/protos.py (tensorflow-serving-api
+does not ship it).
 
 Example:
     >>> session = BatchingSession(parse_batching_parameters("max_batch_size { value: 32 }"))
@@ -31,48 +30,21 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import threading
 import time
 
 import numpy as np
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, wrappers_pb2
 
+from serving.protos import BatchingParameters, parse_text
 from serving.session import check_deadline
 from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted
 
 
-def _batching_parameters_class():
-    pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
-    file = descriptor_pb2.FileDescriptorProto(name="kerasbert_batching.proto", package="tensorflow.serving",
-                                              dependency=["google/protobuf/wrappers.proto"], syntax="proto3")
-    message = file.message_type.add(name="BatchingParameters")
-    F = descriptor_pb2.FieldDescriptorProto
-    for name, number, type_name in (
-            ("max_batch_size", 1, ".google.protobuf.Int64Value"),
-            ("batch_timeout_micros", 2, ".google.protobuf.Int64Value"),
-            ("thread_pool_name", 3, ".google.protobuf.StringValue"),
-            ("num_batch_threads", 4, ".google.protobuf.Int64Value"),
-            ("max_enqueued_batches", 5, ".google.protobuf.Int64Value"),
-            ("enable_large_batch_splitting", 8, ".google.protobuf.BoolValue"),
-            ("max_execution_batch_size", 9, ".google.protobuf.Int64Value")):
-        message.field.add(name=name, number=number, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
-                          type_name=type_name)
-    message.field.add(name="allowed_batch_sizes", number=6, type=F.TYPE_INT64, label=F.LABEL_REPEATED)
-    message.field.add(name="pad_variable_length_inputs", number=7, type=F.TYPE_BOOL, label=F.LABEL_OPTIONAL)
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters"))
-
-
-BatchingParameters = _batching_parameters_class()
-
-
 def parse_batching_parameters(text: str):
     """A `--batching_parameters_file`'s text as a BatchingParameters message."""
-    parameters = BatchingParameters()
-    text_format.Parse(text, parameters)
-    return parameters
+    return parse_text(BatchingParameters, text)
 
 
 def _value(parameters, field: str, default):
@@ -94,15 +66,16 @@ def batch_size_of(inputs: dict[str, np.ndarray]) -> int:
 
 
 class _Request:
-    """One caller's request, run as one piece or several; done when every piece is."""
+    """One caller's request, run as one piece or several; `on_done(outputs, error)` is called
+    (on a batch thread) when every piece has run, or at the first that failed."""
 
-    def __init__(self, pieces: int, deadline: float | None):
+    def __init__(self, pieces: int, deadline: float | None, on_done):
         self.deadline = deadline
         self.outputs: list = [None] * pieces
         self.left = pieces
         self.started = False  # a piece has run (or is running)
         self.error: Exception | None = None
-        self.done = threading.Event()
+        self.on_done = on_done
         self._lock = threading.Lock()  # pieces may finish on different batch threads
 
     def expired(self, now: float) -> bool:
@@ -110,15 +83,20 @@ class _Request:
 
     def finish_piece(self, index: int, outputs=None, error: Exception | None = None) -> None:
         with self._lock:
-            if error is not None:
-                if self.error is None:
-                    self.error = error
-                    self.done.set()  # the caller hears at once; its other pieces are skipped
+            if self.error is not None:
                 return
-            self.outputs[index] = outputs
-            self.left -= 1
-            if self.left == 0:
-                self.done.set()
+            if error is not None:
+                self.error = error  # the caller hears at once; its other pieces are skipped
+                done = (None, error)
+            else:
+                self.outputs[index] = outputs
+                self.left -= 1
+                if self.left:
+                    return
+                done = (self.outputs[0] if len(self.outputs) == 1 else
+                        {name: np.concatenate([piece[name] for piece in self.outputs]) for name in self.outputs[0]},
+                        None)
+        self.on_done(*done)
 
 
 class _Task:
@@ -149,21 +127,52 @@ class BatchingSession:
         self._queues: dict[tuple, collections.deque] = {}
         self._condition = threading.Condition()
         self._closed = False
-        self.on_batch = None  # called with (queueing delays in seconds, batch rows) of each batch run
+        self.on_batch = None  # (each task's seconds queued, each task's rows, rows, padded rows) of a batch
         for i in range(_value(parameters, "num_batch_threads", 4)):
             threading.Thread(target=self._work, name=f"batch-{i}", daemon=True).start()
 
     def run(self, servable, signature: str, inputs: dict[str, np.ndarray],
             deadline: float | None = None) -> dict[str, np.ndarray]:
+        done, result = threading.Event(), []
+
+        def finished(outputs, error):
+            result.append((outputs, error))
+            done.set()
+        self.submit(servable, signature, inputs, deadline, finished)
+        done.wait()
+        outputs, error = result[0]
+        if error is not None:
+            raise error
+        return outputs
+
+    async def run_async(self, servable, signature: str, inputs: dict[str, np.ndarray],
+                        deadline: float | None = None) -> dict[str, np.ndarray]:
+        """`run` for an event loop: no thread waits while the request is queued and run."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def finished(outputs, error):
+            def settle():
+                if not future.done():
+                    future.set_exception(error) if error is not None else future.set_result(outputs)
+            loop.call_soon_threadsafe(settle)
+        self.submit(servable, signature, inputs, deadline, finished)
+        return await future
+
+    def submit(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None,
+               on_done) -> None:
+        """Checks the request at the door (raising what is wrong with it), then queues it;
+        `on_done(outputs, error)` is called from a batch thread once it has run."""
         inputs = servable.check_inputs(signature, inputs)  # a bad request fails alone, here
         size = batch_size_of(inputs)
         if size > self.max_batch_size:  # shared_batch_scheduler refuses it likewise
             raise InvalidArgument(f"Task size {size} is larger than maximum input batch size {self.max_batch_size}")
         check_deadline(deadline)
         if size == 0:  # no rows to batch
-            return servable.run(signature, inputs)
+            on_done(servable.run(signature, inputs), None)
+            return
         starts = list(range(0, size, self.max_execution))
-        request = _Request(len(starts), deadline)
+        request = _Request(len(starts), deadline, on_done)
         tasks = [_Task(request, i, {n: a[s:s + self.max_execution] for n, a in inputs.items()})
                  for i, s in enumerate(starts)]
         key = (servable, signature)
@@ -174,12 +183,6 @@ class BatchingSession:
                 raise ResourceExhausted("The batch scheduling queue to which this task was submitted is full")
             self._queues.setdefault(key, collections.deque()).extend(tasks)
             self._condition.notify_all()
-        request.done.wait()
-        if request.error is not None:
-            raise request.error
-        if len(request.outputs) == 1:
-            return request.outputs[0]
-        return {name: np.concatenate([piece[name] for piece in request.outputs]) for name in request.outputs[0]}
 
     def queued_tasks(self) -> int:
         with self._condition:
@@ -286,7 +289,7 @@ class BatchingSession:
         for task in tasks:
             task.request.started = True
         if self.on_batch is not None:
-            self.on_batch([started - t.arrived for t in tasks], target)
+            self.on_batch([started - t.arrived for t in tasks], [t.size for t in tasks], rows, target)
         outputs = servable.run(signature, merged)
         for name, value in outputs.items():
             if value.ndim == 0:

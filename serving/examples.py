@@ -115,6 +115,16 @@ def serialized_examples(request: input_pb2.Input) -> list[bytes]:
     return examples
 
 
+def count(request: input_pb2.Input) -> int:
+    """How many examples the request holds."""
+    kind = request.WhichOneof("kind")
+    if kind == "example_list":
+        return len(request.example_list.examples)
+    if kind == "example_list_with_context":
+        return len(request.example_list_with_context.examples)
+    return 0
+
+
 def serialized_size(request: input_pb2.Input) -> int:
     """An upper bound, in bytes, of what the serialized examples take in memory, the context
     merged into each (a large context times many examples is large: reserve it first)."""

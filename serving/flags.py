@@ -68,7 +68,7 @@ FLAGS = [
     Flag("num_unload_threads", 0, "The number of threads in the thread-pool used to unload servables. If set as 0, "
                                   "we don't use a thread-pool, and servable loads are performed serially in the "
                                   "manager's main work loop, may casue the Serving request to be delayed. "
-                                  "Default: 0"),
+                                  "Default: 0", "ignored"),
     Flag("max_num_load_retries", 5, "maximum number of times it retries loading a model after the first failure, "
                                     "before giving up. If set to 0, a load is attempted only once. Default: 5"),
     Flag("load_retry_interval_micros", 60_000_000, "The interval, in microseconds, between each servable load "
@@ -78,7 +78,7 @@ FLAGS = [
                                              "periodically."),
     Flag("flush_filesystem_caches", True, "If true (the default), filesystem caches will be flushed after the "
                                           "initial load of all servables, and after each subsequent individual "
-                                          "servable reload (if the number of load threads is 1)."),
+                                          "servable reload (if the number of load threads is 1).", "ignored"),
     Flag("tensorflow_session_parallelism", 0, "Number of threads to use for running a Tensorflow session. "
                                               "Auto-configured by default.", "ignored"),
     Flag("tensorflow_session_config_file", "", "If non-empty, read an ascii TensorFlow Session ConfigProto "

@@ -27,8 +27,10 @@ from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc,
 
 from serving import examples, json_tensor, tensor_proto
 from serving.memory_budget import ServerBudgets
+from serving.protos import SSLConfig, parse_text_file
 from serving.model_store import ModelStore, check_input_names
-from serving.status import InvalidArgument, grpc_code
+from serving.metrics import ServingMetrics
+from serving.status import InvalidArgument, code_name, grpc_code
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +66,13 @@ def check_output_filter(signature_def, output_filter) -> None:
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, store: ModelStore, session, budgets: ServerBudgets, on_request=None):
-        self.store, self.session, self.budget = store, session, budgets.decoding
-        self.on_request = on_request  # called with (model name, method, error or None, seconds)
+    def __init__(self, store: ModelStore, session, budgets: ServerBudgets, metrics: ServingMetrics,
+                 tensor_content: bool = False):
+        self.store, self.session, self.budget, self.metrics = store, session, budgets.decoding, metrics
+        self.tensor_content = tensor_content  # --enable_serialization_as_tensor_content
 
     def _finish(self, name: str, method: str, started: float, error: Exception | None) -> None:
-        if self.on_request is not None:
-            self.on_request(name, method, error, time.monotonic() - started)
+        self.metrics.request(name, method, "GRPC", code_name(error), time.monotonic() - started)
 
     def Predict(self, request, context):
         started, error = time.monotonic(), None
@@ -103,7 +105,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         with self.budget.reserve(cost, deadline):
             inputs = {key: tensor_proto.to_array(proto, key, self.budget.capacity)
                       for key, proto in request.inputs.items()}
+            started = time.monotonic()
             outputs = self.session.run(servable, signature, inputs, deadline)
+            self.metrics.runtime(name, "Predict", time.monotonic() - started)
             del inputs
             response = predict_pb2.PredictResponse()
             response.model_spec.name = name
@@ -112,7 +116,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             wanted = set(request.output_filter)
             for key, value in outputs.items():
                 if not wanted or key in wanted:
-                    response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
+                    response.outputs[key].CopyFrom(tensor_proto.from_array(value, self.tensor_content))
             return response
 
     def GetModelMetadata(self, request, context):
@@ -138,8 +142,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             servable = self.store.get(name, version, label)
             signature = request.model_spec.signature_name or "serving_default"
             with self.budget.reserve(examples.serialized_size(request.input), deadline):
+                started_run = time.monotonic()
                 response.result.CopyFrom(run(servable, signature, request.input,
                                              self.store.signature_method_name_check, self.session, deadline))
+                self.metrics.runtime(name, method, time.monotonic() - started_run)
+                self.metrics.examples(name, examples.count(request.input))
             response.model_spec.name = name
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature
@@ -162,24 +169,58 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             _abort(context, error)
 
 
+def server_credentials(ssl_config_file: str):
+    """TF Serving's BuildServerCredentials: SSL from an SSLConfig text proto (PEM contents in
+    server_key, server_cert and custom_ca; client_verify requires and checks a client
+    certificate signed by custom_ca), else none."""
+    if not ssl_config_file:
+        return None
+    config = parse_text_file(SSLConfig, ssl_config_file)
+    return grpc.ssl_server_credentials([(config.server_key.encode(), config.server_cert.encode())],
+                                       root_certificates=config.custom_ca.encode() or None,
+                                       require_client_auth=config.client_verify)
+
+
 def make_grpc_server(store: ModelStore, port: int, session, budgets: ServerBudgets, host: str = "127.0.0.1",
                      max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024,
-                     channel_arguments: list[tuple] | None = None, on_request=None):
-    """A started gRPC server on host:port; returns (server, bound port).
+                     channel_arguments: list[tuple] | None = None, metrics: ServingMetrics | None = None,
+                     socket_path: str = "", credentials=None, health: bool = False, tensor_content: bool = False):
+    """A started gRPC server; returns (server, bound TCP port or 0, health servicer or None).
 
-    `max_threads` calls run at once; more are refused RESOURCE_EXHAUSTED (grpc's
-    maximum_concurrent_rpcs), so no call waits unbounded in a queue. `channel_arguments`
-    (TF Serving's --grpc_channel_arguments) come after the message-size defaults, so
-    they override them.
+    `port` 0 listens on no TCP port (TF Serving's --port=0), `socket_path` on a UNIX socket
+    too; `credentials` (server_credentials) secure both. `max_threads` calls run at once;
+    more are refused RESOURCE_EXHAUSTED (grpc's maximum_concurrent_rpcs), so no call waits
+    unbounded in a queue. `channel_arguments` (TF Serving's --grpc_channel_arguments) override
+    the message-size defaults. With `health`, the standard
+    grpc.health.v1.Health service answers for "ModelService" and "PredictionService", as
+    server.cc sets them: SERVING once started, NOT_SERVING once shutdown begins.
     """
-    options = [("grpc.max_receive_message_length", max_message_bytes),
-               ("grpc.max_send_message_length", max_message_bytes), *(channel_arguments or [])]
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="grpc"),
-                         options=options, maximum_concurrent_rpcs=max_threads)
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(store, session, budgets, on_request), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(store), server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    server.start()
-    return server, bound
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+    options = {"grpc.max_receive_message_length": max_message_bytes,
+               "grpc.max_send_message_length": max_message_bytes, **dict(channel_arguments or [])}
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="grpc"),
+                         options=list(options.items()), maximum_concurrent_rpcs=max_threads)
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionService(store, session, budgets, metrics or ServingMetrics(enabled=False), tensor_content), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(store), server)
+    health_servicer = None
+    if health:
+        health_servicer = health.HealthServicer(experimental_non_blocking=True)
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+
+    def listen(address):
+        bound = (server.add_secure_port(address, credentials) if credentials is not None
+                 else server.add_insecure_port(address))
+        if not bound and not address.startswith("unix:"):
+            raise OSError(f"cannot listen for gRPC on {address}")
+        return bound
+
+    bound = listen(f"{host}:{port}") if port else 0
+    if socket_path:
+        listen(f"unix:{socket_path}")
+    server.start()
+    if health_servicer is not None:
+        for service in ("ModelService", "PredictionService"):
+            health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    return server, bound, health_servicer

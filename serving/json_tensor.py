@@ -52,8 +52,12 @@ def _float_texts(flat: np.ndarray, double: bool) -> list[str]:
     texts = ["%.6g" % v for v in values]
     if not texts:
         return texts
-    with np.errstate(invalid="ignore"):
-        lossy = np.nonzero(np.array(texts).astype(kind) != flat)[0].tolist()
+    if len(texts) <= 64:  # a few values: cheaper one by one than through a numpy string array
+        lossy = [i for i, (text, value) in enumerate(zip(texts, values))
+                 if value == value and kind(text) != kind(value)]
+    else:
+        with np.errstate(invalid="ignore"):
+            lossy = np.nonzero(np.array(texts).astype(kind) != flat)[0].tolist()
     long = "%.17g" if double else "%.9g"
     for i in lossy:
         texts[i] = long % values[i]

@@ -79,6 +79,13 @@ class Reservation:
         else:
             self.grow(size, deadline)
 
+    async def resize_async(self, size: int, deadline: float | None) -> None:
+        if size < self.size:
+            self.budget.give_back(self.size - size)
+            self.size = size
+        else:
+            await self.grow_async(size, deadline)
+
     def release(self) -> None:
         size, self.size = self.size, 0
         if size:

@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import logging
 import os
@@ -104,16 +105,18 @@ def program_key(path: str) -> tuple | None:
             fingerprint.saved_object_graph_hash, assets.hexdigest())
 
 
-def serving_meta_graph(path: str):
-    """The MetaGraphDef tagged "serve" of the SavedModel at `path`, read from its proto (the
-    schema TF Serving reads too) rather than through TF's private saved_model_utils."""
+def serving_meta_graph(path: str, tags: tuple[str, ...] = ("serve",)):
+    """The MetaGraphDef of the SavedModel at `path` whose tags are `tags`, read from its proto
+    (the schema TF Serving reads too) rather than through TF's private saved_model_utils."""
     saved_model = saved_model_pb2.SavedModel()
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
         saved_model.ParseFromString(f.read())
     for meta_graph in saved_model.meta_graphs:
-        if "serve" in meta_graph.meta_info_def.tags:
+        if set(meta_graph.meta_info_def.tags) == set(tags):
             return meta_graph
-    raise ValueError(f"{path}: no MetaGraphDef tagged 'serve'")
+    found = [sorted(m.meta_info_def.tags) for m in saved_model.meta_graphs]
+    raise ValueError(f"{path}: MetaGraphDef associated with tags {sorted(tags)} could not be found in "
+                     f"SavedModel (it has {found})")
 
 
 class LoadFailure(NamedTuple):
@@ -130,15 +133,15 @@ class Servable:
     program_key), the version's weights are restored into it instead of loading anew.
     """
 
-    def __init__(self, name: str, version: int, path: str, loaded=None):
+    def __init__(self, name: str, version: int, path: str, loaded=None, tags: tuple[str, ...] = ("serve",)):
         self.name, self.version, self.path = name, version, path
+        self.meta_graph = serving_meta_graph(path, tags)  # first: a missing tag set fails here, clearly
         if loaded is None:
-            loaded = tf.saved_model.load(path)
+            loaded = tf.saved_model.load(path, tags=list(tags))
         else:
             variables = os.path.join(path, "variables", "variables")
             tf.train.Checkpoint(root=loaded).read(variables).assert_existing_objects_matched()
         self.loaded = loaded
-        self.meta_graph = serving_meta_graph(path)
         self.signature_defs = self.meta_graph.signature_def
 
     def signature(self, name: str):
@@ -213,8 +216,14 @@ class ModelStore:
 
     def __init__(self, configs: list[ModelConfig], poll_seconds: float = 1.0, warmup: bool = True,
                  standby: bool = False, max_load_retries: int = 5, load_retry_seconds: float = 60.0,
-                 signature_method_name_check: bool = False):
+                 signature_method_name_check: bool = False, tags: tuple[str, ...] = ("serve",),
+                 num_load_threads: int = 0, metrics=None):
         self.configs = {config.name: config for config in configs}
+        self.tags = tags  # TF Serving's --saved_model_tags: the MetaGraphDef to load
+        # TF Serving's --num_load_threads: 0 loads one version after another in the poll
+        # thread; N loads up to N versions at once.
+        self.num_load_threads = num_load_threads
+        self.metrics = metrics  # serving.metrics.ServingMetrics, or None
         self.poll_seconds = poll_seconds
         self.warmup, self.standby = warmup, standby
         # TF Serving's --enable_signature_method_name_check: classify/regress only on signatures
@@ -281,30 +290,43 @@ class ModelStore:
     def poll(self) -> None:
         """Loads wanted versions not yet loaded; unloads loaded ones no longer wanted."""
         with self._poll_lock:  # one pass at a time: the poll thread's, or a reconfigure's
+            wanted, loads = {}, []
             for name, config in self.configs.items():
-                self._poll_model(name, config)
+                folders = self.versions_on_disk(config.base_path)
+                wanted[name] = self.wanted_versions(config, list(folders))
+                loads += [(name, version, os.path.join(config.base_path, folders[version]))
+                          for version in wanted[name]
+                          if version not in self._servables[name] and self._load_due(name, version)]
+            if self.num_load_threads > 0 and len(loads) > 1:
+                with concurrent.futures.ThreadPoolExecutor(self.num_load_threads, thread_name_prefix="load") as pool:
+                    loaded = list(pool.map(lambda load: self._try_load(*load), loads))
+            else:
+                loaded = [self._try_load(*load) for load in loads]
+            for name in self.configs:
+                paths = [path for (model, _, path), ok in zip(loads, loaded) if model == name and ok]
+                if self.standby and paths:  # one spare per model, of its newest version
+                    threading.Thread(target=self._prepare_spare, args=(name, paths[-1]), daemon=True,
+                                     name=f"standby-{name}").start()
+                self._unload_unwanted(name, wanted[name])
 
-    def _poll_model(self, name: str, config: ModelConfig) -> None:
-        folders = self.versions_on_disk(config.base_path)
-        wanted = self.wanted_versions(config, list(folders))
-        newest_loaded = None
-        for version in wanted:
-            if version in self._servables[name] or not self._load_due(name, version):
-                continue
-            path = os.path.join(config.base_path, folders[version])
-            try:
-                servable = self._load(name, version, path)
-            except Exception as error:  # a broken export must not take the server down
-                self._record_failure(name, version, path, error)
-                continue
-            with self._lock:
-                self._failed[name].pop(version, None)
-                self._servables[name][version] = servable
-            log.info("loaded %s version %d from %s", name, version, path)
-            newest_loaded = path
-        if self.standby and newest_loaded:  # one spare per model, of its newest version
-            threading.Thread(target=self._prepare_spare, args=(name, newest_loaded), daemon=True,
-                             name=f"standby-{name}").start()
+    def _try_load(self, name: str, version: int, path: str) -> bool:
+        started = time.monotonic()
+        try:
+            servable = self._load(name, version, path)
+        except Exception as error:  # a broken export must not take the server down
+            self._record_failure(name, version, path, error)
+            if self.metrics is not None:
+                self.metrics.load(path, False, time.monotonic() - started)
+            return False
+        if self.metrics is not None:
+            self.metrics.load(path, True, time.monotonic() - started)
+        with self._lock:
+            self._failed[name].pop(version, None)
+            self._servables[name][version] = servable
+        log.info("loaded %s version %d from %s", name, version, path)
+        return True
+
+    def _unload_unwanted(self, name: str, wanted: list[int]) -> None:
         with self._lock:
             for version in self.versions_to_unload(wanted, list(self._servables[name])):
                 # Requests holding this servable keep it alive until they finish.
@@ -349,12 +371,18 @@ class ModelStore:
         with self._lock:
             spare = self._spares.pop(name, None)  # only ever set with standby on
         if spare is not None and spare[0] == program_key(path):
-            servable = Servable(name, version, path, loaded=spare[1])
+            servable = Servable(name, version, path, loaded=spare[1], tags=self.tags)
             log.info("%s version %d: weights restored into the standby copy", name, version)
             return servable
-        servable = Servable(name, version, path)
+        servable = Servable(name, version, path, tags=self.tags)
         if self.warmup:
-            replay_warmup_requests(servable, self.signature_method_name_check)
+            started, ok = time.monotonic(), False
+            try:
+                replay_warmup_requests(servable, self.signature_method_name_check)
+                ok = True
+            finally:
+                if self.metrics is not None:
+                    self.metrics.warmup(path, ok, time.monotonic() - started)
         return servable
 
     def _prepare_spare(self, name: str, path: str) -> None:
@@ -363,7 +391,7 @@ class ModelStore:
             key = program_key(path)
             if key is None:
                 return
-            spare = Servable(name, 0, path)
+            spare = Servable(name, 0, path, tags=self.tags)
             replay_warmup_requests(spare, self.signature_method_name_check)
             with self._lock:
                 self._spares[name] = (key, spare.loaded)

@@ -45,9 +45,10 @@ from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving import examples, json_tensor
-from serving.memory_budget import ServerBudgets, TooLarge
+from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets, TooLarge
+from serving.metrics import ServingMetrics
 from serving.model_store import ModelStore
-from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted, http_status
+from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted, code_name, http_status
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ STATUS_RE = re.compile(r"/v1/models(?:/(?P<name>[^/:]+))?(?:/versions/(?P<versio
                        r"/labels/(?P<label>[^/:]+))?(?P<metadata>/metadata)?", re.IGNORECASE)
 NOT_FOUND_PAGE = ("<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n"
                   "</BODY></HTML>\n")  # libevent's evhttp_send_error(req, HTTP_NOTFOUND, NULL)
+SMALL_RESPONSE_COST = 4 << 20  # a response whose writing costs more is written on the pool
 CORS_HEADERS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "POST, GET",
                 "Access-Control-Allow-Headers": "Content-Type"}  # http_rest_api_util.cc AddCORSHeaders
 
@@ -98,15 +100,15 @@ class RestServer:
     def __init__(self, store: ModelStore, session, budgets: ServerBudgets, port: int, host: str = "127.0.0.1",
                  max_body_bytes: int = 64 * 1024 * 1024, timeout_ms: int = 30000, num_threads: int = 8,
                  enable_cors: bool = False, max_connections: int = 1024, keepalive_timeout: float = 60.0,
-                 on_request=None, extra_routes: dict | None = None):
+                 metrics: ServingMetrics | None = None, metrics_path: str | None = None):
         self.store, self.session, self.budgets = store, session, budgets
         self.host, self.port = host, port
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout_ms / 1000 if timeout_ms > 0 else None
         self.enable_cors = enable_cors
         self.max_connections, self.keepalive_timeout = max_connections, keepalive_timeout
-        self.on_request = on_request  # (model name, API, error or None, seconds) of each model request
-        self.extra_routes = extra_routes or {}  # exact path -> (callable returning (status, type, text))
+        self.metrics = metrics or ServingMetrics(enabled=False)
+        self.metrics_path = metrics_path  # where Prometheus scrapes (None: not exported)
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="rest")
         self.loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
@@ -192,9 +194,8 @@ class RestServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.raw_path.split("?", 1)[0]  # the query is not part of the route
-        if path in self.extra_routes:
-            status, content_type, text = self.extra_routes[path]()
-            return web.Response(status=status, body=text.encode("utf-8"), headers={"Content-Type": content_type})
+        if path == self.metrics_path:  # http_server.cc ProcessPrometheusRequest
+            return web.Response(status=200, body=self.metrics.exposition(), headers={"Content-Type": "text/plain"})
         if not HANDLER_PATH_RE.fullmatch(path):  # never reaches TF Serving's REST handler
             return web.Response(status=404, body=NOT_FOUND_PAGE.encode("latin-1"),
                                 headers={"Content-Type": "text/html; charset=ISO-8859-1"})
@@ -219,11 +220,18 @@ class RestServer:
                 body_held = self.budgets.bodies(request.content_length).reserve(0, deadline)
                 body = await self._read_body(request, body_held, deadline)
                 reservation = await self.budgets.decoding.reserve_async(json_tensor.decode_cost(body), deadline)
-                call = self.loop.run_in_executor(self.pool, self._model_call, api, model, version, label, [body],
-                                                 body_held, reservation, deadline)
+                if api == "predict" and len(body) <= SMALL_BODY_BYTES and hasattr(self.session, "run_async"):
+                    # Small and batched: decoded and answered on the event loop, queued for its
+                    # batch without a thread waiting on it (two hand-offs between threads fewer).
+                    body_held.release()
+                    call = asyncio.ensure_future(self._predict_here(model, version, label, body, reservation,
+                                                                    deadline))
+                else:
+                    call = self.loop.run_in_executor(self.pool, self._model_call, api, model, version, label,
+                                                     [body], body_held, reservation, deadline)
                 del body
-                # The worker's memory is in use until it returns, even if the client was answered
-                # 504 before: the reservations are released then, not when the answer is sent.
+                # The request's memory is in use until its call returns, even if the client was
+                # answered 504 before: the reservations are released then, not when the answer is sent.
                 call.add_done_callback(lambda _, held=(body_held, reservation): [r.release() for r in held])
                 reservation = body_held = None
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -254,8 +262,7 @@ class RestServer:
             for held in (reservation, body_held):
                 if held is not None:
                     held.release()
-        if self.on_request is not None and model is not None:
-            self.on_request(model, api, error, time.monotonic() - started)
+        self.metrics.request(model or "", api or method, "REST", code_name(error), time.monotonic() - started)
         return response
 
     async def _read_body(self, request: web.Request, reservation, deadline: float | None) -> bytes:
@@ -284,6 +291,25 @@ class RestServer:
                                         f"{reservation.budget.used} of {reservation.budget.capacity} bytes in use")
             body += chunk
 
+    async def _predict_here(self, model: str, version, label, body: bytes, reservation,
+                            deadline: float | None) -> bytes:
+        """Predict for a small body, on the event loop, with a session that runs asynchronously."""
+        document = json_tensor.loads_request(body, deadline)
+        signature = json_tensor.signature_name(document)
+        servable = self.store.get(model, version, label)
+        inputs, row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(signature))
+        del document
+        started = time.monotonic()
+        outputs = await self.session.run_async(servable, signature, inputs, deadline)
+        self.metrics.runtime(model, "Predict", time.monotonic() - started)
+        del inputs
+        cost = json_tensor.response_cost(outputs, row_format)
+        await reservation.resize_async(cost, deadline)
+        dtypes = servable.output_dtypes(signature)
+        if cost <= SMALL_RESPONSE_COST:
+            return json_tensor.dumps_response(outputs, row_format, dtypes)
+        return await self.loop.run_in_executor(self.pool, json_tensor.dumps_response, outputs, row_format, dtypes)
+
     def _model_call(self, api: str, model: str, version, label, body_holder: list, body_held, reservation,
                     deadline: float | None) -> bytes:
         """Predict, classify or regress: JSON in, JSON out (runs on the pool). `body_holder`
@@ -295,7 +321,9 @@ class RestServer:
         if api == "predict":
             inputs, row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(signature))
             del document
+            started = time.monotonic()
             outputs = self.session.run(servable, signature, inputs, deadline)
+            self.metrics.runtime(model, "Predict", time.monotonic() - started)
             del inputs  # from here the request holds its body, its outputs and their JSON
             reservation.resize(json_tensor.response_cost(outputs, row_format), deadline)
             return json_tensor.dumps_response(outputs, row_format, servable.output_dtypes(signature))
@@ -303,7 +331,10 @@ class RestServer:
         del document
         reservation.grow(reservation.size + examples.serialized_size(request), deadline)
         run = examples.classify if api == "classify" else examples.regress
+        started = time.monotonic()
         result = run(servable, signature, request, self.store.signature_method_name_check, self.session, deadline)
+        self.metrics.runtime(model, api.capitalize(), time.monotonic() - started)
+        self.metrics.examples(model, examples.count(request))
         return (examples.dumps_classification(result) if api == "classify"
                 else examples.dumps_regression(result)).encode()
 

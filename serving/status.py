@@ -91,6 +91,11 @@ def grpc_code(error: Exception) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
+def code_name(error: Exception | None) -> str:
+    """The status's name, as TF Serving's metrics label it: "OK", "INVALID_ARGUMENT", ..."""
+    return "OK" if error is None else grpc_code(error).name
+
+
 def http_status(error: Exception) -> int:
     return _HTTP_STATUS[grpc_code(error)]
 

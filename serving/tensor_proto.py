@@ -114,6 +114,26 @@ def to_array(proto, alias: str, limit_bytes: int) -> np.ndarray:
     return _fill(values, count, alias, built(0) if built is not object else b"").reshape(dims)
 
 
+def from_array(array: np.ndarray, as_content: bool = False):
+    """A TensorProto of `array`, as TF Serving writes a response's outputs: the typed repeated
+    field (Tensor::AsProtoField), or with `as_content` (--enable_serialization_as_tensor_content)
+    the raw bytes in tensor_content (AsProtoTensorContent). Strings are always string_val."""
+    if as_content or array.dtype == object:
+        return tf.make_tensor_proto(array)
+    proto = tf.make_tensor_proto(np.zeros((0,), array.dtype))  # dtype set by TF's own mapping
+    proto.tensor_shape.Clear()
+    for size in array.shape:
+        proto.tensor_shape.dim.add(size=size)
+    field, wire, _ = _FIELDS[proto.dtype]
+    flat = array.reshape(-1)
+    if proto.dtype in (types_pb2.DT_HALF, types_pb2.DT_BFLOAT16):
+        flat = flat.view(np.uint16)
+    elif proto.dtype in (types_pb2.DT_COMPLEX64, types_pb2.DT_COMPLEX128):
+        flat = flat.view(wire)
+    getattr(proto, field).extend(flat.astype(wire if wire is not np.bool_ else bool).tolist())
+    return proto
+
+
 def _fill(values: np.ndarray, count: int, alias: str, zero) -> np.ndarray:
     """FromProto's rule: no values is all zeros; fewer repeat the last; more are cut."""
     if len(values) >= count:

@@ -7,7 +7,6 @@ never another client's rows; memory and threads bounded; the next good request a
 import http.client
 import json
 import os
-import re
 import socket
 import threading
 import time
@@ -19,6 +18,7 @@ import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from benchmarks.attacks import Target, exchange, framing_attacks, memory_bombs, statuses
 from serving_models import save_hostile
 
 MAX_BODY = 4 * 1024 * 1024
@@ -67,25 +67,6 @@ def post(server, signature, document, timeout=30):
 
 def answers_a_good_request(server) -> bool:
     return post(server, "double", {"instances": [1.5, -2.0]}) == (200, {"predictions": [3.0, -4.0]})
-
-
-def raw_exchange(server, data: bytes, quiet: float = 1.0) -> bytes:
-    """Sends `data` on a raw socket; returns every byte the server sent until it closed the
-    connection or stayed quiet for `quiet` seconds."""
-    with socket.create_connection(("127.0.0.1", server.rest_port)) as sock:
-        sock.settimeout(quiet)
-        sock.sendall(data)
-        received = b""
-        try:
-            while chunk := sock.recv(65536):
-                received += chunk
-        except (socket.timeout, ConnectionResetError):
-            pass
-    return received
-
-
-def statuses(received: bytes) -> list[int]:
-    return [int(code) for code in re.findall(rb"HTTP/1\.[01] (\d{3}) ", received)]
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -186,37 +167,14 @@ def test_classify_is_batched_too(servers):
 
 # --- HTTP framing: one request, one answer -------------------------------------------------
 
-BODY = b'{"signature_name": "double", "instances": [1.5]}'
-HEAD = b"POST /v1/models/hostile:predict HTTP/1.1\r\nHost: x\r\n"
-FRAMING = [
-    ("Content-Length: -1 (was: read to EOF, 320 MiB accepted)", HEAD + b"Content-Length: -1\r\n\r\n" + BODY),
-    ("Content-Length: -5 (was: 500)", HEAD + b"Content-Length: -5\r\n\r\n" + BODY),
-    ("Content-Length: abc (was: 500, then the body parsed as a second request)",
-     HEAD + b"Content-Length: abc\r\n\r\n" + BODY),
-    ("two conflicting Content-Length (was: the first won)",
-     HEAD + b"Content-Length: %d\r\nContent-Length: 5\r\n\r\n" % len(BODY) + BODY),
-    ("Content-Length and Transfer-Encoding together (smuggling)",
-     HEAD + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n" % len(BODY) + BODY),
-    ("Transfer-Encoding then a Content-Length hiding a second request",
-     HEAD + b"Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\nGET /v1/models/hostile HTTP/1.1\r\n\r\n"),
-    ("a chunk size that is not hex", HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n" + BODY + b"\r\n0\r\n\r\n"),
-    ("a request line that is not HTTP", b"GARBAGE\r\n\r\n"),
-    ("a 20 KB header", b"GET /v1/models/hostile HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n"),
-    ("200 headers", b"GET /v1/models/hostile HTTP/1.1\r\n" + b"".join(b"X%d: y\r\n" % i for i in range(200))
-     + b"\r\n"),
-    ("a gzip Content-Encoding: the body is read as sent, as TF Serving reads it",
-     HEAD + b"Content-Encoding: gzip\r\nContent-Length: 5\r\n\r\nabcde"),
-    ("a lone surrogate in a string (was: 500)",
-     HEAD + b'Content-Length: 52\r\n\r\n{"signature_name": "double", "instances": ["\\ud800"]}'),
-    ("a 5000-digit integer (was: 500)",
-     HEAD + b"Content-Length: %d\r\n\r\n" % (5044,) + b'{"signature_name": "double", "instances": [1' + b"0" * 4999
-     + b"]}"),
-]
+TARGET = Target("hostile", "double", "x", "1.5")
+BODY, HEAD = TARGET.body(), TARGET.head()
+FRAMING = framing_attacks(TARGET)
 
 
 @pytest.mark.parametrize("case, data", FRAMING, ids=[c[0] for c in FRAMING])
 def test_a_malformed_request_gets_one_4xx_and_the_server_goes_on(servers, case, data):
-    received = raw_exchange(servers["direct"], data)
+    received = exchange(servers["direct"].rest_port, data)
     assert len(statuses(received)) == 1 and 400 <= statuses(received)[0] < 500, (case, received[:300])
     assert answers_a_good_request(servers["direct"])
 
@@ -224,7 +182,7 @@ def test_a_malformed_request_gets_one_4xx_and_the_server_goes_on(servers, case, 
 def test_a_chunked_body_is_read_and_the_request_after_it_answered_in_turn(servers):
     """A chunked body is one request: its chunk lines never become a second one."""
     chunked = HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(BODY) + BODY + b"\r\n0\r\n\r\n"
-    received = raw_exchange(servers["direct"], chunked + b"GET /v1/models/hostile HTTP/1.1\r\nHost: x\r\n\r\n")
+    received = exchange(servers["direct"].rest_port, chunked + b"GET /v1/models/hostile HTTP/1.1\r\nHost: x\r\n\r\n")
     assert statuses(received) == [200, 200]
     assert b'{"predictions": [3.0]}' in received and b'"state": "AVAILABLE"' in received
 
@@ -232,7 +190,7 @@ def test_a_chunked_body_is_read_and_the_request_after_it_answered_in_turn(server
 def test_a_body_over_the_limit_is_refused_413_unread(servers):
     pid = servers["direct"].process.pid
     before = reset_peak_rss(pid)
-    received = raw_exchange(servers["direct"], HEAD + b"Content-Length: %d\r\n\r\n" % (64 * MAX_BODY) + b"[0," * 1000)
+    received = exchange(servers["direct"].rest_port, HEAD + b"Content-Length: %d\r\n\r\n" % (64 * MAX_BODY) + b"[0," * 1000)
     assert statuses(received) == [413]
     assert proc_status(pid)["VmHWM"] - before < 8 * 1024  # kB: nothing of the body was kept
     assert answers_a_good_request(servers["direct"])
@@ -252,19 +210,16 @@ def test_a_dense_json_body_decodes_within_15_times_its_size(servers):
 
 
 def test_concurrent_memory_bombs_stay_within_the_budget(servers):
-    """Eight clients at once, each with a body near --max_body_bytes (dense numbers, nested
-    lists, objects): the server's request data never exceeds 14 x --max_body_bytes; what
-    cannot be admitted in time is refused 413 or 429, never 5xx."""
+    """Eight clients at once, each with a body of dense numbers, nested lists or objects near
+    half of --max_body_bytes, or one far over it: peak RSS grows by at most 15 x --max_body_bytes; what
+    cannot be admitted is refused 413 or 429, never 5xx."""
     pid = servers["direct"].process.pid
-    bodies = [json.dumps({"signature_name": "sum_rows", "inputs": [0.5] * 800_000}).encode(),
-              b'{"signature_name": "sum_rows", "inputs": [' + b",".join([b"[0]"] * 150_000) + b"]}",
-              b'{"signature_name": "sum_rows", "instances": [' + b",".join([b'{"x": 1}'] * 60_000) + b"]}"]
-    assert max(map(len, bodies)) <= MAX_BODY
+    bodies = [body for _, body in memory_bombs(Target("hostile", "sum_rows", "x", "1.0"), MAX_BODY // 2)]
     before = reset_peak_rss(pid)
     results = [None] * 8
 
     def send(i):
-        results[i] = post(servers["direct"], "sum_rows", bodies[i % 3])[0]
+        results[i] = post(servers["direct"], "sum_rows", bodies[i % len(bodies)])[0]
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(8)]
     for thread in threads:

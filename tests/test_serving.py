@@ -307,7 +307,7 @@ def test_cli_flags_and_shipped_configs_parse():
     configs = parse_model_config_text(open(os.path.join(ROOT, "serving", "models.config")).read())
     assert configs[0].name == "kerasbert" and configs[0].model_version_policy.latest.num_versions == 2
     parameters = parse_batching_parameters(open(os.path.join(ROOT, "serving", "batching.config")).read())
-    assert parameters.max_batch_size.value == 32 and list(parameters.allowed_batch_sizes) == [1, 2, 4, 8, 16, 32]
+    assert parameters.max_batch_size.value == 32 and parameters.num_batch_threads.value == 2
 
 
 def test_python_m_serving_subprocess_warns_on_unknown_and_ineffective_flags(model_base):

@@ -1,0 +1,95 @@
+"""What a hostile or unlucky client sends a TF Serving REST/gRPC server: declared once, used
+by tests/test_hostile.py (each case alone) and benchmarks.hostile (all in a loop, beside
+good clients).
+
+Every attack is aimed at one model's signature with one input (`Target`).
+
+Example:
+    >>> target = Target("kerasbert", "sentiment", "text", '"a fine film"')
+    >>> [name for name, _ in framing_attacks(target)][:2]
+    ['Content-Length: -1 (was: read to EOF, 320 MiB accepted)', 'Content-Length: -5 (was: 500)']
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from typing import NamedTuple
+
+
+class Target(NamedTuple):
+    model: str
+    signature: str
+    input: str
+    value_json: str  # one good instance, as JSON
+
+    def body(self) -> bytes:
+        return f'{{"signature_name": "{self.signature}", "instances": [{self.value_json}]}}'.encode()
+
+    def head(self) -> bytes:
+        return f"POST /v1/models/{self.model}:predict HTTP/1.1\r\nHost: x\r\n".encode()
+
+
+def framing_attacks(target: Target) -> list[tuple[str, bytes]]:
+    """Raw requests that break HTTP/1.1 framing or the JSON inside: each must get exactly one
+    4xx answer, and the server must answer the next good request."""
+    body, head = target.body(), target.head()
+    prefix = f'{{"signature_name": "{target.signature}", "instances": ['.encode()
+    surrogate = prefix + b'"\\ud800"]}'
+    digits = prefix + b"1" + b"0" * 4999 + b"]}"
+    return [
+        ("Content-Length: -1 (was: read to EOF, 320 MiB accepted)", head + b"Content-Length: -1\r\n\r\n" + body),
+        ("Content-Length: -5 (was: 500)", head + b"Content-Length: -5\r\n\r\n" + body),
+        ("Content-Length: abc (was: 500, then the body parsed as a second request)",
+         head + b"Content-Length: abc\r\n\r\n" + body),
+        ("two conflicting Content-Length (was: the first won)",
+         head + b"Content-Length: %d\r\nContent-Length: 5\r\n\r\n" % len(body) + body),
+        ("Content-Length and Transfer-Encoding together (smuggling)",
+         head + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n" % len(body) + body),
+        ("Transfer-Encoding then a Content-Length hiding a second request",
+         head + b"Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n"
+                b"GET /v1/models/x HTTP/1.1\r\n\r\n"),
+        ("a chunk size that is not hex", head + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n" + body + b"\r\n0\r\n\r\n"),
+        ("a request line that is not HTTP", b"GARBAGE\r\n\r\n"),
+        ("a 20 KB header", b"GET /v1/models/x HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n"),
+        ("200 headers", b"GET /v1/models/x HTTP/1.1\r\n" + b"".join(b"X%d: y\r\n" % i for i in range(200)) + b"\r\n"),
+        ("a gzip Content-Encoding: the body is read as sent, as TF Serving reads it",
+         head + b"Content-Encoding: gzip\r\nContent-Length: 5\r\n\r\nabcde"),
+        ("a lone surrogate in a string (was: 500)", head + b"Content-Length: %d\r\n\r\n" % len(surrogate) + surrogate),
+        ("a 5000-digit integer (was: 500)", head + b"Content-Length: %d\r\n\r\n" % len(digits) + digits),
+    ]
+
+
+def memory_bombs(target: Target, max_body_bytes: int) -> list[tuple[str, bytes]]:
+    """Bodies that cost a naive server far more memory than their size, each within
+    --max_body_bytes, and one far over it."""
+    prefix = f'{{"signature_name": "{target.signature}", "inputs": ['.encode()
+    dense = (max_body_bytes - 64) // 2
+    return [("dense zeros", prefix + b",".join([b"0"] * dense) + b"]}"),
+            ("nested lists", prefix + b",".join([b"[0]"] * (max_body_bytes // 4 - 32)) + b"]}"),
+            ("objects", f'{{"signature_name": "{target.signature}", "instances": ['.encode()
+             + b",".join([b'{"x": 1}'] * (max_body_bytes // 9 - 16)) + b"]}"),
+            ("10x --max_body_bytes", prefix + b"0," * (5 * max_body_bytes) + b"0]}")]
+
+
+def exchange(port: int, data: bytes, quiet: float = 1.0) -> bytes:
+    """Sends `data` on a raw socket to 127.0.0.1:port; returns every byte the server sent
+    until it closed the connection or stayed quiet for `quiet` seconds."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(quiet)
+        try:
+            sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):  # answered and closed before all was sent
+            pass
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except (socket.timeout, ConnectionResetError):
+            pass
+    return received
+
+
+def statuses(received: bytes) -> list[int]:
+    """The status codes of the HTTP responses in `received`, in order."""
+    return [int(code) for code in re.findall(rb"HTTP/1\.[01] (\d{3}) ", received)]
