@@ -64,7 +64,7 @@ def memory_bombs(target: Target, max_body_bytes: int) -> list[tuple[str, bytes]]
     """Bodies that cost a naive server far more memory than their size, each within
     --max_body_bytes, and one far over it."""
     prefix = f'{{"signature_name": "{target.signature}", "inputs": ['.encode()
-    dense = (max_body_bytes - 64) // 2
+    dense = (max_body_bytes - 512) // 2
     return [("dense zeros", prefix + b",".join([b"0"] * dense) + b"]}"),
             ("nested lists", prefix + b",".join([b"[0]"] * (max_body_bytes // 4 - 32)) + b"]}"),
             ("objects", f'{{"signature_name": "{target.signature}", "instances": ['.encode()

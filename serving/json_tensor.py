@@ -344,6 +344,11 @@ def _fast_array(value, shape: list[int], dtype: tf.DType) -> np.ndarray | None:
     `dtype` takes; None otherwise (the element-wise path then finds TF Serving's error).
     No float64 or Python-object copy of the values is made on the way."""
     if dtype == tf.string:
+        first = value
+        while isinstance(first, list) and first:
+            first = first[0]
+        if not isinstance(first, (str, list)):  # not a plain string tensor: no array of it is built
+            return None
         try:
             objects = np.array(value, dtype=object)
         except ValueError:

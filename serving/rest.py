@@ -48,6 +48,7 @@ from serving import examples, json_tensor
 from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets, TooLarge
 from serving.metrics import ServingMetrics
 from serving.model_store import ModelStore
+from serving.pools import started_pool
 from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted, code_name, http_status
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ class RestServer:
         self.max_connections, self.keepalive_timeout = max_connections, keepalive_timeout
         self.metrics = metrics or ServingMetrics(enabled=False)
         self.metrics_path = metrics_path  # where Prometheus scrapes (None: not exported)
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="rest")
+        self.pool = started_pool(num_threads, "rest")
         self.loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -265,7 +266,7 @@ class RestServer:
         self.metrics.request(model or "", api or method, "REST", code_name(error), time.monotonic() - started)
         return response
 
-    async def _read_body(self, request: web.Request, reservation, deadline: float | None) -> bytes:
+    async def _read_body(self, request: web.Request, reservation, deadline: float | None) -> bytearray:
         """The body, reserved from its lane as it arrives; 413 past --max_body_bytes, 429 if
         the lane is full."""
         length = request.content_length
@@ -283,7 +284,7 @@ class RestServer:
             except aiohttp.ClientPayloadError as error:  # a malformed chunked body, cut short
                 raise InvalidArgument(f"Malformed request body: {error}") from None
             if not chunk:
-                return bytes(body)
+                return body  # a bytearray: RapidJSON reads it as it is, with no copy
             if len(body) + len(chunk) > self.max_body_bytes:
                 raise BodyTooLarge(f"Request body exceeds the limit of {self.max_body_bytes} bytes")
             if not reservation.try_grow(reservation.size + len(chunk)):

@@ -62,6 +62,8 @@ def shape_of(proto, alias: str) -> tuple[int, ...]:
         raise _error(alias, f"{len(dims)} dimensions, more than {MAX_RANK}")
     if any(d < 0 for d in dims):
         raise _error(alias, f"negative dimension in shape {list(dims)}")
+    if _elements(tuple(d for d in dims if d)) >= 2**58:  # what numpy can index (16-byte elements)
+        raise _error(alias, f"shape {list(dims)} is too large")
     return dims
 
 
