@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 MAX_BODY = 4 * 1024 * 1024
 ADJECTIVES = ["gripping", "dull", "moving", "clumsy", "tender", "bloated", "witty", "tedious"]
@@ -221,6 +222,16 @@ def proc_status(pid: int) -> dict[str, int]:
     return values
 
 
+def budget_peaks(page: str) -> dict[str, float]:
+    """The most request data each budget held (MiB), from the server's metrics page."""
+    peaks = {}
+    for line in page.splitlines():
+        if line.startswith(":kerasbert:serving:memory_budget_bytes{") and 'kind="peak"' in line:
+            name = line.split('budget="')[1].split('"')[0]
+            peaks[name] = float(line.rsplit(" ", 1)[1]) / 2**20
+    return peaks
+
+
 def render_markdown(results: dict) -> str:
     calm, attacked = results["calm"], results["attacked"]
     correct = attacked["outcomes"].get("correct", 0)
@@ -236,7 +247,10 @@ def render_markdown(results: dict) -> str:
               f"- p99 under attack / alone: {attacked['p99_ms'] / calm['p99_ms']:.2f} (goal: at most 2).",
               f"- Peak RSS over idle: {results['rss_growth_mib']:.1f} MiB = "
               f"{results['rss_growth_mib'] * 2**20 / MAX_BODY:.1f} x --max_body_bytes (goal: at most 15); "
-              f"idle RSS {results['idle_rss_mib']:.0f} MiB.",
+              f"idle RSS {results['idle_rss_mib']:.0f} MiB. Request data held at most, by budget "
+              f"(the server's own accounting, since it started): "
+              + ", ".join(f"{name} {mib:.1f} MiB" for name, mib in results["budget_peaks_mib"].items())
+              + f"; all three together are capped at 14 x --max_body_bytes + 1 MiB = {14 * MAX_BODY / 2**20 + 1:.0f} MiB.",
               f"- Threads: {results['idle_threads']} idle, {results['end_threads']} after the attack "
               "(goal: back to idle).", "", "| attack | answers (count) |", "|---|---|"]
     for name, answers in sorted(results["attacks"].items()):
@@ -265,7 +279,11 @@ def main(argv=None) -> int:
     base = tempfile.mkdtemp(prefix="kerasbert-bench-hostile-")
     shutil.copytree(os.path.join(args.export_base, str(versions[-1])), os.path.join(base, "1"))
     results = {"export": os.path.join(args.export_base, str(versions[-1])), "max_body_bytes": MAX_BODY}
-    flags = ["--enable_batching", "--batching_parameters_file=serving/batching.config", f"--max_body_bytes={MAX_BODY}"]
+    monitoring = base + "-monitoring.config"
+    with open(monitoring, "w") as f:
+        f.write("prometheus_config { enable: true }")
+    flags = ["--enable_batching", "--batching_parameters_file=serving/batching.config", f"--max_body_bytes={MAX_BODY}",
+             f"--monitoring_config_file={monitoring}"]
     try:
         with LocalServer("kerasbert", base, extra_flags=flags) as server:
             server.wait_for_version()
@@ -296,10 +314,13 @@ def main(argv=None) -> int:
             attackers.join(60)
             time.sleep(5)  # connections closed, threads back
             end = proc_status(pid)
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.rest_port}/monitoring/prometheus/metrics") as page:
+                results["budget_peaks_mib"] = budget_peaks(page.read().decode())
             results.update(idle_rss_mib=idle["VmRSS"] / 1024, rss_growth_mib=(end["VmHWM"] - idle["VmRSS"]) / 1024,
                            idle_threads=idle["Threads"], end_threads=end["Threads"])
     finally:
         shutil.rmtree(base, ignore_errors=True)
+        os.remove(monitoring)
     save_results(args.output_dir, results, "benchmarks.hostile", render_markdown)
     print(render_markdown(results))
     return 0

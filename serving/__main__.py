@@ -133,6 +133,7 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     if hasattr(session, "on_batch"):
         session.on_batch = metrics.batch
     budgets = ServerBudgets(flags.max_body_bytes)  # request data stays under 14 x --max_body_bytes + 1 MiB
+    metrics.watch_budgets(budgets)
     grpc_server, grpc_port, health = make_grpc_server(
         store, flags.port, session, budgets, flags.host, max_threads=flags.grpc_max_threads,
         max_message_bytes=flags.max_body_bytes, channel_arguments=parse_channel_arguments(flags.grpc_channel_arguments),

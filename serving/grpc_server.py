@@ -26,7 +26,7 @@ from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc,
 
 from serving import examples, json_tensor, tensor_proto
 from serving.memory_budget import ServerBudgets
-from serving.pools import started_pool
+from serving.pools import WorkerPool
 from serving.protos import SSLConfig, parse_text_file
 from serving.model_store import ModelStore, check_input_names
 from serving.metrics import ServingMetrics
@@ -199,7 +199,7 @@ def make_grpc_server(store: ModelStore, port: int, session, budgets: ServerBudge
 
     options = {"grpc.max_receive_message_length": max_message_bytes,
                "grpc.max_send_message_length": max_message_bytes, **dict(channel_arguments or [])}
-    server = grpc.server(started_pool(max_threads, "grpc"), options=list(options.items()),
+    server = grpc.server(WorkerPool(max_threads, "grpc"), options=list(options.items()),
                          maximum_concurrent_rpcs=max_threads)
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionService(store, session, budgets, metrics or ServingMetrics(enabled=False), tensor_content), server)

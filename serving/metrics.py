@@ -169,6 +169,23 @@ class ServingMetrics:
         self.padding_size.labels(str(padded_rows)).observe(padded_rows - rows)
         self.wrapped_run_count.inc()
 
+    def watch_budgets(self, budgets) -> None:
+        """Exports the request-memory budgets (serving/memory_budget.py), this server's own
+        metric: `:kerasbert:serving:memory_budget_bytes{budget, kind}`, kind being used,
+        peak (since start) or capacity."""
+        class Budgets:
+            def collect(self):
+                metric = Metric(":kerasbert:serving:memory_budget_bytes",
+                                "Bytes of request data held, at most held, and allowed, by budget.", "gauge")
+                for name, budget in (("decoding", budgets.decoding), ("large_bodies", budgets.large_bodies),
+                                     ("small_bodies", budgets.small_bodies)):
+                    for kind in ("used", "peak", "capacity"):
+                        metric.add_sample(metric.name, {"budget": name, "kind": kind}, getattr(budget, kind))
+                yield metric
+
+        if self.enabled:
+            self.registry.register(Budgets())
+
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric."""
         return prometheus_client.generate_latest(self.registry)

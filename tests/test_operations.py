@@ -207,6 +207,9 @@ def test_request_counters_count_exactly_what_was_sent(monitored):
     assert delta(":tensorflow:serving:batching_session:wrapped_run_count") >= 1
     assert metric(after, ":tensorflow:cc:saved_model:load_attempt_count", status="success") == 1
     assert "# TYPE :tensorflow:serving:request_latency histogram" in after
+    budget = ":kerasbert:serving:memory_budget_bytes"
+    assert metric(after, budget, budget="decoding", kind="capacity") == 12 * 64 * 2**20  # 12 x --max_body_bytes
+    assert 0 < metric(after, budget, budget="decoding", kind="peak") <= 12 * 64 * 2**20
 
 
 def test_the_default_prometheus_path_and_no_export_without_the_config(tmp_path):
