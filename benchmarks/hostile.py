@@ -140,8 +140,12 @@ def _grpc_attacks(grpc_port: int):
     return run
 
 
-def attack_forever(rest_port: int, grpc_port: int, stop, results) -> None:
-    """Runs every attack in a loop until `stop` is set; puts {attack: {answer: count}} in `results`."""
+ATTACK_GROUPS = ("framing", "bombs", "slow", "grpc")
+
+
+def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_GROUPS) -> None:
+    """Runs the attacks of `groups` in a loop until `stop` is set; puts {attack: {answer: count}}
+    in `results`."""
     from benchmarks.attacks import Target, exchange, framing_attacks, memory_bombs, statuses
 
     target = Target("kerasbert", "sentiment", "text", '"a fine film"')
@@ -185,9 +189,8 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results) -> None:
         for sock in held:
             sock.close()
 
-    grpc_run = _grpc_attacks(grpc_port)
-
     def grpc_loop():
+        grpc_run = _grpc_attacks(grpc_port)
         local = collections.Counter()
         while not stop.is_set():
             grpc_run(local)
@@ -196,9 +199,9 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results) -> None:
 
     bombs = [(name, target.head() + b"Content-Length: %d\r\n\r\n" % len(body) + body)
              for name, body in memory_bombs(target, MAX_BODY)]
-    threads = [threading.Thread(target=raw_loop, args=(framing_attacks(target), 0.5)),
-               threading.Thread(target=raw_loop, args=(bombs, 1.0)),
-               threading.Thread(target=slow_loop), threading.Thread(target=grpc_loop)]
+    loops = {"framing": (raw_loop, (framing_attacks(target), 0.5)), "bombs": (raw_loop, (bombs, 1.0)),
+             "slow": (slow_loop, ()), "grpc": (grpc_loop, ())}
+    threads = [threading.Thread(target=loops[group][0], args=loops[group][1]) for group in groups]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -236,6 +239,7 @@ def render_markdown(results: dict) -> str:
     calm, attacked = results["calm"], results["attacked"]
     correct = attacked["outcomes"].get("correct", 0)
     lines = ["# Serving under attack (sentiment signature, batching on)", "", f"Command: `{results['command']}`  ",
+             f"Attacks: {', '.join(results['attack_groups'])}  ",
              f"Machine: {results['machine']}  ", f"Model: {results['export']}", "",
              "| run | seconds | good requests | answered correctly | other outcomes | p50 ms | p99 ms |",
              "|---|---:|---:|---:|---|---:|---:|"]
@@ -269,7 +273,12 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="Length of the run under attack.")
     parser.add_argument("--calm_seconds", type=float, default=20.0, help="Length of the run without attackers.")
     parser.add_argument("--clients", type=int, default=32, help="Concurrent good clients.")
+    parser.add_argument("--attacks", default=",".join(ATTACK_GROUPS),
+                        help=f"Which attacks run, comma-separated, of {', '.join(ATTACK_GROUPS)} (default: all).")
     args = parser.parse_args(argv)
+    groups = tuple(group for group in args.attacks.split(",") if group)
+    if not set(groups) <= set(ATTACK_GROUPS):
+        parser.error(f"--attacks takes {', '.join(ATTACK_GROUPS)}. Received: {args.attacks!r}")
     versions = sorted(int(v) for v in os.listdir(args.export_base) if v.isdigit()) \
         if os.path.isdir(args.export_base) else []
     if not versions:
@@ -278,7 +287,8 @@ def main(argv=None) -> int:
     os.makedirs(args.output_dir, exist_ok=True)
     base = tempfile.mkdtemp(prefix="kerasbert-bench-hostile-")
     shutil.copytree(os.path.join(args.export_base, str(versions[-1])), os.path.join(base, "1"))
-    results = {"export": os.path.join(args.export_base, str(versions[-1])), "max_body_bytes": MAX_BODY}
+    results = {"export": os.path.join(args.export_base, str(versions[-1])), "max_body_bytes": MAX_BODY,
+               "attack_groups": list(groups)}
     monitoring = base + "-monitoring.config"
     with open(monitoring, "w") as f:
         f.write("prometheus_config { enable: true }")
@@ -304,7 +314,8 @@ def main(argv=None) -> int:
             print(f"== {args.seconds:.0f} s under attack", flush=True)
             context = multiprocessing.get_context("spawn")
             stop, queue = context.Event(), context.Queue()
-            attackers = context.Process(target=attack_forever, args=(server.rest_port, server.grpc_port, stop, queue))
+            attackers = context.Process(target=attack_forever,
+                                        args=(server.rest_port, server.grpc_port, stop, queue, groups))
             attackers.start()
             time.sleep(3)  # the attackers' process imports TensorFlow first
             results["attacked"] = {"seconds": args.seconds,

@@ -30,7 +30,7 @@ from serving.pools import WorkerPool
 from serving.protos import SSLConfig, parse_text_file
 from serving.model_store import ModelStore, check_input_names
 from serving.metrics import ServingMetrics
-from serving.status import InvalidArgument, code_name, grpc_code
+from serving.status import InvalidArgument, code_name, forget_frames, grpc_code
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,9 @@ def _abort(context, error: Exception):
     code = grpc_code(error)
     if code == grpc.StatusCode.INTERNAL:
         log.exception("internal error")
-    context.abort(code, str(error))
+    message = str(error)
+    forget_frames(error)
+    context.abort(code, message)
 
 
 def check_output_filter(signature_def, output_filter) -> None:
@@ -71,18 +73,18 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         self.store, self.session, self.budget, self.metrics = store, session, budgets.decoding, metrics
         self.tensor_content = tensor_content  # --enable_serialization_as_tensor_content
 
-    def _finish(self, name: str, method: str, started: float, error: Exception | None) -> None:
-        self.metrics.request(name, method, "GRPC", code_name(error), time.monotonic() - started)
+    def _finish(self, name: str, method: str, started: float, status: str) -> None:
+        self.metrics.request(name, method, "GRPC", status, time.monotonic() - started)
 
     def Predict(self, request, context):
-        started, error = time.monotonic(), None
+        started, status = time.monotonic(), "OK"
         try:
             return self._predict(request, _deadline(context))
         except Exception as raised:
-            error = raised
+            status = code_name(raised)
             _abort(context, raised)
         finally:
-            self._finish(request.model_spec.name, "Predict", started, error)
+            self._finish(request.model_spec.name, "Predict", started, status)
 
     def _predict(self, request, deadline):
         name, version, label = _spec(request.model_spec)
@@ -135,7 +137,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         return self._examples(request, context, "Regress", examples.regress, regression_pb2.RegressionResponse())
 
     def _examples(self, request, context, method, run, response):
-        started, error = time.monotonic(), None
+        started, status = time.monotonic(), "OK"
         try:
             deadline = _deadline(context)
             name, version, label = _spec(request.model_spec)
@@ -152,10 +154,10 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             response.model_spec.signature_name = signature
             return response
         except Exception as raised:
-            error = raised
+            status = code_name(raised)
             _abort(context, raised)
         finally:
-            self._finish(request.model_spec.name, method, started, error)
+            self._finish(request.model_spec.name, method, started, status)
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):

@@ -156,7 +156,7 @@ def response_cost(outputs: dict[str, np.ndarray], row_format: bool) -> int:
     response is written: the arrays, then the text twice (its parts, then the joined body).
 
     >>> response_cost({"y": np.zeros((2, 3), np.float32)}, row_format=True)
-    1048840
+    648
     """
     text = 0
     for name, array in outputs.items():
@@ -167,7 +167,8 @@ def response_cost(outputs: dict[str, np.ndarray], row_format: bool) -> int:
         if row_format and array.ndim:
             text += array.shape[0] * (len(name) + 8)
     arrays = sum(array.nbytes + (48 * array.size if array.dtype == object else 0) for array in outputs.values())
-    return arrays + 2 * text + _CHUNK_ELEMENTS * 32  # the chunk of element texts being joined
+    elements = sum(array.size for array in outputs.values())
+    return arrays + 2 * text + 64 * min(elements, _CHUNK_ELEMENTS)  # the slice of element texts being joined
 
 
 # --- Request parsing ------------------------------------------------------------------

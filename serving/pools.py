@@ -74,6 +74,9 @@ class WorkerPool(concurrent.futures.Executor):
                     future.set_result(function(*args, **kwargs))
                 except BaseException as error:
                     future.set_exception(error)
+            # An idle thread must hold nothing of its last task: its arguments and result (or an
+            # exception's frames) can be a request's whole decoded body.
+            del task, future, function, args, kwargs
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:

@@ -50,7 +50,7 @@ from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets, TooLarge
 from serving.metrics import ServingMetrics
 from serving.model_store import ModelStore
 from serving.pools import WorkerPool
-from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted, code_name, http_status
+from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted, code_name, forget_frames, http_status
 
 log = logging.getLogger(__name__)
 
@@ -254,17 +254,18 @@ class RestServer:
             else:
                 raise InvalidArgument(f"Malformed request: {method} {path}")
             response = self._json(200, text)
-            error = None
+            status = "OK"
         except Exception as raised:  # every failure becomes a JSON error; the server stays up
-            error = raised
+            status = code_name(raised)
             response = self._error(raised)
+            forget_frames(raised)
             if isinstance(raised, BodyTooLarge) and (request.content_length or 0) > 16 * self.max_body_bytes:
                 response.force_close()  # not worth reading the rest: answer, then close
         finally:
             for held in (reservation, body_held):
                 if held is not None:
                     held.release()
-        self.metrics.request(model or "", api or method, "REST", code_name(error), time.monotonic() - started)
+        self.metrics.request(model or "", api or method, "REST", status, time.monotonic() - started)
         return response
 
     async def _read_body(self, request: web.Request, reservation, deadline: float | None) -> bytearray:

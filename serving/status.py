@@ -104,6 +104,20 @@ def http_status_of_code(code: grpc.StatusCode) -> int:
     return _HTTP_STATUS[code]
 
 
+def forget_frames(error: BaseException) -> None:
+    """Drops the frames `error` and the exceptions it chains to keep. A request's error is kept
+    where its future is, and its frames hold the request's decoded body: without this, each
+    failed request's memory waits for Python's cycle collector."""
+    pending, seen = [error], set()
+    while pending:
+        error = pending.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        pending += [error.__context__, error.__cause__]
+        error.__traceback__ = error.__context__ = error.__cause__ = None
+
+
 def tf_error_message(error: Exception) -> str:
     """The failing op's own message, without TensorFlow's graph-execution framing.
 
