@@ -182,6 +182,9 @@ class TrainConfig:
     head_warmup_learning_rate: float = 1e-3
     mixed_precision: bool = False
     jit_compile: bool = False  # XLA
+    # A step whose loss is NaN or infinite stops the run (an error naming the step); true:
+    # such a step leaves the weights as they were and is counted in metrics.json instead.
+    skip_nonfinite_batches: bool = False
     seed: int = 1234
     shuffle_buffer: int = 10000
 
@@ -204,6 +207,9 @@ class TrainConfig:
                f"train.ema_momentum must be in [0, 1) (0 = off). Received: {self.ema_momentum}")
         _check(self.head_warmup_steps >= 0,
                f"train.head_warmup_steps must be >= 0. Received: {self.head_warmup_steps}")
+        _check(not (self.skip_nonfinite_batches and self.ema_momentum > 0),
+               "train.skip_nonfinite_batches does not combine with train.ema_momentum > 0 (keras' "
+               "moving average lives on the optimizer that skipping wraps).")
         _check(self.head_warmup_learning_rate > 0,
                f"train.head_warmup_learning_rate must be > 0. Received: {self.head_warmup_learning_rate}")
 

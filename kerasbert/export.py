@@ -43,12 +43,14 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from kerasbert.compat.keras import ordered_export_archive
+from kerasbert.durable import publish
 from kerasbert.config import to_dict
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.load import load_finetuned
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tasks import TASKS, check_task_names
 from kerasbert.tokenization import write_vocabulary
+from kerasbert.training.finite import check_finite_weights
 from kerasbert.warmup import predict_request, write_warmup_requests
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -240,7 +242,9 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
         'saved_models/sst2/1'
     """
     tokenizer = preprocessor.tokenizer
+    check_finite_weights(model, f"exporting it to {export_base}")
     os.makedirs(export_base, exist_ok=True)
+    remove_abandoned_builds(export_base)
     version = version or next_version(export_base)
     target = os.path.join(export_base, str(version))
     if os.path.exists(target):
@@ -258,7 +262,6 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     for name, (function, signature) in functions.items():
         archive.add_endpoint(name, tf.function(function), input_signature=signature)
 
-    remove_abandoned_builds(export_base)
     building = tempfile.mkdtemp(prefix=f".{version}-building-{os.getpid()}-", dir=export_base)
     try:
         archive.write_out(building, verbose=False)
@@ -271,7 +274,7 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
                 json.dump(config, f, indent=2)
                 f.write("\n")
         write_vocabulary(tokenizer.get_vocabulary(), os.path.join(assets, "vocab.txt"))
-        os.rename(building, target)  # atomic on one filesystem; fails if target appeared
+        publish(building, target, replace=False)  # synced; atomic on one filesystem
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise

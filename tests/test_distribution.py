@@ -108,7 +108,9 @@ def test_multi_worker_run_killed_and_restarted_resumes_in_sync_and_only_chief_wr
     outputs = finish(start_workers(config, output, free_ports(2)))
     resumed = [next(line for line in out.splitlines() if "resuming at step" in line)
                .split("resuming at step ")[1].split(" [")[0] for out in outputs]  # without the elapsed time
-    assert resumed[0] == resumed[1] and int(resumed[0].split()[0]) >= 20  # the same backup, both
+    steps = [int(line.split()[0]) for line in resumed]
+    assert steps[0] == steps[1] >= 20  # the same block, both
+    assert "/backup/block-" in resumed[0] and "/backup/" in resumed[1]
     assert len(set(fingerprints(outputs))) == 1  # still in sync
     assert "2 replica(s)" in outputs[0]
     metrics = json.loads((output / "metrics.json").read_text())

@@ -323,6 +323,8 @@ def test_best_block_is_judged_on_the_tasks_the_run_trains(tmp_path, monkeypatch,
         return dict(metrics, overall=evaluation.overall_score(metrics)), {}
 
     class Weights:
+        weights = []
+
         def save_weights(self, path):
             open(path, "w").close()
 

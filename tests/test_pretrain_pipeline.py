@@ -83,7 +83,7 @@ def test_continue_from_minilm_checkpoint(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("data.sources=/nonexistent/corpus.txt", "Unknown corpus '/nonexistent/corpus.txt'"),
+    ("data.sources=/nonexistent/corpus.txt", "/nonexistent/corpus.txt: file not found"),
     ("train.batch_size=4096", "fewer than one batch"),
     ("train.head_warmup_steps=2", "needs --init_checkpoint"),
 ])

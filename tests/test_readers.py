@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from kerasbert.data.corpus import load_corpus, read_plain_text, read_wikitext
+from kerasbert.data.corpus import load_corpus, read_imdb, read_plain_text, read_wikitext
 from kerasbert.data.tasks import DataError, read_task_file
 from kerasbert.tasks import unquote_twice_quoted
 
@@ -97,3 +97,53 @@ def test_shared_files_parse_as_documented():
     sts = read_task_file("sts", os.path.join(DATA_DIR, "cs224n", "sts-dev.tsv"))
     assert (len(sts.examples), sts.skipped) == (863, 0)
     assert len(load_corpus("sst", DATA_DIR)) > 8000
+
+
+def sst_rows(count):
+    return ["\tid\tsentence\tsentiment"] + [f"{i}\tid{i}\tsentence number {i} .\t{i % 5}" for i in range(count)]
+
+
+def test_a_stray_quote_damages_its_own_row_only(tmp_path):
+    """Whole-file csv parsing let one `"` merge the next 190 rows into one field."""
+    lines = sst_rows(200)
+    lines[11] = '10\tid10\t"a quote opened and never closed\t2'
+    lines[50] = "49\tid49\tan infinite label\tinf"
+    lines[60] = "59\tid59\ta label past float's range\t1e400"
+    lines[70] = f"69\tid69\t\"{'long ' * 40_000}\"\t3"  # 200 KB quoted: read (csv's limit was 128 KiB)
+    lines[80] = f"79\tid79\t{'x' * (2 << 20)}\t3"  # 2 MiB: damaged
+    result = read_task_file("sst", write(tmp_path, "s.tsv", "\n".join(lines) + "\n"))
+    assert result.skipped == 4 and len(result.examples) == 196
+    assert [e.uid for e in result.examples[9:11]] == ["id9", "id11"]
+    assert result.examples[66].uid == "id69" and len(result.examples[66].text_a) == 5 * 40_000 - 1
+
+
+def test_damaged_rows_are_logged_with_line_and_reason_first_five_only(tmp_path, caplog):
+    lines = sst_rows(200)
+    for i in range(2, 20, 2):
+        lines[i] = f"{i}\tid{i}\ttext\tnan"
+    with caplog.at_level("WARNING"):
+        read_task_file("sst", write(tmp_path, "s.tsv", "\n".join(lines)))
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages[0].endswith("s.tsv:3: skipped damaged row (label 'nan' is not a finite number)")
+    assert len(messages) == 6 and messages[-1].endswith("s.tsv: 4 more damaged rows skipped")
+
+
+def test_glue_text_keeps_its_quotes(tmp_path):
+    """GLUE's TSVs are not quoted: a text that starts with `"` is text, as GLUE's reader takes it."""
+    sst2 = write(tmp_path, "sst2.tsv", 'sentence\tlabel\n"quoted" words \t1\n"open quote\t0\n')
+    assert [e.text_a for e in read_task_file("sst", sst2).examples] == ['"quoted" words', '"open quote']
+
+
+def test_imdb_reader_counts_damaged_rows(tmp_path):
+    header = "\tid\tsentence\tsentiment\n"
+    rows = "".join(f"{i}\tr{i}\tReview {i} is fine. It ends here.\t{i % 2}\n" for i in range(40))
+    damaged = '40\tr40\t"never closed. Still going.\t1\n41\tr41\n'  # a stray quote, too few fields
+    documents = read_imdb(write(tmp_path, "imdb.tsv", header + rows + damaged))
+    assert len(documents) == 40 and documents[0] == ["Review 0 is fine.", "It ends here."]
+    with pytest.raises(DataError, match=r"imdb.tsv:3: 40 of 41 rows are damaged; first: 2 fields"):
+        read_imdb(write(tmp_path, "imdb.tsv", header + "0\tr0\tok\t1\n" + "1\tr1\n" * 40))
+
+
+def test_a_missing_corpus_file_says_file_not_found(tmp_path):
+    with pytest.raises(DataError, match=r"corpus\.txt: file not found"):
+        load_corpus(str(tmp_path / "corpus.txt"), "../shared/data")

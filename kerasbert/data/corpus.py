@@ -19,14 +19,15 @@ Example:
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import re
 
-from kerasbert.data.tasks import DataError, read_task_file, read_utf8
+from kerasbert.data.rows import (MAX_FIELD_CHARS, Damaged, DataError, check_damage, read_tsv, read_utf8,
+                                 text_lines)
+from kerasbert.data.tasks import read_task_file
 
 Document = list[str]
+CORPUS_NAMES = ("wikitext", "wikitext_test", "imdb", "sst", "sts", "quora", "tasks_dev")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _WIKI_JOINS = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."))
@@ -44,7 +45,20 @@ def data_path(data_dir: str, *parts: str) -> str:
 
 def read_utf8_lines(path: str) -> list[str]:
     """Reads a text file as lines, naming the line of the first bad UTF-8 byte."""
-    return read_utf8(path).split("\n")
+    return text_lines(read_utf8(path))
+
+
+def _bounded_lines(path: str, max_bad_fraction: float = 0.1) -> list[str]:
+    """The lines of a plain text file, a line over MAX_FIELD_CHARS counted as damaged and
+    left out (an empty string in its place, so line numbers hold)."""
+    lines = read_utf8_lines(path)
+    damaged = [Damaged(i + 1, f"a line of {len(line):,} characters (the limit is {MAX_FIELD_CHARS:,})")
+               for i, line in enumerate(lines) if len(line) > MAX_FIELD_CHARS]
+    if damaged:
+        check_damage(path, damaged, sum(1 for line in lines if line.strip()), max_bad_fraction)
+        too_long = {row.line - 1 for row in damaged}
+        lines = ["" if i in too_long else line for i, line in enumerate(lines)]
+    return lines
 
 
 def split_sentences(text: str) -> list[str]:
@@ -54,7 +68,7 @@ def split_sentences(text: str) -> list[str]:
 
 def read_wikitext(path: str) -> list[Document]:
     """One document per article; real titles stand between two blank lines."""
-    lines = read_utf8_lines(path)
+    lines = _bounded_lines(path)
     documents: list[Document] = []
     for i, line in enumerate(lines):
         is_title = (_WIKI_TITLE.match(line) and 0 < i < len(lines) - 1
@@ -80,15 +94,23 @@ def clean_review(text: str) -> str:
     return " ".join(text.split())
 
 
-def read_imdb(path: str) -> list[Document]:
-    with open(path, encoding="utf-8", newline="") as f:
-        try:
-            rows = list(csv.DictReader(io.StringIO(f.read(), newline=""), delimiter="\t"))
-        except UnicodeDecodeError as error:
-            raise DataError(f"{path}: not valid UTF-8 ({error.reason})") from None
-    if not rows or "sentence" not in rows[0]:
-        raise DataError(f"{path}:1: expected a header with a 'sentence' column")
-    return [split_sentences(clean_review(row["sentence"])) for row in rows if row["sentence"].strip()]
+def read_imdb(path: str, max_bad_fraction: float = 0.1) -> list[Document]:
+    """One document per CFIMDB review (CSV-quoted TSV with a `sentence` column); damaged
+    rows (see rows.py) or empty reviews are counted and left out."""
+    table = read_tsv(path, quoted=True)
+    if "sentence" not in table.header:
+        raise DataError(f"{path}:1: expected a header with a 'sentence' column. Header: {table.header}")
+    column = table.header.index("sentence")
+    documents, damaged = [], list(table.damaged)
+    for line, row in table.rows:
+        sentences = split_sentences(clean_review(row[column]))
+        if sentences:
+            documents.append(sentences)
+        else:
+            damaged.append(Damaged(line, "empty review"))
+    damaged.sort(key=lambda row: row.line)
+    check_damage(path, damaged, len(documents) + len(damaged), max_bad_fraction)
+    return documents
 
 
 def read_task_sentences(task: str, path: str) -> list[Document]:
@@ -122,14 +144,17 @@ def load_corpus(name: str, data_dir: str) -> list[Document]:
                 + read_task_sentences("para", cs224n("quora-dev.tsv")))
     if os.path.isfile(name):
         return read_plain_text(name)
-    raise DataError(f"Unknown corpus {name!r}: use wikitext, wikitext_test, imdb, sst, sts, "
-                    "quora, tasks_dev, or the path of a text file (one document per blank-line block)")
+    if os.sep in name or os.path.splitext(name)[1]:
+        raise DataError(f"{name}: file not found (a corpus is the path of a text file, or one of "
+                        f"{', '.join(CORPUS_NAMES)})")
+    raise DataError(f"Unknown corpus {name!r}: use one of {', '.join(CORPUS_NAMES)}, or the path of a "
+                    "text file (one document per blank-line block)")
 
 
 def read_plain_text(path: str) -> list[Document]:
     """A user corpus: documents separated by blank lines, sentences split by punctuation."""
     documents: list[Document] = [[]]
-    for line in read_utf8_lines(path):
+    for line in _bounded_lines(path):
         if not line.strip():
             if documents[-1]:
                 documents.append([])

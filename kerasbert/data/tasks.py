@@ -3,10 +3,12 @@
 Which columns a task takes, and how its text is cleaned, is its declaration's
 (`kerasbert.tasks.TASKS`).
 
-Formats (see `../shared/data/README.md`): tab-separated, CSV-style quoting, a header
-whose first column name is empty. Quora questions containing `"` were quoted twice.
-A damaged row (unparseable label, empty text) is skipped and counted per file; a file
-that is mostly damaged is an error naming the file and the first bad line.
+Formats (see `../shared/data/README.md`): tab-separated, a header whose first column name
+is empty in the CS224N files, which are CSV-quoted (Quora questions containing `"` were
+quoted twice); GLUE's files are not quoted. Each line is read on its own (`rows.py`), so
+a stray quote damages one row. A damaged row (a quote left open, wrong field count, a
+label that is not a finite number in range, empty text) is skipped and counted per file;
+a file that is mostly damaged is an error naming the file and the first bad line.
 
 Example:
     >>> result = read_task_file("sst", "../shared/data/cs224n/sst-dev.tsv")
@@ -18,36 +20,12 @@ Example:
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import logging
+import math
 import os
 
+from kerasbert.data.rows import Damaged, DataError, check_damage, read_tsv, read_utf8  # noqa: F401 (re-exported)
 from kerasbert.tasks import Task, get_task
-
-log = logging.getLogger(__name__)
-
-
-
-class DataError(ValueError):
-    """A data file is missing or cannot be read; the message names file and line."""
-
-
-def read_utf8(path: str) -> str:
-    """A text file's content, or a DataError naming the line of its first bad UTF-8 byte.
-
-    Example:
-        >>> read_utf8("corpus.txt")[:12]
-        'The cat sat.'
-    """
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 ({error.reason} at byte {error.start})") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +51,8 @@ def detect_layout(header: list[str]) -> str:
 
 def _parse_label(task: Task, raw: str) -> float:
     value = float(raw)  # Quora labels are "1.0"
+    if not math.isfinite(value):
+        raise ValueError(f"label {raw!r} is not a finite number")
     if task.kind == "pair_score":
         if not 0.0 <= value <= task.max_score:
             raise ValueError(f"score {value} outside [0, {task.max_score:g}]")
@@ -98,11 +78,9 @@ def read_task_file(task: str, path: str, max_bad_fraction: float = 0.1) -> ReadR
     task = get_task(task)
     if not os.path.isfile(path):
         raise DataError(f"{path}: file not found")
-    text = read_utf8(path)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
-    header = next(reader, None)
-    if not header:
-        raise DataError(f"{path}: empty file (no header line)")
+    # The CS224N files are CSV-quoted; GLUE's are not: a `"` there is text wherever it stands.
+    table = read_tsv(path, quoted=lambda header: detect_layout(header) == "cs224n")
+    header = table.header
     layout = detect_layout(header)
     if layout not in task.columns:
         raise DataError(f"{path}:1: a {layout}-layout header, but task {task.name!r} is read only from "
@@ -111,34 +89,23 @@ def read_task_file(task: str, path: str, max_bad_fraction: float = 0.1) -> ReadR
     wanted = [c for c in (col_a, col_b, col_label) if c]
     missing = [c for c in wanted if c not in header]
     if missing:
-        raise DataError(f"{path}:1: header lacks column(s) {missing} for task {task!r} "
+        raise DataError(f"{path}:1: header lacks column(s) {missing} for task {task.name!r} "
                         f"({layout} layout). Header: {header}")
     index = {name: i for i, name in enumerate(header)}
 
-    examples, bad_lines = [], []
-    for row in reader:
-        line = reader.line_num
+    examples, damaged = [], list(table.damaged)
+    for line, row in table.rows:
         try:
-            if len(row) != len(header):
-                raise ValueError(f"{len(row)} fields, header has {len(header)}")
             text_a = _clean(task, row[index[col_a]])
             text_b = _clean(task, row[index[col_b]]) if col_b else ""
             if not text_a or (col_b and not text_b):
                 raise ValueError("empty text")
             label = _parse_label(task, row[index[col_label]].strip())
         except ValueError as error:
-            bad_lines.append((line, str(error)))
+            damaged.append(Damaged(line, str(error)))
             continue
         uid = row[index[col_id]] if col_id and col_id in index else str(line)
         examples.append(Example(text_a, text_b, label, uid))
-
-    total = len(examples) + len(bad_lines)
-    if total == 0:
-        raise DataError(f"{path}: no data rows after the header")
-    if len(bad_lines) > max_bad_fraction * total:
-        line, reason = bad_lines[0]
-        raise DataError(f"{path}:{line}: {len(bad_lines)} of {total} rows are damaged; "
-                        f"first: {reason}")
-    for line, reason in bad_lines:
-        log.warning("%s:%d: skipped damaged row (%s)", path, line, reason)
-    return ReadResult(examples, len(bad_lines), path)
+    damaged.sort(key=lambda row: row.line)
+    check_damage(path, damaged, len(examples) + len(damaged), max_bad_fraction)
+    return ReadResult(examples, len(damaged), path)

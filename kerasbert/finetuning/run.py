@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.config import FinetuneConfig
+from kerasbert.durable import fsync_tree, publish, write_json
 from kerasbert.finetuning.data import (TaskPreprocessor, interleave_tasks, load_examples, resolve_path,
                                        task_dataset)
 from kerasbert.finetuning.evaluation import (headline_keys, overall_score, plot_confusion, predict_examples,
@@ -37,6 +38,7 @@ from kerasbert.models.encoder import load_encoder
 from kerasbert.tasks import DEFAULT_TASKS, TASKS
 from kerasbert.tokenization import load_tokenizer
 from kerasbert.training.callbacks import plot_curves
+from kerasbert.training.finite import check_finite_weights
 from kerasbert.training.run import TrainingRun
 
 # What a run writes into its output folder (the layout above); --overwrite removes these.
@@ -88,11 +90,10 @@ class DevEvaluation(keras.callbacks.Callback):
         if score > self.best:
             self.best, self.best_result = score, (dict(metrics), predictions)
             partial = self.best_path + ".partial.weights.h5"
+            check_finite_weights(self.model, f"keeping block {epoch + 1} as the best weights")
             self.model.save_weights(partial)
-            os.replace(partial, self.best_path)
-            with open(self.best_path + ".json.partial", "w") as f:
-                json.dump({"score": score, "block": epoch + 1}, f)
-            os.replace(self.best_path + ".json.partial", self.best_path + ".json")
+            publish(partial, self.best_path)
+            write_json(self.best_path + ".json", {"score": score, "block": epoch + 1})
 
 
 def write_predictions(path: str, examples, predictions: np.ndarray) -> None:
@@ -146,6 +147,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
     metrics, predictions = best_block_results(model, preprocessor, dev, dev_evaluation, run)
     metrics.update(train_steps=int(model.optimizer.iterations.numpy()), train_seconds=fit.train_seconds,
                    examples_per_second=fit.examples_per_second,
+                   skipped_nonfinite_batches=fit.skipped_nonfinite_batches,
                    init_checkpoint=init_checkpoint, pair_encoder=heads.pair_encoder,
                    sts_encoder=heads.sts_encoder or heads.pair_encoder)
     if run.is_chief:
@@ -200,6 +202,8 @@ def best_block_results(model, preprocessor, dev: dict, dev_evaluation: DevEvalua
 
 
 def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps_per_block) -> None:
+    """The run's files, each synced to the disk before metrics.json marks the run finished."""
+    check_finite_weights(model, f"writing the run's outputs to {output_dir}")
     os.makedirs(os.path.join(output_dir, "predictions"), exist_ok=True)
     for task, examples in dev.items():
         write_predictions(os.path.join(output_dir, "predictions", f"{task}-dev.tsv"), examples,
@@ -216,6 +220,7 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
     history = os.path.join(output_dir, "history.csv")
     if os.path.exists(history):
         plot_curves(history, os.path.join(output_dir, "curves.png"), "multitask fine-tuning", steps_per_block)
-    with open(os.path.join(output_dir, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-        f.write("\n")
+    for name in ("predictions", "model.keras", "encoder", "best.weights.h5", "history.csv"):
+        if os.path.exists(os.path.join(output_dir, name)):
+            fsync_tree(os.path.join(output_dir, name))
+    write_json(os.path.join(output_dir, "metrics.json"), metrics)

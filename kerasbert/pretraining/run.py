@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
@@ -30,12 +29,14 @@ from kerasbert import tokenization
 from kerasbert.config import PretrainConfig
 from kerasbert.console import stage
 from kerasbert.data.corpus import load_labelled_corpora
+from kerasbert.durable import fsync_tree, write_json
 from kerasbert.models.encoder import build_encoder, load_encoder
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
 from kerasbert.pretraining.dataset import examples_dataset, tfrecord_dataset
 from kerasbert.pretraining.inputs import (check_enough_examples, heldout_batches, heldout_pairs,
                                           tokenize_documents, training_batches, training_pairs)
 from kerasbert.training.callbacks import plot_curves
+from kerasbert.training.finite import check_finite_weights
 from kerasbert.training.precision import mixed_precision
 from kerasbert.training.run import FitResult, TrainingRun
 
@@ -213,6 +214,7 @@ def run_metrics(config: PretrainConfig, model: BertPretrainer, fit: FitResult, s
         "train_seconds": fit.train_seconds,
         "parameters": model.count_params(),
         "replicas": strategy.num_replicas_in_sync,
+        "skipped_nonfinite_batches": fit.skipped_nonfinite_batches,
         # Sum of squares of all weights: equal on workers that trained in sync.
         "weights_fingerprint": float(sum(np.sum(np.square(w)) for w in model.get_weights())),
     }
@@ -220,6 +222,8 @@ def run_metrics(config: PretrainConfig, model: BertPretrainer, fit: FitResult, s
 
 def write_outputs(model: BertPretrainer, tokenizer, metrics: dict, output_dir: str,
                   steps_per_block: int) -> None:
+    """The run's files, each synced to the disk before metrics.json marks the run finished."""
+    check_finite_weights(model, f"writing the run's outputs to {output_dir}")
     encoder_dir = os.path.join(output_dir, "encoder")
     model.backbone.save_to_preset(encoder_dir)
     tokenizer.save_to_preset(encoder_dir)
@@ -231,6 +235,7 @@ def write_outputs(model: BertPretrainer, tokenizer, metrics: dict, output_dir: s
     if os.path.exists(history):
         plot_curves(history, os.path.join(output_dir, "curves.png"), "pretraining (MLM + NSP)",
                     steps_per_block)
-    with open(os.path.join(output_dir, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-        f.write("\n")
+    for name in ("encoder", "vocab.txt", "pretrainer.keras", "history.csv"):
+        if os.path.exists(os.path.join(output_dir, name)):
+            fsync_tree(os.path.join(output_dir, name))
+    write_json(os.path.join(output_dir, "metrics.json"), metrics)

@@ -1,8 +1,10 @@
 """Resumable training state: one backup per block, written whole or not at all.
 
 After each block the chief writes the weights and the optimizer state to
-`backup/block-NNNN.weights.h5` through a temporary file and a rename, so a kill during the
-write leaves the previous backup as it was; the newest two are kept. A run that starts
+`backup/block-NNNN.weights.h5` through a temporary file, synced, and a rename, so a kill or
+a power loss during the write leaves the previous backup as it was; the newest two are
+kept. Weights that hold NaN or infinities are never written (an error instead), and a file
+that holds them is damaged. A run that starts
 again picks the newest backup that reads back whole, falling back to the one before with
 a message naming the damaged file, and takes both its weights and its step from that one
 file: the batches the data skips are always those the restored weights trained on. When
@@ -26,6 +28,10 @@ import shutil
 
 import h5py
 import keras
+import numpy as np
+
+from kerasbert.durable import publish
+from kerasbert.training.finite import check_finite_weights
 
 _NAME = re.compile(r"^block-(\d{4,})\.weights\.h5$")
 PARTIAL_SUFFIX = ".partial.weights.h5"
@@ -58,7 +64,9 @@ def damage(path: str) -> str | None:
             if not arrays:
                 return "it holds no weights"
             for array in arrays:
-                array[()]  # reads every byte: a truncated file fails here if not at open
+                values = array[()]  # reads every byte: a truncated file fails here if not at open
+                if np.issubdtype(np.asarray(values).dtype, np.floating) and not np.isfinite(values).all():
+                    return f"{array.name} holds NaN or infinite values"
     except (OSError, KeyError, ValueError, RuntimeError) as error:
         return f"{type(error).__name__}: {error}"
     return None
@@ -108,14 +116,21 @@ class BlockWeights(keras.callbacks.Callback):
         self.backup_dir, self.keep, self.remove_at_end = backup_dir, keep, remove_at_end
 
     def on_epoch_end(self, epoch, logs=None):
+        check_finite_weights(self.model, f"writing the backup of block {epoch + 1} to {self.backup_dir}")
         os.makedirs(self.backup_dir, exist_ok=True)
         path = os.path.join(self.backup_dir, f"block-{epoch + 1:04d}.weights.h5")
         partial = path + PARTIAL_SUFFIX
         self.model.save_weights(partial)
-        os.replace(partial, path)  # atomic: a reader sees the old set or the new one
+        publish(partial, path)  # synced, then renamed: a reader sees the old set or the new one
         for old in _backups(self.backup_dir)[self.keep:]:
             os.remove(old.path)
 
     def on_train_end(self, logs=None):
         if self.remove_at_end:
             shutil.rmtree(self.backup_dir, ignore_errors=True)
+
+
+def last_block(backup_dir: str) -> int:
+    """The block of the newest backup in `backup_dir`; 0 if there is none."""
+    backups = _backups(backup_dir)
+    return backups[0].blocks_done if backups else 0

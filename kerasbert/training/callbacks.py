@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import csv
 import os
-import tempfile
 import time
 
 import keras
 import numpy as np
 
-from kerasbert.training.backup import BlockWeights
+from kerasbert.training.backup import BlockWeights, last_block
+from kerasbert.training.finite import StopOnNonFiniteLoss
 
 
 class Throughput(keras.callbacks.Callback):
@@ -98,21 +98,31 @@ def plot_curves(history_csv: str, output_png: str, title: str, steps_per_block: 
     plt.close(fig)
 
 
-def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput | None = None,
-                       checkpoint: bool = True, evaluation: tuple = (),
-                       ema: bool = False) -> list[keras.callbacks.Callback]:
-    """Backup (for resume), `evaluation` callbacks, and on the chief only: checkpoints,
-    CSV history, TensorBoard.
+def backup_dir(output_dir: str, worker: int, is_chief: bool) -> str:
+    """Where a worker keeps its backup: `backup/` for the chief, `backup/worker-N` for the
+    others (stable, so a restarted worker finds what it wrote before)."""
+    backups = os.path.join(output_dir, "backup")
+    return backups if is_chief else os.path.join(backups, f"worker-{worker}")
 
-    Non-chief workers keep their backup in a private temporary folder, so only
-    the chief writes into `output_dir`; every worker resumes from the chief's. With `ema` (an optimizer with `use_ema`),
+
+def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput | None = None,
+                       checkpoint: bool = True, evaluation: tuple = (), ema: bool = False,
+                       steps_per_block: int = 1, skip_nonfinite: bool = False,
+                       worker: int = 0) -> list[keras.callbacks.Callback]:
+    """A stop at the first non-finite loss (unless `skip_nonfinite`), the backup (for
+    resume), `evaluation` callbacks, and on the chief only: checkpoints, CSV history,
+    TensorBoard.
+
+    Non-chief workers keep their backup in `backup/worker-N` (see `backup_dir`). With `ema` (an optimizer with `use_ema`),
     the moving-average weights are swapped in after the backup is written and
     before `evaluation` runs, and swapped out when the next block begins: the
     backup holds the raw training state, evaluation and checkpoints the average.
     """
-    backup_dir = (os.path.join(output_dir, "backup") if is_chief
-                  else tempfile.mkdtemp(prefix="kerasbert-worker-backup-"))
-    callbacks: list[keras.callbacks.Callback] = [BlockWeights(backup_dir), keras.callbacks.TerminateOnNaN()]
+    backups = backup_dir(output_dir, worker, is_chief)
+    callbacks: list[keras.callbacks.Callback] = []
+    if not skip_nonfinite:
+        callbacks.append(StopOnNonFiniteLoss(steps_per_block, lambda: last_block(backups)))
+    callbacks.append(BlockWeights(backups))
     if ema:
         callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
     callbacks.extend(evaluation)  # before the loggers, which record what it adds to the logs

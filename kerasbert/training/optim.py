@@ -116,6 +116,10 @@ def make_optimizer(config: TrainConfig, optimizer_class: type = None) -> keras.o
         ema_momentum=config.ema_momentum,  # read by keras only with use_ema
     )
     optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    if config.skip_nonfinite_batches:
+        from kerasbert.training.finite import SkipNonFiniteSteps
+
+        return SkipNonFiniteSteps(optimizer)
     return optimizer
 
 

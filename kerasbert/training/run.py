@@ -12,6 +12,10 @@ Every kerasbert training run takes the same steps around its own data and model:
        and throughput callbacks;
     4. write the outputs on the chief, metrics.json last (what marks the run finished).
 
+A loss that becomes NaN or infinite stops the run with an error naming the step and the
+backup the next start resumes from (training/finite.py); no backup, best weights or
+metrics.json with non-finite values is ever written.
+
 Example:
     >>> run = TrainingRun(config, "runs/ft", RUN_OUTPUTS)
     >>> if run.finished is not None:
@@ -36,7 +40,7 @@ import keras
 from kerasbert.config import save_config
 from kerasbert.console import stage
 from kerasbert.training.backup import find_backup, restore
-from kerasbert.training.callbacks import Throughput, training_callbacks
+from kerasbert.training.callbacks import Throughput, backup_dir, training_callbacks
 from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
 from kerasbert.training.run_folder import check_free_space, check_output_dir
@@ -49,6 +53,7 @@ class FitResult:
 
     train_seconds: float
     examples_per_second: float
+    skipped_nonfinite_batches: int = 0  # with train.skip_nonfinite_batches
 
 
 class TrainingRun:
@@ -64,7 +69,7 @@ class TrainingRun:
     def __init__(self, config, output_dir: str, outputs: tuple[str, ...], overwrite: bool = False):
         self.started = time.perf_counter()
         self.train, self.output_dir = config.train, output_dir
-        _, self.is_chief = worker_info()
+        self.worker, self.is_chief = worker_info()
         self.finished = check_output_dir(output_dir, outputs, overwrite, self.is_chief)
         self.backup, self.start_block = None, 0
         if self.finished is not None:
@@ -73,8 +78,20 @@ class TrainingRun:
         os.makedirs(output_dir, exist_ok=True)
         if self.is_chief:
             save_config(config, os.path.join(output_dir, "config.json"))
-        self.backup = find_backup(os.path.join(output_dir, "backup"))
+        self.backup = self._find_backup(output_dir)
         self.start_block = self.backup.blocks_done if self.backup else 0
+
+    def _find_backup(self, output_dir: str):
+        """The chief's newest backup; a worker's own of the same block where the chief's
+        folder is visible (a shared file system), else its own newest: all workers must
+        start from the same block."""
+        chiefs = find_backup(backup_dir(output_dir, 0, True))
+        if self.is_chief:
+            return chiefs
+        own = find_backup(backup_dir(output_dir, self.worker, False))
+        if chiefs is not None and (own is None or own.blocks_done != chiefs.blocks_done):
+            return chiefs
+        return own
 
     @property
     def start_step(self) -> int:
@@ -119,9 +136,15 @@ class TrainingRun:
         train = self.train
         throughput = Throughput(train.batch_size)
         callbacks = training_callbacks(self.output_dir, self.is_chief, throughput, checkpoint=checkpoint,
-                                       evaluation=evaluation, ema=train.ema_momentum > 0)
+                                       evaluation=evaluation, ema=train.ema_momentum > 0,
+                                       steps_per_block=train.steps_per_block,
+                                       skip_nonfinite=train.skip_nonfinite_batches, worker=self.worker)
         fit_started = time.perf_counter()
         model.fit(batches, initial_epoch=self.start_block, epochs=train.num_blocks,
                   steps_per_epoch=train.steps_per_block, shuffle=False, callbacks=callbacks,
                   verbose=self.verbose, **fit_kwargs)
-        return FitResult(time.perf_counter() - fit_started, throughput.examples_per_second())
+        skipped = getattr(model.optimizer, "skipped_steps", None)
+        skipped = int(skipped.numpy()) if skipped is not None else 0
+        if skipped:
+            self.stage(f"skipped {skipped} batch(es) whose gradients were not finite (train.skip_nonfinite_batches)")
+        return FitResult(time.perf_counter() - fit_started, throughput.examples_per_second(), skipped)
