@@ -93,3 +93,25 @@ def exchange(port: int, data: bytes, quiet: float = 1.0) -> bytes:
 def statuses(received: bytes) -> list[int]:
     """The status codes of the HTTP responses in `received`, in order."""
     return [int(code) for code in re.findall(rb"HTTP/1\.[01] (\d{3}) ", received)]
+
+
+def predict_request(model: str, signature: str, **inputs):
+    """A gRPC PredictRequest for `model`'s `signature` with `inputs` (name: TensorProto)."""
+    from tensorflow_serving.apis import predict_pb2
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name, request.model_spec.signature_name = model, signature
+    for name, proto in inputs.items():
+        request.inputs[name].CopyFrom(proto)
+    return request
+
+
+def declared(dtype: int, dims: list[int], **fields):
+    """A TensorProto that declares `dtype` and shape `dims` whatever its `fields` hold: the
+    gRPC client's way to claim a huge or malformed tensor in a few bytes."""
+    from tensorflow.core.framework import tensor_pb2
+
+    proto = tensor_pb2.TensorProto(dtype=dtype, **fields)
+    for size in dims:
+        proto.tensor_shape.dim.add(size=size)
+    return proto

@@ -32,7 +32,6 @@ import os
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -102,21 +101,13 @@ def _grpc_attacks(grpc_port: int):
     import grpc
     import numpy as np
     import tensorflow as tf
-    from tensorflow.core.framework import tensor_pb2, types_pb2
-    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+    from tensorflow.core.framework import types_pb2
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    from benchmarks.attacks import declared, predict_request
 
     def request(**inputs):
-        message = predict_pb2.PredictRequest()
-        message.model_spec.name, message.model_spec.signature_name = "kerasbert", "sentiment"
-        for name, proto in inputs.items():
-            message.inputs[name].CopyFrom(proto)
-        return message
-
-    def declared(dtype, dims, **fields):
-        proto = tensor_pb2.TensorProto(dtype=dtype, **fields)
-        for size in dims:
-            proto.tensor_shape.dim.add(size=size)
-        return proto
+        return predict_request("kerasbert", "sentiment", **inputs)
 
     text = tf.make_tensor_proto(["a film"])
     duplicate = request(text=text)
@@ -264,6 +255,7 @@ def render_markdown(results: dict) -> str:
 
 def main(argv=None) -> int:
     from benchmarks.results import save_results
+    from benchmarks.serving import private_copy_of_newest
     from serving.process import LocalServer
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.hostile", description=__doc__,
@@ -279,15 +271,12 @@ def main(argv=None) -> int:
     groups = tuple(group for group in args.attacks.split(",") if group)
     if not set(groups) <= set(ATTACK_GROUPS):
         parser.error(f"--attacks takes {', '.join(ATTACK_GROUPS)}. Received: {args.attacks!r}")
-    versions = sorted(int(v) for v in os.listdir(args.export_base) if v.isdigit()) \
-        if os.path.isdir(args.export_base) else []
-    if not versions:
-        print(f"error: no exported version under {args.export_base}; run make demo first", file=sys.stderr)
+    copy = private_copy_of_newest(args.export_base, "kerasbert-bench-hostile-")
+    if copy is None:
         return 2
+    base, export = copy
     os.makedirs(args.output_dir, exist_ok=True)
-    base = tempfile.mkdtemp(prefix="kerasbert-bench-hostile-")
-    shutil.copytree(os.path.join(args.export_base, str(versions[-1])), os.path.join(base, "1"))
-    results = {"export": os.path.join(args.export_base, str(versions[-1])), "max_body_bytes": MAX_BODY,
+    results = {"export": export, "max_body_bytes": MAX_BODY,
                "attack_groups": list(groups)}
     monitoring = base + "-monitoring.config"
     with open(monitoring, "w") as f:

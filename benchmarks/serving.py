@@ -256,6 +256,21 @@ def render_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
+def private_copy_of_newest(export_base: str, prefix: str) -> tuple[str, str] | None:
+    """(a temporary base path holding the newest version under `export_base` as version 1,
+    that version's path): the serving benchmarks add versions and must not touch the user's
+    exports. None, after an error line, when there is no version."""
+    versions = sorted(int(v) for v in os.listdir(export_base) if v.isdigit()) if os.path.isdir(export_base) else []
+    if not versions:
+        print(f"error: no exported version under {export_base}; run make demo (or pipelines.export) first",
+              file=sys.stderr)
+        return None
+    newest = os.path.join(export_base, str(versions[-1]))
+    base = tempfile.mkdtemp(prefix=prefix)
+    shutil.copytree(newest, os.path.join(base, "1"))
+    return base, newest
+
+
 def main(argv=None) -> int:
     from benchmarks.results import save_results
     from serving.process import LocalServer
@@ -267,16 +282,12 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="Length of each 32-client run.")
     parser.add_argument("--clients", type=int, default=32, help="Concurrent clients.")
     args = parser.parse_args(argv)
-    versions = sorted(int(v) for v in os.listdir(args.export_base) if v.isdigit()) \
-        if os.path.isdir(args.export_base) else []
-    if not versions:
-        print(f"error: no exported version under {args.export_base}; run pipelines.export first", file=sys.stderr)
+    copy = private_copy_of_newest(args.export_base, "kerasbert-bench-serving-")
+    if copy is None:
         return 2
+    base, export = copy
     os.makedirs(args.output_dir, exist_ok=True)
-    # Serve a private copy: the benchmark adds a version, and must not touch the user's exports.
-    base = tempfile.mkdtemp(prefix="kerasbert-bench-serving-")
-    shutil.copytree(os.path.join(args.export_base, str(versions[-1])), os.path.join(base, "1"))
-    results = {"export": os.path.join(args.export_base, str(versions[-1])),
+    results = {"export": export,
                "in_process_p50_ms": in_process_ms(os.path.join(base, "1")),
                "in_process_batch_sentences_per_second": in_process_batch_throughput(os.path.join(base, "1")),
                "load": load_seconds(os.path.join(base, "1"))}

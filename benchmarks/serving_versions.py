@@ -20,7 +20,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 from benchmarks.serving import load
@@ -77,7 +76,7 @@ def render_markdown(results: dict) -> str:
 
 def main(argv=None) -> int:
     from benchmarks.results import save_results
-    from benchmarks.serving import in_process_ms
+    from benchmarks.serving import in_process_ms, private_copy_of_newest
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serving_versions", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -87,13 +86,10 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=4, help="Turns each server is loaded.")
     parser.add_argument("--seconds", type=float, default=8.0, help="Length of each slice.")
     args = parser.parse_args(argv)
-    versions = sorted(int(v) for v in os.listdir(args.export_base) if v.isdigit()) \
-        if os.path.isdir(args.export_base) else []
-    if not versions:
-        print(f"error: no exported version under {args.export_base}; run make demo first", file=sys.stderr)
+    copy = private_copy_of_newest(args.export_base, "kerasbert-bench-versions-")
+    if copy is None:
         return 2
-    base = tempfile.mkdtemp(prefix="kerasbert-bench-versions-")
-    shutil.copytree(os.path.join(args.export_base, str(versions[-1])), os.path.join(base, "1"))
+    base = copy[0]
     checkouts = {"this": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                  "peer": os.path.abspath(args.peer_checkout)}
     servers = {(name, batching): start_server(checkout, base, batching)

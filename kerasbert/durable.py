@@ -22,10 +22,10 @@ import os
 
 def fsync_path(path: str) -> None:
     """Flushes a file's or a folder's entry to the disk (a no-op where folders cannot be
-    opened, as on Windows)."""
+    opened, as on Windows, or for a path another process removed meanwhile)."""
     try:
         fd = os.open(path, os.O_RDONLY)
-    except (IsADirectoryError, PermissionError):
+    except (IsADirectoryError, PermissionError, FileNotFoundError):  # gone meanwhile: nothing to sync
         return
     try:
         os.fsync(fd)

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, types_pb2
-from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-from benchmarks.attacks import Target, exchange, framing_attacks, memory_bombs, statuses
+from benchmarks import attacks
+from benchmarks.attacks import Target, declared, exchange, framing_attacks, memory_bombs, statuses
 from serving_models import save_hostile
 
 MAX_BODY = 4 * 1024 * 1024
@@ -254,19 +255,7 @@ def grpc_predict(server, request, timeout=30):
 
 
 def predict_request(signature="double", **inputs):
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = "hostile"
-    request.model_spec.signature_name = signature
-    for name, proto in inputs.items():
-        request.inputs[name].CopyFrom(proto)
-    return request
-
-
-def declared(dtype, dims, **fields):
-    proto = tensor_pb2.TensorProto(dtype=dtype, **fields)
-    for size in dims:
-        proto.tensor_shape.dim.add(size=size)
-    return proto
+    return attacks.predict_request("hostile", signature, **inputs)
 
 
 def test_grpc_tensors_are_checked_before_they_are_built(servers):

@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.config import FinetuneConfig
-from kerasbert.durable import fsync_tree, publish, write_json
+from kerasbert.durable import publish, write_json
 from kerasbert.finetuning.data import (TaskPreprocessor, interleave_tasks, load_examples, resolve_path,
                                        task_dataset)
 from kerasbert.finetuning.evaluation import (headline_keys, overall_score, plot_confusion, predict_examples,
@@ -40,6 +40,7 @@ from kerasbert.tokenization import load_tokenizer
 from kerasbert.training.callbacks import plot_curves
 from kerasbert.training.finite import check_finite_weights
 from kerasbert.training.run import TrainingRun
+from kerasbert.training.run_folder import mark_finished
 
 # What a run writes into its output folder (the layout above); --overwrite removes these.
 RUN_OUTPUTS = ("config.json", "model.keras", "encoder", "predictions", "best.weights.h5", "best.weights.h5.json",
@@ -202,7 +203,7 @@ def best_block_results(model, preprocessor, dev: dict, dev_evaluation: DevEvalua
 
 
 def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps_per_block) -> None:
-    """The run's files, each synced to the disk before metrics.json marks the run finished."""
+    """The run's files, then metrics.json, which marks the run finished (`mark_finished`)."""
     check_finite_weights(model, f"writing the run's outputs to {output_dir}")
     os.makedirs(os.path.join(output_dir, "predictions"), exist_ok=True)
     for task, examples in dev.items():
@@ -220,7 +221,4 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
     history = os.path.join(output_dir, "history.csv")
     if os.path.exists(history):
         plot_curves(history, os.path.join(output_dir, "curves.png"), "multitask fine-tuning", steps_per_block)
-    for name in ("predictions", "model.keras", "encoder", "best.weights.h5", "history.csv"):
-        if os.path.exists(os.path.join(output_dir, name)):
-            fsync_tree(os.path.join(output_dir, name))
-    write_json(os.path.join(output_dir, "metrics.json"), metrics)
+    mark_finished(output_dir, metrics)

@@ -29,7 +29,6 @@ from kerasbert import tokenization
 from kerasbert.config import PretrainConfig
 from kerasbert.console import stage
 from kerasbert.data.corpus import load_labelled_corpora
-from kerasbert.durable import fsync_tree, write_json
 from kerasbert.models.encoder import build_encoder, load_encoder
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
 from kerasbert.pretraining.dataset import examples_dataset, tfrecord_dataset
@@ -39,6 +38,7 @@ from kerasbert.training.callbacks import plot_curves
 from kerasbert.training.finite import check_finite_weights
 from kerasbert.training.precision import mixed_precision
 from kerasbert.training.run import FitResult, TrainingRun
+from kerasbert.training.run_folder import mark_finished
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ def run_metrics(config: PretrainConfig, model: BertPretrainer, fit: FitResult, s
 
 def write_outputs(model: BertPretrainer, tokenizer, metrics: dict, output_dir: str,
                   steps_per_block: int) -> None:
-    """The run's files, each synced to the disk before metrics.json marks the run finished."""
+    """The run's files, then metrics.json, which marks the run finished (`mark_finished`)."""
     check_finite_weights(model, f"writing the run's outputs to {output_dir}")
     encoder_dir = os.path.join(output_dir, "encoder")
     model.backbone.save_to_preset(encoder_dir)
@@ -235,7 +235,4 @@ def write_outputs(model: BertPretrainer, tokenizer, metrics: dict, output_dir: s
     if os.path.exists(history):
         plot_curves(history, os.path.join(output_dir, "curves.png"), "pretraining (MLM + NSP)",
                     steps_per_block)
-    for name in ("encoder", "vocab.txt", "pretrainer.keras", "history.csv"):
-        if os.path.exists(os.path.join(output_dir, name)):
-            fsync_tree(os.path.join(output_dir, name))
-    write_json(os.path.join(output_dir, "metrics.json"), metrics)
+    mark_finished(output_dir, metrics)

@@ -18,6 +18,8 @@ import json
 import os
 import shutil
 
+from kerasbert.durable import fsync_tree, write_json
+
 METRICS_FILE = "metrics.json"
 
 
@@ -32,6 +34,18 @@ def finished_metrics(output_dir: str) -> dict | None:
     except ValueError as error:
         raise ValueError(f"{path}: not a readable metrics file ({error}); the run that wrote it "
                          "did not finish cleanly. Pass --overwrite to train again from scratch.") from None
+
+
+def mark_finished(output_dir: str, metrics: dict) -> None:
+    """Syncs every file the run wrote to the disk, then writes `metrics.json` through
+    `durable.write_json`: after a power loss the folder holds a finished run only if its
+    outputs are whole. Raises ValueError for a metric that is NaN or infinite.
+
+    Example:
+        >>> mark_finished("runs/tiny", {"mlm_accuracy": 0.12, "train_steps": 60})
+    """
+    fsync_tree(output_dir)
+    write_json(os.path.join(output_dir, METRICS_FILE), metrics)
 
 
 def clear_outputs(output_dir: str, names: tuple[str, ...]) -> list[str]:
