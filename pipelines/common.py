@@ -14,11 +14,24 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
 import tempfile
 
 from kerasbert.cpu_kernels import prefer_onednn
 from kerasbert.data.corpus import default_data_dir
+
+
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+
+
+def config_path(path: str) -> str:
+    """`path` as given if it exists; else, for `pipelines/configs/NAME` or a bare NAME, the
+    config shipped with the package (so the documented paths work outside the clone too)."""
+    if os.path.exists(path):
+        return path
+    shipped = os.path.join(CONFIG_DIR, os.path.basename(path))
+    return shipped if os.path.isfile(shipped) else path
 
 
 def pipeline_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -32,7 +45,7 @@ def pipeline_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def add_common_flags(parser: argparse.ArgumentParser, config_required: bool = True) -> None:
-    parser.add_argument("--config", required=config_required,
+    parser.add_argument("--config", required=config_required, type=config_path,
                         help="JSON config file (see pipelines/configs/).")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Override one field of the resolved config, e.g. "
@@ -109,10 +122,19 @@ def main_guard(run, verbose: bool = False) -> int:
     """Runs `run()` after a quiet TensorFlow start-up, turning expected errors into one
     clear line and exit code 2."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM unwinds as Ctrl-C does: backups stay whole
     try:
         import_tensorflow(verbose)
         run()
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as interrupt:  # training says where it resumes; elsewhere, nothing was kept
+        message = str(interrupt) if type(interrupt) is not KeyboardInterrupt else "interrupted"
+        print(f"\n{message}", file=sys.stderr)
+        return 130
     return 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt

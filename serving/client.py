@@ -26,7 +26,8 @@ import urllib.error
 import urllib.request
 
 class ServingError(RuntimeError):
-    """The server answered with an error; `code` is the HTTP status or gRPC code name."""
+    """The server answered with an error; `code` is the HTTP status or gRPC code name, or
+    UNREACHABLE when no server answered at all (nothing listening: retried like a 503)."""
 
     def __init__(self, code, message):
         super().__init__(f"{code}: {message}")
@@ -52,7 +53,7 @@ class ServingClient:
             try:
                 return call()
             except ServingError as error:
-                if error.code not in (503, "UNAVAILABLE") or attempt == self.retries:
+                if error.code not in (503, "UNAVAILABLE", "UNREACHABLE") or attempt == self.retries:
                     raise
             time.sleep(self.backoff * 2**attempt)
 
@@ -74,7 +75,8 @@ class ServingClient:
         except urllib.error.HTTPError as error:
             raise ServingError(error.code, json.loads(error.read() or b"{}").get("error", error.reason)) from None
         except urllib.error.URLError as error:  # connection refused: the server is not up (yet)
-            raise ServingError(503, str(error.reason)) from None
+            raise ServingError("UNREACHABLE", f"no server answered at {self.host}:{self.rest_port} "
+                                              f"({error.reason})") from None
 
     def _predict_rest(self, signature, inputs):
         outputs = self._rest(self._model_path() + ":predict", {"signature_name": signature, "inputs": inputs})["outputs"]
@@ -156,7 +158,7 @@ def main(argv=None) -> int:
     parser.add_argument("--protocol", default="rest", choices=("rest", "grpc"), help="REST or gRPC.")
     parser.add_argument("--port", type=int, default=None, help="Port (default 8501 REST, 8500 gRPC).")
     parser.add_argument("--timeout", type=float, default=10.0, help="Seconds per attempt.")
-    parser.add_argument("--retries", type=int, default=3, help="Retries on 503 / UNAVAILABLE.")
+    parser.add_argument("--retries", type=int, default=3, help="Retries on 503 / UNAVAILABLE / no server answering.")
     args = parser.parse_args(argv)
     inputs = {"text": [args.text]} if args.text_b is None else {"text_a": [args.text], "text_b": [args.text_b]}
     port = args.port or (8501 if args.protocol == "rest" else 8500)

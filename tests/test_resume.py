@@ -4,6 +4,7 @@ backup, started twice, started where nothing can be written."""
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import time
 import pytest
 
 from conftest import ROOT, run_main, run_module
+from kerasbert.training.backup import damage
 from test_distribution import tiny_run_config
 
 
@@ -95,12 +97,44 @@ def test_a_finished_run_is_kept_unless_overwrite(tmp_path, capsys):
     assert (output / "history.csv").read_text() == history  # not a second history
     assert (output / "metrics.json").read_text() == metrics
 
+    changed = run_main(command + ["--set", "train.total_steps=40"], capsys)  # seen before: trained nothing, exit 0
+    assert changed.returncode == 2 and "Traceback" not in changed.stderr
+    assert "holds a finished run with another config (train.total_steps: 20 -> 40)" in changed.stderr
+    assert "--overwrite" in changed.stderr and (output / "metrics.json").read_text() == metrics
+
     fresh = run_main(command + ["--overwrite", "--set", "train.total_steps=10"], capsys, check=True)
     assert "removed the previous run's" in fresh.stdout and "10/10" in fresh.stdout
     assert "resuming" not in fresh.stdout
     with open(output / "history.csv", newline="") as f:
         assert [row["epoch"] for row in csv.DictReader(f)] == ["0"]  # the new run's block only
     assert json.loads((output / "metrics.json").read_text())["train_steps"] == 10
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_says_where_the_same_command_resumes(tmp_path, signum):
+    """Seen before: ~58 lines of TensorFlow traceback, and no word on resuming."""
+    config = tiny_run_config(tmp_path, steps=70, block=10, batch=8)
+    backups = tmp_path / "out" / "backup"
+    env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "pipelines.pretrain", "--config", config, "--output_dir",
+                                str(tmp_path / "out")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and newest_backup_block(backups) < 2:
+            assert process.poll() is None, "run ended before it could be interrupted"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        process.send_signal(signum)
+        stderr = process.communicate(timeout=60)[1]
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    newest = newest_backup_block(backups)
+    assert re.fullmatch(rf"interrupted at step \d+; the same command resumes from step {newest * 10}", last), stderr
+    assert "Traceback" not in stderr
+    assert damage(str(backups / f"block-{newest:04d}.weights.h5")) is None  # the backup intact
 
 
 def test_finetuning_keeps_a_finished_run(tmp_path):

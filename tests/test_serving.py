@@ -441,3 +441,18 @@ def test_each_error_kind_has_tf_serving_codes():
              RuntimeError: (500, grpc.StatusCode.INTERNAL)}
     for kind, codes in kinds.items():
         assert (status.http_status(kind("x")), status.grpc_code(kind("x"))) == codes
+
+
+def test_client_says_no_server_answered_rather_than_503():
+    """Seen before: a refused connection reported as the server's "503"."""
+    import socket
+
+    from serving.client import ServingClient, ServingError
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = ServingClient("kerasbert", rest_port=port, retries=1, backoff=0.01, timeout=5)
+    with pytest.raises(ServingError) as error:
+        client.predict("sentiment", {"text": ["hi"]})
+    assert error.value.code == "UNREACHABLE" and f"no server answered at 127.0.0.1:{port}" in str(error.value)

@@ -31,6 +31,7 @@ import keras
 import tensorflow as tf
 
 from kerasbert.models import unpadded as unpadded_encoder
+from kerasbert.models.dataset_fit import DatasetFit
 from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS, stack_sides
 from kerasbert.tasks import DEFAULT_TASKS, TASK_IDS, TASKS, check_task_names, pair_encoders
@@ -47,7 +48,7 @@ def second_inputs(x: dict) -> dict:
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
-class MultitaskBert(keras.Model):
+class MultitaskBert(DatasetFit, keras.Model):
     """One shared encoder with a head per task (by default sentiment (5 classes),
     paraphrase (binary) and similarity (0-5)); each training batch holds one task
     (`task_dataset`, `interleave_tasks`).

@@ -82,6 +82,13 @@ class DevEvaluation(keras.callbacks.Callback):
                 self.best = json.load(f)["score"]
         self.best_result: tuple[dict, dict] | None = None  # (metrics, predictions) of the best block
 
+    def best_block(self) -> int | None:
+        """The block whose weights are kept (read back from disk, so a resumed run knows it)."""
+        if not os.path.exists(self.best_path + ".json"):
+            return None
+        with open(self.best_path + ".json") as f:
+            return json.load(f)["block"]
+
     def on_epoch_end(self, epoch, logs=None):
         metrics, predictions = evaluate_all(self.model, self.preprocessor, self.dev)
         print("   dev: " + "  ".join(f"{k}={v:.3f}" for k, v in metrics.items()), flush=True)
@@ -145,8 +152,13 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
     best_path = os.path.join(output_dir, "best.weights.h5")
     dev_evaluation = DevEvaluation(preprocessor, dev, best_path, config.trained_tasks)
     fit = run.fit(model, batches, evaluation=(dev_evaluation,), checkpoint=False)
+    trained_steps = int(model.optimizer.iterations.numpy())  # before the best block's weights reload it
     metrics, predictions = best_block_results(model, preprocessor, dev, dev_evaluation, run)
-    metrics.update(train_steps=int(model.optimizer.iterations.numpy()), train_seconds=fit.train_seconds,
+    best_block = dev_evaluation.best_block()
+    metrics.update(train_steps=trained_steps,
+                   best_step=trained_steps if best_block is None else best_block * train.steps_per_block,
+                   dev_examples={task: len(examples) for task, examples in dev.items()},
+                   train_seconds=fit.train_seconds,
                    examples_per_second=fit.examples_per_second,
                    skipped_nonfinite_batches=fit.skipped_nonfinite_batches,
                    init_checkpoint=init_checkpoint, pair_encoder=heads.pair_encoder,
@@ -214,7 +226,8 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
         if task.kind == "classes":
             plot_confusion([e.label for e in dev[name]], predictions[name].argmax(-1), task.class_names,
                            os.path.join(output_dir, f"{name}_confusion.png"),
-                           f"{task.title} dev (accuracy {metrics[task.metric_names[0]]:.3f})")
+                           f"{task.title}: the {len(dev[name])} dev examples that chose step "
+                           f"{metrics['best_step']} (accuracy {metrics[task.metric_names[0]]:.3f})")
     model.save(os.path.join(output_dir, "model.keras"))
     model.backbone.save_to_preset(os.path.join(output_dir, "encoder"))
     tokenizer.save_to_preset(os.path.join(output_dir, "encoder"))

@@ -20,12 +20,13 @@ from __future__ import annotations
 import keras
 import keras_hub
 
+from kerasbert.models.dataset_fit import DatasetFit
 from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
-class BertPretrainer(keras.Model):
+class BertPretrainer(DatasetFit, keras.Model):
     """A BERT encoder with a masked-LM head (tied to the token embedding) and, with `nsp`,
     a next-sentence head on the pooled output.
 

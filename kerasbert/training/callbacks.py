@@ -86,7 +86,9 @@ def plot_curves(history_csv: str, output_png: str, title: str, steps_per_block: 
             loss_ax.plot(blocks, values, **style)
         elif key.endswith("accuracy") or key.endswith("pearson"):
             acc_ax.plot(blocks, values, **style)
-    for ax, name in ((loss_ax, "loss"), (acc_ax, "accuracy")):
+    scores = sorted({key.removeprefix("val_").removeprefix("dev_").rsplit("_", 1)[-1] for key in rows[0]
+                     if key.endswith(("accuracy", "pearson"))})
+    for ax, name in ((loss_ax, "loss"), (acc_ax, " / ".join(scores) or "accuracy")):
         ax.set_xlabel("training step")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_ylabel(name)

@@ -37,14 +37,18 @@ from typing import Callable
 
 import keras
 
-from kerasbert.config import save_config
+from kerasbert.config import save_config, to_dict
 from kerasbert.console import stage
-from kerasbert.training.backup import find_backup, restore
+from kerasbert.training.backup import find_backup, last_block, restore
 from kerasbert.training.callbacks import Throughput, backup_dir, training_callbacks
 from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
 from kerasbert.training.run_folder import check_free_space, check_output_dir
 from kerasbert.training.strategy import worker_info
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during training; the message says where the next start resumes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +74,7 @@ class TrainingRun:
         self.started = time.perf_counter()
         self.train, self.output_dir = config.train, output_dir
         self.worker, self.is_chief = worker_info()
-        self.finished = check_output_dir(output_dir, outputs, overwrite, self.is_chief)
+        self.finished = check_output_dir(output_dir, outputs, overwrite, self.is_chief, to_dict(config))
         self.backup, self.start_block = None, 0
         if self.finished is not None:
             return
@@ -140,9 +144,16 @@ class TrainingRun:
                                        steps_per_block=train.steps_per_block,
                                        skip_nonfinite=train.skip_nonfinite_batches, worker=self.worker)
         fit_started = time.perf_counter()
-        model.fit(batches, initial_epoch=self.start_block, epochs=train.num_blocks,
-                  steps_per_epoch=train.steps_per_block, shuffle=False, callbacks=callbacks,
-                  verbose=self.verbose, **fit_kwargs)
+        try:
+            model.fit(batches, initial_epoch=self.start_block, epochs=train.num_blocks,
+                      steps_per_epoch=train.steps_per_block, shuffle=False, callbacks=callbacks,
+                      verbose=self.verbose, **fit_kwargs)
+        except KeyboardInterrupt:
+            own = backup_dir(self.output_dir, self.worker, self.is_chief)
+            resume = last_block(own) * train.steps_per_block
+            raise Interrupted(f"interrupted at step {int(model.optimizer.iterations.numpy())}; the same command "
+                              f"resumes from step {resume}") from None
+        self.steps_trained = int(model.optimizer.iterations.numpy())
         skipped = getattr(model.optimizer, "skipped_steps", None)
         skipped = int(skipped.numpy()) if skipped is not None else 0
         if skipped:

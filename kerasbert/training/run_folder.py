@@ -63,11 +63,30 @@ def clear_outputs(output_dir: str, names: tuple[str, ...]) -> list[str]:
     return removed
 
 
+def config_changes(saved: dict, new: dict, prefix: str = "") -> list[str]:
+    """`key: old -> new` for every dotted key whose value differs between two configs.
+
+    Example:
+        >>> config_changes({"train": {"total_steps": 60}}, {"train": {"total_steps": 80}})
+        ['train.total_steps: 60 -> 80']
+    """
+    changes = []
+    for key in sorted(set(saved) | set(new), key=str):
+        old, value = saved.get(key, "(absent)"), new.get(key, "(absent)")
+        if isinstance(old, dict) and isinstance(value, dict):
+            changes += config_changes(old, value, f"{prefix}{key}.")
+        elif old != value:
+            changes.append(f"{prefix}{key}: {json.dumps(old)} -> {json.dumps(value)}")
+    return changes
+
+
 def check_output_dir(output_dir: str, outputs: tuple[str, ...], overwrite: bool,
-                     is_chief: bool = True) -> dict | None:
+                     is_chief: bool = True, config: dict | None = None) -> dict | None:
     """Before a run: the finished run's metrics if there is one to keep, else None.
 
     With `overwrite`, the chief first removes `outputs` (the run's own files) from the folder.
+    A finished run whose config.json differs from `config` is an error naming the keys that
+    differ: the run asked for is not the one in the folder.
     """
     if overwrite:
         if is_chief and os.path.isdir(output_dir):
@@ -77,6 +96,14 @@ def check_output_dir(output_dir: str, outputs: tuple[str, ...], overwrite: bool,
                       flush=True)
         return None
     metrics = finished_metrics(output_dir)
+    saved_path = os.path.join(output_dir, "config.json")
+    if metrics is not None and config is not None and os.path.isfile(saved_path):
+        with open(saved_path, encoding="utf-8") as f:
+            changes = config_changes(json.load(f), json.loads(json.dumps(config)))
+        if changes:
+            raise ValueError(f"{output_dir} holds a finished run with another config ({'; '.join(changes)}). "
+                             "Pass --overwrite to train it again with this config, or choose another "
+                             "--output_dir.")
     if metrics is not None:
         steps = metrics.get("train_steps")
         print(f"== {output_dir} holds a finished run ({METRICS_FILE}"

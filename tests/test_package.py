@@ -1,0 +1,79 @@
+"""The package as `pip install .` gives it: declared dependencies, console commands, the
+pipelines and their configs inside the wheel, `import kerasbert` working outside the clone."""
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+
+from packaging.requirements import Requirement
+
+from conftest import ROOT
+
+COMMANDS = ("kerasbert-demo", "kerasbert-pretrain", "kerasbert-finetune", "kerasbert-evaluate",
+            "kerasbert-export", "kerasbert-search", "kerasbert-serve")
+
+
+def pinned_versions() -> dict[str, str]:
+    pins = {}
+    for line in open(os.path.join(ROOT, "requirements.txt")):
+        line = line.split("#")[0].strip()
+        if "==" in line:
+            name, version = line.split("==")
+            pins[name.lower()] = version
+    return pins
+
+
+def test_wheel_installs_into_a_fresh_venv_and_its_commands_run(tmp_path):
+    wheels = tmp_path / "wheels"
+    build = os.path.join(ROOT, "build")
+    had_build = os.path.exists(build)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(wheels), ROOT], check=True, cwd=tmp_path)
+    if not had_build:  # setuptools builds inside the source tree
+        shutil.rmtree(build, ignore_errors=True)
+    (wheel,) = wheels.glob("kerasbert-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "pipelines/pretrain.py" in names and "pipelines/configs/pretrain_tiny.json" in names
+    assert "serving/batching.config" in names
+    assert all(f"{command} =" in entry_points for command in COMMANDS)
+
+    # Every declared dependency is one the tested lock satisfies.
+    required = [Requirement(line.split(":", 1)[1].strip()) for line in metadata.splitlines()
+                if line.startswith("Requires-Dist:")]
+    required = [r for r in required if not r.marker or r.marker.evaluate({"extra": ""})]
+    pins = pinned_versions()
+    for requirement in required:
+        name = requirement.name.lower()
+        assert name in pins, f"{name} declared but not in requirements.txt"
+        assert requirement.specifier.contains(pins[name]), (name, str(requirement.specifier), pins[name])
+    assert {"tensorflow", "keras", "keras-hub", "aiohttp"} <= {r.name.lower() for r in required}
+
+    # A fresh venv; the dependencies come from this one's site-packages (a .pth), not the network.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(site, "deps.pth"), "w") as f:
+        f.write(sysconfig.get_path("purelib") + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-index", str(wheel)], check=True)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    for command in ("kerasbert-demo", "kerasbert-serve"):
+        shown = subprocess.run([str(venv / "bin" / command), "--help"], cwd=outside, env=env,
+                               capture_output=True, text=True, timeout=300)
+        assert shown.returncode == 0 and "usage:" in shown.stdout, shown.stderr[-2000:]
+    built = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import kerasbert; print(kerasbert.__file__); "
+                            "print(kerasbert.build_encoder('tiny', vocabulary_size=100).count_params())"],
+                           cwd=outside, env=env, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    path, parameters = built.stdout.split()[-2:]
+    assert path.startswith(site) and int(parameters) > 0  # the installed copy, not the clone's
