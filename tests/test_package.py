@@ -61,11 +61,12 @@ def test_wheel_installs_into_a_fresh_venv_and_its_commands_run(tmp_path):
                           check=True, capture_output=True, text=True).stdout.strip()
     with open(os.path.join(site, "deps.pth"), "w") as f:
         f.write(sysconfig.get_path("purelib") + "\n")
+    # Without the clone on PYTHONPATH (make test sets it), where pip would find kerasbert "installed".
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                    "--no-deps", "--no-index", str(wheel)], check=True)
+                    "--no-deps", "--no-index", str(wheel)], check=True, env=env)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     for command in ("kerasbert-demo", "kerasbert-serve"):
         shown = subprocess.run([str(venv / "bin" / command), "--help"], cwd=outside, env=env,
                                capture_output=True, text=True, timeout=300)

@@ -226,8 +226,9 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
         if task.kind == "classes":
             plot_confusion([e.label for e in dev[name]], predictions[name].argmax(-1), task.class_names,
                            os.path.join(output_dir, f"{name}_confusion.png"),
-                           f"{task.title}: the {len(dev[name])} dev examples that chose step "
-                           f"{metrics['best_step']} (accuracy {metrics[task.metric_names[0]]:.3f})")
+                           f"{task.title}: {len(dev[name])} dev examples"
+                           + (f" that chose step {metrics['best_step']}" if "best_step" in metrics else "")
+                           + f" (accuracy {metrics[task.metric_names[0]]:.3f})")
     model.save(os.path.join(output_dir, "model.keras"))
     model.backbone.save_to_preset(os.path.join(output_dir, "encoder"))
     tokenizer.save_to_preset(os.path.join(output_dir, "encoder"))
