@@ -2,22 +2,23 @@
 
     python examples/finetune_fit.py --task sts --train ../shared/data/cs224n/sts-train.tsv \
         --dev ../shared/data/cs224n/sts-dev.tsv --export_base saved_models/sts
-    python examples/finetune_fit.py --task sst --train SST-2/train.tsv --dev SST-2/dev.tsv \
+    python examples/finetune_fit.py --task sst2 --train SST-2/train.tsv --dev SST-2/dev.tsv \
         --export_base saved_models/sst2
 
-Task files: GLUE TSVs (SST-2: sentence, label; QQP: question1, question2, is_duplicate;
-STS-B: sentence1, sentence2, score) or the shared data's cs224n files. The encoder starts
+Task files: GLUE TSVs (sst2: sentence, label; para (QQP): question1, question2, is_duplicate;
+sts (STS-B): sentence1, sentence2, score) or the shared data's cs224n files (sst: SST-5). The encoder starts
 from --init_checkpoint: MiniLM by default, or a Hugging Face BERT folder, a keras-hub
 preset, or a kerasbert run (pipelines.pretrain, examples/pretrain_fit.py).
 """
 
 import argparse
+import sys
 
 import kerasbert
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--task", required=True, choices=kerasbert.task_names(),
-                    help="sst: sentiment classes; para: paraphrase (binary); sts: similarity 0-5; ...")
+                    help="sst: SST-5's 5 classes; sst2: positive/negative; para: paraphrase; sts: similarity 0-5")
 parser.add_argument("--train", required=True, help="Training TSV of the task.")
 parser.add_argument("--dev", required=True, help="Labelled TSV to score after training.")
 parser.add_argument("--export_base", required=True, help="SavedModel versions go to <export_base>/<N>/.")
@@ -35,7 +36,11 @@ kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 C
 checkpoint = args.init_checkpoint or kerasbert.minilm_checkpoint()
 preprocessor = kerasbert.TaskPreprocessor(kerasbert.load_tokenizer(checkpoint), args.sequence_length,
                                           pair_encoder="cross")  # a pair is read as [CLS] a [SEP] b [SEP]
-examples = kerasbert.load_examples(args.task, args.train)
+try:  # a missing or damaged file: one line naming it, before any training
+    examples = kerasbert.load_examples(args.task, args.train)
+    kerasbert.load_examples(args.task, args.dev)
+except kerasbert.DataError as error:
+    sys.exit(f"error: {error}")
 train = kerasbert.task_dataset(args.task, examples, preprocessor, args.batch_size, training=True)
 
 model = kerasbert.MultitaskBert(kerasbert.load_encoder(checkpoint), tasks=(args.task,))

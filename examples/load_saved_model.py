@@ -14,10 +14,17 @@ parser.add_argument("--model", required=True, help="A version folder: <export_ba
 parser.add_argument("--text", action="append", required=True, help="A sentence (repeatable).")
 args = parser.parse_args()
 
-# After the flags, so that --help answers before TensorFlow loads.
+# After the flags, so that --help answers before TensorFlow loads; kerasbert.quiet only hides
+# TensorFlow's C++ start-up lines (KERASBERT_VERBOSE=1 shows them): the model needs no kerasbert.
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tensorflow_text  # noqa: E402, F401  registers the ops the tokenizer in the graph uses
+
+from kerasbert.quiet import native_stderr_hidden  # noqa: E402
+
+with native_stderr_hidden():
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  registers the ops the tokenizer in the graph uses
+
+    tf.config.list_physical_devices()
 
 np.set_printoptions(precision=3, suppress=True)
 

@@ -11,6 +11,7 @@ Killed part-way, the same command resumes from the last epoch's backup.
 
 import argparse
 import os
+import sys
 
 import kerasbert
 
@@ -32,19 +33,21 @@ args = parser.parse_args()
 kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 CPUs too
 import keras  # noqa: E402
 
-if args.init_checkpoint:
-    tokenizer = kerasbert.load_tokenizer(args.init_checkpoint)
-    encoder = kerasbert.load_encoder(args.init_checkpoint)
-else:
-    lines = [line for path in args.text for line in open(path, encoding="utf-8") if line.strip()]
-    tokenizer = kerasbert.make_tokenizer(kerasbert.train_vocabulary(lines, args.vocab_size))
-    encoder = kerasbert.build_encoder(args.preset, vocabulary_size=tokenizer.vocabulary_size())
-
 data_config = kerasbert.PretrainDataConfig()  # 15% masked (80/10/10), half the B segments random
 batches = dict(sequence_length=args.sequence_length, batch_size=args.batch_size, data=data_config)
-train = kerasbert.text_pretraining_dataset(args.text, tokenizer, **batches)
-heldout = (kerasbert.text_pretraining_dataset([args.heldout_text], tokenizer, heldout=True, **batches)
-           if args.heldout_text else None)
+try:  # a missing or damaged file: one line naming it
+    if args.init_checkpoint:
+        tokenizer = kerasbert.load_tokenizer(args.init_checkpoint)
+        encoder = kerasbert.load_encoder(args.init_checkpoint)
+    else:
+        lines = [line for path in args.text for line in open(path, encoding="utf-8") if line.strip()]
+        tokenizer = kerasbert.make_tokenizer(kerasbert.train_vocabulary(lines, args.vocab_size))
+        encoder = kerasbert.build_encoder(args.preset, vocabulary_size=tokenizer.vocabulary_size())
+    train = kerasbert.text_pretraining_dataset(args.text, tokenizer, **batches)
+    heldout = (kerasbert.text_pretraining_dataset([args.heldout_text], tokenizer, heldout=True, **batches)
+               if args.heldout_text else None)
+except (kerasbert.DataError, OSError) as error:
+    sys.exit(f"error: {error}")
 
 model = kerasbert.BertPretrainer(encoder, mask_selection_length=data_config.mask_selection_length)
 optimizer = kerasbert.FusedAdamW(args.learning_rate, weight_decay=0.01, clipnorm=1.0)

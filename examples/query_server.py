@@ -18,7 +18,11 @@ parser.add_argument("--rest_port", type=int, default=8501, help="Its REST port."
 parser.add_argument("--grpc_port", type=int, default=8500, help="Its gRPC port.")
 args = parser.parse_args()
 
-# After the flags, so that --help answers before TensorFlow loads.
+# After the flags, so that --help answers before TensorFlow loads (without its C++ start-up
+# lines: serving.quiet; KERASBERT_VERBOSE=1 shows them).
+from serving.quiet import import_tensorflow  # noqa: E402
+
+import_tensorflow(with_text_ops=False)
 import grpc  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc  # noqa: E402

@@ -2,7 +2,8 @@
 on several tasks at once, and export it as a SavedModel for TensorFlow Serving.
 
 The names below are the public API; everything else is internal. They load on first
-use, so `import kerasbert` is instant and TensorFlow starts only when a name needs it.
+use, so `import kerasbert` is instant and TensorFlow starts only when a name needs it,
+without its C++ start-up lines (KERASBERT_VERBOSE=1 shows them; `kerasbert.quiet`).
 
 Example (pretraining in your own fit script):
     >>> import keras, kerasbert
@@ -47,6 +48,7 @@ _MODULES = {
     # Multitask fine-tuning: the declared tasks, their model, data and scores.
     "Task": "kerasbert.tasks",
     "get_task": "kerasbert.tasks",
+    "DataError": "kerasbert.data.rows",  # a data file missing or unreadable, naming file and line
     "task_names": "kerasbert.tasks",
     "MultitaskBert": "kerasbert.finetuning.model",
     "TaskPreprocessor": "kerasbert.finetuning.data",
@@ -65,11 +67,17 @@ _MODULES = {
 }
 
 __all__ = list(_MODULES)
+# Modules that need no TensorFlow; the others load it first, quietly (with oneDNN's kernels).
+_WITHOUT_TENSORFLOW = {"kerasbert.config", "kerasbert.tasks", "kerasbert.cpu_kernels", "kerasbert.data.rows"}
 
 
 def __getattr__(name: str):
     if name not in _MODULES:
         raise AttributeError(f"module 'kerasbert' has no attribute {name!r}")
+    if _MODULES[name] not in _WITHOUT_TENSORFLOW:
+        from kerasbert.cpu_kernels import prefer_onednn
+
+        prefer_onednn()
     value = getattr(importlib.import_module(_MODULES[name]), name)
     globals()[name] = value  # the next lookup is an ordinary attribute
     return value

@@ -19,13 +19,17 @@ from __future__ import annotations
 import os
 import sys
 
+from kerasbert.quiet import native_stderr_hidden
+
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 
 
-def prefer_onednn() -> bool:
+def prefer_onednn(verbose: bool | None = None) -> bool:
     """Imports TensorFlow with oneDNN's kernels unless `TF_ENABLE_ONEDNN_OPTS` says
-    otherwise. Returns False, changing nothing, once TensorFlow is imported (its choice is
-    made by then) or where it is not installed (the peer's environment of bench-peers).
+    otherwise, and looks up its devices, its C++ start-up lines hidden unless `verbose`
+    (`kerasbert.quiet`). Returns False, changing nothing, once TensorFlow is imported (its
+    choice is made by then) or where it is not installed (the peer's environment of
+    bench-peers).
 
     Example, at the top of your own training script:
         >>> import kerasbert
@@ -39,7 +43,10 @@ def prefer_onednn() -> bool:
     if set_here:
         os.environ[VARIABLE] = "1"
     try:
-        import tensorflow  # noqa: F401  (it reads the variable as it loads)
+        with native_stderr_hidden(verbose):
+            import tensorflow as tf  # it reads the variable as it loads
+
+            tf.config.list_physical_devices()  # device discovery writes its lines too
     except ImportError:
         return False
     finally:

@@ -82,9 +82,9 @@ def text_features(serialized, *names):
     return [features[name] for name in names]
 
 
-def classes_and_scores(scores):
-    """TF Serving's classify outputs: class names "0".."n-1" per row, and their scores."""
-    names = tf.strings.as_string(tf.range(tf.shape(scores)[-1]))
+def classes_and_scores(scores, labels: tuple[str, ...]):
+    """TF Serving's classify outputs: the task's class names per row, and their scores."""
+    names = tf.constant(labels)
     return {"classes": tf.tile(names[tf.newaxis], [tf.shape(scores)[0], 1]), "scores": scores}
 
 
@@ -153,11 +153,14 @@ class ServingGraph:
     def outputs(self, task, u, v=None):
         """The named outputs of `task`'s text and token signatures, by its kind."""
         prediction, kind = self.model.task_prediction_from(task, u, v), TASKS[task].kind
+        if kind == "pair_score":
+            return {"score": prediction}
         if kind == "classes":
-            return {"probabilities": prediction, "label": tf.argmax(prediction, axis=-1)}
-        if kind == "pair_binary":
-            return {"probability": prediction, "label": tf.cast(prediction >= 0.5, tf.int64)}
-        return {"score": prediction}
+            result = {"probabilities": prediction, "label": tf.argmax(prediction, axis=-1)}
+        else:
+            result = {"probability": prediction, "label": tf.cast(prediction >= 0.5, tf.int64)}
+        result["class_name"] = tf.gather(tf.constant(TASKS[task].labels), result["label"])
+        return result
 
     def from_examples(self, task, serialized):
         """TF Serving's :classify (classes, scores) or :regress (outputs) of serialized tf.Examples."""
@@ -166,9 +169,10 @@ class ServingGraph:
         else:
             result = self.outputs(task, self.embed_text(*text_features(serialized, "text")))
         if "probabilities" in result:
-            return classes_and_scores(result["probabilities"])
+            return classes_and_scores(result["probabilities"], TASKS[task].labels)
         if "probability" in result:
-            return classes_and_scores(tf.stack([1.0 - result["probability"], result["probability"]], axis=-1))
+            probability = result["probability"]
+            return classes_and_scores(tf.stack([1.0 - probability, probability], axis=-1), TASKS[task].labels)
         return {"outputs": result["score"]}
 
     def task_signatures(self, task) -> dict:

@@ -50,8 +50,8 @@ class Task:
     """One fine-tuning task.
 
     Example:
-        >>> Task("sst2", "binary_sentiment", "classes", "SST-2", "glue/sst2-train.tsv",
-        ...      "glue/sst2-dev.tsv", {"glue": Columns("sentence", None, "label")}, num_classes=2)
+        >>> Task("sst2", "binary_sentiment", "classes", "SST-2", "glue/SST-2/train.tsv", "glue/SST-2/dev.tsv",
+        ...      {"glue": Columns("sentence", None, "label")}, num_classes=2, class_names=("negative", "positive"))
     """
 
     name: str  # key of configs, metrics (`<name>_accuracy`), batches and prediction files
@@ -62,7 +62,7 @@ class Task:
     dev_file: str
     columns: dict[str, Columns]  # layout -> columns
     num_classes: int = 2  # classes: the number of classes; pair_binary: 2
-    class_names: tuple[str, ...] = ()  # for the confusion matrix of a classes task
+    class_names: tuple[str, ...] = ()  # classes, pair_binary: one per class id (default "0", "1", ...)
     max_score: float = 5.0  # pair_score: labels and predictions in [0, max_score]
     clean: Callable[[str], str] = lambda text: text  # undoes the file's escaping
 
@@ -81,6 +81,11 @@ class Task:
     @property
     def is_pair(self) -> bool:
         return self.kind != "classes"
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The class names served by :classify and the text signatures (classes, pair_binary)."""
+        return self.class_names or tuple(str(i) for i in range(self.num_classes))
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -151,18 +156,21 @@ def _task_list(*tasks: Task) -> dict[str, Task]:
 
 TASKS: dict[str, Task] = _task_list(
     Task("sst", "sentiment", "classes", "SST-5", "cs224n/sst-train.tsv", "cs224n/sst-dev.tsv",
-         {"cs224n": Columns("sentence", None, "sentiment", "id"), "glue": Columns("sentence", None, "label")},
-         num_classes=5, class_names=("very neg", "neg", "neutral", "pos", "very pos"), clean=clean_ptb),
+         {"cs224n": Columns("sentence", None, "sentiment", "id")}, num_classes=5,
+         class_names=("very negative", "negative", "neutral", "positive", "very positive"), clean=clean_ptb),
     Task("para", "paraphrase", "pair_binary", "Quora", "cs224n/quora-train.tsv", "cs224n/quora-dev.tsv",
          {"cs224n": Columns("sentence1", "sentence2", "is_duplicate", "id"),
           "glue": Columns("question1", "question2", "is_duplicate", "id")},
-         clean=unquote_twice_quoted),
+         class_names=("not duplicate", "duplicate"), clean=unquote_twice_quoted),
     Task("sts", "similarity", "pair_score", "STS-B", "cs224n/sts-train.tsv", "cs224n/sts-dev.tsv",
          {"cs224n": Columns("sentence1", "sentence2", "similarity", "id"),
           "glue": Columns("sentence1", "sentence2", "score")}),
     Task("cfimdb", "review_sentiment", "classes", "CFIMDB", "cs224n/cfimdb-train.tsv", "cs224n/cfimdb-dev.tsv",
          {"cs224n": Columns("sentence", None, "sentiment", "id")},
          num_classes=2, class_names=("negative", "positive"), clean=clean_review),
+    # GLUE's SST-2 (sentence, label: 0 negative, 1 positive): binary, unlike SST-5's five classes.
+    Task("sst2", "binary_sentiment", "classes", "SST-2", "glue/SST-2/train.tsv", "glue/SST-2/dev.tsv",
+         {"glue": Columns("sentence", None, "label")}, num_classes=2, class_names=("negative", "positive")),
 )
 # What a run trains when its config does not say: the reference study's three tasks.
 DEFAULT_TASKS = ("sst", "para", "sts")
@@ -185,7 +193,7 @@ def task_names() -> tuple[str, ...]:
     """The declared tasks' names, in declaration order.
 
     >>> task_names()
-    ('sst', 'para', 'sts', 'cfimdb')
+    ('sst', 'para', 'sts', 'cfimdb', 'sst2')
     """
     return tuple(TASKS)
 

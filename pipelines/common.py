@@ -11,12 +11,10 @@ Example:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import signal
 import sys
-import tempfile
 
 from kerasbert.cpu_kernels import prefer_onednn
 from kerasbert.data.corpus import default_data_dir
@@ -70,61 +68,13 @@ def add_common_flags(parser: argparse.ArgumentParser, config_required: bool = Tr
                              "many logical devices (for testing).")
 
 
-def has_nvidia_gpu() -> bool:
-    return os.path.exists("/dev/nvidiactl")
-
-
-@contextlib.contextmanager
-def native_stderr_to(file):
-    """Sends what C++ libraries write to file descriptor 2 into `file` (a binary file)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    os.dup2(file.fileno(), 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def import_tensorflow(verbose: bool = False) -> None:
-    """Imports TensorFlow and looks up its devices, hiding the C++ start-up lines unless
-    `verbose` or an NVIDIA GPU is present (then they say which devices it found).
-
-    Without a GPU they say nothing: "Could not find cuda drivers", "failed call to cuInit",
-    "oneDNN custom operations are on". They are written before TF_CPP_MIN_LOG_LEVEL is
-    read, so only a redirect of the native stderr hides them. Looking the devices up
-    does not fix them: a strategy may still split the CPU afterwards.
-
-    Asks for TensorFlow's oneDNN kernels as it loads (`kerasbert.cpu_kernels`), on CPUs
-    where TensorFlow would leave them off, unless TF_ENABLE_ONEDNN_OPTS says otherwise.
-    """
-    if verbose or has_nvidia_gpu() or "tensorflow" in sys.modules:
-        prefer_onednn()
-        return
-    # Also the C++ errors that are notices here ("oneDNN supports DT_INT64 only on platforms
-    # with AVX-512"); a real failure still reaches Python as an exception.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    with tempfile.TemporaryFile() as captured:
-        try:
-            with native_stderr_to(captured):
-                prefer_onednn()
-                import tensorflow as tf
-
-                tf.config.list_physical_devices()
-        except BaseException:
-            captured.seek(0)
-            sys.stderr.write(captured.read().decode("utf-8", "replace"))  # why it failed
-            raise
-
-
 def main_guard(run, verbose: bool = False) -> int:
     """Runs `run()` after a quiet TensorFlow start-up, turning expected errors into one
     clear line and exit code 2."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM unwinds as Ctrl-C does: backups stay whole
     try:
-        import_tensorflow(verbose)
+        prefer_onednn(verbose)  # quiet unless verbose (kerasbert.quiet)
         run()
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)

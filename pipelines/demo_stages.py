@@ -26,7 +26,6 @@ PAIRS = [("How can I learn Python quickly?", "What is the fastest way to learn P
          ("How can I learn Python quickly?", "What is the capital of Australia?"),
          ("A man is playing a guitar on stage.", "A musician performs with his guitar."),
          ("A woman is slicing an onion.", "A dog runs across the beach.")]
-SENTIMENT_NAMES = ["very negative", "negative", "neutral", "positive", "very positive"]
 DEV_METRICS = [("SST-5", "accuracy", "sst_accuracy"), ("Quora", "accuracy", "para_accuracy"),
                ("STS-B", "Pearson", "sts_pearson")]
 
@@ -217,8 +216,9 @@ class Demo:
         rest = self.results["rest"]
         sentiment, paraphrase, similarity = rest["sentiment"], rest["paraphrase"], rest["similarity"]
         lines = ["| sentence | sentiment | probability |", "|---|---|---:|"]
-        for text, label, probabilities in zip(SENTENCES, sentiment["label"], sentiment["probabilities"]):
-            lines.append(f"| {text} | {label} ({SENTIMENT_NAMES[label]}) | {probabilities[label]:.3f} |")
+        names = sentiment.get("class_name") or sentiment["label"]  # exports before class_name: the ids
+        for text, label, name, probabilities in zip(SENTENCES, sentiment["label"], names, sentiment["probabilities"]):
+            lines.append(f"| {text} | {label} ({name}) | {probabilities[label]:.3f} |")
         lines += ["", "| sentence a | sentence b | paraphrase p | similarity (0-5) |", "|---|---|---:|---:|"]
         for (a, b), p, score in zip(PAIRS, paraphrase["probability"], similarity["score"]):
             lines.append(f"| {a} | {b} | {p:.3f} | {score:.2f} |")

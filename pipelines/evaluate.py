@@ -4,7 +4,8 @@
         --data_file ../shared/data/cs224n/sts-dev.tsv [--output metrics.json]
 
 Keys match the fine-tuning run's metrics.json (sst_accuracy; para_accuracy, para_f1;
-sts_pearson, sts_spearman; cfimdb_accuracy). Files in the CS224N or GLUE layouts are both read.
+sts_pearson, sts_spearman; cfimdb_accuracy; sst2_accuracy). Files in the CS224N or GLUE layouts are
+both read (a GLUE SST-2 file is task sst2: two classes, not SST-5's five).
 """
 
 import sys

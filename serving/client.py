@@ -37,13 +37,13 @@ class ServingError(RuntimeError):
 class ServingClient:
     def __init__(self, model: str, host: str = "127.0.0.1", rest_port: int = 8501, grpc_port: int = 8500,
                  protocol: str = "rest", timeout: float = 10.0, retries: int = 3, backoff: float = 0.5,
-                 version: int | None = None, label: str | None = None):
+                 version: int | None = None, label: str | None = None, verbose: bool = False):
         if protocol not in ("rest", "grpc"):
             raise ValueError(f"protocol must be rest or grpc. Received: {protocol!r}")
         self.model, self.host, self.protocol = model, host, protocol
         self.rest_port, self.grpc_port = rest_port, grpc_port
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
-        self.version, self.label = version, label
+        self.version, self.label, self.verbose = version, label, verbose
         self._stub = None
         self._output_names: dict[str, list[str]] = {}  # REST: names of single outputs
         self._input_dtypes: dict[str, dict] = {}  # gRPC: input dtypes per signature
@@ -126,6 +126,10 @@ class ServingClient:
 
     def _predict_grpc(self, signature, inputs):
         import grpc
+
+        from serving.quiet import import_tensorflow
+
+        import_tensorflow(self.verbose, with_text_ops=False)  # for its TensorProto helpers, quietly
         import tensorflow as tf
         from tensorflow_serving.apis import predict_pb2
 
@@ -159,11 +163,12 @@ def main(argv=None) -> int:
     parser.add_argument("--port", type=int, default=None, help="Port (default 8501 REST, 8500 gRPC).")
     parser.add_argument("--timeout", type=float, default=10.0, help="Seconds per attempt.")
     parser.add_argument("--retries", type=int, default=3, help="Retries on 503 / UNAVAILABLE / no server answering.")
+    parser.add_argument("--verbose", action="store_true", help="Show TensorFlow's C++ start-up lines (gRPC).")
     args = parser.parse_args(argv)
     inputs = {"text": [args.text]} if args.text_b is None else {"text_a": [args.text], "text_b": [args.text_b]}
     port = args.port or (8501 if args.protocol == "rest" else 8500)
     client = ServingClient(args.model_name, args.host, rest_port=port, grpc_port=port, protocol=args.protocol,
-                           timeout=args.timeout, retries=args.retries)
+                           timeout=args.timeout, retries=args.retries, verbose=args.verbose)
     try:
         print(json.dumps(client.predict(args.signature, inputs), indent=2))
     except ServingError as error:

@@ -2,7 +2,7 @@
 "failed call to cuInit", "oneDNN custom operations are on", CPU feature notices), which it
 writes to file descriptor 2 before TF_CPP_MIN_LOG_LEVEL is read; only a redirect of the
 native stderr hides them. They say nothing on a machine without an NVIDIA GPU; with one,
-or with `verbose`, they are shown. If the import fails, what it wrote is shown.
+or with `verbose` (or KERASBERT_VERBOSE=1), they are shown. If the import fails, what it wrote is shown.
 
 serving/ stands alone (it knows only SavedModels), so it keeps this helper rather than
 borrow kerasbert's.
@@ -19,6 +19,7 @@ import tempfile
 
 
 def import_tensorflow(verbose: bool = False, with_text_ops: bool = True) -> None:
+    verbose = verbose or os.environ.get("KERASBERT_VERBOSE", "").lower() in ("1", "true", "yes")
     if verbose or os.path.exists("/dev/nvidiactl") or "tensorflow" in sys.modules:
         _import(with_text_ops)
         return

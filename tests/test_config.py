@@ -71,7 +71,7 @@ def test_weight_average_is_refused_with_updates_rescaled_after_the_optimizer():
 def test_task_shares_are_taken_only_with_shares_sampling():
     config = load_config(FinetuneConfig, None, ["schedule.sampling=shares", "schedule.shares.para=0",
                                                 "schedule.shares.sts=0"])
-    assert config.schedule.shares == {"sst": 1.0, "para": 0.0, "sts": 0.0, "cfimdb": 1.0}
+    assert config.schedule.shares == {"sst": 1.0, "para": 0.0, "sts": 0.0, "cfimdb": 1.0, "sst2": 1.0}
     assert config.trained_tasks == ("sst",)
     with pytest.raises(ConfigError, match="schedule.shares needs schedule.sampling=shares"):
         load_config(FinetuneConfig, None, ["schedule.shares.sst=2"])
@@ -86,8 +86,8 @@ def test_tasks_are_named_once_and_checked():
     assert config.tasks == ("cfimdb", "sst")  # as given: the first is the export's serving_default
     assert config.data.train_files["cfimdb"] == "/my/reviews.tsv"
     assert config.data.dev_files["cfimdb"] == "cs224n/cfimdb-dev.tsv"  # the declared default
-    assert config.schedule.loss_weights == {"sst": 1.0, "para": 1.0, "sts": 1.0, "cfimdb": 2.0}
-    with pytest.raises(ConfigError, match=r"tasks must name some of \('sst', 'para', 'sts', 'cfimdb'\)"):
+    assert config.schedule.loss_weights == {"sst": 1.0, "para": 1.0, "sts": 1.0, "cfimdb": 2.0, "sst2": 1.0}
+    with pytest.raises(ConfigError, match=r"tasks must name some of \('sst', 'para', 'sts', 'cfimdb', 'sst2'\)"):
         load_config(FinetuneConfig, None, ["tasks=sst,imdb"])
     with pytest.raises(ConfigError, match=r"data.dev_files names unknown task\(s\) \['imdb'\]"):
         from_dict(FinetuneConfig, {"data": {"dev_files": {"imdb": "x.tsv"}}})

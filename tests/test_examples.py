@@ -1,15 +1,20 @@
 """The examples/ scripts run end to end, as a user runs them, each in a fresh process and
-each on the previous one's output: pretrain (own text) -> fine-tune (a GLUE SST-2 file) ->
-load the export in plain TensorFlow -> query it behind `python -m serving`."""
+each on the previous one's output: pretrain (own text) -> fine-tune (a GLUE SST-2 file, as the
+binary task sst2) -> load the export in plain TensorFlow -> query it behind `python -m serving`.
+None of them prints TensorFlow's C++ start-up lines."""
 
+import json
 import os
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 
 from conftest import DATA_DIR, ROOT
 
+# TensorFlow's C++ start-up lines (kerasbert.quiet).
+CPP_START_UP_LINES = ("cudart_stub.cc", "cuInit", "oneDNN custom operations", "cpu_feature_guard")
 EXAMPLES = sorted(name for name in os.listdir(os.path.join(ROOT, "examples")) if name.endswith(".py"))
 
 
@@ -19,6 +24,8 @@ def run_example(name, *args, timeout=300, python_options=()):
     result = subprocess.run([sys.executable, *python_options, os.path.join(ROOT, "examples", name), *args],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"{name} exited {result.returncode}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    for line in CPP_START_UP_LINES:  # hidden: they say nothing on a machine without an NVIDIA GPU
+        assert line not in result.stderr, result.stderr[-3000:]
     return result
 
 
@@ -57,26 +64,42 @@ def test_examples_chain_from_pretraining_to_a_served_model(tmp_path):
 
     export_base = tmp_path / "saved" / "sst2"
     train = sst2_file(tmp_path / "train.tsv", 48)
-    out = run_example("finetune_fit.py", "--task", "sst", "--train", train, "--dev", train,
-                      "--export_base", str(export_base), "--init_checkpoint", str(pretrained),
-                      "--sequence_length", "32", "--batch_size", "8", "--steps_per_epoch", "2", "--epochs", "1").stdout
-    assert "dev: {'sst_accuracy':" in out and f"exported {export_base}/1" in out
+    args = ["--train", train, "--dev", train, "--export_base", str(export_base), "--init_checkpoint", str(pretrained),
+            "--sequence_length", "32", "--batch_size", "8", "--steps_per_epoch", "2", "--epochs", "1"]
+    refused = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "finetune_fit.py"), "--task", "sst",
+                              *args], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True,
+                             text=True, timeout=300)
+    # SST-5's 5-class head never trains on SST-2's binary labels; one line says which task reads the file.
+    assert refused.returncode == 1 and refused.stderr.startswith(f"error: {train}:1: a glue-layout header; it is "
+                                                                 "task 'sst2''s layout (SST-2)"), refused.stderr
+    assert "Traceback" not in refused.stderr and len(refused.stderr.splitlines()) == 1
+    out = run_example("finetune_fit.py", "--task", "sst2", *args).stdout
+    assert "dev: {'sst2_accuracy':" in out and f"exported {export_base}/1" in out
 
     out = run_example("load_saved_model.py", "--model", str(export_base / "1"), "--text", "A gripping film.",
                       "--text", "A dull film.").stdout
-    assert "embed_tokens, sentiment, sentiment_classify, sentiment_tokens, serving_default" in out
-    assert "paraphrase" not in out  # a one-task export carries that task's signatures only
+    assert ("binary_sentiment, binary_sentiment_classify, binary_sentiment_tokens, embed, embed_tokens, "
+            "serving_default") in out
+    assert "sentiment," not in out.replace("binary_sentiment,", "")  # one task's signatures only
     assert "embed: (2, 128)" in out and "serving_default probabilities: [[" in out
 
     with LocalServer("my-sst2", str(export_base), log_path=str(tmp_path / "server.log")) as server:
         server.wait_for_version(1)
-        out = run_example("query_server.py", "--text", "A gripping film.", "--signature", "sentiment",
+        out = run_example("query_server.py", "--text", "A gripping film.", "--signature", "binary_sentiment",
                           "--model_name", "my-sst2", "--rest_port", str(server.rest_port),
                           "--grpc_port", str(server.grpc_port)).stdout
-    for line in ("serving.client rest: label (1,)", "serving.client grpc: label (1,)",
-                 "PredictionServiceStub (version 1): label (1,)"):
+        classify = json.loads(urllib.request.urlopen(urllib.request.Request(
+            f"http://127.0.0.1:{server.rest_port}/v1/models/my-sst2:classify",
+            json.dumps({"signature_name": "binary_sentiment_classify",
+                        "examples": [{"text": "A gripping film."}, {"text": "A dull film."}]}).encode()),
+            timeout=30).read())
+    for line in ("serving.client rest: class_name (1,)", "serving.client grpc: class_name (1,)",
+                 "PredictionServiceStub (version 1): class_name (1,)"):
         assert line in out, out
-    assert out.count("probabilities (1, 5)") == 3
+    assert out.count("probabilities (1, 2)") == 3
+    # SST-2's classes, with their names, as TF Serving's :classify gives them: [name, score] per class.
+    assert [[name for name, _ in row] for row in classify["results"]] == [["negative", "positive"]] * 2
+    assert all(abs(sum(score for _, score in row) - 1) < 1e-5 for row in classify["results"])
 
 
 def test_readme_quick_start_runs(tmp_path):

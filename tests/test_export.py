@@ -17,6 +17,7 @@ from kerasbert.export import export_saved_model
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.models.encoder import build_encoder
+from kerasbert.tasks import TASKS
 from kerasbert.tokenization import make_tokenizer
 from serving.model_store import program_key
 from serving.warmup import read_warmup_requests
@@ -62,8 +63,10 @@ def expected_outputs(model, pre):
     probabilities = tf.nn.softmax(model.head_output("sst", sst)).numpy()
     probability = tf.sigmoid(model.head_output("para", para)).numpy()
     return {
-        "sentiment": {"probabilities": probabilities, "label": probabilities.argmax(-1)},
-        "paraphrase": {"probability": probability, "label": (probability >= 0.5).astype(int)},
+        "sentiment": {"probabilities": probabilities, "label": probabilities.argmax(-1),
+                      "class_name": [TASKS["sst"].class_names[i] for i in probabilities.argmax(-1)]},
+        "paraphrase": {"probability": probability, "label": (probability >= 0.5).astype(int),
+                       "class_name": [TASKS["para"].class_names[int(p >= 0.5)] for p in probability]},
         "similarity": {"score": model.head_output("sts", sts).numpy()},
         "embed": {"embedding": model.embed(pre.pack(a)).numpy()},
     }, {"sst": sst, "para": para, "sts": sts}
@@ -102,14 +105,15 @@ def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair
     aliases = {"serving_default": "sentiment", "sentiment_tokens": "sentiment",
                "paraphrase_tokens": "paraphrase", "similarity_tokens": "similarity"}
     p = expected["paraphrase"]["probability"]
-    expected["sentiment_classify"] = {"classes": ["0", "1", "2", "3", "4"] * 2,
+    expected["sentiment_classify"] = {"classes": list(TASKS["sst"].class_names) * len(TEXTS_A),
                                       "scores": expected["sentiment"]["probabilities"]}
-    expected["paraphrase_classify"] = {"classes": ["0", "1"] * 2, "scores": np.stack([1 - p, p], -1)}
+    expected["paraphrase_classify"] = {"classes": ["not duplicate", "duplicate"] * len(TEXTS_A),
+                                       "scores": np.stack([1 - p, p], -1)}
     expected["similarity_regress"] = {"outputs": expected["similarity"]["score"]}
     for name, outputs in out["outputs"].items():
         for key, value in expected[aliases.get(name, name)].items():
-            if key == "classes":
-                assert outputs[key] == value
+            if key in ("classes", "class_name"):
+                assert outputs[key] == value, f"{name}/{key}"
             else:
                 np.testing.assert_allclose(np.array(outputs[key]), value, atol=1e-5, err_msg=f"{name}/{key}")
 

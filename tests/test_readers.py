@@ -51,7 +51,11 @@ def test_glue_layouts(tmp_path):
     stsb = write(tmp_path, "stsb.tsv", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\t"
                                        "sentence1\tsentence2\tscore\n"
                                        "0\tmain\tf\t2012\t1\tnone\tnone\tA man.\tA person.\t4.750\n")
-    assert [e.label for e in read_task_file("sst", sst2).examples] == [1, 0]
+    assert [e.label for e in read_task_file("sst2", sst2).examples] == [1, 0]
+    # SST-2's binary labels are not SST-5's classes: the 5-class task refuses the file, naming sst2.
+    with pytest.raises(DataError, match=r"sst2.tsv:1: a glue-layout header; it is task 'sst2''s layout "
+                                        r"\(SST-2\), but task 'sst' \(SST-5\) is read only from cs224n files"):
+        read_task_file("sst", sst2)
     assert read_task_file("para", qqp).examples[0].text_b == "B?"
     assert read_task_file("sts", stsb).examples[0].label == 4.75
 
@@ -70,8 +74,13 @@ def test_mostly_damaged_file_is_an_error_naming_file_and_line(tmp_path):
 
 
 def test_missing_columns_missing_file_and_bad_utf8(tmp_path):
-    with pytest.raises(DataError, match="header lacks column"):
+    # The task by its name, not its declaration's repr.
+    with pytest.raises(DataError, match=r"x.tsv:1: header lacks column\(s\) \['sentence1', 'sentence2', 'similarity'\] "
+                                        r"for task 'sts' \(cs224n layout\). Header: \['', 'id', 'sentence'\]$"):
         read_task_file("sts", write(tmp_path, "x.tsv", "\tid\tsentence\n0\ta\tb\n"))
+    # A corpus given as a path that is not there: the file is named, not taken for a corpus name.
+    with pytest.raises(DataError, match=r"^my/corpus.txt: file not found \(a corpus is the path of a text file"):
+        load_corpus("my/corpus.txt", DATA_DIR)
     with pytest.raises(DataError, match="file not found"):
         read_task_file("sst", str(tmp_path / "absent.tsv"))
     bad = tmp_path / "bad.tsv"
@@ -131,7 +140,7 @@ def test_damaged_rows_are_logged_with_line_and_reason_first_five_only(tmp_path, 
 def test_glue_text_keeps_its_quotes(tmp_path):
     """GLUE's TSVs are not quoted: a text that starts with `"` is text, as GLUE's reader takes it."""
     sst2 = write(tmp_path, "sst2.tsv", 'sentence\tlabel\n"quoted" words \t1\n"open quote\t0\n')
-    assert [e.text_a for e in read_task_file("sst", sst2).examples] == ['"quoted" words', '"open quote']
+    assert [e.text_a for e in read_task_file("sst2", sst2).examples] == ['"quoted" words', '"open quote']
 
 
 def test_imdb_reader_counts_damaged_rows(tmp_path):

@@ -25,7 +25,7 @@ import math
 import os
 
 from kerasbert.data.rows import Damaged, DataError, check_damage, read_tsv, read_utf8  # noqa: F401 (re-exported)
-from kerasbert.tasks import Task, get_task
+from kerasbert.tasks import TASKS, Task, get_task
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +47,10 @@ class ReadResult:
 
 def detect_layout(header: list[str]) -> str:
     return "cs224n" if header and header[0] == "" else "glue"
+
+
+def _has_columns(columns, header: list[str]) -> bool:
+    return all(name in header for name in (columns.text_a, columns.text_b, columns.label) if name)
 
 
 def _parse_label(task: Task, raw: str) -> float:
@@ -83,8 +87,12 @@ def read_task_file(task: str, path: str, max_bad_fraction: float = 0.1) -> ReadR
     header = table.header
     layout = detect_layout(header)
     if layout not in task.columns:
-        raise DataError(f"{path}:1: a {layout}-layout header, but task {task.name!r} is read only from "
-                        f"{sorted(task.columns)} files. Header: {header}")
+        readers = [other.name for other in TASKS.values()
+                   if layout in other.columns and _has_columns(other.columns[layout], header)]
+        hint = f"; it is task {readers[0]!r}'s layout ({TASKS[readers[0]].title})" if readers else ""
+        raise DataError(f"{path}:1: a {layout}-layout header{hint}, but task {task.name!r} "
+                        f"({task.title}) is read only from {'/'.join(sorted(task.columns))} files. "
+                        f"Header: {header}")
     col_a, col_b, col_label, col_id = dataclasses.astuple(task.columns[layout])
     wanted = [c for c in (col_a, col_b, col_label) if c]
     missing = [c for c in wanted if c not in header]

@@ -1,0 +1,67 @@
+"""TensorFlow's C++ start-up lines, hidden where they say nothing.
+
+Without an NVIDIA GPU, TensorFlow writes "Could not find cuda drivers", "failed call to
+cuInit", "oneDNN custom operations are on" and CPU feature notices to file descriptor 2
+as it loads and looks up its devices, before TF_CPP_MIN_LOG_LEVEL is read; only a
+redirect of the native stderr hides them. They are shown with an NVIDIA GPU (then they
+say which devices TensorFlow found), with `verbose`, or with KERASBERT_VERBOSE=1; when
+what runs inside fails, what it wrote is shown.
+
+Example:
+    >>> with native_stderr_hidden(verbose=False):
+    ...     import tensorflow as tf
+    ...     tf.config.list_physical_devices()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+
+VERBOSE_VARIABLE = "KERASBERT_VERBOSE"
+
+
+def has_nvidia_gpu() -> bool:
+    return os.path.exists("/dev/nvidiactl")
+
+
+def verbose_from_environment() -> bool:
+    return os.environ.get(VERBOSE_VARIABLE, "").lower() in ("1", "true", "yes")
+
+
+@contextlib.contextmanager
+def native_stderr_to(file):
+    """Sends what C++ libraries write to file descriptor 2 into `file` (a binary file)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(file.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextlib.contextmanager
+def native_stderr_hidden(verbose: bool | None = None):
+    """Hides what the block writes to file descriptor 2 unless `verbose` (None: from
+    KERASBERT_VERBOSE) or an NVIDIA GPU is present; shows it if the block raises. Also
+    sets TF_CPP_MIN_LOG_LEVEL=3 unless the user set it: TensorFlow's C++ errors here are
+    notices ("oneDNN supports DT_INT64 only on platforms with AVX-512"); a real failure
+    still reaches Python as an exception."""
+    if verbose is None:
+        verbose = verbose_from_environment()
+    if verbose or has_nvidia_gpu():
+        yield
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    with tempfile.TemporaryFile() as captured:
+        try:
+            with native_stderr_to(captured):
+                yield
+        except BaseException:
+            captured.seek(0)
+            sys.stderr.write(captured.read().decode("utf-8", "replace"))  # why it failed
+            raise
