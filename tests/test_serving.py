@@ -355,7 +355,8 @@ def test_serves_a_kerasbert_export_like_the_keras_model(tmp_path, capsys):
         np.testing.assert_allclose(body["outputs"], expected["similarity"]["score"], atol=1e-5)
         code, body, _ = server.request("/v1/models/kerasbert:classify", {
             "signature_name": "sentiment_classify", "examples": [{"text": t} for t in TEXTS_A]})
-        assert code == 200 and [label for label, _ in body["results"][0]] == ["0", "1", "2", "3", "4"]
+        assert code == 200 and [label for label, _ in body["results"][0]] == [
+                "very negative", "negative", "neutral", "positive", "very positive"]
         np.testing.assert_allclose([[s for _, s in row] for row in body["results"]],
                                    expected["sentiment"]["probabilities"], atol=1e-5)
         code, body, _ = server.request("/v1/models/kerasbert:regress", {

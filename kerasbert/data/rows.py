@@ -33,7 +33,14 @@ csv.field_size_limit(max(csv.field_size_limit(), MAX_FIELD_CHARS + 1))
 
 
 class DataError(ValueError):
-    """A data file is missing or cannot be read; the message names file and line."""
+    """A data file is missing or cannot be read; the message names file and line.
+
+    Example:
+        >>> try:
+        ...     kerasbert.load_examples("sst", "SST-2/train.tsv")
+        ... except kerasbert.DataError as error:
+        ...     sys.exit(f"error: {error}")  # one line: file, line, what was wrong
+    """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +107,12 @@ def read_tsv(path: str, quoted: bool | Callable[[list[str]], bool]) -> Table:
     else plain tab splitting (GLUE); a function of the header decides per file. Blank lines
     are passed over; a row whose field count differs from the header's is damaged. Raises
     DataError for an empty or unreadable file."""
-    lines = text_lines(read_utf8(path))
+    return read_tsv_text(path, read_utf8(path), quoted)
+
+
+def read_tsv_text(path: str, text: str, quoted: bool | Callable[[list[str]], bool]) -> Table:
+    """`read_tsv` of a file's `text`, read already (from any file system); `path` names it."""
+    lines = text_lines(text)
     if not lines or not lines[0].strip():
         raise DataError(f"{path}: empty file (no header line)")
     header = lines[0].split("\t")
