@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import tempfile
@@ -65,3 +66,30 @@ def native_stderr_hidden(verbose: bool | None = None):
             captured.seek(0)
             sys.stderr.write(captured.read().decode("utf-8", "replace"))  # why it failed
             raise
+
+
+class _BelowErrorFrom(logging.Filter):
+    """Drops log records below ERROR written by the code of one package."""
+
+    def __init__(self, package: str):
+        super().__init__()
+        self.folder = f"{os.sep}{package}{os.sep}"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or self.folder not in record.pathname
+
+
+def hide_library_logs(package: str, verbose: bool | None = None) -> None:
+    """Hides the INFO and WARNING lines that `package`'s own code logs through the root
+    logger's handlers (Apache Beam's bookkeeping: "apitools not found", harness start-up),
+    unless `verbose` (None: from KERASBERT_VERBOSE). Errors still show."""
+    if verbose is None:
+        verbose = verbose_from_environment()
+    if verbose:
+        return
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        hidden = _BelowErrorFrom(package)
+        if not any(isinstance(f, _BelowErrorFrom) and f.folder == hidden.folder for f in handler.filters):
+            handler.addFilter(hidden)

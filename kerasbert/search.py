@@ -5,6 +5,11 @@ corpus once, caches it, and answers a query with one more embedding and a matrix
 product. Embeddings come from a fine-tuning run (`model.embed`) or from an exported
 SavedModel's `embed` signature; both are L2-normalised, so dot products are cosines.
 
+Search here is exact, right for corpora up to `vector_index.EXACT_SEARCH_LIMIT` (100,000)
+sentences; past that, an index takes over: embed the corpus on Beam
+(pipelines.batch_predict), index it (pipelines.build_index, `kerasbert.vector_index`), and
+search it with `pipelines.search --index`.
+
 Example:
     >>> embedder = make_embedder("runs/finetune")
     >>> corpus = read_sentences("questions.txt")

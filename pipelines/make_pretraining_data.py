@@ -1,10 +1,16 @@
-"""Write pretraining examples (NSP pairs, unmasked) as sharded TFRecords.
+"""Write pretraining examples (NSP pairs, unmasked) as sharded TFRecords, on Apache Beam.
 
     python -m pipelines.make_pretraining_data --config pipelines/configs/pretrain_mini.json \
-        --vocab_file runs/x/vocab.txt --output_dir runs/shards --num_shards 8
+        --vocab_file runs/x/vocab.txt --output_dir runs/shards --num_shards 8 \
+        [--direct_num_workers 2 --direct_running_mode multi_processing]
 
 Masking stays dynamic: it happens when the shards are read back for training
-(`--set data.tfrecord_dir=runs/shards` on pipelines.pretrain).
+(`--set data.tfrecord_dir=runs/shards` on pipelines.pretrain). The corpus is split across
+Beam's workers (DirectRunner in this process by default; --runner DataflowRunner, FlinkRunner
+or SparkRunner with their own options); each document is cut with its own seed (train.seed,
+source, document), so the examples per document are the same whichever runner and however
+many workers. (pipelines.pretrain without shards cuts the corpus in memory with one random
+stream instead: other examples of the same kind.)
 """
 
 import sys
@@ -26,14 +32,16 @@ def main(argv=None) -> int:
     parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
     parser.add_argument("--output_dir", required=True, help="Folder for the .tfrecord shards.")
     parser.add_argument("--num_shards", type=int, default=8, help="Number of shard files.")
-    args = parser.parse_args(argv)
+    parser.add_argument("--overwrite", action="store_true", help="Replace shards already in --output_dir.")
+    args, beam_args = parser.parse_known_args(argv)
 
     def run():
+        import glob
+        import os
+
         from kerasbert import tokenization
         from kerasbert.config import PretrainConfig, load_config
-        from kerasbert.data.corpus import load_labelled_corpora
-        from kerasbert.pretraining.dataset import write_tfrecords
-        from kerasbert.pretraining.inputs import tokenize_documents, training_pairs
+        from kerasbert.quiet import hide_library_logs
 
         config = load_config(PretrainConfig, args.config, args.overrides)
         if args.init_checkpoint:
@@ -43,10 +51,19 @@ def main(argv=None) -> int:
         else:
             raise ValueError("Give --vocab_file, --init_checkpoint or data.vocab_file: shards hold "
                              "token ids, so the vocabulary must be fixed first (pipelines.vocab).")
-        documents, sources = load_labelled_corpora(config.data.sources, args.data_dir)
-        pairs = training_pairs(config, tokenize_documents(tokenizer, documents), sources)
-        paths = write_tfrecords(pairs, args.output_dir, args.num_shards)
-        print(f"== wrote {len(pairs)} examples to {len(paths)} shards in {args.output_dir}")
+        existing = glob.glob(os.path.join(args.output_dir, "*.tfrecord"))
+        if existing and not args.overwrite:
+            raise FileExistsError(f"{args.output_dir} holds {len(existing)} shards already; pass --overwrite "
+                                  "to replace them")
+        for path in existing:
+            os.remove(path)
+        hide_library_logs("apache_beam", args.verbose)  # before Beam's import logs its first lines
+        from kerasbert.pretraining.beam_data import write_pretraining_shards
+
+        counts = write_pretraining_shards(config, tokenizer.get_vocabulary(), args.data_dir, args.output_dir,
+                                          args.num_shards, beam_args, args.verbose)
+        print(f"== wrote {counts['pairs']:,} NSP pairs and {counts['mlm_only']:,} MLM-only examples to "
+              f"{args.num_shards} shards in {args.output_dir}")
 
     return main_guard(run, verbose=args.verbose)
 

@@ -1,0 +1,33 @@
+"""ScaNN's searcher without its TensorFlow ops.
+
+`import scann` runs the package's `__init__`, which loads ScaNN's TensorFlow custom ops
+(`_scann_ops.so`) whenever TensorFlow is importable; scann 1.4.2 builds them for
+TensorFlow 2.20, and under 2.21 the library fails to load (an undefined absl symbol).
+kerasbert needs only the pybind searcher (`scann_ops_pybind`), which does not touch
+TensorFlow, so the package's folder is registered as the `scann` package without running
+its `__init__`, and the pybind module is imported from it.
+
+Example:
+    >>> pybind = scann_pybind()
+    >>> searcher = pybind.builder(vectors, 10, "dot_product").tree(100, 10).score_ah(2).reorder(100).build()
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+
+CHECKED_SCANN = ("1.4.2",)  # the release this was read on
+
+
+def scann_pybind():
+    if "scann" not in sys.modules:
+        spec = importlib.util.find_spec("scann")
+        if spec is None:
+            raise ImportError("ScaNN is not installed: pip install scann (or use --backend faiss)")
+        package = types.ModuleType("scann")
+        package.__path__ = list(spec.submodule_search_locations)
+        sys.modules["scann"] = package
+    return importlib.import_module("scann.scann_ops.py.scann_ops_pybind")
