@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo test bench-peers bench-profile bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding clean
+.PHONY: install demo test bench-peers bench-profile bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding bench-batch clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -77,6 +77,11 @@ bench-padding: install
 # Needs bench-multitask's bi- and cross-encoder runs.
 bench-search: install
 	$(PY) -m benchmarks.search --data_dir $(DATA_DIR) --output_dir runs/bench-search
+
+# Batch inference on Beam against a plain loop; ScaNN and FAISS against exact search at 1M vectors.
+# Needs an export under saved_models/kerasbert (make demo writes one). Writes runs/bench-batch/.
+bench-batch: install
+	$(PY) -m benchmarks.batch --data_dir $(DATA_DIR) --output_dir runs/bench-batch
 
 clean:
 	rm -rf runs .pytest_cache

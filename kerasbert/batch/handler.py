@@ -24,11 +24,13 @@ from kerasbert.batch.signatures import string_inputs
 
 class SavedModelSignatureHandler(ModelHandler[dict, PredictionResult, Any]):
     """Batches of `{input name: text}` through `signature` of the SavedModel at `model_dir`;
-    each result's `inference` is `{output name: array of that row}`."""
+    each result's `inference` is `{output name: array of that row}`. `threads`: TensorFlow's
+    threads per worker process (None: one per core), for workers that share one machine."""
 
-    def __init__(self, model_dir: str, signature: str, min_batch_size: int = 1, max_batch_size: int = 64):
+    def __init__(self, model_dir: str, signature: str, min_batch_size: int = 1, max_batch_size: int = 64,
+                 threads: int | None = None):
         super().__init__(min_batch_size=min_batch_size, max_batch_size=max_batch_size)
-        self.model_dir, self.signature = model_dir, signature
+        self.model_dir, self.signature, self.threads = model_dir, signature, threads
         self.input_names = string_inputs(model_dir, signature)  # checked here, before any worker starts
         self._batching = {"min_batch_size": min_batch_size, "max_batch_size": max_batch_size}
 
@@ -39,6 +41,7 @@ class SavedModelSignatureHandler(ModelHandler[dict, PredictionResult, Any]):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  the ops of the tokenizer inside the graph
 
+        set_tensorflow_threads(self.threads)
         return tf.saved_model.load(self.model_dir).signatures[self.signature]
 
     def run_inference(self, batch: Sequence[dict], model, inference_args=None) -> Iterable[PredictionResult]:
@@ -60,3 +63,20 @@ class SavedModelSignatureHandler(ModelHandler[dict, PredictionResult, Any]):
 
     def __repr__(self):
         return f"SavedModelSignatureHandler({os.path.basename(self.model_dir)!r}, {self.signature!r})"
+
+
+def set_tensorflow_threads(threads: int | None) -> None:
+    """TensorFlow's thread pools of this worker process, sized once: by whichever of its
+    steps uses TensorFlow first (reading TFRecords, or loading the model)."""
+    if not threads:
+        return
+    from kerasbert.cpu_kernels import prefer_onednn
+
+    prefer_onednn()
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:  # TensorFlow runs already in this process: its pools are set
+        pass

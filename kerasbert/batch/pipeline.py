@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -19,9 +20,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
-from kerasbert.batch.handler import SavedModelSignatureHandler
+from kerasbert.batch.handler import SavedModelSignatureHandler, set_tensorflow_threads
 from kerasbert.batch.records import SUFFIXES, counts_path, dead_letter_path, json_line, results_pattern, tf_example
 from kerasbert.batch.rows import Refused, read_rows
 from kerasbert.batch.signatures import string_inputs
@@ -59,10 +60,13 @@ def existing_outputs(config: BatchPredictConfig) -> list[str]:
 class ReadRows(beam.DoFn):
     """A matched file -> its rows (main output) and refused rows (tagged `refused`)."""
 
-    def __init__(self, input_names: tuple[str, ...]):
-        self.input_names = input_names
+    def __init__(self, input_names: tuple[str, ...], threads: int | None = None):
+        self.input_names, self.threads = input_names, threads
         self.read = Metrics.counter(NAMESPACE, "read")
         self.refused = Metrics.counter(NAMESPACE, "refused")
+
+    def setup(self):
+        set_tensorflow_threads(self.threads)  # TFRecord input may start TensorFlow before the model
 
     def process(self, readable_file: fileio.ReadableFile):
         path = readable_file.metadata.path
@@ -87,14 +91,26 @@ class FormatResult(beam.DoFn):
         yield format_row(row_id, result.example, result.inference)
 
 
+def threads_per_worker(options: PipelineOptions) -> int | None:
+    """The cores of this machine shared among the direct runner's worker processes (None:
+    workers on their own machines, or in this process, take every core)."""
+    direct = options.view_as(DirectOptions)
+    workers = direct.direct_num_workers or 1
+    if direct.direct_running_mode != "multi_processing" or workers <= 1:
+        return None
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
 def build_pipeline(pipeline: beam.Pipeline, config: BatchPredictConfig) -> None:
+    threads = threads_per_worker(pipeline.options)
     handler = SavedModelSignatureHandler(config.model_dir, config.signature, config.min_batch_size,
-                                         config.max_batch_size)
+                                         config.max_batch_size, threads)
     rows = (pipeline
             | "Match" >> fileio.MatchFiles(config.input)
             | "Open" >> fileio.ReadMatches()
-            | "Rows" >> beam.ParDo(ReadRows(handler.input_names)).with_outputs("refused", main="rows"))
+            | "Rows" >> beam.ParDo(ReadRows(handler.input_names, threads)).with_outputs("refused", main="rows"))
     results = (rows.rows
+               | "Spread" >> beam.Reshuffle()  # one big file's rows over all the workers, not the reader's alone
                | "Score" >> RunInference(KeyedModelHandler(handler))
                | "Format" >> beam.ParDo(FormatResult(config.output_format)))
     suffix = SUFFIXES[config.output_format]

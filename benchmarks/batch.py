@@ -1,0 +1,226 @@
+"""Batch inference on Beam against a plain loop, and the vector index against exact search.
+
+    python -m benchmarks.batch --data_dir ../shared/data --output_dir runs/bench-batch \
+        [--export_base saved_models/kerasbert] [--sentences 20000] [--vectors 1000000]
+
+1. Throughput: the first --sentences distinct Quora train questions, one a line, embedded
+   (`embed`, batches of 64) by `pipelines.batch_predict` on the direct runner with 2 worker
+   processes, and by a plain loop calling the same SavedModel signature at the same batch
+   size in one process, run one after the other in this run. Both are timed from process
+   start to finish (model loading and output writing included); the loop also times its
+   calls alone, which shows where the rest goes.
+2. Search at --vectors vectors: the real embeddings that batch_predict wrote, plus synthetic
+   ones drawn around them: each synthetic vector is a real one, picked at random, plus
+   Gaussian noise of the size that puts it at the cosine a real question has to its nearest
+   real neighbour (the median over the real ones), then L2-normalised. Queries: the next
+   1,000 distinct questions, embedded by the same SavedModel. recall@10 against exact search
+   (a matrix product against every vector), and queries/s one query at a time and in batches
+   of 64, of exact search, ScaNN and FAISS (`kerasbert.vector_index`: its default share of the
+   index searched, half and twice that); build time and size on disk.
+
+Needs an export under --export_base (make demo writes one). Writes results.json and
+results.md under --output_dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+LOOP = """
+import json, sys, time
+started = time.perf_counter()
+from kerasbert.cpu_kernels import prefer_onednn
+prefer_onednn()  # as batch_predict's workers do
+import tensorflow as tf, tensorflow_text  # noqa
+model_dir, path, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+embed = tf.saved_model.load(model_dir).signatures["embed"]
+loaded = time.perf_counter()
+sentences = [line.rstrip("\\n") for line in open(path, encoding="utf-8")]
+calls = 0.0
+for i in range(0, len(sentences), batch):
+    t = time.perf_counter(); embed(text=tf.constant(sentences[i:i + batch]))["embedding"].numpy()
+    calls += time.perf_counter() - t
+print(json.dumps({"load_seconds": loaded - started, "call_seconds": calls}))
+"""
+
+
+def timed_batch_predict(model_dir: str, corpus: str, prefix: str, batch: int) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pipelines.batch_predict", "--model_dir", model_dir, "--signature",
+                    "embed", "--input", corpus, "--output", prefix, "--overwrite", "--min_batch_size", str(batch),
+                    "--max_batch_size", str(batch), "--direct_num_workers", "2", "--direct_running_mode",
+                    "multi_processing"], check=True)
+    return time.perf_counter() - started
+
+
+def timed_loop(model_dir: str, corpus: str, batch: int) -> dict:
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", LOOP, model_dir, corpus, str(batch)], check=True,
+                            capture_output=True, text=True)
+    return {"seconds": time.perf_counter() - started, **json.loads(result.stdout.strip().splitlines()[-1])}
+
+
+def synthetic_around(real: np.ndarray, count: int, rng) -> tuple[np.ndarray, float]:
+    """`count` vectors, each a random real one plus Gaussian noise, normalised; the noise puts
+    a synthetic vector at the median cosine of a real vector to its nearest real neighbour."""
+    from kerasbert.vector_index import normalized
+
+    sample = real[rng.choice(len(real), size=min(2000, len(real)), replace=False)]
+    cosines = sample @ real.T
+    cosines[cosines > 0.99999] = -1  # itself (and exact duplicates)
+    target = float(np.median(cosines.max(axis=1)))
+    # |v + e|: with e ~ N(0, s^2 I) in d dimensions, cos(v, v + e) ~ 1 / sqrt(1 + d s^2)
+    sigma = float(np.sqrt((1 / target ** 2 - 1) / real.shape[1]))
+    parents = real[rng.integers(len(real), size=count)]
+    return normalized(parents + sigma * rng.standard_normal(parents.shape, dtype=np.float32)), target
+
+
+def exact_top(queries, vectors, k=10, block=64):
+    from kerasbert.search import nearest
+
+    return np.concatenate([nearest(queries[i:i + block], vectors, k)[0] for i in range(0, len(queries), block)])
+
+
+def queries_per_second(search, queries, batch: int, budget: int) -> float:
+    """Queries/s of `search` over the first `budget` queries, `batch` at a time (after one warm-up call)."""
+    search(queries[:batch])
+    started = time.perf_counter()
+    for i in range(0, budget, batch):
+        search(queries[i:i + batch])
+    return budget / (time.perf_counter() - started)
+
+
+def folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(folder) for name in names)
+
+
+def search_part(vectors, queries, output_dir: str) -> dict:
+    from kerasbert.quiet import native_stderr_hidden
+    from kerasbert.search import nearest
+    from kerasbert.vector_index import build_index, save_index
+
+    truth = exact_top(queries, vectors)
+    rows = {"exact": {"recall_at_10": 1.0,
+                      "qps_single": queries_per_second(lambda q: nearest(q, vectors, 10), queries, 1, 20),
+                      "qps_batch_64": queries_per_second(lambda q: nearest(q, vectors, 10), queries, 64, 320)}}
+    # The share of the index searched: the default, and half and twice as much.
+    shares = {"scann": ("leaves", "leaves_to_search"), "faiss": ("lists", "lists_to_search")}
+    for backend, (parts, searched) in shares.items():
+        started = time.perf_counter()
+        with native_stderr_hidden():
+            index = build_index(vectors, backend)
+        build_seconds = time.perf_counter() - started
+        folder = os.path.join(output_dir, f"index-{backend}")
+        save_index(index, [str(i) for i in range(len(vectors))], [""] * len(vectors), folder, overwrite=True)
+        size, default = folder_bytes(folder), index.params[searched]
+        for count in (default // 2, default, default * 2):
+            if backend == "scann":
+                search = lambda q, n=count: index.searcher.search_batched(  # noqa: E731
+                    q, final_num_neighbors=10, leaves_to_search=n)[0]
+            else:
+                index.index.nprobe = count
+                search = lambda q: index.search(q, 10)[0]  # noqa: E731
+            found = np.concatenate([search(queries[i:i + 64]) for i in range(0, len(queries), 64)])
+            recall = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, truth)]))
+            name = f"{backend}, {count} of {index.params[parts]} {parts}" + (" (default)" if count == default else "")
+            rows[name] = {"recall_at_10": recall, "qps_single": queries_per_second(search, queries, 1, 500),
+                          "qps_batch_64": queries_per_second(search, queries, 64, len(queries)),
+                          "build_seconds": build_seconds, "disk_bytes": size,
+                          "params": {**index.params, searched: count}}
+    for row in rows.values():
+        row["speedup_single"] = row["qps_single"] / rows["exact"]["qps_single"]
+        row["speedup_batch_64"] = row["qps_batch_64"] / rows["exact"]["qps_batch_64"]
+    return rows
+
+
+def render(results: dict) -> str:
+    t = results.get("throughput", {})
+    lines = ["# bench-batch", "", f"`{results['command']}`", "", results["machine"], ""]
+    if t:
+        lines += [f"| embedding {t['sentences']:,} questions (batch 64) | seconds | sentences/s |", "|---|---:|---:|",
+                  f"| pipelines.batch_predict, direct runner, 2 worker processes | {t['beam_seconds']:.1f} | "
+                  f"{t['beam_sentences_per_second']:.1f} |",
+                  f"| plain loop, one process, from start | {t['loop_seconds']:.1f} | "
+                  f"{t['loop_sentences_per_second']:.1f} |",
+                  f"| plain loop, its calls alone | {t['loop_call_seconds']:.1f} | "
+                  f"{t['loop_call_sentences_per_second']:.1f} |", "",
+                  f"batch_predict / loop (both from start): **{t['ratio']:.2f}**; the loop's model load took "
+                  f"{t['loop_load_seconds']:.1f} s.", ""]
+    s = results.get("search", {})
+    if s:
+        lines += [f"Search over {s['vectors']:,} vectors ({s['real']:,} real, synthetic ones at cosine "
+                  f"{s['synthetic_cosine']:.3f} of a real one), {s['queries']:,} queries:", "",
+                  "| method | recall@10 | queries/s (1) | x exact | queries/s (64) | x exact | build s | disk MB |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for name, row in s["rows"].items():
+            lines.append(f"| {name} | {row['recall_at_10']:.3f} | {row['qps_single']:.1f} | "
+                         f"{row['speedup_single']:.1f} | {row['qps_batch_64']:.1f} | {row['speedup_batch_64']:.1f} | "
+                         f"{row.get('build_seconds', 0):.1f} | {row.get('disk_bytes', 0) / 1e6:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    from benchmarks.results import save_results
+    from benchmarks.search import distinct_questions
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.batch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default="../shared/data", help="Shared data folder (Quora train file).")
+    parser.add_argument("--output_dir", default="runs/bench-batch", help="Where results and indexes go.")
+    parser.add_argument("--export_base", default="saved_models/kerasbert", help="Its newest version is used.")
+    parser.add_argument("--sentences", type=int, default=20000, help="Distinct questions to embed.")
+    parser.add_argument("--vectors", type=int, default=1_000_000, help="Vectors to search over.")
+    parser.add_argument("--batch_size", type=int, default=64, help="Batch size of both embedders.")
+    args = parser.parse_args(argv)
+    versions = sorted(int(v) for v in os.listdir(args.export_base) if v.isdigit()) \
+        if os.path.isdir(args.export_base) else []
+    if not versions:
+        print(f"error: no exported version under {args.export_base}; run make demo first", file=sys.stderr)
+        return 2
+    model_dir = os.path.join(args.export_base, str(versions[-1]))
+    os.makedirs(args.output_dir, exist_ok=True)
+    questions = distinct_questions(os.path.join(args.data_dir, "cs224n", "quora-train.tsv"), args.sentences + 1000)
+    corpus = os.path.join(args.output_dir, "questions.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n".join(questions[:args.sentences]) + "\n")
+
+    prefix = os.path.join(args.output_dir, "embed", "questions")
+    beam_seconds = timed_batch_predict(model_dir, corpus, prefix, args.batch_size)
+    loop = timed_loop(model_dir, corpus, args.batch_size)
+    n = args.sentences
+    results = {"model_dir": model_dir, "throughput": {
+        "sentences": n, "beam_seconds": beam_seconds, "beam_sentences_per_second": n / beam_seconds,
+        "loop_seconds": loop["seconds"], "loop_sentences_per_second": n / loop["seconds"],
+        "loop_load_seconds": loop["load_seconds"], "loop_call_seconds": loop["call_seconds"],
+        "loop_call_sentences_per_second": n / loop["call_seconds"], "ratio": loop["seconds"] / beam_seconds}}
+    print(render({**results, "command": "", "machine": ""}), flush=True)
+
+    from kerasbert.batch.records import read_results
+    from kerasbert.cpu_kernels import prefer_onednn
+    from kerasbert.search import SavedModelEmbedder
+    from kerasbert.vector_index import normalized
+
+    prefer_onednn()
+    _, _, real = read_results(prefix, "embedding")
+    real = normalized(real)
+    queries = SavedModelEmbedder(model_dir, args.batch_size)(questions[args.sentences:])
+    rng = np.random.default_rng(0)
+    synthetic, cosine = synthetic_around(real, args.vectors - len(real), rng)
+    vectors = np.concatenate([real, synthetic])
+    del synthetic
+    results["search"] = {"vectors": len(vectors), "real": len(real), "queries": len(queries),
+                         "synthetic_cosine": cosine, "rows": search_part(vectors, queries, args.output_dir)}
+    save_results(args.output_dir, results, "benchmarks.batch", render)
+    print(render(json.load(open(os.path.join(args.output_dir, "results.json")))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
