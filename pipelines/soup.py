@@ -21,10 +21,17 @@ def main(argv=None) -> int:
     parser.add_argument("--data_dir", default=default_data_dir(),
                         help="Folder holding cs224n/ (default: $KERASBERT_DATA_DIR or ../shared/data).")
     parser.add_argument("--output_dir", required=True, help="Folder for the soup.")
+    parser.add_argument("--overwrite", action="store_true", help="Replace a finished soup in --output_dir.")
     args = parser.parse_args(argv)
 
     def run():
+        import os
+
         from kerasbert.finetuning.soup import run_soup
+
+        if os.path.exists(os.path.join(args.output_dir, "metrics.json")) and not args.overwrite:
+            raise FileExistsError(f"{args.output_dir} holds a finished soup (metrics.json); pass --overwrite to "
+                                  "replace it")
         run_soup(args.model_dirs, args.data_dir, args.output_dir)
 
     return main_guard(run, verbose=args.verbose)

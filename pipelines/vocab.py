@@ -22,10 +22,18 @@ def main(argv=None) -> int:
     parser.add_argument("--output", required=True, help="Where to write vocab.txt (one token a line).")
     parser.add_argument("--data_dir", default=default_data_dir(),
                         help="Folder holding cs224n/ and wikitext-2/ for named corpora.")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Replace an existing --output (runs and shards made with it hold its token ids).")
     args = parser.parse_args(argv)
 
     def run():
+        import os
+
         from kerasbert.data.corpus import load_corpora
+
+        if os.path.exists(args.output) and not args.overwrite:
+            raise FileExistsError(f"{args.output} exists: runs and shards tokenized with it would no longer match "
+                                  "it; pass --overwrite to replace it")
         from kerasbert.tokenization import train_vocabulary
 
         documents = load_corpora(args.corpus, args.data_dir)

@@ -19,6 +19,8 @@ def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path, capsys):
     run_main(["pipelines.vocab", "--corpus", corpus, "--vocab_size", "60", "--output", vocab], capsys, check=True)
     tokens = open(vocab).read().split("\n")
     assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and "cat" in tokens
+    again = run_main(["pipelines.vocab", "--corpus", corpus, "--vocab_size", "40", "--output", vocab], capsys)
+    assert again.returncode == 2 and "pass --overwrite" in again.stderr and open(vocab).read().split("\n") == tokens
 
     config = tiny_run_config(tmp_path)
     shards = str(tmp_path / "shards")

@@ -44,6 +44,11 @@ def test_soup_is_the_mean_of_its_members_and_a_run_folder_others_read(tmp_path):
                           "--output", str(scored)]) == 0
     assert json.loads(scored.read_text())["sts_pearson"] == pytest.approx(metrics["sts_pearson"], abs=1e-6)
     assert (output / "predictions" / "sst-dev.tsv").exists() and (output / "encoder").is_dir()
+    # Started again into its finished folder: refused, the soup kept, unless --overwrite.
+    again = ["--model_dirs", str(tmp_path / "seed1"), str(tmp_path / "seed2"), "--output_dir", str(output)]
+    before = (output / "metrics.json").read_text()
+    assert soup.main(again) == 2 and (output / "metrics.json").read_text() == before
+    assert soup.main(again + ["--overwrite"]) == 0
 
 
 @pytest.mark.parametrize("change, message", [
