@@ -19,7 +19,7 @@ Dataflow), --direct_num_workers, --direct_running_mode.
 
 import sys
 
-from pipelines.common import main_guard, pipeline_parser
+from pipelines.common import main_guard, pipeline_parser, require
 
 
 def main(argv=None) -> int:
@@ -38,6 +38,7 @@ def main(argv=None) -> int:
     args, beam_args = parser.parse_known_args(argv)
 
     def run():
+        require("apache_beam")
         from kerasbert.quiet import hide_library_logs
 
         hide_library_logs("apache_beam", args.verbose)  # before Beam's import logs its first lines

@@ -13,7 +13,7 @@ with which parameters: docs/benchmarks.md (make bench-batch).
 
 import sys
 
-from pipelines.common import main_guard, pipeline_parser
+from pipelines.common import main_guard, pipeline_parser, require
 
 
 def main(argv=None) -> int:
@@ -30,6 +30,8 @@ def main(argv=None) -> int:
 
     def run():
         import time
+
+        require("scann" if args.backend == "scann" else "faiss")
 
         from kerasbert.batch.records import read_results
         from kerasbert.quiet import native_stderr_hidden

@@ -68,6 +68,20 @@ def add_common_flags(parser: argparse.ArgumentParser, config_required: bool = Tr
                              "many logical devices (for testing).")
 
 
+class MissingDependency(ValueError):
+    """An optional dependency is not installed (one `error:` line, exit 2, as for bad input)."""
+
+
+def require(*modules: str, extra: str = "beam") -> None:
+    """A clear error when an optional dependency is missing: the extra that installs it."""
+    import importlib.util
+
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingDependency(f"{', '.join(missing)} not installed: pip install 'kerasbert[{extra}]' "
+                          "(or pip install -r requirements.txt)")
+
+
 def main_guard(run, verbose: bool = False) -> int:
     """Runs `run()` after a quiet TensorFlow start-up, turning expected errors into one
     clear line and exit code 2."""
@@ -76,7 +90,7 @@ def main_guard(run, verbose: bool = False) -> int:
     try:
         prefer_onednn(verbose)  # quiet unless verbose (kerasbert.quiet)
         run()
-    except (ValueError, FileNotFoundError, OSError) as error:
+    except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:  # training says where it resumes; elsewhere, nothing was kept

@@ -15,7 +15,7 @@ stream instead: other examples of the same kind.)
 
 import sys
 
-from pipelines.common import main_guard, pipeline_parser
+from pipelines.common import main_guard, pipeline_parser, require
 
 
 def main(argv=None) -> int:
@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     args, beam_args = parser.parse_known_args(argv)
 
     def run():
+        require("apache_beam")
         import glob
         import os
 

@@ -2,12 +2,15 @@
 
 import argparse
 import importlib
+import os
 import pkgutil
+import subprocess
+import sys
 
 import pytest
 
 import pipelines
-from conftest import run_module
+from conftest import ROOT, run_module
 
 PIPELINES = sorted(m.name for m in pkgutil.iter_modules(pipelines.__path__) if m.name not in ("common", "demo_stages"))
 
@@ -46,3 +49,22 @@ def test_each_pipeline_starts_as_a_module_and_answers_help_before_tensorflow_loa
         result = run_module([f"pipelines.{name}", "--help"], timeout=60, python_options=("-X", "importtime"))
         assert f"usage: python -m pipelines.{name}" in result.stdout
         assert "| tensorflow\n" not in result.stderr, name
+
+
+
+# The Beam pipeline as a user without `.[beam]` runs it: apache_beam is not found.
+WITHOUT_BEAM = """
+import importlib.util, sys
+found = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *args: None if name == "apache_beam" else found(name, *args)
+from pipelines import batch_predict
+sys.exit(batch_predict.main(["--model_dir", "m", "--input", "x", "--output", "o"]))
+"""
+
+
+def test_a_missing_optional_dependency_is_one_line_naming_the_extra():
+    result = subprocess.run([sys.executable, "-c", WITHOUT_BEAM], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip() == ("error: apache_beam not installed: pip install 'kerasbert[beam]' "
+                                     "(or pip install -r requirements.txt)")
