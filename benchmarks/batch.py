@@ -169,6 +169,7 @@ def render(results: dict) -> str:
 def main(argv=None) -> int:
     from benchmarks.results import save_results
     from benchmarks.search import distinct_questions
+    from benchmarks.serving import newest_version
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.batch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -179,12 +180,10 @@ def main(argv=None) -> int:
     parser.add_argument("--vectors", type=int, default=1_000_000, help="Vectors to search over.")
     parser.add_argument("--batch_size", type=int, default=64, help="Batch size of both embedders.")
     args = parser.parse_args(argv)
-    versions = sorted(int(v) for v in os.listdir(args.export_base) if v.isdigit()) \
-        if os.path.isdir(args.export_base) else []
-    if not versions:
+    model_dir = newest_version(args.export_base)
+    if model_dir is None:
         print(f"error: no exported version under {args.export_base}; run make demo first", file=sys.stderr)
         return 2
-    model_dir = os.path.join(args.export_base, str(versions[-1]))
     os.makedirs(args.output_dir, exist_ok=True)
     questions = distinct_questions(os.path.join(args.data_dir, "cs224n", "quora-train.tsv"), args.sentences + 1000)
     corpus = os.path.join(args.output_dir, "questions.txt")

@@ -608,11 +608,11 @@ def exported_embed(args, dtype: str, checkpoint: str, length: int):
     from kerasbert.models.encoder import load_encoder
     from kerasbert.tokenization import load_tokenizer
 
+    from benchmarks.serving import newest_version
+
     export_base = os.path.join(args.output_dir, "export", dtype)
-    versions = sorted(int(v) for v in os.listdir(export_base) if v.isdigit()) if os.path.isdir(export_base) else []
-    if versions:
-        path = os.path.join(export_base, str(versions[-1]))
-    else:
+    path = newest_version(export_base)
+    if path is None:
         preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), length)
         model = MultitaskBert(load_encoder(checkpoint), tasks=("sst",))
         model(preprocessor("sst", tf.constant(["build"]), tf.constant([""])))

@@ -256,16 +256,21 @@ def render_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
+def newest_version(export_base: str) -> str | None:
+    """The path of the highest numbered version under `export_base`, or None."""
+    versions = sorted(int(v) for v in os.listdir(export_base) if v.isdigit()) if os.path.isdir(export_base) else []
+    return os.path.join(export_base, str(versions[-1])) if versions else None
+
+
 def private_copy_of_newest(export_base: str, prefix: str) -> tuple[str, str] | None:
     """(a temporary base path holding the newest version under `export_base` as version 1,
     that version's path): the serving benchmarks add versions and must not touch the user's
     exports. None, after an error line, when there is no version."""
-    versions = sorted(int(v) for v in os.listdir(export_base) if v.isdigit()) if os.path.isdir(export_base) else []
-    if not versions:
+    newest = newest_version(export_base)
+    if newest is None:
         print(f"error: no exported version under {export_base}; run make demo (or pipelines.export) first",
               file=sys.stderr)
         return None
-    newest = os.path.join(export_base, str(versions[-1]))
     base = tempfile.mkdtemp(prefix=prefix)
     shutil.copytree(newest, os.path.join(base, "1"))
     return base, newest

@@ -27,6 +27,8 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.vector_index import normalized
+
 
 def _file_digest(*paths: str) -> str:
     digest = hashlib.sha256()
@@ -62,7 +64,7 @@ class KerasEmbedder:
 
     def __call__(self, sentences: list[str], progress: bool = False) -> np.ndarray:
         parts = [self._embed(batch).numpy() for batch in _batches(sentences, self.batch_size, progress)]
-        return _normalize(np.concatenate(parts))
+        return normalized(np.concatenate(parts))
 
 
 class SavedModelEmbedder:
@@ -79,7 +81,7 @@ class SavedModelEmbedder:
     def __call__(self, sentences: list[str], progress: bool = False) -> np.ndarray:
         parts = [self.signature(text=batch)["embedding"].numpy()
                  for batch in _batches(sentences, self.batch_size, progress)]
-        return _normalize(np.concatenate(parts))
+        return normalized(np.concatenate(parts))
 
 
 def make_embedder(path: str, batch_size: int = 64):
@@ -87,10 +89,6 @@ def make_embedder(path: str, batch_size: int = 64):
     if os.path.exists(os.path.join(path, "saved_model.pb")):
         return SavedModelEmbedder(path, batch_size)
     return KerasEmbedder(path, batch_size)
-
-
-def _normalize(vectors: np.ndarray) -> np.ndarray:
-    return (vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)).astype(np.float32)
 
 
 def read_sentences(path: str) -> list[str]:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Sequence
 
-from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, PredictionResult  # noqa: F401
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from kerasbert.batch.signatures import string_inputs
+
+NAMESPACE = "kerasbert_batch_predict"  # Beam metrics of the job: its own counts and RunInference's
 
 
 class SavedModelSignatureHandler(ModelHandler[dict, PredictionResult, Any]):
@@ -59,7 +61,7 @@ class SavedModelSignatureHandler(ModelHandler[dict, PredictionResult, Any]):
         return self._batching
 
     def get_metrics_namespace(self) -> str:
-        return "kerasbert_batch_predict"
+        return NAMESPACE
 
     def __repr__(self):
         return f"SavedModelSignatureHandler({os.path.basename(self.model_dir)!r}, {self.signature!r})"

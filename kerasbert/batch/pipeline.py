@@ -22,13 +22,12 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
-from kerasbert.batch.handler import SavedModelSignatureHandler, set_tensorflow_threads
+from kerasbert.batch.handler import NAMESPACE, SavedModelSignatureHandler, set_tensorflow_threads
 from kerasbert.batch.records import SUFFIXES, counts_path, dead_letter_path, json_line, results_pattern, tf_example
 from kerasbert.batch.rows import Refused, read_rows
 from kerasbert.batch.signatures import string_inputs
 from kerasbert.quiet import hide_library_logs, native_stderr_hidden
 
-NAMESPACE = "kerasbert_batch_predict"
 COUNTS = ("read", "scored", "refused")
 
 

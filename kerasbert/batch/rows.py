@@ -90,9 +90,10 @@ def _tsv_columns(header: list[str], input_names: tuple[str, ...]) -> list[str] |
 
 def _tsv_rows(path, content, input_names):
     from kerasbert.data.rows import read_tsv_text
+    from kerasbert.data.tasks import detect_layout
 
     try:
-        table = read_tsv_text(path, content.decode("utf-8"), quoted=lambda header: header[:1] == [""])
+        table = read_tsv_text(path, content.decode("utf-8"), quoted=lambda header: detect_layout(header) == "cs224n")
     except UnicodeDecodeError as error:
         line = content[:error.start].count(b"\n") + 1
         yield Refused(f"{path}:{line}", "not valid UTF-8; the file was not read")

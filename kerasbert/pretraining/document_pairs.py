@@ -68,7 +68,7 @@ def make_examples(documents: dict, sources: dict, seed: int, max_sequence_length
                   short_seq_prob: float = 0.1, dupe_factor: int = 1) -> list[dict]:
     """Every example of `documents` ({key: tokenized sentences}, empty sentences dropped),
     document by document, in one process."""
-    documents = {key: kept_sentences(doc) for key, doc in documents.items() if kept_sentences(doc)}
+    documents = {key: kept for key, doc in documents.items() if (kept := kept_sentences(doc))}
     pools = pools_of(documents, sources)
     examples = [example for key in sorted(pools)
                 for example in pairs_of_document(documents, key, pools, seed, max_sequence_length,
