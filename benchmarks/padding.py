@@ -29,6 +29,7 @@ def token_fill(data_dir: str, batch_size: int = 32) -> list[dict]:
 
     from kerasbert.config import FinetuneDataConfig
     from kerasbert.finetuning.data import TaskPreprocessor, load_examples, resolve_path, task_dataset
+    from kerasbert.tasks import BUILTIN_TASKS
     from kerasbert.tokenization import load_tokenizer
 
     tokenizer = load_tokenizer(minilm_checkpoint())
@@ -37,7 +38,7 @@ def token_fill(data_dir: str, batch_size: int = 32) -> list[dict]:
     for encoder, tasks in (("cross", ("sst", "para", "sts")), ("bi", ("para", "sts"))):
         preprocessor = TaskPreprocessor(tokenizer, data_config.max_sequence_length, encoder)
         for task in tasks:
-            examples = load_examples(task, resolve_path(data_dir, data_config.train_files[task]))
+            examples = load_examples(task, resolve_path(data_dir, BUILTIN_TASKS[task].train_file))
             row = {"encoder": encoder, "task": task}
             for group in GROUPS:
                 real = computed = 0
@@ -92,7 +93,7 @@ def dev_scoring(data_dir: str, repeats: int) -> dict:
                                     heads.pair_encoder, sts_encoder=heads.sts_encoder)
     model = MultitaskBert(load_encoder(init), pair_encoder=heads.pair_encoder, sts_encoder=heads.sts_encoder,
                           pooling=heads.pooling, tasks=config.tasks)
-    dev = {task: load_examples(task, resolve_path(data_dir, config.data.dev_files[task])) for task in config.tasks}
+    dev = {task: load_examples(task, resolve_path(data_dir, config.tasks[task].dev_file)) for task in config.tasks}
     orders = {
         "file_order": lambda task: predict_task(model, task, task_dataset(task, dev[task], preprocessor, 64, False)),
         "by_length": lambda task: predict_examples(model, preprocessor, task, dev[task], 64),

@@ -552,9 +552,9 @@ def part_pretrain_speed(args, results: dict) -> None:
 
 def sst_sentences(data_dir: str, split: str) -> list:
     from kerasbert.finetuning.data import load_examples
-    from kerasbert.tasks import TASKS
+    from kerasbert.tasks import BUILTIN_TASKS
 
-    return load_examples("sst", os.path.join(data_dir, getattr(TASKS["sst"], f"{split}_file")))
+    return load_examples("sst", os.path.join(data_dir, getattr(BUILTIN_TASKS["sst"], f"{split}_file")))
 
 
 def part_finetune_speed(args, results: dict) -> None:

@@ -41,13 +41,13 @@ def minilm_parts(data_dir: str, sentences: int):
     from kerasbert.finetuning.data import TaskPreprocessor, load_examples
     from kerasbert.finetuning.model import MultitaskBert
     from kerasbert.models.encoder import load_encoder, minilm_checkpoint
-    from kerasbert.tasks import TASKS
+    from kerasbert.tasks import BUILTIN_TASKS
     from kerasbert.tokenization import load_tokenizer
 
     checkpoint = minilm_checkpoint()
     preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), 128)
     model = MultitaskBert(load_encoder(checkpoint), tasks=("sst",))
-    texts = [e.text_a for e in load_examples("sst", os.path.join(data_dir, TASKS["sst"].dev_file))[:sentences]]
+    texts = [e.text_a for e in load_examples("sst", os.path.join(data_dir, BUILTIN_TASKS["sst"].dev_file))[:sentences]]
     return model, preprocessor, texts
 
 
@@ -117,13 +117,13 @@ def sst_training(preprocessor, data_dir: str, optimizer_class=None, unpadded: bo
     from kerasbert.finetuning.data import load_examples, task_dataset
     from kerasbert.finetuning.model import MultitaskBert
     from kerasbert.models.encoder import load_encoder, minilm_checkpoint
-    from kerasbert.tasks import TASKS
+    from kerasbert.tasks import BUILTIN_TASKS
     from kerasbert.training.optim import make_optimizer
 
     keras.utils.set_random_seed(1)
     model = MultitaskBert(load_encoder(minilm_checkpoint()), tasks=("sst",), unpadded=unpadded)
     model.compile(optimizer=make_optimizer(FinetuneConfig().train, optimizer_class))
-    examples = load_examples("sst", os.path.join(data_dir, TASKS["sst"].train_file))
+    examples = load_examples("sst", os.path.join(data_dir, BUILTIN_TASKS["sst"].train_file))
     return model, task_dataset("sst", examples, preprocessor, 32, training=True, seed=1)
 
 

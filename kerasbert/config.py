@@ -19,7 +19,7 @@ import os
 import typing
 from typing import Any
 
-from kerasbert.tasks import DEFAULT_TASKS, TASKS, check_task_names, pair_encoders
+from kerasbert.tasks import BUILTIN_TASKS, DEFAULT_TASKS, Task, TaskError, declare_tasks
 
 # Size presets: (num_layers, hidden_dim, num_heads). intermediate_dim is 4x hidden.
 MODEL_PRESETS = {
@@ -98,7 +98,8 @@ class PretrainDataConfig:
     """Which text to pretrain on and how examples are built and masked from it.
 
     Example:
-        >>> PretrainDataConfig(sources=("my_corpus.txt",), masking="whole_word", nsp=False)
+        >>> PretrainDataConfig(sources=("my_corpus.txt",), masking="whole_word", nsp=False).sources
+        ('my_corpus.txt',)
     """
 
     # Corpora by name (see kerasbert.data.corpus.CORPORA): wikitext, imdb, sst, sts, quora.
@@ -224,7 +225,8 @@ class PretrainConfig:
 
     Example:
         >>> config = PretrainConfig(model=ModelConfig(preset="mini"), train=TrainConfig(total_steps=400))
-        >>> run_pretraining(config, "../shared/data", "runs/mini")
+        >>> config.model.num_layers, config.train.num_blocks  # run_pretraining(config, data_dir, "runs/mini")
+        (4, 8)
     """
 
     model: ModelConfig = ModelConfig()
@@ -283,6 +285,18 @@ def to_dict(config) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+# Fields that map names to values (task names, or a task's declaration keys): an override may
+# add a key their defaults do not have, and its value is read as JSON (else as text).
+MAPPING_FIELDS = ("tasks", "train_files", "dev_files", "shares", "loss_weights")
+
+
+def _parse_json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def _parse_value(text: str, current: Any) -> Any:
     """Parses an override string to the type of the field it replaces."""
     if isinstance(current, bool):
@@ -295,6 +309,8 @@ def _parse_value(text: str, current: Any) -> Any:
         return float(text)
     if isinstance(current, tuple):
         return tuple(item for item in text.split(",") if item)
+    if isinstance(current, dict):  # a mapping in JSON, or names ("tasks=sst,sts")
+        return _parse_json_or_text(text)
     return text
 
 
@@ -304,13 +320,20 @@ def apply_overrides(values: dict[str, Any], defaults: dict[str, Any], overrides:
         _check("=" in override, f"--set takes key=value. Received: {override!r}")
         key, text = override.split("=", 1)
         path = key.strip().split(".")
-        node, default_node = values, defaults
+        node, default_node, free = values, defaults, False
         for part in path[:-1]:
-            _check(part in default_node and isinstance(default_node[part], dict),
-                   f"Unknown config section {part!r} in --set {override!r}")
+            if not free:
+                _check(part in default_node and isinstance(default_node[part], dict),
+                       f"Unknown config section {part!r} in --set {override!r}")
+                free = part in MAPPING_FIELDS  # below it: names the defaults need not have
+            if not isinstance(node.get(part, {}), dict):
+                node[part] = declare_names_as_mapping(node[part])
             node = node.setdefault(part, {})
-            default_node = default_node[part]
+            default_node = default_node.get(part, {}) if isinstance(default_node, dict) else {}
         leaf = path[-1]
+        if free and leaf not in default_node:
+            node[leaf] = _parse_json_or_text(text)
+            continue
         _check(leaf in default_node, f"Unknown config key {key!r} in --set {override!r}. "
                f"Known: {sorted(default_node)}")
         try:
@@ -320,12 +343,40 @@ def apply_overrides(values: dict[str, Any], defaults: dict[str, Any], overrides:
     return values
 
 
+def declare_names_as_mapping(tasks) -> dict:
+    """A list (or comma-separated string) of task names as a mapping of names to empty
+    declarations, so an override can set one task's key."""
+    names = tasks.split(",") if isinstance(tasks, str) else tasks
+    return {name.strip(): {} for name in names if name.strip()}
+
+
+def _no_duplicate_keys(pairs):
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    _check(not twice, f"key(s) {twice} given twice in one object (two tasks with one name?)")
+    return dict(pairs)
+
+
+def read_json(path: str) -> Any:
+    """A JSON file's value; ConfigError naming the file and line, or a key given twice."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path}: file not found")
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f, object_pairs_hook=_no_duplicate_keys)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{path}:{error.lineno}: invalid JSON: {error.msg}") from None
+        except ConfigError as error:
+            raise ConfigError(f"{path}: {error}") from None
+
+
 def load_config(cls, path: str | None = None, overrides: list[str] | None = None):
-    """Loads `cls` from a JSON file (or defaults), applies overrides, validates.
+    """Loads `cls` from a JSON file (or defaults), applies overrides, validates. A config's
+    `"tasks"` may name a JSON file of task declarations, read relative to the config's folder.
 
     Example:
         >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json",
-        ...                      ["train.total_steps=40", "heads.pair_encoder=bi"])
+        ...                      ["train.total_steps=90", "heads.pair_encoder=bi"])
         >>> config.heads.pair_encoder
         'bi'
     """
@@ -333,11 +384,12 @@ def load_config(cls, path: str | None = None, overrides: list[str] | None = None
     if path:
         if not os.path.exists(path):
             raise ConfigError(f"Config file not found: {path}")
-        with open(path, encoding="utf-8") as f:
-            try:
-                values = json.load(f)
-            except json.JSONDecodeError as error:
-                raise ConfigError(f"{path}:{error.lineno}: invalid JSON: {error.msg}") from None
+        values = read_json(path)
+        if isinstance(values.get("tasks"), str) and values["tasks"].endswith(".json"):
+            task_file = os.path.join(os.path.dirname(path), values["tasks"])
+            values["tasks"] = read_json(task_file)
+            _check(isinstance(values["tasks"], dict), f"{task_file}: a task file holds one object, "
+                   "task names to declarations")
     values = apply_overrides(values, to_dict(cls()), overrides or [])
     return from_dict(cls, values)
 
@@ -346,28 +398,34 @@ def save_config(config, path: str) -> None:
     """Writes a config as indented JSON, the form `load_config` reads back.
 
     Example:
-        >>> save_config(PretrainConfig(), "runs/tiny/config.json")
+        >>> import tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "config.json")
+        >>> save_config(PretrainConfig(), path)
+        >>> load_config(PretrainConfig, path) == PretrainConfig()
+        True
     """
     with open(path, "w", encoding="utf-8") as f:
         json.dump(to_dict(config), f, indent=2)
         f.write("\n")
 
 
-def _per_task(values: dict, default, where: str) -> dict:
-    """`values` ({task: value}) completed with `default` for every declared task."""
-    unknown = sorted(set(values) - set(TASKS))
-    _check(not unknown, f"{where} names unknown task(s) {unknown}. Known tasks: {list(TASKS)}")
-    return {name: values.get(name, default(name) if callable(default) else default) for name in TASKS}
+def _per_task(values: dict, default, tasks: dict, where: str) -> dict:
+    """`values` ({task: value}) for the run's `tasks`, completed with `default`. Keys naming
+    shipped tasks the run leaves out are dropped (configs name them all); others are errors."""
+    unknown = sorted(set(values) - set(tasks) - set(BUILTIN_TASKS))
+    _check(not unknown, f"{where} names task(s) {unknown} the run does not declare. Its tasks: {list(tasks)}")
+    return {name: values.get(name, default(task) if callable(default) else default) for name, task in tasks.items()}
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneDataConfig:
-    """Task files (relative to --data_dir unless absolute) and how much of them to use.
-    `train_files` and `dev_files` map task names to files; tasks left out keep their
-    declared files (`kerasbert.tasks.TASKS`).
+    """How much of the task files to use, and how to pack them. `train_files` and
+    `dev_files` map task names to files in place of their declared ones (the run's
+    `tasks` then hold them).
 
     Example:
-        >>> FinetuneDataConfig(train_files={"sst": "/data/my-sst-train.tsv"}, max_train_examples=1000)
+        >>> FinetuneConfig(data=FinetuneDataConfig(train_files={"sst": "/data/my-sst-train.tsv"})).tasks["sst"].train_file
+        '/data/my-sst-train.tsv'
     """
 
     train_files: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -381,10 +439,6 @@ class FinetuneDataConfig:
     swap_pairs: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "train_files", _per_task(
-            self.train_files, lambda name: TASKS[name].train_file, "data.train_files"))
-        object.__setattr__(self, "dev_files", _per_task(
-            self.dev_files, lambda name: TASKS[name].dev_file, "data.dev_files"))
         _check(self.max_train_examples >= 0 and self.max_dev_examples >= 0,
                "data.max_train_examples and data.max_dev_examples must be >= 0")
         _check(8 <= self.max_sequence_length <= 512,
@@ -397,8 +451,8 @@ class HeadsConfig:
     """The task heads on the shared encoder.
 
     Example:
-        >>> HeadsConfig(pair_encoder="cross", sts_encoder="bi").encoders
-        {'para': 'cross', 'sts': 'bi'}
+        >>> HeadsConfig(pair_encoder="cross", sts_encoder="bi").encoder_of(BUILTIN_TASKS["sts"])
+        'bi'
     """
 
     pair_encoder: str = "cross"  # cross: [CLS] a [SEP] b [SEP]; bi: Sentence-BERT embeddings
@@ -416,27 +470,29 @@ class HeadsConfig:
                f"heads.sts_encoder must be cross, bi or empty. Received: {self.sts_encoder!r}")
         _check(self.pooling in ("mean", "cls"), f"heads.pooling must be mean or cls. Received: {self.pooling!r}")
         _check(self.sts_loss in ("mse", "cosine"), f"heads.sts_loss must be mse or cosine. Received: {self.sts_loss!r}")
-        _check(self.sts_loss == "mse" or self.encoders["sts"] == "bi",
+        _check(self.sts_loss == "mse" or (self.sts_encoder or self.pair_encoder) == "bi",
                "heads.sts_loss=cosine needs a bi-encoder similarity head (it compares two "
                "embeddings): heads.sts_encoder=bi, or heads.pair_encoder=bi")
         _check(self.para_mnrl_weight == 0 or self.pair_encoder == "bi",
                "heads.para_mnrl_weight > 0 needs heads.pair_encoder=bi")
 
-    @property
-    def encoders(self) -> dict[str, str]:
-        """Pair task -> "cross" or "bi": pair_score (similarity) tasks take sts_encoder if it
-        is set, the others pair_encoder."""
-        return pair_encoders(self.pair_encoder, self.sts_encoder)
+    def encoder_of(self, task: Task) -> str:
+        """"cross" or "bi" for a pair task ("" for one text): pair_score tasks take
+        sts_encoder if it is set, the others pair_encoder."""
+        from kerasbert.tasks import encoder_of
+
+        return encoder_of(task, self.pair_encoder, self.sts_encoder)
 
 
 @dataclasses.dataclass(frozen=True)
 class ScheduleConfig:
     """How batches of the tasks are interleaved, and how their losses are weighted.
-    `shares` and `loss_weights` map task names to values; tasks left out take 1.
+    `shares` and `loss_weights` map task names to values; the run's tasks left out take 1
+    (`FinetuneConfig` completes them).
 
     Example:
-        >>> ScheduleConfig(sampling="shares", shares={"sts": 0}).shares
-        {'sst': 1.0, 'para': 1.0, 'sts': 0, 'cfimdb': 1.0}
+        >>> FinetuneConfig(schedule=ScheduleConfig(sampling="shares", shares={"sts": 0})).schedule.shares
+        {'sst': 1.0, 'para': 1.0, 'sts': 0}
     """
 
     sampling: str = "temperature"  # round_robin | proportional | temperature | shares
@@ -448,14 +504,12 @@ class ScheduleConfig:
     hold_idle_heads: bool = False  # True: a head keeps its weights on other tasks' batches
 
     def __post_init__(self):
-        object.__setattr__(self, "shares", _per_task(self.shares, 1.0, "schedule.shares"))
-        object.__setattr__(self, "loss_weights", _per_task(self.loss_weights, 1.0, "schedule.loss_weights"))
         _check(self.sampling in ("round_robin", "proportional", "temperature", "shares"),
                "schedule.sampling must be round_robin, proportional, temperature or shares. "
                f"Received: {self.sampling!r}")
         _check(self.temperature > 0, "schedule.temperature must be > 0")
-        _check(min(self.shares.values()) >= 0, f"schedule.shares must be >= 0. Received: {self.shares}")
-        _check(self.sampling == "shares" or set(self.shares.values()) == {1.0},
+        _check(min(self.shares.values(), default=0) >= 0, f"schedule.shares must be >= 0. Received: {self.shares}")
+        _check(self.sampling == "shares" or set(self.shares.values()) <= {1.0},
                f"schedule.shares needs schedule.sampling=shares. Received: {self.shares} with "
                f"sampling={self.sampling!r}")
         _check(0 < self.layerwise_lr_decay <= 1, "schedule.layerwise_lr_decay must be in (0, 1]")
@@ -466,11 +520,14 @@ class FinetuneConfig:
     """Everything one multitask fine-tuning run needs; saved as `config.json`.
 
     Example:
-        >>> config = FinetuneConfig(heads=HeadsConfig(pair_encoder="bi"))
-        >>> run_finetuning(config, "../shared/data", "runs/bi", init_checkpoint=minilm_checkpoint())
+        >>> config = FinetuneConfig(tasks="sts,sst", heads=HeadsConfig(pair_encoder="bi"))
+        >>> list(config.tasks), config.tasks["sts"].kind  # run_finetuning(config, data_dir, "runs/bi", checkpoint)
+        (['sts', 'sst'], 'pair_score')
     """
 
-    tasks: tuple[str, ...] = DEFAULT_TASKS  # the heads a run builds, evaluates and exports
+    # The run's tasks, a head each: names of shipped tasks, or {name: declaration} (kerasbert.tasks).
+    # Held as {name: Task}, in order: the first task's text signature is an export's serving_default.
+    tasks: dict[str, Task] = dataclasses.field(default_factory=lambda: declare_tasks(DEFAULT_TASKS))
     data: FinetuneDataConfig = FinetuneDataConfig()
     heads: HeadsConfig = HeadsConfig()
     schedule: ScheduleConfig = ScheduleConfig()
@@ -479,9 +536,20 @@ class FinetuneConfig:
 
     def __post_init__(self):
         try:
-            object.__setattr__(self, "tasks", check_task_names(self.tasks, "tasks"))
-        except ValueError as error:
+            tasks = declare_tasks(self.tasks)
+        except TaskError as error:
             raise ConfigError(str(error)) from None
+        data, schedule = self.data, self.schedule
+        # The data section's files replace the declared ones; then every file is the task's.
+        files = {"train_file": _per_task(data.train_files, lambda task: task.train_file, tasks, "data.train_files"),
+                 "dev_file": _per_task(data.dev_files, lambda task: task.dev_file, tasks, "data.dev_files")}
+        tasks = {name: dataclasses.replace(task, **{key: files[key][name] for key in files})
+                 for name, task in tasks.items()}
+        object.__setattr__(self, "tasks", tasks)
+        object.__setattr__(self, "data", dataclasses.replace(data, train_files={}, dev_files={}))
+        object.__setattr__(self, "schedule", dataclasses.replace(
+            schedule, shares=_per_task(schedule.shares, 1.0, tasks, "schedule.shares"),
+            loss_weights=_per_task(schedule.loss_weights, 1.0, tasks, "schedule.loss_weights")))
         _check(sum(self.schedule.shares[task] for task in self.tasks) > 0,
                f"schedule.shares of the run's tasks {self.tasks} must have a positive sum. "
                f"Received: {self.schedule.shares}")
@@ -505,5 +573,5 @@ class FinetuneConfig:
         ('sst', 'para')
         """
         if self.schedule.sampling != "shares":
-            return self.tasks
+            return tuple(self.tasks)
         return tuple(task for task in self.tasks if self.schedule.shares[task] > 0)

@@ -8,18 +8,21 @@ text signatures in `assets.extra/tf_serving_warmup_requests`, which TF Serving (
 `python -m serving`) replays before it serves the version.
 
 Signatures (batch-major; text is UTF-8, tokenized inside the graph with tf_text ops),
-named by each task's head and shaped by its kind (`kerasbert.tasks`); for the default tasks:
-    sentiment  (text)            -> probabilities (batch, 5), label int64      (classes)
-    paraphrase (text_a, text_b)  -> probability (batch,), label int64          (pair_binary)
-    similarity (text_a, text_b)  -> score (batch,) in [0, 5]                   (pair_score)
+named by each task's head (its name, for a task declared without one) and shaped by its
+kind (`kerasbert.tasks`); for the default tasks:
+    sentiment  (text)            -> probabilities (batch, 5), label int64, class_name  (classes)
+    paraphrase (text_a, text_b)  -> probability (batch,), label int64, class_name      (pair_binary)
+    similarity (text_a, text_b)  -> score (batch,) in [0, 5]                           (pair_score)
     embed      (text)            -> embedding (batch, hidden)
+(a pair_classes task: text_a, text_b -> probabilities, label, class_name; a score task:
+text -> score)
 and `<name>_tokens` variants taking token_ids, segment_ids, padding_mask (int32,
 (batch, seq)) and, for bi-encoder pair heads, token_ids_b, segment_ids_b,
 padding_mask_b: core TensorFlow ops only, for clients that tokenize themselves.
 For TF Serving's :classify and :regress (serialized tf.Examples with bytes features
 `text`, or `text_a` and `text_b`, in `inputs`):
-    sentiment_classify   -> classes "0".."4", scores (batch, 5)
-    paraphrase_classify  -> classes "0", "1", scores (batch, 2)
+    sentiment_classify   -> classes (the five class names, "very negative".."very positive"), scores (batch, 5)
+    paraphrase_classify  -> classes "not duplicate", "duplicate", scores (batch, 2)
     similarity_regress   -> outputs (batch,) in [0, 5]
 `serving_default` is the first exported task's text signature: `sentiment` unless the
 export leaves that task out (`export_model(..., tasks=...)`).
@@ -48,7 +51,7 @@ from kerasbert.config import to_dict
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.load import load_finetuned
 from kerasbert.packing import ENCODER_KEYS, pack_segments
-from kerasbert.tasks import TASKS, check_task_names
+from kerasbert.tasks import Task
 from kerasbert.tokenization import write_vocabulary
 from kerasbert.training.finite import check_finite_weights
 from kerasbert.warmup import predict_request, write_warmup_requests
@@ -59,9 +62,12 @@ TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
 EXAMPLES = tf.TensorSpec([None], tf.string, name="inputs")
 SEGMENT = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)  # token ids
 _BUILDING = re.compile(r"^\.\d+-building-(\d+)-")  # a version being written, and the writer's pid
-# The method_name of each task's :classify or :regress signature.
-METHODS = {task.signature_names[2]: "tensorflow/serving/" + ("regress" if task.kind == "pair_score" else "classify")
-           for task in TASKS.values()}
+_VERSION = re.compile(r"^[0-9]+$")  # a version folder: ASCII digits (str.isdigit takes "²" too)
+
+
+def serving_methods(tasks) -> dict[str, str]:
+    """The method_name of each task's :classify or :regress signature."""
+    return {task.signature_names[2]: task.serving_method for task in tasks}
 
 
 def token_specs(suffix: str = "") -> list[tf.TensorSpec]:
@@ -70,7 +76,7 @@ def token_specs(suffix: str = "") -> list[tf.TensorSpec]:
 
 
 def next_version(export_base: str) -> int:
-    versions = [int(name) for name in os.listdir(export_base) if name.isdigit()] \
+    versions = [int(name) for name in os.listdir(export_base) if _VERSION.match(name)] \
         if os.path.isdir(export_base) else []
     return max(versions, default=0) + 1
 
@@ -102,12 +108,12 @@ def set_signature_methods(path: str, methods: dict[str, str]) -> None:
         f.write(saved_model.SerializeToString())
 
 
-def warmup_requests(signatures) -> list:
+def warmup_requests(signatures, tasks) -> list:
     """One PredictRequest per text signature among `signatures`, in their order, replayed by
     servers when they load the version."""
     sentence, other = [b"a warm-up sentence ."], [b"another warm-up sentence ."]
     inputs = {task.head: {"text_a": sentence, "text_b": other} if task.is_pair else {"text": sentence}
-              for task in TASKS.values()}
+              for task in tasks}
     inputs["embed"] = {"text": sentence}
     return [predict_request(signature, inputs[signature]) for signature in signatures if signature in inputs]
 
@@ -126,8 +132,8 @@ class ServingGraph:
 
     def __init__(self, model, preprocessor: TaskPreprocessor, compute_dtype: str | None = None):
         keys, ids, length = ENCODER_KEYS, preprocessor.ids, preprocessor.sequence_length
-        self.model = model
-        self.bi = {task: encoder == "bi" for task, encoder in preprocessor.encoders.items()}
+        self.model, self.specs = model, model.task_specs
+        self.bi = {name: preprocessor.encoder_of(task) == "bi" for name, task in self.specs.items()}
         self.encode = tf.function(lambda *tokens: model.embed(dict(zip(keys, tokens)), unpadded=True,
                                                               compute_dtype=compute_dtype),
                                   input_signature=token_specs())
@@ -152,33 +158,34 @@ class ServingGraph:
 
     def outputs(self, task, u, v=None):
         """The named outputs of `task`'s text and token signatures, by its kind."""
-        prediction, kind = self.model.task_prediction_from(task, u, v), TASKS[task].kind
-        if kind == "pair_score":
+        prediction, spec = self.model.task_prediction_from(task, u, v), self.specs[task]
+        if not spec.is_classes:
             return {"score": prediction}
-        if kind == "classes":
-            result = {"probabilities": prediction, "label": tf.argmax(prediction, axis=-1)}
-        else:
+        if spec.kind == "pair_binary":
             result = {"probability": prediction, "label": tf.cast(prediction >= 0.5, tf.int64)}
-        result["class_name"] = tf.gather(tf.constant(TASKS[task].labels), result["label"])
+        else:
+            result = {"probabilities": prediction, "label": tf.argmax(prediction, axis=-1)}
+        result["class_name"] = tf.gather(tf.constant(spec.served_names), result["label"])
         return result
 
     def from_examples(self, task, serialized):
         """TF Serving's :classify (classes, scores) or :regress (outputs) of serialized tf.Examples."""
-        if TASKS[task].is_pair:
+        if self.specs[task].is_pair:
             result = self.outputs(task, *self.pair_embeddings(task, *text_features(serialized, "text_a", "text_b")))
         else:
             result = self.outputs(task, self.embed_text(*text_features(serialized, "text")))
         if "probabilities" in result:
-            return classes_and_scores(result["probabilities"], TASKS[task].labels)
+            return classes_and_scores(result["probabilities"], self.specs[task].served_names)
         if "probability" in result:
             probability = result["probability"]
-            return classes_and_scores(tf.stack([1.0 - probability, probability], axis=-1), TASKS[task].labels)
+            return classes_and_scores(tf.stack([1.0 - probability, probability], axis=-1),
+                                      self.specs[task].served_names)
         return {"outputs": result["score"]}
 
     def task_signatures(self, task) -> dict:
         """{name: (function, input signature)} of `task`'s text, token and :classify/:regress signatures."""
-        text_name, tokens_name, examples_name = TASKS[task].signature_names
-        if TASKS[task].is_pair:
+        text_name, tokens_name, examples_name = self.specs[task].signature_names
+        if self.specs[task].is_pair:
             text = (lambda a, b: self.outputs(task, *self.pair_embeddings(task, a, b)), [TEXT_A, TEXT_B])
             token_inputs = token_specs() + (token_specs("_b") if self.bi[task] else [])
         else:
@@ -193,19 +200,16 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=None, compute
     """name -> (function, input signature) for the signatures of `tasks` (None: all the
     model's) and `embed`, text signatures first (the first is also serving_default). Each
     function returns a dict of named outputs (`ServingGraph`)."""
-    try:
-        tasks = check_task_names(model.tasks if tasks is None else tasks)
-    except ValueError as error:
-        raise ValueError(f"{error} (the tasks to export)") from None
+    tasks = tuple(model.tasks if tasks is None else (task.name if isinstance(task, Task) else task for task in tasks))
     missing = [task for task in tasks if task not in model.tasks]
-    if missing:
-        raise ValueError(f"The model has no head for task(s) {missing}; its tasks: {tuple(model.tasks)}")
+    if missing or not tasks or len(set(tasks)) != len(tasks):
+        raise ValueError(f"The tasks to export are some of the model's {model.tasks}, each once. Received: {tasks}")
     graph = ServingGraph(model, preprocessor, compute_dtype)
     by_task = {task: graph.task_signatures(task) for task in tasks}
-    functions = {TASKS[task].head: by_task[task][TASKS[task].head] for task in tasks}
+    heads = {task: model.task_specs[task].head for task in tasks}
+    functions = {heads[task]: by_task[task][heads[task]] for task in tasks}
     functions["embed"] = (lambda text: {"embedding": graph.embed_text(text)}, [TEXT])
-    functions.update({name: entry for task in tasks for name, entry in by_task[task].items()
-                      if name != TASKS[task].head})
+    functions.update({name: entry for task in tasks for name, entry in by_task[task].items() if name != heads[task]})
     functions["embed_tokens"] = (lambda *t: {"embedding": graph.encode(*t)}, token_specs())
     return functions
 
@@ -269,8 +273,10 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     building = tempfile.mkdtemp(prefix=f".{version}-building-{os.getpid()}-", dir=export_base)
     try:
         archive.write_out(building, verbose=False)
-        set_signature_methods(building, {name: method for name, method in METHODS.items() if name in functions})
-        write_warmup_requests(building, warmup_requests(functions))
+        specs = model.task_specs.values()
+        set_signature_methods(building, {name: method for name, method in serving_methods(specs).items()
+                                         if name in functions})
+        write_warmup_requests(building, warmup_requests(functions, specs))
         assets = os.path.join(building, "assets")
         os.makedirs(assets, exist_ok=True)
         if config is not None:

@@ -1,38 +1,61 @@
-"""The fine-tuning tasks, each declared once; every consumer iterates over `TASKS`.
+"""Fine-tuning tasks as data: a `Task` declares its files, columns, kind and classes.
 
-A task names its files, the columns its reader takes, its head and its export
-signatures; its `kind` decides what the head computes, its loss, its metrics and the
-shape of its signatures, in one place each (finetuning/model.py, finetuning/evaluation.py,
+A run's tasks are declared in its config (`"tasks"`: names of the shipped tasks, or a
+mapping of names to declarations, or a JSON file of declarations) or built in Python with
+`Task(...)`; the shipped tasks (`BUILTIN_TASKS`: SST-5, Quora, STS-B, CFIMDB, SST-2) are
+declarations of the same kind. The kind decides what the head computes, its loss, its
+metrics and its signatures, in one place each (finetuning/model.py, finetuning/evaluation.py,
 export.py):
 
-    kind         input         head output                 loss        metrics (headline first)
-    classes      one text      softmax over num_classes    x-entropy   accuracy
-    pair_binary  text a, b     probability of "same"       binary x-e  accuracy, f1
-    pair_score   text a, b     score in [0, max_score]     mse         pearson, spearman
+    kind          input        head output                     loss        metrics (headline first)
+    classes       one text     softmax over the classes        x-entropy   accuracy
+    pair_classes  text a, b    softmax over the classes        x-entropy   accuracy
+    pair_binary   text a, b    probability of the 2nd class    binary x-e  accuracy, f1
+    score         one text     score in [min_score, max_score] mse         pearson, spearman
+    pair_score    text a, b    score in [min_score, max_score] mse         pearson, spearman
 
-Signatures of a task (head `h`): `h` (text in), `h_tokens` (token ids in), and
-`h_classify` (classes, pair_binary) or `h_regress` (pair_score) for TF Serving's
-:classify and :regress.
+Signatures of a task (head `h`, the task's name unless declared): `h` (text in), `h_tokens`
+(token ids in), and `h_classify` (the classes kinds) or `h_regress` (the score kinds) for
+TF Serving's :classify and :regress.
 
-Adding a task is one `Task(...)` in `TASKS` below (and its test): the reader, the config's
-file/share/weight maps, the model's heads, evaluation and the export follow.
+Classes: `labels` are the label column's values in class order and `class_names` the names
+served for them; either gives the other, and with neither the labels found in the training
+file are taken, sorted (as numbers when they all are). Numbers match as numbers: "1.0",
+"1" and 1 are one label. A score task's range is `min_score`..`max_score`, or the training
+labels' range when not declared.
 
 Example:
-    >>> TASKS["sts"].head, TASKS["sts"].kind, TASKS["sts"].is_pair
+    >>> tickets = Task("tickets", "classes", train_file="tickets-train.csv", dev_file="tickets-dev.csv",
+    ...                text="body", label="category")
+    >>> tickets.signature_names, tickets.is_resolved
+    (('tickets', 'tickets_tokens', 'tickets_classify'), False)
+    >>> tickets.resolved(["billing", "bug", "billing"]).served_names
+    ('billing', 'bug')
+    >>> BUILTIN_TASKS["sts"].head, BUILTIN_TASKS["sts"].kind, BUILTIN_TASKS["sts"].is_pair
     ('similarity', 'pair_score', True)
-    >>> [task.signature_names for task in TASKS.values()][0]
-    ('sentiment', 'sentiment_tokens', 'sentiment_classify')
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+import math
+import os
+import re
+from typing import Any, Iterable
 
-KINDS = ("classes", "pair_binary", "pair_score")
-# Readers detect the layout from the header: the shared data's CS224N files start with an
-# empty column name; GLUE's TSVs do not.
+KINDS = ("classes", "pair_classes", "pair_binary", "score", "pair_score")
+CLASSES_KINDS = ("classes", "pair_classes", "pair_binary")
+FORMATS = ("csv", "tsv", "jsonl")
+# The shipped files' TSV layouts, told apart by their header: the CS224N files start with an
+# empty column name (and are CSV-quoted); GLUE's do not (and are not quoted).
 LAYOUTS = ("cs224n", "glue")
+# Signatures every export has besides the tasks' own.
+RESERVED_SIGNATURES = ("embed", "embed_tokens", "serving_default")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class TaskError(ValueError):
+    """A task declaration is wrong: the message names the task and what to change."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,179 +70,337 @@ class Columns:
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """One fine-tuning task.
+    """One fine-tuning task, declared by its data.
 
     Example:
-        >>> Task("sst2", "binary_sentiment", "classes", "SST-2", "glue/SST-2/train.tsv", "glue/SST-2/dev.tsv",
-        ...      {"glue": Columns("sentence", None, "label")}, num_classes=2, class_names=("negative", "positive"))
+        >>> nli = Task("nli", "pair_classes", train_file="nli-train.jsonl", dev_file="nli-dev.jsonl",
+        ...            text_a="premise", text_b="hypothesis", label="gold_label")
+        >>> stars = Task("stars", "score", train_file="reviews.tsv", dev_file="reviews-dev.tsv",
+        ...              text="review", label="stars", min_score=1, max_score=5)
+        >>> stars.metric_names
+        ('stars_pearson', 'stars_spearman')
     """
 
     name: str  # key of configs, metrics (`<name>_accuracy`), batches and prediction files
-    head: str  # the head layer (`<head>_head`) and the export's signature names
     kind: str  # one of KINDS
-    title: str  # for plots and reports
-    train_file: str  # default paths, relative to --data_dir
-    dev_file: str
-    columns: dict[str, Columns]  # layout -> columns
-    num_classes: int = 2  # classes: the number of classes; pair_binary: 2
-    class_names: tuple[str, ...] = ()  # classes, pair_binary: one per class id (default "0", "1", ...)
-    max_score: float = 5.0  # pair_score: labels and predictions in [0, max_score]
-    clean: Callable[[str], str] = lambda text: text  # undoes the file's escaping
+    train_file: str = ""  # absolute, relative to the working folder, or to --data_dir
+    dev_file: str = ""
+    text: str = ""  # the text column (classes, score)
+    text_a: str = ""  # the pair's columns (pair kinds)
+    text_b: str = ""
+    label: str = "label"  # the label column
+    id: str = ""  # an id column, kept in predictions ("" = the line number)
+    format: str = ""  # csv | tsv | jsonl; "" = from the file's extension
+    labels: tuple[str, ...] = ()  # the label column's values, in class order
+    class_names: tuple[str, ...] = ()  # the names served for the classes
+    min_score: float | None = None  # score kinds: the range (None = the training labels')
+    max_score: float | None = None
+    head: str = ""  # the head layer (`<head>_head`) and the signatures' name ("" = name)
+    title: str = ""  # for plots and reports ("" = name)
+    clean: str = ""  # a cleaner of kerasbert.data.cleaning.CLEANERS ("" = spaces only)
+    layouts: dict[str, Columns] = dataclasses.field(default_factory=dict)  # shipped TSV layouts
 
     def __post_init__(self):
+        fix = object.__setattr__  # frozen: normalise the declaration's values once
+        for name in ("labels", "class_names"):
+            fix(self, name, tuple(label_key(value) if name == "labels" else str(value)
+                                  for value in getattr(self, name)))
+        fix(self, "layouts", {layout: columns if isinstance(columns, Columns) else Columns(**columns)
+                              for layout, columns in self.layouts.items()})
+        for name in ("min_score", "max_score"):
+            if getattr(self, name) is not None:
+                fix(self, name, float(getattr(self, name)))
+        fix(self, "head", self.head or self.name)
+        fix(self, "title", self.title or self.name)
+        self._check()
+
+    def _check(self):
+        def fail(message):
+            raise TaskError(f"task {self.name!r}: {message}")
+
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise TaskError(f"A task name is lowercase letters, digits and _, starting with a letter "
+                            f"(it names metrics, files and signatures). Received: {self.name!r}")
         if self.kind not in KINDS:
-            raise ValueError(f"Task {self.name!r}: kind must be one of {KINDS}. Received: {self.kind!r}")
-        if self.kind == "pair_binary" and self.num_classes != 2:
-            raise ValueError(f"Task {self.name!r}: a pair_binary task has 2 classes")
-        if self.class_names and len(self.class_names) != self.num_classes:
-            raise ValueError(f"Task {self.name!r}: {len(self.class_names)} class names for "
-                             f"{self.num_classes} classes")
-        unknown = set(self.columns) - set(LAYOUTS)
+            fail(f"kind must be one of {KINDS}. Received: {self.kind!r}")
+        if self.clean not in ("", "ptb", "twice_quoted", "review"):  # kerasbert.data.cleaning.CLEANERS
+            fail(f"clean must be ptb, twice_quoted, review or empty. Received: {self.clean!r}")
+        if self.format and self.format not in FORMATS:
+            fail(f"format must be one of {FORMATS} (or empty: from the extension). Received: {self.format!r}")
+        if not self.layouts:
+            wanted = ("text_a", "text_b") if self.is_pair else ("text",)
+            unwanted = ("text",) if self.is_pair else ("text_a", "text_b")
+            missing = [key for key in wanted if not getattr(self, key)]
+            if missing:
+                fail(f"a {self.kind} task names its text column(s) {' and '.join(wanted)}; missing: {missing}")
+            if any(getattr(self, key) for key in unwanted):
+                fail(f"a {self.kind} task takes {' and '.join(wanted)}, not {' or '.join(unwanted)}")
+        unknown = set(self.layouts) - set(LAYOUTS)
         if unknown:
-            raise ValueError(f"Task {self.name!r}: unknown layout(s) {sorted(unknown)}; known: {LAYOUTS}")
+            fail(f"unknown layout(s) {sorted(unknown)}; known: {LAYOUTS}")
+        if self.is_classes:
+            if self.labels and self.class_names and len(self.labels) != len(self.class_names):
+                fail(f"{len(self.class_names)} class names for {len(self.labels)} labels")
+            for name, values in (("labels", self.labels), ("class_names", self.class_names)):
+                if len(set(values)) != len(values):
+                    fail(f"{name} names a class twice: {list(values)}")
+            if self.kind == "pair_binary" and self.num_classes not in (0, 2):
+                fail(f"a pair_binary task has 2 classes. Received: {self.num_classes}")
+            if self.is_resolved and self.num_classes < 2:
+                fail(f"a classes task needs at least 2 classes. Received: {list(self.labels or self.class_names)}")
+        elif self.min_score is not None and self.max_score is not None and not self.min_score < self.max_score:
+            fail(f"min_score must be below max_score. Received: {self.min_score:g}, {self.max_score:g}")
+
+    # --- What follows from the kind ------------------------------------------------------
 
     @property
     def is_pair(self) -> bool:
-        return self.kind != "classes"
+        return self.kind.startswith("pair_")
 
     @property
-    def labels(self) -> tuple[str, ...]:
-        """The class names served by :classify and the text signatures (classes, pair_binary)."""
-        return self.class_names or tuple(str(i) for i in range(self.num_classes))
+    def is_classes(self) -> bool:
+        return self.kind in CLASSES_KINDS
+
+    @property
+    def is_resolved(self) -> bool:
+        """Whether the classes (or the score range) are known; else the training file gives them."""
+        if self.is_classes:
+            return bool(self.labels or self.class_names)
+        return self.min_score is not None and self.max_score is not None
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels or self.class_names)
+
+    @property
+    def label_values(self) -> tuple[str, ...]:
+        """The label column's values in class order (matched with `label_key`)."""
+        return self.labels or tuple(label_key(name) for name in self.class_names)
+
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        """The class names served by :classify and the text signatures."""
+        return self.class_names or self.labels
 
     @property
     def metric_names(self) -> tuple[str, ...]:
         """The keys this task adds to metrics.json; the first is its headline."""
-        names = {"classes": ("accuracy",), "pair_binary": ("accuracy", "f1"), "pair_score": ("pearson", "spearman")}
-        return tuple(f"{self.name}_{metric}" for metric in names[self.kind])
+        names = {"pair_binary": ("accuracy", "f1"), "score": ("pearson", "spearman"),
+                 "pair_score": ("pearson", "spearman")}.get(self.kind, ("accuracy",))
+        return tuple(f"{self.name}_{metric}" for metric in names)
 
     @property
     def signature_names(self) -> tuple[str, ...]:
         """Text signature, token-id signature, and the :classify or :regress one."""
-        serving = "regress" if self.kind == "pair_score" else "classify"
-        return (self.head, f"{self.head}_tokens", f"{self.head}_{serving}")
+        return (self.head, f"{self.head}_tokens", f"{self.head}_{'classify' if self.is_classes else 'regress'}")
+
+    @property
+    def serving_method(self) -> str:
+        """The method_name of the :classify or :regress signature."""
+        return "tensorflow/serving/" + ("classify" if self.is_classes else "regress")
 
     def headline(self, metrics: dict[str, float]) -> float:
         """This task's part of `overall`, in [0, 1]: accuracy, or (pearson + 1) / 2."""
         value = metrics[self.metric_names[0]]
-        return (value + 1) / 2 if self.kind == "pair_score" else value
+        return value if self.is_classes else (value + 1) / 2
+
+    def columns_for(self, layout: str) -> Columns | None:
+        """The columns to read from a file of `layout` (a shipped TSV layout, or a FORMAT)."""
+        if self.layouts:
+            return self.layouts.get(layout)
+        return Columns(self.text_a or self.text, self.text_b or None, self.label, self.id or None)
+
+    # --- Classes and ranges from the training labels ---------------------------------------
+
+    def class_of(self, value) -> int:
+        """The class id of a label value; KeyError if it is not one of the task's."""
+        return self.label_values.index(label_key(value))
+
+    def resolved(self, train_labels: Iterable) -> "Task":
+        """This task with its classes (sorted) or score range taken from `train_labels`
+        where the declaration leaves them out.
+
+        >>> Task("t", "classes", text="x").resolved(["10", "9", 9.0]).labels
+        ('9', '10')
+        """
+        if self.is_resolved:
+            return self
+        if self.is_classes:
+            keys = {label_key(value) for value in train_labels}
+            numbers = all(_number(key) is not None for key in keys)
+            ordered = sorted(keys, key=lambda key: (_number(key), key) if numbers else (0.0, key))
+            return dataclasses.replace(self, labels=tuple(ordered))
+        values = [float(value) for value in train_labels]
+        return dataclasses.replace(self, min_score=self.min_score if self.min_score is not None else min(values),
+                                   max_score=self.max_score if self.max_score is not None else max(values))
+
+    # --- As config data ------------------------------------------------------------------------
+
+    def to_config(self) -> dict[str, Any]:
+        """The declaration as JSON values (what a config's "tasks" mapping holds for it)."""
+        return {**dataclasses.asdict(self), "labels": list(self.labels), "class_names": list(self.class_names)}
+
+    @classmethod
+    def from_config(cls, name: str, values: dict[str, Any]) -> "Task":
+        """A task from a config's declaration; the keys of a shipped task's declaration it
+        does not give are the shipped task's, so `{"train_file": ...}` moves a shipped task's file.
+
+        >>> Task.from_config("sst", {"dev_file": "my-sst-dev.tsv"}).title
+        'SST-5'
+        """
+        if not isinstance(values, dict):
+            raise TaskError(f"tasks.{name} must be an object (a declaration). Received: {values!r}")
+        fields = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - fields)
+        if unknown:
+            raise TaskError(f"task {name!r}: unknown key(s) {unknown}. Known: {sorted(fields - {'name'})}")
+        if values.get("name", name) != name:
+            raise TaskError(f"task {name!r} is declared with name {values['name']!r}")
+        base = BUILTIN_TASKS.get(name)
+        if base is None:
+            if "kind" not in values:
+                raise TaskError(f"task {name!r} is not a shipped task ({', '.join(BUILTIN_TASKS)}), so its "
+                                f"declaration needs a kind: one of {KINDS}")
+            return cls(**{**values, "name": name})
+        return dataclasses.replace(base, **{key: value for key, value in values.items() if key != "name"})
 
 
-# --- Text cleaning of the shared files (see ../shared/data/README.md) -------------------
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
 
-_PTB_REPLACEMENTS = (
-    ("-LRB-", "("), ("-RRB-", ")"), ("-LSB-", "["), ("-RSB-", "]"),
-    ("\\/", "/"), ("\\*", "*"), ("``", '"'), ("''", '"'),
-)
 
+def label_key(value) -> str:
+    """A label value as one string: numbers by value ("1.0", "1" and 1 -> "1"), text stripped.
 
-def clean_ptb(text: str) -> str:
-    """Undoes the Penn Treebank escapes of the SST sentences (`-LRB-` -> `(`).
-
-    >>> clean_ptb("a -LRB- small -RRB- film")
-    'a ( small ) film'
+    >>> [label_key(v) for v in ("1.0", 1, " bug ", "2.50", True)]
+    ['1', '1', 'bug', '2.5', 'true']
     """
-    for escaped, plain in _PTB_REPLACEMENTS:
-        text = text.replace(escaped, plain)
-    return text
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    number = _number(value) if isinstance(value, str) else (float(value) if isinstance(value, (int, float)) else None)
+    if number is None:
+        return str(value).strip()
+    return str(int(number)) if number == int(number) else repr(number)
 
 
-def unquote_twice_quoted(text: str) -> str:
-    """Second CSV unquoting for Quora fields that were quoted twice.
 
-    `"What does ""69"" mean?"` -> `What does "69" mean?`. Text that is not a whole
-    quoted string (including the damaged rows' open quotes) is returned unchanged.
+def file_format(task: Task, path: str) -> str:
+    """The format a task's file is read in: the declaration's, or the extension's.
+
+    >>> file_format(Task("t", "classes", text="x"), "data/train.jsonl")
+    'jsonl'
     """
-    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
-        inner = text[1:-1]
-        if '"' not in inner.replace('""', ""):
-            return inner.replace('""', '"')
-    return text
+    if task.layouts:
+        return "tsv"
+    if task.format:
+        return task.format
+    extension = os.path.splitext(path)[1].lower().lstrip(".")
+    if extension in FORMATS:
+        return extension
+    if extension == "json":
+        return "jsonl"
+    raise TaskError(f"{path}: cannot tell the format of task {task.name!r}'s file from its extension "
+                    f"{'.' + extension if extension else '(none)'}; name the file .csv, .tsv or .jsonl, "
+                    f"or declare \"format\": one of {FORMATS}")
 
 
-def clean_review(text: str) -> str:
-    """CFIMDB reviews: HTML line breaks to spaces; reviews with quotes were escaped more
-    than once (a `\"\"\"` wrapper, each quote mark doubled), so they are unescaped.
+# --- The shipped tasks ------------------------------------------------------------------------
 
-    >>> clean_review('\"\"\" a \"\" \"\" fine \"\" \"\" film .<br /><br />Go . \"\"\"')
-    'a " fine " film . Go .'
-    """
-    text = text.replace("<br />", " ").strip()
-    if len(text) >= 6 and text.startswith('"""') and text.endswith('"""'):
-        text = text[3:-3]
-    return " ".join(text.replace('"" ""', '"').replace('""', '"').split())
-
-
-def _task_list(*tasks: Task) -> dict[str, Task]:
-    return {task.name: task for task in tasks}
-
-
-TASKS: dict[str, Task] = _task_list(
-    Task("sst", "sentiment", "classes", "SST-5", "cs224n/sst-train.tsv", "cs224n/sst-dev.tsv",
-         {"cs224n": Columns("sentence", None, "sentiment", "id")}, num_classes=5,
-         class_names=("very negative", "negative", "neutral", "positive", "very positive"), clean=clean_ptb),
-    Task("para", "paraphrase", "pair_binary", "Quora", "cs224n/quora-train.tsv", "cs224n/quora-dev.tsv",
-         {"cs224n": Columns("sentence1", "sentence2", "is_duplicate", "id"),
-          "glue": Columns("question1", "question2", "is_duplicate", "id")},
-         class_names=("not duplicate", "duplicate"), clean=unquote_twice_quoted),
-    Task("sts", "similarity", "pair_score", "STS-B", "cs224n/sts-train.tsv", "cs224n/sts-dev.tsv",
-         {"cs224n": Columns("sentence1", "sentence2", "similarity", "id"),
-          "glue": Columns("sentence1", "sentence2", "score")}),
-    Task("cfimdb", "review_sentiment", "classes", "CFIMDB", "cs224n/cfimdb-train.tsv", "cs224n/cfimdb-dev.tsv",
-         {"cs224n": Columns("sentence", None, "sentiment", "id")},
-         num_classes=2, class_names=("negative", "positive"), clean=clean_review),
+_SENTIMENT_5 = ("very negative", "negative", "neutral", "positive", "very positive")
+BUILTIN_TASKS: dict[str, Task] = {task.name: task for task in (
+    Task("sst", "classes", "cs224n/sst-train.tsv", "cs224n/sst-dev.tsv", head="sentiment", title="SST-5",
+         layouts={"cs224n": Columns("sentence", None, "sentiment", "id")},
+         labels=("0", "1", "2", "3", "4"), class_names=_SENTIMENT_5, clean="ptb"),
+    Task("para", "pair_binary", "cs224n/quora-train.tsv", "cs224n/quora-dev.tsv", head="paraphrase", title="Quora",
+         layouts={"cs224n": Columns("sentence1", "sentence2", "is_duplicate", "id"),
+                  "glue": Columns("question1", "question2", "is_duplicate", "id")},
+         labels=("0", "1"), class_names=("not duplicate", "duplicate"), clean="twice_quoted"),
+    Task("sts", "pair_score", "cs224n/sts-train.tsv", "cs224n/sts-dev.tsv", head="similarity", title="STS-B",
+         layouts={"cs224n": Columns("sentence1", "sentence2", "similarity", "id"),
+                  "glue": Columns("sentence1", "sentence2", "score")},
+         min_score=0.0, max_score=5.0),
+    Task("cfimdb", "classes", "cs224n/cfimdb-train.tsv", "cs224n/cfimdb-dev.tsv", head="review_sentiment",
+         title="CFIMDB", layouts={"cs224n": Columns("sentence", None, "sentiment", "id")},
+         labels=("0", "1"), class_names=("negative", "positive"), clean="review"),
     # GLUE's SST-2 (sentence, label: 0 negative, 1 positive): binary, unlike SST-5's five classes.
-    Task("sst2", "binary_sentiment", "classes", "SST-2", "glue/SST-2/train.tsv", "glue/SST-2/dev.tsv",
-         {"glue": Columns("sentence", None, "label")}, num_classes=2, class_names=("negative", "positive")),
-)
+    Task("sst2", "classes", "glue/SST-2/train.tsv", "glue/SST-2/dev.tsv", head="binary_sentiment", title="SST-2",
+         layouts={"glue": Columns("sentence", None, "label")},
+         labels=("0", "1"), class_names=("negative", "positive")),
+)}
 # What a run trains when its config does not say: the reference study's three tasks.
 DEFAULT_TASKS = ("sst", "para", "sts")
-# The id a batch carries in its `task` field, fixed by declaration order.
-TASK_IDS = {name: index for index, name in enumerate(TASKS)}
-
-
-def pair_encoders(pair_encoder: str = "cross", sts_encoder: str | None = "") -> dict[str, str]:
-    """Pair task -> "cross" (the pair packed as one sequence) or "bi" (each text alone):
-    pair_score tasks take `sts_encoder` when it is set, the others `pair_encoder`.
-
-    >>> pair_encoders("cross", "bi")
-    {'para': 'cross', 'sts': 'bi'}
-    """
-    return {name: (sts_encoder or pair_encoder) if task.kind == "pair_score" else pair_encoder
-            for name, task in TASKS.items() if task.is_pair}
 
 
 def task_names() -> tuple[str, ...]:
-    """The declared tasks' names, in declaration order.
+    """The shipped tasks' names (a config refers to them by name).
 
     >>> task_names()
     ('sst', 'para', 'sts', 'cfimdb', 'sst2')
     """
-    return tuple(TASKS)
+    return tuple(BUILTIN_TASKS)
 
 
-def get_task(name: str) -> Task:
-    """The declared task `name`, or a ValueError listing the known ones.
+def get_task(task: "str | Task") -> Task:
+    """A `Task` as it is, or the shipped task of that name (a TaskError lists them).
 
     >>> get_task("para").title
     'Quora'
     """
-    if name not in TASKS:
-        raise ValueError(f"Unknown task {name!r}. Known tasks: {tuple(TASKS)}")
-    return TASKS[name]
+    if isinstance(task, Task):
+        return task
+    if task not in BUILTIN_TASKS:
+        raise TaskError(f"Unknown task {task!r}: declare it (a kind, files and columns) or name one of the "
+                        f"shipped tasks {tuple(BUILTIN_TASKS)}")
+    return BUILTIN_TASKS[task]
 
 
-def check_task_names(names, what: str = "tasks") -> tuple[str, ...]:
-    """`names` as a tuple, in the order given (the first task's text signature is an
-    export's serving_default), or a ValueError naming what is wrong.
+def declare_tasks(tasks, what: str = "tasks") -> dict[str, Task]:
+    """A run's tasks, {name: Task} in the order given (the first task's text signature is an
+    export's serving_default), from names of shipped tasks (a list, or one comma-separated
+    string), a mapping of names to declarations, or `Task`s. Raises TaskError naming what is
+    wrong: an unknown name, a task twice, a signature name two tasks (or a task and the
+    export's own signatures) would share.
 
-    >>> check_task_names(["sts", "sst"])
-    ('sts', 'sst')
+    >>> list(declare_tasks("sts,sst"))
+    ['sts', 'sst']
+    >>> declare_tasks({"sst": {}, "nli": {"kind": "pair_classes", "text_a": "p", "text_b": "h"}})["nli"].head
+    'nli'
     """
-    names = tuple(names)
-    unknown = [name for name in names if name not in TASKS]
-    if unknown or not names:
-        raise ValueError(f"{what} must name some of {tuple(TASKS)}. Received: {names}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{what} names a task twice. Received: {names}")
-    return names
+    if isinstance(tasks, str):
+        tasks = [name.strip() for name in tasks.split(",") if name.strip()]
+    if isinstance(tasks, dict):
+        declared = [value if isinstance(value, Task) else Task.from_config(name, value or {})
+                    for name, value in tasks.items()]
+    else:
+        declared = [get_task(task) for task in tasks]
+    if not declared:
+        raise TaskError(f"{what} must name at least one task (shipped: {', '.join(BUILTIN_TASKS)})")
+    names = [task.name for task in declared]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise TaskError(f"{what} declares task(s) {twice} twice. Received: {names}")
+    owners: dict[str, str] = {name: "the export itself" for name in RESERVED_SIGNATURES}
+    for task in declared:
+        for signature in task.signature_names:
+            if signature in owners:
+                raise TaskError(f"task {task.name!r}'s signature {signature!r} clashes with a signature of "
+                                f"{owners[signature]}; rename the task, or declare a \"head\" (the signatures' name)")
+            owners[signature] = f"task {task.name!r}"
+    return {task.name: task for task in declared}
+
+
+def encoder_of(task: Task, pair_encoder: str = "cross", sts_encoder: str = "") -> str:
+    """"cross" (the pair packed as one sequence) or "bi" (each text alone) for a pair task,
+    "" for a one-text task: pair_score tasks take `sts_encoder` when it is set, the other
+    pair tasks `pair_encoder`.
+
+    >>> encoder_of(BUILTIN_TASKS["sts"], "cross", "bi"), encoder_of(BUILTIN_TASKS["sst"], "cross", "bi")
+    ('bi', '')
+    """
+    if not task.is_pair:
+        return ""
+    return (sts_encoder or pair_encoder) if task.kind == "pair_score" else pair_encoder

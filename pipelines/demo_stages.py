@@ -19,6 +19,7 @@ import numpy as np
 
 from kerasbert.config import FinetuneConfig, PretrainConfig, load_config
 from kerasbert.finetuning.evaluation import REFERENCE_STUDY, overall_score
+from kerasbert.finetuning.report import class_table
 
 SENTENCES = ["A gripping, funny and deeply moving film.", "The plot is thin and the acting is even worse.",
              "An ordinary thriller with one or two good scenes."]
@@ -119,10 +120,10 @@ class Demo:
         config, self.model, self.preprocessor = load_finetuned(self.path("finetune"))
         metrics = {}
         for task in config.tasks:
-            path = resolve_path(self.args.data_dir, config.data.dev_files[task])
+            path = resolve_path(self.args.data_dir, config.tasks[task].dev_file)
             metrics.update(score_file(self.model, self.preprocessor, task, path, self.args.eval_examples))
             metrics[f"{task}_dev_file"] = path
-        metrics["overall"] = overall_score(metrics, config.tasks)
+        metrics["overall"] = overall_score(metrics, [self.model.task_specs[task] for task in config.tasks])
         metrics["examples_per_task"] = self.args.eval_examples or "all"
         with open(self.path("dev_metrics.json"), "w") as f:
             json.dump(metrics, f, indent=2)
@@ -247,6 +248,8 @@ class Demo:
                   f"the examples that choose the block ({self._selection_sizes(finetune)}).", "",
                   "![fine-tuning curves](finetune/curves.png)", "",
                   "![SST-5 confusion matrix on the selection examples](finetune/sst_confusion.png)", "",
+                  *(["SST-5 per class, on the examples that chose the block:", "",
+                     *class_table(finetune["per_class"]["sst"]), ""] if "sst" in finetune.get("per_class", {}) else []),
                   f"## Dev sets ({self.results['dev']['examples_per_task']} examples per task)", ""]
         lines += self.dev_table()
         lines += ["", f"## Served answers (REST, `python -m serving`, version {self.version})", ""]

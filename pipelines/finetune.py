@@ -1,4 +1,7 @@
-"""Multitask fine-tuning: sentiment (SST-5), paraphrase (Quora), similarity (STS-B).
+"""Multitask fine-tuning of one encoder on the config's tasks: by default sentiment (SST-5),
+paraphrase (Quora) and similarity (STS-B); or tasks declared on your own CSV, TSV or JSON Lines
+files (`"tasks": {"tickets": {"kind": "classes", "train_file": ..., "text": ..., "label": ...}}`,
+see docs/training.md#tasks).
 
     python -m pipelines.finetune --config pipelines/configs/finetune_tiny.json \
         --init_checkpoint DIR --output_dir runs/finetune_tiny

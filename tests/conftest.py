@@ -67,7 +67,7 @@ def run_main(args, capsys, check=False):
 def small_task_files(tmp_path, train_rows=64, dev_rows=40, tasks=("sst", "para", "sts")):
     """The first rows of the declared tasks' shared files (plus the header), as a test's own
     data: {"<task>_<split>": path}."""
-    from kerasbert.tasks import TASKS
+    from kerasbert.tasks import BUILTIN_TASKS as TASKS
 
     names = {}
     for task in tasks:

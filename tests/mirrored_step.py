@@ -41,7 +41,7 @@ w = {"mlm": np.repeat([[1.0, 1.0, 0.0]], BATCH, 0).astype("float32"),
 if KIND == "multitask":  # one STS batch for a bi-encoder: both sentences, score labels
     x = {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     x.update({"token_ids_b": np.roll(x["token_ids"], 1, axis=1), "segment_ids_b": x["segment_ids"] * 0,
-              "padding_mask_b": x["padding_mask"], "task": np.full(BATCH, 2, "int32")})
+              "padding_mask_b": x["padding_mask"], "task": np.full(BATCH, "sts")})
     x["segment_ids"] = x["segment_ids"] * 0
     y = rng.uniform(0, 5, BATCH).astype("float32")
 

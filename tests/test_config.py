@@ -51,8 +51,10 @@ def test_bad_json_names_file_and_line(tmp_path):
 
 def test_similarity_head_can_take_its_own_encoder():
     config = load_config(FinetuneConfig, None, ["heads.sts_encoder=bi", "heads.sts_loss=cosine"])
-    assert config.heads.encoders == {"para": "cross", "sts": "bi"}
-    assert load_config(FinetuneConfig, None, ["heads.pair_encoder=bi"]).heads.encoders == {"para": "bi", "sts": "bi"}
+    encoders = {name: config.heads.encoder_of(task) for name, task in config.tasks.items()}
+    assert encoders == {"sst": "", "para": "cross", "sts": "bi"}
+    heads = load_config(FinetuneConfig, None, ["heads.pair_encoder=bi"]).heads
+    assert [heads.encoder_of(config.tasks[name]) for name in ("para", "sts")] == ["bi", "bi"]
     with pytest.raises(ConfigError, match="sts_loss=cosine needs a bi-encoder similarity head"):
         load_config(FinetuneConfig, None, ["heads.pair_encoder=bi", "heads.sts_encoder=cross",
                                            "heads.sts_loss=cosine"])
@@ -71,7 +73,7 @@ def test_weight_average_is_refused_with_updates_rescaled_after_the_optimizer():
 def test_task_shares_are_taken_only_with_shares_sampling():
     config = load_config(FinetuneConfig, None, ["schedule.sampling=shares", "schedule.shares.para=0",
                                                 "schedule.shares.sts=0"])
-    assert config.schedule.shares == {"sst": 1.0, "para": 0.0, "sts": 0.0, "cfimdb": 1.0, "sst2": 1.0}
+    assert config.schedule.shares == {"sst": 1.0, "para": 0.0, "sts": 0.0}  # the run's tasks
     assert config.trained_tasks == ("sst",)
     with pytest.raises(ConfigError, match="schedule.shares needs schedule.sampling=shares"):
         load_config(FinetuneConfig, None, ["schedule.shares.sst=2"])
@@ -83,13 +85,14 @@ def test_task_shares_are_taken_only_with_shares_sampling():
 def test_tasks_are_named_once_and_checked():
     config = load_config(FinetuneConfig, None, ["tasks=cfimdb,sst", "data.train_files.cfimdb=/my/reviews.tsv",
                                                 "schedule.loss_weights.cfimdb=2"])
-    assert config.tasks == ("cfimdb", "sst")  # as given: the first is the export's serving_default
-    assert config.data.train_files["cfimdb"] == "/my/reviews.tsv"
-    assert config.data.dev_files["cfimdb"] == "cs224n/cfimdb-dev.tsv"  # the declared default
-    assert config.schedule.loss_weights == {"sst": 1.0, "para": 1.0, "sts": 1.0, "cfimdb": 2.0, "sst2": 1.0}
-    with pytest.raises(ConfigError, match=r"tasks must name some of \('sst', 'para', 'sts', 'cfimdb', 'sst2'\)"):
+    assert tuple(config.tasks) == ("cfimdb", "sst")  # as given: the first is the export's serving_default
+    assert config.tasks["cfimdb"].train_file == "/my/reviews.tsv"
+    assert config.tasks["cfimdb"].dev_file == "cs224n/cfimdb-dev.tsv"  # the declared default
+    assert config.schedule.loss_weights == {"cfimdb": 2, "sst": 1.0}
+    with pytest.raises(ConfigError, match=r"Unknown task 'imdb': declare it .* or name one of the shipped tasks "
+                                          r"\('sst', 'para', 'sts', 'cfimdb', 'sst2'\)"):
         load_config(FinetuneConfig, None, ["tasks=sst,imdb"])
-    with pytest.raises(ConfigError, match=r"data.dev_files names unknown task\(s\) \['imdb'\]"):
+    with pytest.raises(ConfigError, match=r"data.dev_files names task\(s\) \['imdb'\] the run does not declare"):
         from_dict(FinetuneConfig, {"data": {"dev_files": {"imdb": "x.tsv"}}})
 
 
@@ -99,7 +102,7 @@ def test_config_files_from_before_the_task_declarations_still_load(tmp_path):
     path.write_text(json.dumps({"data": {"sst_dev": "my-sst-dev.tsv", "max_sequence_length": 64},
                                 "schedule": {"sampling": "shares", "sts_share": 0, "sts_weight": 10.0}}))
     config = load_config(FinetuneConfig, str(path))
-    assert config.data.dev_files["sst"] == "my-sst-dev.tsv" and config.data.max_sequence_length == 64
+    assert config.tasks["sst"].dev_file == "my-sst-dev.tsv" and config.data.max_sequence_length == 64
     assert config.schedule.shares["sts"] == 0 and config.schedule.loss_weights["sts"] == 10.0
     assert config.trained_tasks == ("sst", "para")
 

@@ -116,3 +116,17 @@ def test_readme_quick_start_runs(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "sts" / "1" / "saved_model.pb").exists()
     assert "shuffle=True was passed" not in result.stderr
+
+
+def test_own_data_example_trains_on_a_csv_and_the_server_names_its_classes(tmp_path):
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "finetune_own_data.py"), "--label", "category",
+                          "--output_dir", str(tmp_path / "bad")], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and len(bad.stderr.splitlines()) == 1, bad.stderr
+    assert bad.stderr.startswith("error: ") and "tickets.csv:1: header lacks column(s) ['category']" in bad.stderr
+
+    out = run_example("finetune_own_data.py", "--output_dir", str(tmp_path / "own"), "--steps", "30", timeout=600).stdout
+    assert "dev accuracy" in out and f"exported {tmp_path}/own/export/1" in out
+    answers = [line for line in out.splitlines() if line.startswith(("'refund", "'it crashes"))]
+    assert len(answers) == 2 and all(line.split(": ")[1].split(" ")[0] in ("account", "billing", "bug")
+                                     for line in answers), out

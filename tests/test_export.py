@@ -17,7 +17,7 @@ from kerasbert.export import export_saved_model
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.models.encoder import build_encoder
-from kerasbert.tasks import TASKS
+from kerasbert.tasks import BUILTIN_TASKS as TASKS
 from kerasbert.tokenization import make_tokenizer
 from serving.model_store import program_key
 from serving.warmup import read_warmup_requests

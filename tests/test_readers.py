@@ -6,7 +6,7 @@ import pytest
 
 from kerasbert.data.corpus import load_corpus, read_imdb, read_plain_text, read_wikitext
 from kerasbert.data.tasks import DataError, read_task_file
-from kerasbert.tasks import unquote_twice_quoted
+from kerasbert.data.cleaning import unquote_twice_quoted
 
 from conftest import DATA_DIR
 
@@ -60,15 +60,18 @@ def test_glue_layouts(tmp_path):
     assert read_task_file("sts", stsb).examples[0].label == 4.75
 
 
-def test_empty_text_and_out_of_range_labels_are_skipped_and_counted(tmp_path):
+def test_empty_text_and_empty_labels_are_skipped_a_label_of_no_class_is_an_error(tmp_path):
     good = "".join(f"{i}\tid{i}\tsentence {i}\t{i % 5}\n" for i in range(20))
-    text = "\tid\tsentence\tsentiment\n" + good + "20\tid20\t \t1\n21\tid21\tok\t7\n"
+    text = "\tid\tsentence\tsentiment\n" + good + "20\tid20\t \t1\n21\tid21\tok\t\n"
     result = read_task_file("sst", write(tmp_path, "s.tsv", text))
     assert len(result.examples) == 20 and result.skipped == 2
+    with pytest.raises(DataError, match=r"s.tsv:24: column 'sentiment': label '7' is not one of task 'sst''s "
+                                        r"classes \['0', '1', '2', '3', '4'\]$"):
+        read_task_file("sst", write(tmp_path, "s.tsv", text + "22\tid22\tok\t7\n"))
 
 
 def test_mostly_damaged_file_is_an_error_naming_file_and_line(tmp_path):
-    text = "\tid\tsentence1\tsentence2\tsimilarity\n0\ta\tx\ty\tnot-a-number\n1\tb\tx\ty\t2.5\n"
+    text = "\tid\tsentence1\tsentence2\tsimilarity\n0\ta\tx\ty\tinf\n1\tb\tx\ty\t2.5\n"
     with pytest.raises(DataError, match=r"s.tsv:2: 1 of 2 rows are damaged"):
         read_task_file("sts", write(tmp_path, "s.tsv", text))
 

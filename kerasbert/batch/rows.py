@@ -23,7 +23,7 @@ import dataclasses
 from typing import Callable, Iterator
 
 from kerasbert.data.rows import MAX_FIELD_CHARS, DataError
-from kerasbert.tasks import TASKS
+from kerasbert.tasks import BUILTIN_TASKS
 
 TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords")
 
@@ -79,8 +79,8 @@ def _text_rows(path, content, input_names):
 
 def _tsv_columns(header: list[str], input_names: tuple[str, ...]) -> list[str] | None:
     """The header's columns for the signature's inputs: text (single) or text_a, text_b (pair)."""
-    for task in TASKS.values():
-        for columns in task.columns.values():
+    for task in BUILTIN_TASKS.values():
+        for columns in task.layouts.values():
             wanted = [columns.text_a] + ([columns.text_b] if len(input_names) > 1 else [])
             if None not in wanted and all(name in header for name in wanted) and \
                     (len(input_names) == 1 or columns.text_b):

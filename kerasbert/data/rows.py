@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import logging
+import os
 from typing import Callable
 
 log = logging.getLogger(__name__)
@@ -61,15 +62,35 @@ class Table:
     damaged: list[Damaged]
 
 
+def _remote(path: str) -> bool:
+    return "://" in path  # gs://, s3://, hdfs://: read through TensorFlow's file systems
+
+
+def file_exists(path: str) -> bool:
+    """Whether `path` is a file: local, or on any file system TensorFlow reads."""
+    if _remote(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+    return os.path.isfile(path)
+
+
 def read_utf8(path: str) -> str:
-    """A text file's content, or a DataError naming the line of its first bad UTF-8 byte.
+    """A text file's content (local, or on any file system TensorFlow reads), or a DataError
+    naming the line of its first bad UTF-8 byte.
 
     Example:
         >>> read_utf8("corpus.txt")[:12]
         'The cat sat.'
     """
-    with open(path, "rb") as f:
-        raw = f.read()
+    if _remote(path):
+        import tensorflow as tf
+
+        with tf.io.gfile.GFile(path, "rb") as f:
+            raw = f.read()
+    else:
+        with open(path, "rb") as f:
+            raw = f.read()
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:

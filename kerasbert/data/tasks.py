@@ -1,14 +1,20 @@
-"""Readers for the task files: CS224N minbert TSVs (the shared data) and GLUE TSVs.
+"""Readers for the task files: CSV, TSV and JSON Lines with named columns, and the shipped
+CS224N and GLUE TSVs.
 
-Which columns a task takes, and how its text is cleaned, is its declaration's
-(`kerasbert.tasks.TASKS`).
+Which columns a task takes, how its text is cleaned and what its labels are is its
+declaration's (`kerasbert.tasks.Task`). Files:
+- CSV, quoted as Python's `csv` writes it (a quoted field may hold commas, quotes, newlines);
+- TSV, tab-separated with a header, a field that starts with `"` CSV-quoted;
+- JSON Lines, one object per line, its keys naming the columns (labels may be numbers);
+- the shipped TSVs: the CS224N files (a header whose first column name is empty, CSV-quoted;
+  Quora's questions quoted twice) and GLUE's (not quoted), told apart by their header.
+A file path may be local or on any file system TensorFlow reads (`gs://...`).
 
-Formats (see `../shared/data/README.md`): tab-separated, a header whose first column name
-is empty in the CS224N files, which are CSV-quoted (Quora questions containing `"` were
-quoted twice); GLUE's files are not quoted. Each line is read on its own (`rows.py`), so
-a stray quote damages one row. A damaged row (a quote left open, wrong field count, a
-label that is not a finite number in range, empty text) is skipped and counted per file;
-a file that is mostly damaged is an error naming the file and the first bad line.
+A damaged row (a quote left open, a wrong field count, bad JSON, empty text or label, a
+score that is not finite or out of range) is skipped and counted per file; a file that is
+mostly damaged is an error naming the file and the first bad line. A label that cannot be
+the task's (a class the training file never had, text where a score belongs) is an error
+naming file, line and column: the declaration or the file is wrong, not one row.
 
 Example:
     >>> result = read_task_file("sst", "../shared/data/cs224n/sst-dev.tsv")
@@ -20,22 +26,37 @@ Example:
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
+import json
 import math
-import os
 
-from kerasbert.data.rows import Damaged, DataError, check_damage, read_tsv, read_utf8  # noqa: F401 (re-exported)
-from kerasbert.tasks import TASKS, Task, get_task
+from kerasbert.data.cleaning import CLEANERS
+from kerasbert.data.rows import (MAX_FIELD_CHARS, Damaged, DataError, Table, check_damage, file_exists,  # noqa: F401
+                                 read_tsv_text, read_utf8, text_lines)
+from kerasbert.tasks import BUILTIN_TASKS, Task, file_format, get_task, label_key
 
 
 @dataclasses.dataclass(frozen=True)
 class Example:
-    """One labelled example. `text_b` is "" for single-sentence tasks."""
+    """One labelled example. `text_b` is "" for one-text tasks."""
 
     text_a: str
     text_b: str
-    label: float  # class id, or the score of a pair_score task
+    label: float  # class id, or the score of a score task
     uid: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """A sound row before its label is known as a class or a score: the label as the file has it."""
+
+    line: int
+    text_a: str
+    text_b: str
+    label: object  # str, or a JSON number
+    uid: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,75 +66,259 @@ class ReadResult:
     path: str
 
 
+@dataclasses.dataclass
+class TaskRows:
+    """A task file's sound rows and its damaged ones, before labels are checked."""
+
+    path: str
+    column: str  # the label's column, for messages
+    rows: list[Row]
+    damaged: list[Damaged]
+
+
 def detect_layout(header: list[str]) -> str:
     return "cs224n" if header and header[0] == "" else "glue"
 
 
-def _has_columns(columns, header: list[str]) -> bool:
-    return all(name in header for name in (columns.text_a, columns.text_b, columns.label) if name)
+def read_task_file(task: "str | Task", path: str, max_bad_fraction: float = 0.1) -> ReadResult:
+    """Reads one file of a task whose classes (or score range) are known: the shipped tasks,
+    or a task `resolved` from its training file (see `read_task_rows`, `label_examples`).
 
-
-def _parse_label(task: Task, raw: str) -> float:
-    value = float(raw)  # Quora labels are "1.0"
-    if not math.isfinite(value):
-        raise ValueError(f"label {raw!r} is not a finite number")
-    if task.kind == "pair_score":
-        if not 0.0 <= value <= task.max_score:
-            raise ValueError(f"score {value} outside [0, {task.max_score:g}]")
-        return value
-    if value != int(value):
-        raise ValueError(f"label {raw!r} is not a whole number")
-    label = int(value)
-    if not 0 <= label < task.num_classes:
-        raise ValueError(f"label {label} outside [0, {task.num_classes - 1}]")
-    return label
-
-
-def _clean(task: Task, text: str) -> str:
-    return " ".join(task.clean(text.strip()).split())
-
-
-def read_task_file(task: str, path: str, max_bad_fraction: float = 0.1) -> ReadResult:
-    """Reads one task file (cs224n or GLUE layout, detected from its header).
-
-    Raises DataError for a missing file, bad UTF-8, missing columns, or when more
-    than `max_bad_fraction` of the rows are damaged.
+    Raises DataError for a missing file, bad UTF-8, missing columns, a label that is not the
+    task's, or when more than `max_bad_fraction` of the rows are damaged.
     """
     task = get_task(task)
-    if not os.path.isfile(path):
+    if not task.is_resolved:
+        raise ValueError(f"task {task.name!r} has no classes (or score range) yet: read its training "
+                         "file with read_task_rows and take them from it (Task.resolved)")
+    return label_examples(task, read_task_rows(task, path), max_bad_fraction)
+
+
+def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> tuple[Task, ReadResult]:
+    """A task's training file, and the task with the classes (or score range) it shows where
+    the declaration leaves them out. DataError: a single class, a declared class with no
+    training example, a score label that is not a number.
+
+    Example:
+        >>> task, train = read_training_file(Task("nli", "pair_classes", text_a="p", text_b="h"), "nli-train.csv")
+        >>> task.class_names, len(train.examples)
+        (('contradiction', 'entailment', 'neutral'), 9000)
+    """
+    table = read_task_rows(task, path)
+    if not task.is_resolved:
+        values = _class_labels(table) if task.is_classes else _score_labels(table)
+        distinct = {label_key(value) for value in values}
+        if task.is_classes and len(distinct) == 1:
+            raise DataError(f"{path}: column {table.column!r} has one class only ({distinct.pop()!r}); a "
+                            f"classes task needs two or more")
+        if values:
+            task = task.resolved(values)
+    result = label_examples(task, table, max_bad_fraction)
+    if task.is_classes:
+        seen = {int(example.label) for example in result.examples}
+        unseen = [task.served_names[i] for i in range(task.num_classes) if i not in seen]
+        if unseen:
+            raise DataError(f"{path}: column {table.column!r} has no training example of class(es) {unseen} "
+                            f"of task {task.name!r}")
+    return task, result
+
+
+def read_task_rows(task: Task, path: str) -> TaskRows:
+    """A task file's rows, texts cleaned and checked, labels as the file has them."""
+    if not file_exists(path):
         raise DataError(f"{path}: file not found")
-    # The CS224N files are CSV-quoted; GLUE's are not: a `"` there is text wherever it stands.
-    table = read_tsv(path, quoted=lambda header: detect_layout(header) == "cs224n")
-    header = table.header
-    layout = detect_layout(header)
-    if layout not in task.columns:
-        readers = [other.name for other in TASKS.values()
-                   if layout in other.columns and _has_columns(other.columns[layout], header)]
-        hint = f"; it is task {readers[0]!r}'s layout ({TASKS[readers[0]].title})" if readers else ""
+    text = read_utf8(path)
+    fmt = file_format(task, path)
+    if fmt == "jsonl":
+        return _jsonl_rows(task, path, text)
+    table = _csv_table(path, text) if fmt == "csv" else _tsv_table(task, path, text)
+    columns = _columns(task, path, table.header, fmt)
+    index = {name: i for i, name in enumerate(table.header)}
+    result = TaskRows(path, columns.label, [], list(table.damaged))
+    for line, fields in table.rows:
+        try:
+            result.rows.append(_row(task, line, [fields[index[columns.text_a]],
+                                                 fields[index[columns.text_b]] if columns.text_b else None],
+                                    fields[index[columns.label]],
+                                    fields[index[columns.id]] if columns.id in index else str(line)))
+        except ValueError as error:
+            result.damaged.append(Damaged(line, str(error)))
+    return result
+
+
+def label_examples(task: Task, table: TaskRows, max_bad_fraction: float = 0.1) -> ReadResult:
+    """`table`'s rows as Examples of the resolved `task`: class ids or scores. Empty or
+    non-finite labels and scores out of range are damaged rows; a label that is not one of
+    the task's classes, or a score label that is not a number, is a DataError."""
+    examples, damaged = [], list(table.damaged)
+    for row in table.rows:
+        try:
+            label = _label(task, row, table)
+        except DataError:
+            raise
+        except ValueError as error:
+            damaged.append(Damaged(row.line, str(error)))
+            continue
+        examples.append(Example(row.text_a, row.text_b, label, row.uid))
+    damaged.sort(key=lambda row: row.line)
+    check_damage(table.path, damaged, len(examples) + len(damaged), max_bad_fraction)
+    return ReadResult(examples, len(damaged), table.path)
+
+
+def _label(task: Task, row: Row, table: TaskRows) -> float:
+    where = f"{table.path}:{row.line}: column {table.column!r}"
+    if row.label is None or (isinstance(row.label, str) and not row.label.strip()):
+        raise ValueError("empty label")
+    if task.is_classes:
+        number = row.label if isinstance(row.label, (int, float)) else _float_or_none(row.label)
+        if number is not None and not math.isfinite(number):
+            raise ValueError(f"label {row.label!r} is not a finite number")
+        try:
+            return task.class_of(row.label)
+        except ValueError:
+            raise DataError(f"{where}: label {row.label!r} is not one of task {task.name!r}'s classes "
+                            f"{list(task.label_values)}") from None
+    try:
+        value = float(row.label)
+    except (TypeError, ValueError):
+        raise DataError(f"{where}: label {row.label!r} is not a number; task {task.name!r} is a {task.kind} "
+                        "task (a regression)") from None
+    if not math.isfinite(value):
+        raise ValueError(f"label {row.label!r} is not a finite number")
+    if not task.min_score <= value <= task.max_score:
+        raise ValueError(f"score {value:g} outside [{task.min_score:g}, {task.max_score:g}]")
+    return value
+
+
+def _float_or_none(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _row(task: Task, line: int, texts: list, label, uid) -> Row:
+    clean = CLEANERS[task.clean]
+    text_a, text_b = (" ".join(clean(text.strip()).split()) if isinstance(text, str) else text for text in texts)
+    if not text_a or (texts[1] is not None and not text_b):
+        raise ValueError("empty text")
+    return Row(line, text_a, text_b or "", label.strip() if isinstance(label, str) else label, str(uid))
+
+
+def _tsv_table(task: Task, path: str, text: str) -> Table:
+    # The CS224N files and TSVs written by Python's csv are CSV-quoted; GLUE's are not: a `"`
+    # there is text wherever it stands.
+    if not task.layouts:
+        return read_tsv_text(path, text, quoted=True)
+    return read_tsv_text(path, text, quoted=lambda header: detect_layout(header) == "cs224n")
+
+
+def _csv_table(path: str, text: str) -> Table:
+    """A CSV file's records, each with the line it starts on; a record the csv module
+    refuses (a quote left open swallows the lines up to the next quote) is damaged."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader)
+    except (StopIteration, csv.Error) as error:
+        raise DataError(f"{path}: " + ("empty file (no header line)" if isinstance(error, StopIteration)
+                                       else f"unreadable header ({error})")) from None
+    table, start = Table(path, header, [], []), reader.line_num + 1
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return table
+        except csv.Error as error:
+            table.damaged.append(Damaged(start, f"not CSV from here to line {reader.line_num} ({error})"))
+        else:
+            longest = max(map(len, fields), default=0)
+            if not any(field.strip() for field in fields):
+                pass  # a blank line
+            elif len(fields) != len(header):
+                table.damaged.append(Damaged(start, f"{len(fields)} fields, the header has {len(header)}"))
+            elif longest > MAX_FIELD_CHARS:
+                table.damaged.append(Damaged(start, f"a field of {longest:,} characters (the limit is "
+                                                    f"{MAX_FIELD_CHARS:,})"))
+            else:
+                table.rows.append((start, fields))
+        start = reader.line_num + 1
+
+
+def _columns(task: Task, path: str, header: list[str], fmt: str):
+    layout = detect_layout(header) if task.layouts else fmt
+    columns = task.columns_for(layout)
+    if columns is None:
+        readers = [other.name for other in BUILTIN_TASKS.values()
+                   if (other.columns_for(layout) and
+                       all(c in header for c in dataclasses.astuple(other.columns_for(layout))[:3] if c))]
+        hint = f"; it is task {readers[0]!r}'s layout ({BUILTIN_TASKS[readers[0]].title})" if readers else ""
         raise DataError(f"{path}:1: a {layout}-layout header{hint}, but task {task.name!r} "
-                        f"({task.title}) is read only from {'/'.join(sorted(task.columns))} files. "
+                        f"({task.title}) is read only from {'/'.join(sorted(task.layouts))} files. "
                         f"Header: {header}")
-    col_a, col_b, col_label, col_id = dataclasses.astuple(task.columns[layout])
-    wanted = [c for c in (col_a, col_b, col_label) if c]
-    missing = [c for c in wanted if c not in header]
+    missing = [c for c in (columns.text_a, columns.text_b, columns.label) if c and c not in header]
     if missing:
         raise DataError(f"{path}:1: header lacks column(s) {missing} for task {task.name!r} "
-                        f"({layout} layout). Header: {header}")
-    index = {name: i for i, name in enumerate(header)}
+                        f"({layout + ' layout' if task.layouts else fmt}). Header: {header}")
+    return columns
 
-    examples, damaged = [], list(table.damaged)
-    for line, row in table.rows:
-        try:
-            text_a = _clean(task, row[index[col_a]])
-            text_b = _clean(task, row[index[col_b]]) if col_b else ""
-            if not text_a or (col_b and not text_b):
-                raise ValueError("empty text")
-            label = _parse_label(task, row[index[col_label]].strip())
-        except ValueError as error:
-            damaged.append(Damaged(line, str(error)))
+
+def _jsonl_rows(task: Task, path: str, text: str) -> TaskRows:
+    columns = task.columns_for("jsonl")
+    result = TaskRows(path, columns.label, [], [])
+    first = True
+    for number, line in enumerate(text_lines(text), start=1):
+        if not line.strip():
             continue
-        uid = row[index[col_id]] if col_id and col_id in index else str(line)
-        examples.append(Example(text_a, text_b, label, uid))
-    damaged.sort(key=lambda row: row.line)
-    check_damage(path, damaged, len(examples) + len(damaged), max_bad_fraction)
-    return ReadResult(examples, len(damaged), path)
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError(f"a JSON {type(record).__name__}, not an object")
+        except ValueError as error:
+            result.damaged.append(Damaged(number, f"not a JSON object ({str(error)[:80]})"))
+            continue
+        missing = [key for key in (columns.text_a, columns.text_b, columns.label) if key and key not in record]
+        if missing and first:
+            raise DataError(f"{path}:{number}: no key {missing[0]!r} for task {task.name!r}. "
+                            f"Keys: {sorted(record)}")
+        first = False
+        try:
+            if missing:
+                raise ValueError(f"no key {missing[0]!r}")
+            texts = [record[columns.text_a], record[columns.text_b] if columns.text_b else None]
+            for key, value in zip((columns.text_a, columns.text_b), texts):
+                if value is not None and not isinstance(value, str):
+                    raise ValueError(f"{key!r} is a JSON {type(value).__name__}, not text")
+                if value is not None and len(value) > MAX_FIELD_CHARS:
+                    raise ValueError(f"a field of {len(value):,} characters (the limit is {MAX_FIELD_CHARS:,})")
+            label = record[columns.label]
+            if isinstance(label, (dict, list)):
+                raise ValueError(f"label is a JSON {type(label).__name__}")
+            result.rows.append(_row(task, number, texts, label,
+                                    record.get(columns.id, number) if columns.id else number))
+        except ValueError as error:
+            result.damaged.append(Damaged(number, str(error)))
+    return result
+
+
+def _class_labels(table: TaskRows) -> list:
+    """The non-empty labels of a file's rows (what a task's classes are taken from)."""
+    return [row.label for row in table.rows
+            if row.label is not None and not (isinstance(row.label, str) and not row.label.strip())]
+
+
+def _score_labels(table: TaskRows) -> list[float]:
+    """The finite numeric labels of a score task's training rows; a DataError at the first
+    label that is not a number (empty labels are damaged rows, passed over)."""
+    values = []
+    for row in table.rows:
+        if row.label is None or (isinstance(row.label, str) and not row.label.strip()):
+            continue
+        try:
+            value = float(row.label)
+        except (TypeError, ValueError):
+            raise DataError(f"{table.path}:{row.line}: column {table.column!r}: label {row.label!r} is not a "
+                            "number; a score task's labels are numbers") from None
+        if math.isfinite(value):
+            values.append(value)
+    return values
+

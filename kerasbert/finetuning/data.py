@@ -2,11 +2,11 @@
 
 Every batch holds one task and has the same structure for all tasks, so tf.data
 can interleave them:
-    x: task (batch,) int32; token_ids, segment_ids, padding_mask (batch, seq):
+    x: task (batch,) string, the task's name; token_ids, segment_ids, padding_mask (batch, seq):
        the sentence, or the packed pair `[CLS] a [SEP] b [SEP]` for a cross-encoder;
        token_ids_b, segment_ids_b, padding_mask_b: sentence b for a bi-encoder
        (all padding where unused).
-    y: (batch,) float32: class id, or the score of a pair_score task.
+    y: (batch,) float32: class id, or the score of a score task.
 
 Example:
     >>> pre = TaskPreprocessor(tokenizer, sequence_length=128, pair_encoder="cross")
@@ -20,9 +20,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.data.rows import DataError, file_exists
 from kerasbert.data.tasks import Example, read_task_file
 from kerasbert.packing import pack_segments
-from kerasbert.tasks import TASK_IDS, TASKS, pair_encoders
+from kerasbert.tasks import Task, encoder_of, get_task
 from kerasbert.tokenization import special_token_ids
 
 
@@ -35,7 +36,7 @@ class TaskPreprocessor:
         tokenizer: a keras-hub BertTokenizer.
         sequence_length: packed length.
         pair_encoder: "cross" packs a pair into one sequence; "bi" packs each sentence alone.
-        sts_encoder: the same choice for pair_score (similarity) tasks only ("" = pair_encoder).
+        sts_encoder: the same choice for pair_score tasks only ("" = pair_encoder).
         trim: cut each packed batch to its longest sequence (the padding beyond it changes
             nothing under the padding mask, and costs most of the compute on short text).
             Off for XLA, which wants one shape.
@@ -54,7 +55,7 @@ class TaskPreprocessor:
         # each trace of the tokenizer's ragged ops takes about a second.
         self.tokenize = tf.function(tokenizer, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
         self.sequence_length = sequence_length
-        self.encoders = pair_encoders(pair_encoder, sts_encoder)
+        self.pair_encoder, self.sts_encoder = pair_encoder, sts_encoder
         self.trim = trim
         self.ids = special_token_ids(tokenizer)
 
@@ -71,37 +72,60 @@ class TaskPreprocessor:
         return {key: tf.ensure_shape(tf.pad(value, padding, constant_values=self.ids["pad"] if key == "token_ids" else 0),
                                      [None, self.sequence_length]) for key, value in packed.items()}
 
-    def __call__(self, task: str, text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
-        if task in self.encoders and self.encoders[task] == "cross":
+    def encoder_of(self, task: "str | Task") -> str:
+        """"cross" or "bi" for a pair task, "" for a one-text task."""
+        return encoder_of(get_task(task), self.pair_encoder, self.sts_encoder)
+
+    def __call__(self, task: "str | Task", text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
+        task = get_task(task)
+        encoder = self.encoder_of(task)
+        if encoder == "cross":
             x, second = self.pack(text_a, text_b), None
-        elif task in self.encoders:
+        elif encoder == "bi":
             x, second = self.pack(text_a), self.pack(text_b)
         else:
             x, second = self.pack(text_a), None
         if second is None:
             second = {k: tf.zeros_like(v) for k, v in x.items()}
         x.update({f"{k}_b": v for k, v in second.items()})
-        x["task"] = tf.fill([tf.shape(text_a)[0]], TASK_IDS[task])
+        x["task"] = tf.fill([tf.shape(text_a)[0]], task.name)
         return x
 
 
 def resolve_path(data_dir: str, path: str) -> str:
-    return path if os.path.isabs(path) else os.path.join(data_dir, path)
+    """A task file's path: absolute or remote as it is; relative, in the working folder if it
+    is there, else under `data_dir`. DataError naming both places if it is in neither.
+
+    >>> resolve_path("../shared/data", "cs224n/sst-dev.tsv")
+    '../shared/data/cs224n/sst-dev.tsv'
+    """
+    if os.path.isabs(path) or "://" in path or file_exists(path):
+        return path
+    under_data = os.path.join(data_dir, path)
+    if not file_exists(under_data):
+        raise DataError(f"{path}: file not found, neither in the working folder ({os.getcwd()}) nor under "
+                        f"--data_dir ({data_dir})")
+    return under_data
 
 
-def load_examples(task: str, path: str, limit: int = 0, seed: int = 0) -> list[Example]:
-    """Reads a task file (cs224n or GLUE layout); with `limit`, a seeded random subset of
-    that size. Damaged rows are skipped and counted; a mostly damaged file is an error
-    naming its first bad line.
+def load_examples(task: "str | Task", path: str, limit: int = 0, seed: int = 0) -> list[Example]:
+    """Reads a file of a task whose classes are known (a shipped task, or one resolved from
+    its training file: `kerasbert.data.tasks.read_training_file`); with `limit`, a seeded
+    random subset of that size. Damaged rows are skipped and counted; a mostly damaged file
+    is an error naming its first bad line.
 
     Example:
         >>> examples = load_examples("sts", "../shared/data/cs224n/sts-dev.tsv")
         >>> len(examples), examples[0].label
         (863, 1.0)
     """
-    result = read_task_file(task, path)
+    return sample_examples(read_task_file(task, path), limit, seed)
+
+
+def sample_examples(result, limit: int = 0, seed: int = 0) -> list[Example]:
+    """A file's examples (a `ReadResult`), a seeded random `limit` of them if > 0."""
     if result.skipped:
-        print(f"   {path}: skipped {result.skipped} damaged row(s)")
+        print(f"   {result.path}: skipped {result.skipped} damaged row(s)")
     examples = result.examples
     if limit and len(examples) > limit:
         keep = np.random.default_rng(seed).choice(len(examples), limit, replace=False)
@@ -109,7 +133,7 @@ def load_examples(task: str, path: str, limit: int = 0, seed: int = 0) -> list[E
     return examples
 
 
-def task_dataset(task: str, examples: list[Example], preprocessor: TaskPreprocessor, batch_size: int,
+def task_dataset(task: "str | Task", examples: list[Example], preprocessor: TaskPreprocessor, batch_size: int,
                  training: bool, seed: int = 0, group_by_length: int = 0,
                  swap_pairs: bool = False) -> tf.data.Dataset:
     """Batches of one task: shuffled and repeated for training, in file order for eval.
@@ -131,7 +155,8 @@ def task_dataset(task: str, examples: list[Example], preprocessor: TaskPreproces
         np.array([e.label for e in examples], np.float32)))
     if training:
         data = data.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
-    if training and swap_pairs and TASKS[task].is_pair:
+    task = get_task(task)
+    if training and swap_pairs and task.is_pair:
         coins = tf.data.Dataset.random(seed=seed).map(lambda r: r % 2 == 1)
         data = tf.data.Dataset.zip(data, coins).map(_swap_if)
     if training and group_by_length > 1:

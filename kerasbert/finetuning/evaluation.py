@@ -1,8 +1,9 @@
 """Dev-set predictions and metrics with the key names of metrics.json.
 
-Each task's metrics follow its kind (`kerasbert.tasks`): `<task>_accuracy` (classes);
-`<task>_accuracy`, `<task>_f1` (pair_binary); `<task>_pearson`, `<task>_spearman`
-(pair_score). `overall` is the mean of the tasks' headlines (accuracy, or
+Each task's metrics follow its kind (`kerasbert.tasks`): `<task>_accuracy` (classes,
+pair_classes); `<task>_accuracy`, `<task>_f1` (pair_binary); `<task>_pearson`,
+`<task>_spearman` (score, pair_score); per-class precision, recall and F1 for the classes
+kinds (`class_report`). `overall` is the mean of the tasks' headlines (accuracy, or
 (pearson + 1) / 2); for sst, para and sts that is the reference study's
     overall = (sst_accuracy + para_accuracy + (sts_pearson + 1) / 2) / 3
 
@@ -22,8 +23,9 @@ import numpy as np
 import scipy.stats
 import tensorflow as tf
 
-from kerasbert.finetuning.data import load_examples, task_dataset
-from kerasbert.tasks import DEFAULT_TASKS, TASKS
+from kerasbert.data.tasks import read_task_file
+from kerasbert.finetuning.data import sample_examples, task_dataset
+from kerasbert.tasks import DEFAULT_TASKS, Task, get_task
 
 # The reference study's dev-set figures, quoted (its final overall as quoted; the formula
 # gives a slightly different number from its rounded parts).
@@ -59,7 +61,8 @@ def predict_examples(model, preprocessor, task: str, examples, batch_size: int =
     the examples sorted by text length, so a batch trimmed to its longest text carries little
     padding."""
     order = np.argsort([len(e.text_a) + len(e.text_b) for e in examples], kind="stable")
-    dataset = task_dataset(task, [examples[i] for i in order], preprocessor, batch_size, training=False)
+    dataset = task_dataset(model.task_specs[task], [examples[i] for i in order], preprocessor, batch_size,
+                           training=False)
     predictions = predict_task(model, task, dataset)
     in_order = np.empty_like(predictions)
     in_order[order] = predictions
@@ -74,19 +77,22 @@ def score_file(model, preprocessor, task: str, path: str, limit: int = 0) -> dic
         >>> score_file(model, preprocessor, "sts", "../shared/data/cs224n/sts-dev.tsv")
         {'sts_pearson': 0.87, 'sts_spearman': 0.86}
     """
-    examples = load_examples(task, path, limit)
-    return task_metrics(task, [e.label for e in examples], predict_examples(model, preprocessor, task, examples))
+    if task not in model.tasks:
+        raise ValueError(f"This model has no head for task {task!r}; its tasks: {', '.join(model.tasks)}")
+    examples = sample_examples(read_task_file(model.task_specs[task], path), limit)
+    return task_metrics(model.task_specs[task], [e.label for e in examples],
+                        predict_examples(model, preprocessor, task, examples))
 
 
-def task_metrics(task: str, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+def task_metrics(task: "str | Task", labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
     """The metrics of `task`'s kind, named `<task>_<metric>`.
 
     >>> task_metrics("sts", [0.0, 2.5, 5.0], np.array([0.5, 2.0, 4.0]))
-    {'sts_pearson': 0.98..., 'sts_spearman': 1.0}
+    {'sts_pearson': 0.9933992677987828, 'sts_spearman': 1.0}
     """
-    labels, kind = np.asarray(labels), TASKS[task].kind
-    names = TASKS[task].metric_names
-    if kind == "classes":
+    task = get_task(task)
+    labels, kind, names = np.asarray(labels), task.kind, task.metric_names
+    if kind in ("classes", "pair_classes"):
         return {names[0]: float(np.mean(predictions.argmax(-1) == labels))}
     if kind == "pair_binary":
         predicted = predictions >= 0.5
@@ -100,14 +106,37 @@ def task_metrics(task: str, labels: np.ndarray, predictions: np.ndarray) -> dict
             names[1]: float(scipy.stats.spearmanr(predictions, labels)[0])}
 
 
-def overall_score(metrics: dict[str, float], tasks: tuple[str, ...] = DEFAULT_TASKS) -> float:
+def class_report(task: Task, labels, predicted) -> dict[str, dict[str, float]]:
+    """Per class of a classes task: precision, recall, F1 and support, by class name.
+
+    >>> class_report(get_task("para"), [0, 1, 1], [0, 1, 0])["duplicate"]
+    {'precision': 1.0, 'recall': 0.5, 'f1': 0.6666666666666666, 'support': 2}
+    """
+    labels, predicted = np.asarray(labels, int), np.asarray(predicted, int)
+    report = {}
+    for index, name in enumerate(task.served_names):
+        true_positives = int(np.sum((predicted == index) & (labels == index)))
+        precision = true_positives / max(int(np.sum(predicted == index)), 1)
+        recall = true_positives / max(int(np.sum(labels == index)), 1)
+        report[name] = {"precision": precision, "recall": recall,
+                        "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+                        "support": int(np.sum(labels == index))}
+    return report
+
+
+def predicted_classes(task: Task, predictions: np.ndarray) -> np.ndarray:
+    """Class ids from a classes task's predictions (probabilities, or pair_binary's probability)."""
+    return (predictions >= 0.5).astype(int) if task.kind == "pair_binary" else predictions.argmax(-1)
+
+
+def overall_score(metrics: dict[str, float], tasks=DEFAULT_TASKS) -> float:
     """The mean of `tasks`' headlines (accuracy, or (pearson + 1) / 2): for sst, para and sts
     the reference study's overall score; a run is selected by the tasks it trains.
 
     >>> overall_score({"sst_accuracy": 0.5, "para_accuracy": 0.8, "sts_pearson": 0.6}, ("sst",))
     0.5
     """
-    return sum(TASKS[task].headline(metrics) for task in tasks) / len(tasks)
+    return sum(get_task(task).headline(metrics) for task in tasks) / len(tasks)
 
 
 def headline_keys(tasks) -> list[str]:
@@ -116,7 +145,7 @@ def headline_keys(tasks) -> list[str]:
     >>> headline_keys(("sst", "sts"))
     ['sst_accuracy', 'sts_pearson', 'overall']
     """
-    return [*(TASKS[task].metric_names[0] for task in tasks), "overall"]
+    return [*(get_task(task).metric_names[0] for task in tasks), "overall"]
 
 
 def plot_confusion(labels, predicted, class_names, output_png: str, title: str) -> None:

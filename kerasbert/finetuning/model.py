@@ -2,12 +2,14 @@
 
 Heads, by the task's kind (`kerasbert.tasks`):
 - classes (sentiment): dropout + dense(num_classes) on the sentence embedding.
-- pair_binary (paraphrase): cross-encoder: dense(1) on the pair's embedding; bi-encoder:
-  dense(1) on [u, v, |u - v|, u * v] of the two sentence embeddings (Sentence-BERT).
-- pair_score (similarity): cross-encoder: max_score * sigmoid(dense(1)); bi-encoder: the
-  cosine of u and v mapped from [-1, 1] to [0, max_score].
-pair_binary heads use `pair_encoder`; pair_score heads `sts_encoder` (default: the same),
-so paraphrase can read both sentences at once while similarity stays a cosine.
+- pair_classes, pair_binary (paraphrase): cross-encoder: dense(num_classes), or dense(1) for
+  binary, on the pair's embedding; bi-encoder: the same on [u, v, |u - v|, u * v] of the
+  two sentence embeddings (Sentence-BERT).
+- score: min_score + (max_score - min_score) * sigmoid(dense(1)) on the sentence embedding.
+- pair_score (similarity): cross-encoder: as score, on the pair's embedding; bi-encoder: the
+  cosine of u and v mapped from [-1, 1] to [min_score, max_score].
+pair_classes and pair_binary heads use `pair_encoder`; pair_score heads `sts_encoder`
+(default: the same), so paraphrase can read both sentences at once while similarity stays a cosine.
 The sentence embedding (`embed`) is the mean of the token states over the padding
 mask (what MiniLM was trained with) or the `[CLS]` pooler. With `unpadded` (the default
 where kerasbert/compat/ allows it), the encoder runs over the real tokens only
@@ -15,9 +17,9 @@ where kerasbert/compat/ allows it), the encoder runs over the real tokens only
 share of the work; XLA (`jit_compile`) needs the padded one.
 
 Each batch holds one task (see finetuning/data.py); `train_step` switches on it, so a
-step runs the encoder only for that task's inputs. Losses: cross-entropy (classes),
-binary cross-entropy plus optional multiple-negatives ranking on positives (pair_binary),
-MSE on the score or cosine-embedding loss (pair_score), weighted per task.
+step runs the encoder only for that task's inputs. Losses: cross-entropy (classes,
+pair_classes), binary cross-entropy plus optional multiple-negatives ranking on positives
+(pair_binary), MSE on the score or cosine-embedding loss (pair_score), weighted per task.
 
 Example:
     >>> model = MultitaskBert(backbone, tasks=("sst", "sts"), pair_encoder="bi")
@@ -34,7 +36,7 @@ from kerasbert.models import unpadded as unpadded_encoder
 from kerasbert.models.dataset_fit import DatasetFit
 from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS, stack_sides
-from kerasbert.tasks import DEFAULT_TASKS, TASK_IDS, TASKS, check_task_names, pair_encoders
+from kerasbert.tasks import DEFAULT_TASKS, Task, declare_tasks, encoder_of
 
 
 def cosine(u, v):
@@ -55,7 +57,8 @@ class MultitaskBert(DatasetFit, keras.Model):
 
     Args:
         backbone: a keras-hub `BertBackbone`.
-        tasks: names of declared tasks (`kerasbert.tasks.TASKS`), one head each.
+        tasks: the tasks, one head each: `kerasbert.Task`s (their classes known), names of
+            shipped tasks (`kerasbert.task_names()`), or their configs.
         pair_encoder: "cross" (a pair packed as one sequence) or "bi" (Sentence-BERT).
         sts_encoder: pair_score heads' own cross/bi choice (None: `pair_encoder`).
         pooling: sentence embedding from the "mean" of token states or the "cls" pooler.
@@ -74,7 +77,13 @@ class MultitaskBert(DatasetFit, keras.Model):
                  tasks=DEFAULT_TASKS, unpadded=None, **kwargs):
         super().__init__(**kwargs)
         self.backbone = backbone
-        self.tasks = check_task_names(tasks)
+        self.task_specs = declare_tasks([Task.from_config(task["name"], task) if isinstance(task, dict) else task
+                                         for task in tasks])
+        unresolved = [name for name, task in self.task_specs.items() if not task.is_resolved]
+        if unresolved:
+            raise ValueError(f"Task(s) {unresolved} have no classes (or score range) yet: take them from the "
+                             "training file first (kerasbert.data.tasks.read_training_file)")
+        self.tasks = tuple(self.task_specs)
         self.pair_encoder = pair_encoder
         self.sts_encoder = sts_encoder or pair_encoder
         self.pooling = pooling
@@ -90,9 +99,8 @@ class MultitaskBert(DatasetFit, keras.Model):
         self.unpadded = unpadded_encoder.available() if unpadded is None else bool(unpadded)
         init = bert_initializer()
         self.dropout = keras.layers.Dropout(dropout, name="head_dropout")
-        for name in self.tasks:  # attributes named by the head: `sentiment_head`, ...
-            task = TASKS[name]
-            units = task.num_classes if task.kind == "classes" else 1
+        for task in self.task_specs.values():  # attributes named by the head: `sentiment_head`, ...
+            units = task.num_classes if task.kind in ("classes", "pair_classes") else 1
             setattr(self, f"{task.head}_head", keras.layers.Dense(units, kernel_initializer=init,
                                                                   name=f"{task.head}_head"))
         self.task_losses = {name: keras.metrics.Mean(name=f"{name}_loss") for name in self.tasks}
@@ -102,22 +110,22 @@ class MultitaskBert(DatasetFit, keras.Model):
         """The head layer of `task`."""
         if task not in self.tasks:
             raise ValueError(f"This model has no head for task {task!r}; its tasks: {self.tasks}")
-        return getattr(self, f"{TASKS[task].head}_head")
+        return getattr(self, f"{self.task_specs[task].head}_head")
 
     def build(self, input_shape=None):
         """Builds every head that has weights (Keras calls this when it loads a saved model)."""
         hidden = self.backbone.hidden_dim
         for name in self.tasks:
-            kind, encoder = TASKS[name].kind, self.encoder_of(name)
+            kind, encoder = self.task_specs[name].kind, self.encoder_of(name)
             if kind == "pair_score" and encoder == "bi":
                 continue  # a cosine: the head is never called and has no weights
-            width = 4 * hidden if kind == "pair_binary" and encoder == "bi" else hidden  # [u, v, |u-v|, u*v]
+            width = 4 * hidden if encoder == "bi" else hidden  # [u, v, |u-v|, u*v]
             self.head(name).build((None, width))
         self.built = True
 
     def encoder_of(self, task: str) -> str:
         """"cross" or "bi" for a pair task; "" for a one-text task."""
-        return pair_encoders(self.pair_encoder, self.sts_encoder).get(task, "")
+        return encoder_of(self.task_specs[task], self.pair_encoder, self.sts_encoder)
 
     # --- Forward paths ----------------------------------------------------------------
 
@@ -157,53 +165,54 @@ class MultitaskBert(DatasetFit, keras.Model):
         return self.embed(x, training), None
 
     def head_output(self, task: str, x, training=False):
-        """classes: logits (batch, n); pair_binary: a logit (batch,); pair_score: the score (batch,)."""
+        """classes kinds: logits (batch, n); pair_binary: a logit (batch,); score kinds: the score (batch,)."""
         return self.head_output_from(task, *self.task_embeddings(task, x, training), training=training)
 
     def head_output_from(self, task: str, u, v=None, training=False):
         """`head_output` from sentence embeddings: u of the text or pair, v of sentence b (bi)."""
-        spec, head = TASKS[task], self.head(task)
-        if spec.kind == "classes":
-            return head(self.dropout(u, training=training))
-        if spec.kind == "pair_binary":
+        spec, head = self.task_specs[task], self.head(task)
+        if spec.is_classes:
             features = u if v is None else tf.concat([u, v, tf.abs(u - v), u * v], axis=-1)  # (batch, 4 * hidden)
-            return head(self.dropout(features, training=training))[:, 0]  # (batch,)
+            logits = head(self.dropout(features, training=training))  # (batch, classes or 1)
+            return logits[:, 0] if spec.kind == "pair_binary" else logits
+        low, span = spec.min_score, spec.max_score - spec.min_score
         if v is None:
-            return spec.max_score * tf.sigmoid(head(self.dropout(u, training=training))[:, 0])
-        return spec.max_score / 2 * (cosine(u, v) + 1.0)
+            return low + span * tf.sigmoid(head(self.dropout(u, training=training))[:, 0])
+        return low + span / 2 * (cosine(u, v) + 1.0)
 
     # --- What each head answers: probabilities, a probability, a score ----------------
 
     def task_prediction(self, task: str, x):
-        """classes: class probabilities (batch, n); pair_binary: probability of "same"
-        (batch,); pair_score: the score in [0, max_score] (batch,). What evaluation scores
-        and the export serves."""
+        """classes, pair_classes: class probabilities (batch, n); pair_binary: the probability
+        of the second class (batch,); score kinds: the score in [min_score, max_score]
+        (batch,). What evaluation scores and the export serves."""
         return self.task_prediction_from(task, *self.task_embeddings(task, x))
 
     def task_prediction_from(self, task: str, u, v=None):
         """`task_prediction` from sentence embeddings: u of the pair (cross) or of sentence a, v of b."""
-        output, kind = self.head_output_from(task, u, v), TASKS[task].kind
-        if kind == "classes":
-            return tf.nn.softmax(output)
-        if kind == "pair_binary":
+        output, spec = self.head_output_from(task, u, v), self.task_specs[task]
+        if spec.kind == "pair_binary":
             return tf.sigmoid(output)
-        return tf.clip_by_value(output, 0.0, TASKS[task].max_score)
+        if spec.is_classes:
+            return tf.nn.softmax(output)
+        return tf.clip_by_value(output, spec.min_score, spec.max_score)
 
     def call(self, x, training=False):
-        return {TASKS[name].head: self.head_output(name, x, training) for name in self.tasks}
+        return {spec.head: self.head_output(name, x, training) for name, spec in self.task_specs.items()}
 
     # --- Losses and the multitask step -----------------------------------------------
 
     def task_loss(self, task: str, x, y):
         """The training loss of one task's batch (its kind's loss, see the module doc)."""
-        spec = TASKS[task]
-        if spec.kind == "classes":
-            return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
-                tf.cast(y, tf.int32), self.head_output(task, x, training=True), from_logits=True))
+        spec = self.task_specs[task]
         if spec.kind == "pair_binary":
             return self._binary_loss(task, x, y)
-        if self.sts_loss == "cosine":  # cosine embedding loss: cos(u, v) regressed to y / max_score
-            return tf.reduce_mean(tf.square(cosine(*self._pair_embeddings(x, True)) - y / spec.max_score))
+        if spec.is_classes:
+            return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+                tf.cast(y, tf.int32), self.head_output(task, x, training=True), from_logits=True))
+        if spec.kind == "pair_score" and self.sts_loss == "cosine":  # cos(u, v) regressed to y's place in the range
+            target = (y - spec.min_score) / (spec.max_score - spec.min_score) if spec.min_score else y / spec.max_score
+            return tf.reduce_mean(tf.square(cosine(*self._pair_embeddings(x, True)) - target))
         return tf.reduce_mean(tf.square(self.head_output(task, x, training=True) - y))
 
     def _binary_loss(self, task, x, y):
@@ -222,7 +231,7 @@ class MultitaskBert(DatasetFit, keras.Model):
                 tf.reduce_sum(ranking * positives), tf.reduce_sum(positives))
         return loss
 
-    def _update_scales(self, task):
+    def _update_scales(self, position):
         """Per trainable variable: the share of the optimizer's update it keeps this step.
 
         Layer-wise learning-rate decay gives layer i of L the constant
@@ -233,7 +242,7 @@ class MultitaskBert(DatasetFit, keras.Model):
         decay). Returns None for variables that keep the whole update.
         """
         num_layers = self.backbone.num_layers
-        owners = {v.path: TASK_IDS[name] for name in self.tasks for v in self.head(name).trainable_variables}
+        owners = {v.path: index for index, name in enumerate(self.tasks) for v in self.head(name).trainable_variables}
         scales = []
         for variable in self.trainable_variables:
             path = variable.path
@@ -246,16 +255,17 @@ class MultitaskBert(DatasetFit, keras.Model):
             scale = self.layerwise_lr_decay ** (num_layers + 1 - depth)
             owner = owners.get(path)
             if self.hold_idle_heads and owner is not None:
-                scale = scale * tf.cast(task == owner, variable.dtype)
+                scale = scale * tf.cast(position == owner, variable.dtype)
             scales.append(None if isinstance(scale, float) and scale == 1.0 else scale)
         return scales
 
     def train_step(self, data):
         x, y = data
-        task = x["task"][0]  # the declared task's id (kerasbert.tasks.TASK_IDS)
+        task = x["task"][0]  # the batch's task, by name
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         # The position of the batch's task in self.tasks (-1: not one of them).
-        position = tf.gather([self.tasks.index(name) if name in self.tasks else -1 for name in TASKS], task)
+        matches = tf.equal(tf.constant(self.tasks), task)
+        position = tf.where(tf.reduce_any(matches), tf.argmax(tf.cast(matches, tf.int32), output_type=tf.int32), -1)
         with tf.GradientTape() as tape:
             loss = tf.switch_case(position, [
                 (lambda name=name, w=w: w * self.task_loss(name, x, y))
@@ -264,20 +274,20 @@ class MultitaskBert(DatasetFit, keras.Model):
         variables = self.trainable_variables
         gradients = tape.gradient(scaled, variables)
         gradients = [tf.zeros_like(v) if g is None else g for v, g in zip(variables, gradients)]
-        scales = self._update_scales(task)
+        scales = self._update_scales(position)
         before = [None if s is None else tf.identity(v) for v, s in zip(variables, scales)]
         self.optimizer.apply(gradients, variables)
         for variable, old, scale in zip(variables, before, scales):
             if scale is not None:  # keep `scale` of this step's update
                 variable.assign(old + scale * (variable - old))
-        for name in self.tasks:
-            self.task_losses[name].update_state(loss, sample_weight=tf.cast(task == TASK_IDS[name], loss.dtype))
+        for index, name in enumerate(self.tasks):
+            self.task_losses[name].update_state(loss, sample_weight=tf.cast(position == index, loss.dtype))
         self.total_loss.update_state(loss)
         return {m.name: m.result() for m in self.metrics}
 
     def _unknown_task(self, task):
         def fail():
-            check = tf.debugging.Assert(False, ["a batch of a task this model has no head for; task id:", task])
+            check = tf.debugging.Assert(False, ["a batch of a task this model has no head for:", task])
             with tf.control_dependencies([check]):
                 return tf.constant(0.0)
         return fail
@@ -293,7 +303,8 @@ class MultitaskBert(DatasetFit, keras.Model):
             "pooling": self.pooling, "dropout": self.dropout_rate, "sts_loss": self.sts_loss,
             "para_mnrl_weight": self.para_mnrl_weight, "mnrl_scale": self.mnrl_scale,
             "task_weights": list(self.task_weights), "layerwise_lr_decay": self.layerwise_lr_decay,
-            "hold_idle_heads": self.hold_idle_heads, "tasks": list(self.tasks), "unpadded": self.unpadded,
+            "hold_idle_heads": self.hold_idle_heads, "unpadded": self.unpadded,
+            "tasks": [task.to_config() for task in self.task_specs.values()],
             "name": self.name,
         }
 

@@ -1,16 +1,19 @@
 """One multitask fine-tuning run: task files -> shared encoder + a head per task -> dev metrics.
 
 Output folder (chief only), for the config's `tasks` (sst, para, sts unless it says):
-    config.json            resolved FinetuneConfig
+    config.json            resolved FinetuneConfig, with the tasks as declared
     model.keras            the fine-tuned model at its best dev `overall` (all heads; of the
-                           trained tasks only if a `schedule.shares` entry is 0)
+                           trained tasks only if a `schedule.shares` entry is 0), with its
+                           tasks' classes (or score ranges) as the training files gave them
     encoder/               the fine-tuned encoder + tokenizer as a keras-hub preset
     predictions/           <task>-dev.tsv: id, label, prediction
     history.csv, logs/     per-block train losses and dev metrics; TensorBoard
     curves.png             losses and dev metrics per step
-    <task>_confusion.png   confusion matrix on dev, per classes task (sst_confusion.png)
+    report.md              each task's metrics, per-class precision/recall/F1, the plots
+    <task>_confusion.png   confusion matrix on dev, per classes or pair_classes task
     metrics.json           each task's metrics (sst_accuracy, para_accuracy, para_f1,
-                           sts_pearson, sts_spearman), overall
+                           sts_pearson, sts_spearman), overall; per_class: precision,
+                           recall, F1 and support of each class of the classes kinds
 
 Example:
     >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json")
@@ -28,24 +31,31 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.config import FinetuneConfig
+from kerasbert.data.rows import DataError
+from kerasbert.data.tasks import read_task_file, read_training_file
 from kerasbert.durable import publish, write_json
-from kerasbert.finetuning.data import (TaskPreprocessor, interleave_tasks, load_examples, resolve_path,
-                                       task_dataset)
-from kerasbert.finetuning.evaluation import (headline_keys, overall_score, plot_confusion, predict_examples,
-                                             task_metrics)
+from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, resolve_path, sample_examples, task_dataset
+from kerasbert.finetuning.evaluation import (class_report, headline_keys, overall_score, plot_confusion,
+                                             predict_examples, predicted_classes, task_metrics)
 from kerasbert.finetuning.model import MultitaskBert
+from kerasbert.finetuning.report import write_run_report
 from kerasbert.models.encoder import load_encoder
-from kerasbert.tasks import DEFAULT_TASKS, TASKS
+from kerasbert.tasks import Task
 from kerasbert.tokenization import load_tokenizer
 from kerasbert.training.callbacks import plot_curves
 from kerasbert.training.finite import check_finite_weights
 from kerasbert.training.run import TrainingRun
 from kerasbert.training.run_folder import mark_finished
 
-# What a run writes into its output folder (the layout above); --overwrite removes these.
-RUN_OUTPUTS = ("config.json", "model.keras", "encoder", "predictions", "best.weights.h5", "best.weights.h5.json",
-               "backup", "history.csv", "logs", "curves.png", "metrics.json",
-               *(f"{name}_confusion.png" for name, task in TASKS.items() if task.kind == "classes"))
+def run_outputs(config: FinetuneConfig) -> tuple[str, ...]:
+    """What a run writes into its output folder (the layout above); --overwrite removes these."""
+    return ("config.json", "model.keras", "encoder", "predictions", "best.weights.h5", "best.weights.h5.json",
+            "backup", "history.csv", "logs", "curves.png", "metrics.json", "report.md",
+            *(f"{name}_confusion.png" for name, task in config.tasks.items() if has_confusion(task)))
+
+
+def has_confusion(task: Task) -> bool:
+    return task.kind in ("classes", "pair_classes")
 
 
 def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
@@ -53,15 +63,29 @@ def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
     metrics, predictions = {}, {}
     for task, examples in dev.items():
         predictions[task] = predict_examples(model, preprocessor, task, examples)
-        metrics.update(task_metrics(task, [e.label for e in examples], predictions[task]))
-    metrics["overall"] = overall_score(metrics, tuple(dev))
+        metrics.update(task_metrics(model.task_specs[task], [e.label for e in examples], predictions[task]))
+    metrics["overall"] = overall_score(metrics, [model.task_specs[task] for task in dev])
     return metrics, predictions
 
 
-def load_dev_sets(config: FinetuneConfig, data_dir: str) -> dict:
-    """{task: dev examples} of a config's tasks (a seeded `data.max_dev_examples` of each)."""
-    return {task: load_examples(task, resolve_path(data_dir, config.data.dev_files[task]),
-                                config.data.max_dev_examples, config.train.seed) for task in config.tasks}
+def load_task_data(config: FinetuneConfig, data_dir: str) -> tuple[dict, dict, dict]:
+    """({task: Task}, {task: training examples}, {task: dev examples}) of a config's tasks:
+    each task's classes (or score range) taken from its training file where its declaration
+    leaves them out, every file checked before any training (a seeded `data.max_train_examples`
+    and `data.max_dev_examples` of each)."""
+    tasks, train, dev = {}, {}, {}
+    data, seed = config.data, config.train.seed
+    for name, task in config.tasks.items():
+        task, result = read_training_file(task, resolve_path(data_dir, task.train_file))
+        if len(result.examples) < config.train.batch_size:
+            raise DataError(f"{result.path}: {len(result.examples)} training examples of task {name!r}, fewer "
+                            f"than one batch (train.batch_size={config.train.batch_size})")
+        tasks[name], train[name] = task, sample_examples(result, data.max_train_examples, seed)
+        dev[name] = sample_examples(read_task_file(task, resolve_path(data_dir, task.dev_file)),
+                                    data.max_dev_examples, seed)
+        classes = f", classes {list(task.served_names)}" if task.is_classes else ""
+        print(f"   {name} ({task.kind}{classes}): {len(train[name])} train, {len(dev[name])} dev")
+    return tasks, train, dev
 
 
 class DevEvaluation(keras.callbacks.Callback):
@@ -72,7 +96,7 @@ class DevEvaluation(keras.callbacks.Callback):
     the weights (`<best_path>.json`), so a resumed run keeps a better block from before.
     """
 
-    def __init__(self, preprocessor, dev: dict, best_path: str, trained_tasks: tuple[str, ...] = DEFAULT_TASKS):
+    def __init__(self, preprocessor, dev: dict, best_path: str, trained_tasks: tuple[Task, ...]):
         super().__init__()
         self.preprocessor, self.dev, self.best_path = preprocessor, dev, best_path
         self.trained_tasks = trained_tasks
@@ -125,7 +149,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
         >>> run_finetuning(config, "../shared/data", "runs/ft", minilm_checkpoint())["overall"]
     """
     strategy = strategy or tf.distribute.get_strategy()
-    run = TrainingRun(config, output_dir, RUN_OUTPUTS, overwrite)
+    run = TrainingRun(config, output_dir, run_outputs(config), overwrite)
     if run.finished is not None:
         return run.finished
     train, heads, schedule = config.train, config.heads, config.schedule
@@ -134,23 +158,23 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
     preprocessor = TaskPreprocessor(tokenizer, config.data.max_sequence_length, heads.pair_encoder,
                                     trim=not train.jit_compile,  # XLA wants one shape
                                     sts_encoder=heads.sts_encoder)
-    run.stage(f"reading task files under {data_dir}")
-    dev = load_dev_sets(config, data_dir)
-    batches = training_batches(config, data_dir, preprocessor, dev).skip(run.start_step).prefetch(tf.data.AUTOTUNE)
+    run.stage(f"reading task files (working folder, then {data_dir})")
+    tasks, train_examples, dev = load_task_data(config, data_dir)
+    batches = training_batches(config, tasks, train_examples, preprocessor).skip(run.start_step) \
+        .prefetch(tf.data.AUTOTUNE)
 
     with strategy.scope():
-        model = build_model(config, init_checkpoint)
-        last = config.tasks[-1]  # a batch of any task builds every head
+        model = build_model(config, tasks, init_checkpoint)
+        last = tasks[list(tasks)[-1]]  # a batch of any task builds every head
         run.prepare(model, lambda optimizer: model.compile(optimizer=optimizer, jit_compile=train.jit_compile),
-                    batches, build=lambda: model(next(iter(task_dataset(last, dev[last][:2], preprocessor, 2,
+                    batches, build=lambda: model(next(iter(task_dataset(last, dev[last.name][:2], preprocessor, 2,
                                                                          False)))[0]), heads="task heads")
-    heads_text = ", ".join(f"{heads.encoders[t]}-encoder {TASKS[t].head}" if t in heads.encoders else TASKS[t].head
-                           for t in config.tasks)
+    heads_text = ", ".join(f"{heads.encoder_of(t)}-encoder {t.head}" if t.is_pair else t.head for t in tasks.values())
     run.stage(f"model: {model.count_params() / 1e6:.1f}M parameters, heads: {heads_text}; {schedule.sampling} "
               f"sampling; {train.total_steps} steps in {train.num_blocks} blocks" + run.resuming())
 
     best_path = os.path.join(output_dir, "best.weights.h5")
-    dev_evaluation = DevEvaluation(preprocessor, dev, best_path, config.trained_tasks)
+    dev_evaluation = DevEvaluation(preprocessor, dev, best_path, tuple(tasks[t] for t in config.trained_tasks))
     fit = run.fit(model, batches, evaluation=(dev_evaluation,), checkpoint=False)
     trained_steps = int(model.optimizer.iterations.numpy())  # before the best block's weights reload it
     metrics, predictions = best_block_results(model, preprocessor, dev, dev_evaluation, run)
@@ -162,39 +186,36 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
                    examples_per_second=fit.examples_per_second,
                    skipped_nonfinite_batches=fit.skipped_nonfinite_batches,
                    init_checkpoint=init_checkpoint, pair_encoder=heads.pair_encoder,
-                   sts_encoder=heads.sts_encoder or heads.pair_encoder)
+                   sts_encoder=heads.sts_encoder or heads.pair_encoder,
+                   per_class={name: class_report(task, [e.label for e in dev[name]],
+                                                 predicted_classes(task, predictions[name]))
+                              for name, task in tasks.items() if task.is_classes})
     if run.is_chief:
         write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, train.steps_per_block)
-    run.stage("done: " + "  ".join(f"{k}={metrics[k]:.3f}" for k in headline_keys(config.tasks))
+    run.stage("done: " + "  ".join(f"{k}={metrics[k]:.3f}" for k in headline_keys(tasks.values()))
               + f" -> {output_dir}")
     return metrics
 
 
-def training_batches(config: FinetuneConfig, data_dir: str, preprocessor: TaskPreprocessor,
-                     dev: dict) -> tf.data.Dataset:
-    """The endless stream of single-task training batches of the config's tasks, drawn as
-    `schedule.sampling` says (an untrained task, share 0, still takes its place in the draw)."""
+def training_batches(config: FinetuneConfig, tasks: dict, examples: dict,
+                     preprocessor: TaskPreprocessor) -> tf.data.Dataset:
+    """The endless stream of single-task training batches of the run's tasks ({name: Task},
+    {name: examples}), drawn as `schedule.sampling` says (an untrained task, share 0, still
+    takes its place in the draw)."""
     train, data, schedule = config.train, config.data, config.schedule
-    train_sets, sizes = {}, {}
-    for task in config.tasks:
-        examples = load_examples(task, resolve_path(data_dir, data.train_files[task]),
-                                 data.max_train_examples, train.seed)
-        if len(examples) < train.batch_size:
-            raise ValueError(f"{task}: {len(examples)} training examples, fewer than one batch "
-                             f"(train.batch_size={train.batch_size})")
-        sizes[task] = len(examples)
-        train_sets[task] = task_dataset(task, examples, preprocessor, train.batch_size, True, train.seed,
-                                        data.group_by_length, data.swap_pairs)
-        print(f"   {task}: {len(examples)} train, {len(dev[task])} dev")
+    sizes = {name: len(examples[name]) for name in tasks}
+    train_sets = {name: task_dataset(task, examples[name], preprocessor, train.batch_size, True, train.seed,
+                                     data.group_by_length, data.swap_pairs) for name, task in tasks.items()}
     return interleave_tasks(train_sets, sizes, schedule.sampling, schedule.temperature, train.seed,
                             schedule.shares)
 
 
-def build_model(config: FinetuneConfig, init_checkpoint: str) -> MultitaskBert:
-    """The config's multitask model on the encoder of `init_checkpoint`."""
+def build_model(config: FinetuneConfig, tasks: dict, init_checkpoint: str) -> MultitaskBert:
+    """The config's multitask model, with a head per task of `tasks` ({name: Task}, their
+    classes known), on the encoder of `init_checkpoint`."""
     heads, schedule = config.heads, config.schedule
     return MultitaskBert(
-        load_encoder(init_checkpoint), tasks=config.tasks, pair_encoder=heads.pair_encoder,
+        load_encoder(init_checkpoint), tasks=tuple(tasks.values()), pair_encoder=heads.pair_encoder,
         unpadded=False if config.train.jit_compile else None,  # XLA compiles one shape
         sts_encoder=heads.sts_encoder, pooling=heads.pooling,
         dropout=heads.dropout, sts_loss=heads.sts_loss, para_mnrl_weight=heads.para_mnrl_weight,
@@ -221,10 +242,12 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
     for task, examples in dev.items():
         write_predictions(os.path.join(output_dir, "predictions", f"{task}-dev.tsv"), examples,
                           predictions[task])
+    confusion = {}
     for name in dev:
-        task = TASKS[name]
-        if task.kind == "classes":
-            plot_confusion([e.label for e in dev[name]], predictions[name].argmax(-1), task.class_names,
+        task = model.task_specs[name]
+        if has_confusion(task):
+            confusion[name] = f"{name}_confusion.png"
+            plot_confusion([e.label for e in dev[name]], predictions[name].argmax(-1), task.served_names,
                            os.path.join(output_dir, f"{name}_confusion.png"),
                            f"{task.title}: {len(dev[name])} dev examples"
                            + (f" that chose step {metrics['best_step']}" if "best_step" in metrics else "")
@@ -235,4 +258,5 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
     history = os.path.join(output_dir, "history.csv")
     if os.path.exists(history):
         plot_curves(history, os.path.join(output_dir, "curves.png"), "multitask fine-tuning", steps_per_block)
+    write_run_report(output_dir, model.task_specs, metrics, confusion)
     mark_finished(output_dir, metrics)

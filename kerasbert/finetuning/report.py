@@ -1,0 +1,41 @@
+"""A fine-tuning run's `report.md`: each task's headline metrics, per-class precision, recall
+and F1 of the classes kinds, and the plots beside it.
+
+Example:
+    >>> print("\\n".join(class_table({"negative": {"precision": 0.8, "recall": 0.5, "f1": 0.615, "support": 10}})))
+    | class | precision | recall | F1 | dev examples |
+    |---|---:|---:|---:|---:|
+    | negative | 0.800 | 0.500 | 0.615 | 10 |
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def class_table(per_class: dict[str, dict[str, float]]) -> list[str]:
+    """Markdown rows of one task's per-class precision, recall, F1 and support."""
+    lines = ["| class | precision | recall | F1 | dev examples |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {row['precision']:.3f} | {row['recall']:.3f} | {row['f1']:.3f} | {row['support']} |"
+              for name, row in per_class.items()]
+    return lines
+
+
+def write_run_report(output_dir: str, tasks: dict, metrics: dict, confusion_files: dict[str, str]) -> str:
+    """Writes `<output_dir>/report.md` for the run's `tasks` ({name: Task}); returns its path."""
+    lines = [f"# Fine-tuning run: {os.path.basename(os.path.abspath(output_dir))}", "",
+             f"{metrics['train_steps']} steps; the weights of step {metrics['best_step']} are kept (the best dev "
+             f"`overall`, {metrics['overall']:.3f}). Metrics: [metrics.json](metrics.json).", "",
+             "![losses and dev metrics](curves.png)", ""]
+    for name, task in tasks.items():
+        values = ", ".join(f"{key.removeprefix(name + '_')} {metrics[key]:.3f}" for key in task.metric_names)
+        lines += [f"## {task.title} (`{name}`, {task.kind}, {metrics['dev_examples'][name]} dev examples)", "",
+                  f"{values}.", ""]
+        if name in metrics.get("per_class", {}):
+            lines += class_table(metrics["per_class"][name]) + [""]
+        if name in confusion_files:
+            lines += [f"![{task.title} confusion matrix]({confusion_files[name]})", ""]
+    path = os.path.join(output_dir, "report.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    return path

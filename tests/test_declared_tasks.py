@@ -1,0 +1,220 @@
+"""Tasks declared in a config, on the user's own CSV, TSV and JSON Lines files: every kind from
+every format, the checks made before any training, and a run folder that carries its tasks
+to evaluate and export."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from conftest import run_main
+from kerasbert.config import ConfigError, FinetuneConfig, load_config
+from kerasbert.data.rows import DataError
+from kerasbert.data.tasks import read_task_file, read_training_file
+from kerasbert.tasks import Task, TaskError, declare_tasks
+
+WORDS = ["refund", "charge", "crash", "error", "login", "password", "slow", "page", "card", "screen"]
+
+
+def write_csv(path, header, rows, delimiter=","):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, delimiter=delimiter)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return str(path)
+
+
+def write_jsonl(path, records):
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(record) + "\n" for record in records)
+    return str(path)
+
+
+def text(i):
+    return " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 4 + i % 3)) + f', "item {i}"'
+
+
+def test_every_kind_from_every_format_labels_as_text_and_as_numbers(tmp_path):
+    categories = ["billing", "bug", "account"]
+    tickets = Task("tickets", "classes", text="body", label="category")  # CSV, text labels
+    csv_file = write_csv(tmp_path / "t.csv", ["id", "body", "category"],
+                         [[f"t{i}", text(i) + "\nsecond line", categories[i % 3]] for i in range(12)])
+    task, result = read_training_file(tickets, csv_file)
+    assert task.served_names == ("account", "billing", "bug")  # sorted, as found
+    assert [e.label for e in result.examples[:3]] == [1, 2, 0]
+    assert result.examples[0].text_a == text(0) + " second line"  # quoted comma, quote and newline kept
+
+    nli = Task("nli", "pair_classes", text_a="premise", text_b="hypothesis", label="gold_label",
+               class_names=("entailment", "neutral", "contradiction"))  # JSONL, the declared order
+    jsonl = write_jsonl(tmp_path / "n.jsonl", [{"premise": text(i), "hypothesis": text(i + 1),
+                                                "gold_label": ["neutral", "entailment", "contradiction"][i % 3]}
+                                               for i in range(9)])
+    task, result = read_training_file(nli, jsonl)
+    assert task.served_names == ("entailment", "neutral", "contradiction")
+    assert [e.label for e in result.examples[:3]] == [1, 0, 2] and result.examples[0].text_b == text(1)
+
+    stars = Task("stars", "classes", text="review", label="stars")  # JSONL, numbers as classes
+    jsonl = write_jsonl(tmp_path / "s.jsonl", [{"review": text(i), "stars": [1, 2, 10, 9][i % 4]} for i in range(8)])
+    task, result = read_training_file(stars, jsonl)
+    assert task.served_names == ("1", "2", "9", "10")  # numbers sorted as numbers
+    assert [e.label for e in result.examples[:4]] == [0, 1, 3, 2]
+
+    same = Task("same", "pair_binary", text_a="a", text_b="b", label="same",
+                class_names=("different", "same"), labels=("0", "1"))  # TSV, "1.0" is 1
+    tsv = write_csv(tmp_path / "p.tsv", ["a", "b", "same"], [[text(i), text(i + 2), f"{i % 2}.0"] for i in range(6)],
+                    delimiter="\t")
+    assert [e.label for e in read_training_file(same, tsv)[1].examples[:2]] == [0, 1]
+
+    rating = Task("rating", "score", text="review", label="stars", min_score=1, max_score=5)  # TSV
+    tsv = write_csv(tmp_path / "r.tsv", ["review", "stars"], [[text(i), str(1 + i % 5)] for i in range(10)],
+                    delimiter="\t")
+    task, result = read_training_file(rating, tsv)
+    assert (task.min_score, task.max_score) == (1.0, 5.0) and result.examples[3].label == 4.0
+
+    similar = Task("similar", "pair_score", text_a="s1", text_b="s2", label="score")  # CSV, range from the file
+    task, result = read_training_file(similar, write_csv(tmp_path / "ps.csv", ["s1", "s2", "score"],
+                                                         [[text(i), text(i + 1), i / 4] for i in range(9)]))
+    assert (task.min_score, task.max_score) == (0.0, 2.0) and len(result.examples) == 9
+
+
+def test_each_check_before_training_names_file_line_and_column(tmp_path):
+    tickets = Task("tickets", "classes", text="body", label="category")
+    rows = [[text(i), ["a", "b"][i % 2]] for i in range(6)]
+    with pytest.raises(DataError, match=r"t.csv:1: header lacks column\(s\) \['category'\] for task 'tickets' "
+                                        r"\(csv\). Header: \['body', 'cat'\]"):
+        read_training_file(tickets, write_csv(tmp_path / "t.csv", ["body", "cat"], rows))
+    with pytest.raises(DataError, match=r"n.jsonl:1: no key 'category' for task 'tickets'. Keys: \['body'\]"):
+        read_training_file(tickets, write_jsonl(tmp_path / "n.jsonl", [{"body": "x"}]))
+    task, _ = read_training_file(tickets, write_csv(tmp_path / "train.csv", ["body", "category"], rows))
+    dev = write_csv(tmp_path / "dev.csv", ["body", "category"], rows[:2] + [["new text", "c"]])
+    with pytest.raises(DataError, match=r"dev.csv:4: column 'category': label 'c' is not one of task 'tickets''s "
+                                        r"classes \['a', 'b'\]"):
+        read_task_file(task, dev)
+    declared = Task("tickets", "classes", text="body", label="category", class_names=("a", "b", "c"))
+    with pytest.raises(DataError, match=r"train.csv: column 'category' has no training example of class\(es\) "
+                                        r"\['c'\] of task 'tickets'"):
+        read_training_file(declared, str(tmp_path / "train.csv"))
+    with pytest.raises(DataError, match=r"one.csv: column 'category' has one class only \('a'\)"):
+        read_training_file(tickets, write_csv(tmp_path / "one.csv", ["body", "category"], [["x", "a"], ["y", "a"]]))
+    stars = Task("stars", "score", text="body", label="stars")
+    with pytest.raises(DataError, match=r"s.csv:3: column 'stars': label 'five' is not a number"):
+        read_training_file(stars, write_csv(tmp_path / "s.csv", ["body", "stars"], [["x", "1"], ["y", "five"]]))
+    declared_range = Task("stars", "score", text="body", label="stars", min_score=1, max_score=5)
+    with pytest.raises(DataError, match=r"s.csv:3: column 'stars': label 'five' is not a number"):
+        read_training_file(declared_range, str(tmp_path / "s.csv"))
+
+    with pytest.raises(TaskError, match=r"declares task\(s\) \['tickets'\] twice"):
+        declare_tasks([tickets, tickets])
+    config = tmp_path / "config.json"
+    config.write_text('{"tasks": {"tickets": {"kind": "classes", "text": "a"}, "tickets": {"kind": "score", "text": "b"}}}')
+    with pytest.raises(ConfigError, match=r"config.json: key\(s\) \['tickets'\] given twice"):
+        load_config(FinetuneConfig, str(config))
+    with pytest.raises(ConfigError, match=r"task 'embed''s signature 'embed' clashes with a signature of the export"):
+        load_config(FinetuneConfig, None, ['tasks.embed={"kind": "classes", "text": "t"}'])
+    with pytest.raises(ConfigError, match=r"task 'sentiment''s signature 'sentiment' clashes with a signature of "
+                                          r"task 'sst'; rename the task, or declare a \"head\""):
+        declare_tasks_as_config({"sst": {}, "sentiment": {"kind": "classes", "text": "t"}})
+    with pytest.raises(ConfigError, match=r"task 'nli': a pair_classes task names its text column\(s\) text_a and "
+                                          r"text_b; missing: \['text_b'\]"):
+        declare_tasks_as_config({"nli": {"kind": "pair_classes", "text_a": "p"}})
+    with pytest.raises(ConfigError, match=r"task 'x' is not a shipped task .* needs a kind"):
+        declare_tasks_as_config({"x": {"text": "t"}})
+
+
+def declare_tasks_as_config(tasks):
+    return load_config(FinetuneConfig, None, ["tasks=" + json.dumps(tasks)]).tasks
+
+
+def test_the_config_layouts_a_task_file_and_overrides_declare_the_same_tasks(tmp_path):
+    declaration = {"tickets": {"kind": "classes", "train_file": "t.csv", "dev_file": "d.csv",
+                               "text": "body", "label": "category"},
+                   "sts": {}}
+    (tmp_path / "tasks.json").write_text(json.dumps(declaration))
+    (tmp_path / "a.json").write_text(json.dumps({"tasks": declaration}))
+    (tmp_path / "b.json").write_text(json.dumps({"tasks": "tasks.json"}))
+    inline = load_config(FinetuneConfig, str(tmp_path / "a.json"))
+    assert load_config(FinetuneConfig, str(tmp_path / "b.json")).tasks == inline.tasks
+    assert list(inline.tasks) == ["tickets", "sts"] and inline.tasks["sts"].title == "STS-B"
+    overridden = load_config(FinetuneConfig, str(tmp_path / "a.json"), ["tasks.tickets.train_file=other.csv",
+                                                                         "schedule.loss_weights.tickets=2"])
+    assert overridden.tasks["tickets"].train_file == "other.csv" and overridden.schedule.loss_weights["tickets"] == 2
+    # The resolved config (config.json of a run) reads back as the same tasks.
+    from kerasbert.config import from_dict, to_dict
+    assert from_dict(FinetuneConfig, json.loads(json.dumps(to_dict(inline)))).tasks == inline.tasks
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    """A tiny random encoder with MiniLM's vocabulary, as a preset folder."""
+    from kerasbert.config import ModelConfig
+    from kerasbert.models.encoder import build_encoder, minilm_checkpoint
+    from kerasbert.tokenization import load_tokenizer
+
+    checkpoint = tmp_path_factory.mktemp("tiny") / "encoder"
+    build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=16, num_heads=2), 30522) \
+        .save_to_preset(str(checkpoint))
+    load_tokenizer(minilm_checkpoint()).save_to_preset(str(checkpoint))
+    return str(checkpoint)
+
+
+def test_a_run_on_declared_tasks_is_scored_evaluated_and_exported_from_its_folder(tmp_path, capsys, monkeypatch,
+                                                                                  tiny_checkpoint):
+    import tensorflow as tf
+
+    categories = ["billing", "bug", "account"]
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, count in (("train", 48), ("dev", 24)):
+        write_csv(data / f"tickets-{split}.csv", ["body", "category"],
+                  [[text(i), categories[i % 3]] for i in range(count)])
+        write_jsonl(data / f"nli-{split}.jsonl", [{"premise": text(i), "hypothesis": text(i + 1),
+                                                    "gold_label": ["entailment", "neutral", "contradiction"][i % 3]}
+                                                   for i in range(count)])
+        write_csv(data / f"stars-{split}.tsv", ["review", "stars"], [[text(i), 1 + i % 5] for i in range(count)],
+                  delimiter="\t")
+    config = {"tasks": {
+        "tickets": {"kind": "classes", "train_file": "tickets-train.csv", "dev_file": "tickets-dev.csv",
+                    "text": "body", "label": "category"},
+        "nli": {"kind": "pair_classes", "train_file": "nli-train.jsonl", "dev_file": "nli-dev.jsonl",
+                "text_a": "premise", "text_b": "hypothesis", "label": "gold_label"},
+        "stars": {"kind": "score", "train_file": "stars-train.tsv", "dev_file": "stars-dev.tsv",
+                  "text": "review", "label": "stars", "min_score": 1, "max_score": 5}},
+        "data": {"max_sequence_length": 32},
+        "train": {"batch_size": 8, "total_steps": 6, "steps_per_block": 3, "learning_rate": 1e-3}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    output, export_base = tmp_path / "out", tmp_path / "export"
+    run_main(["pipelines.finetune", "--config", str(tmp_path / "config.json"), "--data_dir", str(data),
+              "--init_checkpoint", tiny_checkpoint, "--output_dir", str(output)], capsys, check=True)
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert {"tickets_accuracy", "nli_accuracy", "stars_pearson", "stars_spearman", "overall"} <= set(metrics)
+    assert set(metrics["per_class"]["nli"]) == {"contradiction", "entailment", "neutral"}
+    assert sum(row["support"] for row in metrics["per_class"]["tickets"].values()) == 24
+    assert (output / "tickets_confusion.png").exists() and (output / "nli_confusion.png").exists()
+    report = (output / "report.md").read_text()
+    assert "| neutral |" in report and "![tickets confusion matrix](tickets_confusion.png)" in report
+
+    # The run folder alone: evaluate a file of a declared task, export it.
+    monkeypatch.chdir(tmp_path)  # nothing resolves against the data folder any more
+    evaluated = run_main(["pipelines.evaluate", "--model_dir", str(output), "--task", "tickets",
+                          "--data_file", str(data / "tickets-dev.csv")], capsys, check=True)
+    assert json.loads(evaluated.stdout)["tickets_accuracy"] == pytest.approx(metrics["tickets_accuracy"])
+    refused = run_main(["pipelines.evaluate", "--model_dir", str(output), "--task", "sst",
+                        "--data_file", str(data / "tickets-dev.csv")], capsys)
+    assert refused.returncode != 0 and "no head for task 'sst'; its tasks: tickets, nli, stars" in refused.stderr
+    run_main(["pipelines.export", "--model_dir", str(output), "--export_base", str(export_base)], capsys, check=True)
+    loaded = tf.saved_model.load(str(export_base / "1"))
+    assert {"tickets", "tickets_tokens", "tickets_classify", "nli", "nli_tokens", "nli_classify",
+            "stars", "stars_tokens", "stars_regress", "embed", "serving_default"} <= set(loaded.signatures)
+    answer = loaded.signatures["tickets"](text=tf.constant(["my card was charged twice", "the page is slow"]))
+    assert answer["probabilities"].shape == (2, 3)
+    names = sorted(categories)  # the classes as the training file gave them
+    assert [name.decode() for name in answer["class_name"].numpy()] == [names[i] for i in answer["label"].numpy()]
+    pair = loaded.signatures["nli"](text_a=tf.constant(["a"]), text_b=tf.constant(["b"]))
+    assert pair["class_name"].numpy()[0].decode() in ("contradiction", "entailment", "neutral")
+    score = loaded.signatures["stars"](text=tf.constant(["fine", "slow page"]))["score"].numpy()
+    assert np.all((score >= 1) & (score <= 5))
+    example = tf.train.Example(features=tf.train.Features(feature={
+        "text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"refund please"]))}))
+    classes = loaded.signatures["tickets_classify"](inputs=tf.constant([example.SerializeToString()]))
+    assert [c.decode() for c in classes["classes"].numpy()[0]] == ["account", "billing", "bug"]
