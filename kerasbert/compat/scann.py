@@ -19,8 +19,6 @@ import importlib.util
 import sys
 import types
 
-CHECKED_SCANN = ("1.4.2",)  # the release this was read on
-
 
 def scann_pybind():
     if "scann" not in sys.modules:

@@ -26,8 +26,6 @@ import os
 import numpy as np
 import tensorflow as tf
 
-FEATURES = ("segment_a", "segment_b", "nsp_label", "nsp_weight")
-
 
 def _ragged(rows: list[list[int]]) -> tf.RaggedTensor:
     lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))

@@ -96,8 +96,9 @@ class FusedAdamW(compat.GradientsBeforeClipping, keras.optimizers.AdamW):
             grad=tf.cast(tf.convert_to_tensor(gradient), dtype))
 
 
-def make_schedule(config: TrainConfig, learning_rate: float | None = None):
-    peak = learning_rate or config.learning_rate
+def make_schedule(config: TrainConfig):
+    """The config's learning-rate schedule: `linear` (WarmupLinearDecay) or `exponential`."""
+    peak = config.learning_rate
     if config.schedule == "exponential":
         return keras.optimizers.schedules.ExponentialDecay(
             peak, decay_steps=config.steps_per_block, decay_rate=config.exponential_gamma)
