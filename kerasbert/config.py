@@ -19,6 +19,7 @@ import os
 import typing
 from typing import Any
 
+from kerasbert.errors import ConfigError
 from kerasbert.tasks import DEFAULT_TASKS, TASKS, check_task_names, pair_encoders
 
 # Size presets: (num_layers, hidden_dim, num_heads). intermediate_dim is 4x hidden.
@@ -29,10 +30,6 @@ MODEL_PRESETS = {
     "medium": (8, 512, 8),
     "base": (12, 768, 12),
 }
-
-
-class ConfigError(ValueError):
-    """A config value is missing, unknown or out of range."""
 
 
 def _check(condition: bool, message: str) -> None:

@@ -43,6 +43,8 @@ import logging
 import keras
 import tensorflow as tf
 
+from kerasbert.errors import KerasbertError
+
 CHECKED_KERAS = ("3.15.1",)  # the releases whose private code below was read and tested
 log = logging.getLogger(__name__)
 _multiworker_installed = False
@@ -163,9 +165,9 @@ class NonFiniteStepHooks(keras.optimizers.LossScaleOptimizer):
 
     def __init__(self, inner_optimizer, **kwargs):
         if not checked():
-            raise RuntimeError(f"Keras {keras.__version__} is not one this project checked "
-                               f"({', '.join(CHECKED_KERAS)}): the non-finite step hooks may not run; "
-                               "see kerasbert/compat/keras.py")
+            raise KerasbertError(f"Keras {keras.__version__} is not one this project checked "
+                                 f"({', '.join(CHECKED_KERAS)}): train.skip_nonfinite_batches needs private "
+                                 "hooks that may have changed; see kerasbert/compat/keras.py")
         super().__init__(inner_optimizer, **kwargs)
 
     def apply_finite(self, grads, trainable_variables) -> None:

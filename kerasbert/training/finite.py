@@ -20,9 +20,7 @@ import math
 import keras
 
 from kerasbert.compat.keras import NonFiniteStepHooks
-
-class NonFiniteError(ValueError):
-    """Training or a model reached NaN or infinite values; the message says where."""
+from kerasbert.errors import NonFiniteError
 
 
 def nonfinite_variables(variables) -> list[str]:
