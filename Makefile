@@ -24,9 +24,17 @@ install: $(STAMP)
 demo: install
 	$(PY) -m pipelines.demo --data_dir $(DATA_DIR)
 
+# Modules whose docstring examples run as tests (`make test` runs them first, in seconds):
+# the ones that need no TensorFlow. tests/test_api_examples.py runs the public API's.
+DOCTEST_MODULES := kerasbert/errors.py kerasbert/console.py kerasbert/cpu_kernels.py kerasbert/compat/scann.py \
+	kerasbert/data/corpus.py kerasbert/data/rows.py kerasbert/durable.py kerasbert/quiet.py \
+	kerasbert/pretraining/document_pairs.py kerasbert/pretraining/pairs.py kerasbert/training/run_folder.py \
+	kerasbert/vector_index.py pipelines/common.py
+
 # Two workers: most of a test's time is single-threaded graph tracing, so two cores
 # finish the suite ~1.5x sooner than one worker does.
 test: install
+	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_MODULES)
 	$(PY) -m pytest -q -n 2 --dist worksteal --durations=10 tests
 
 # The peer, Hugging Face transformers on PyTorch (CPU), in its own environment: never a

@@ -1,7 +1,7 @@
 """What kerasbert and its peer (benchmarks/peer_torch.py) share, so that both train on the
 same batches and are scored and timed the same way: pretraining batches on disk, the
-held-out scores, the inference timing, and the encoder's products alone (the skeleton that
-the floor part times in both frameworks). NumPy only: the peer's environment has no TensorFlow.
+held-out scores and the inference timing. NumPy only: the peer's environment has no
+TensorFlow.
 
 A batch file (`.npz`) holds rows, `batch_size` of them a step, in training order:
     token_ids, segment_ids, padding_mask   int32 (rows, seq)
@@ -18,8 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import json
-import os
 import time
 
 import numpy as np
@@ -97,59 +95,3 @@ def time_embedding(embed, sentences: list, batch_size: int, repeats: int, latenc
         embed([sentence])
         latencies.append(time.perf_counter() - started)
     return embeddings, rates, latencies
-
-
-# --- The encoder's products alone ("the skeleton") -------------------------------------------
-#
-# Per layer, on x (tokens, hidden) of one call of `b` sentences padded to width `w`:
-#     q, k, v = x @ Wq, x @ Wk, x @ Wv, each zero-padded to b * w rows, laid out (b, heads, w, head_dim)
-#     context = softmax(q @ k^T) @ v                         (b, heads, w, head_dim)
-#     x = (context as (b * w, hidden), its first `tokens` rows) @ Wo @ W_in @ W_out
-# The products of BERT's encoder at the shapes kerasbert's unpadded encoder gives them, with
-# the softmax and layout changes between them, and nothing else: no bias, GELU, LayerNorm,
-# residual, dropout, token gathers or scatters, tokenizer or packer. Both sides compute it
-# from the same weights and inputs (`skeleton_weights`, `skeleton_input`), so its outputs
-# agree too. Its time is what a call of the encoder costs at least with that framework's
-# kernels: the floor under kerasbert's export.
-
-def encoder_dims(checkpoint: str) -> dict:
-    """layers, hidden, intermediate and heads of a Hugging Face BERT checkpoint (its config.json)."""
-    with open(os.path.join(checkpoint, "config.json")) as f:
-        config = json.load(f)
-    return {"layers": config["num_hidden_layers"], "hidden": config["hidden_size"],
-            "intermediate": config["intermediate_size"], "heads": config["num_attention_heads"]}
-
-
-def skeleton_weights(dims: dict, seed: int = 0) -> list[list[np.ndarray]]:
-    """Per layer, the kernels of its six products: Wq, Wk, Wv, Wo (hidden, hidden), W_in
-    (hidden, intermediate) and W_out (intermediate, hidden), with variance 1 / fan-in as an
-    initialiser would draw them (a product's speed does not depend on its values, as long as
-    they are not denormal; the skeleton's attention averages them down to about 0.03 after
-    MiniLM's six layers)."""
-    rng = np.random.default_rng(seed)
-    h, i = dims["hidden"], dims["intermediate"]
-    shapes = [(h, h)] * 4 + [(h, i), (i, h)]
-    return [[(rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32) for s in shapes]
-            for _ in range(dims["layers"])]
-
-
-def skeleton_input(token_counts: list[int], hidden: int, seed: int = 1) -> np.ndarray:
-    """(sum of token_counts, hidden): the rows of each sentence, in order."""
-    return np.random.default_rng(seed).standard_normal((sum(token_counts), hidden)).astype(np.float32)
-
-
-def time_skeleton(skeleton, token_counts: list[int], dims: dict, batch_size: int, repeats: int,
-                  latency_sentences: int):
-    """`time_embedding` of `skeleton(x, b, w)` (-> array) on calls shaped as the inference
-    part's: the sentences `batch_size` at a time, then one at a time.
-
-    >>> outputs, rates, latencies = time_skeleton(run, [12, 30, 9], dims, 32, repeats=3, latency_sentences=3)
-    """
-    x = skeleton_input(token_counts, dims["hidden"])
-    starts = np.concatenate([[0], np.cumsum(token_counts)])
-
-    def embed(indices: list[int]):
-        first, last = indices[0], indices[-1] + 1
-        return skeleton(x[starts[first]:starts[last]], last - first, max(token_counts[first:last]))
-
-    return time_embedding(embed, list(range(len(token_counts))), batch_size, repeats, latency_sentences)

@@ -5,10 +5,8 @@ TensorFlow. Inputs and results pass through files.
 
     python -m benchmarks.peer_torch pretrain --inputs DIR --init INIT.npz --output OUT.json
     python -m benchmarks.peer_torch pretrain_speed --inputs DIR --init INIT.npz --output OUT.json
-    python -m benchmarks.peer_torch updates --inputs DIR --init INIT.npz --at 10 50 --weights W.npz --output OUT.json
     python -m benchmarks.peer_torch finetune_speed --checkpoint MINILM --batches B.npz --output OUT.json
     python -m benchmarks.peer_torch inference --checkpoint MINILM --sentences S.json --output OUT.json
-    python -m benchmarks.peer_torch floor --checkpoint MINILM --token_counts COUNTS.json --output OUT.json
 
 `pretrain` trains `BertForPreTraining` on the batch file `DIR/train.npz` (layout in
 benchmarks/peer_protocol.py) from the weights in INIT.npz (Hugging Face names), with the
@@ -31,8 +29,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from benchmarks.peer_protocol import (batch, encoder_dims, heldout_scores, load_rows, skeleton_weights,
-                                      time_embedding, time_skeleton)
+from benchmarks.peer_protocol import batch, heldout_scores, load_rows, time_embedding
 from benchmarks.results import write_json
 
 
@@ -165,8 +162,6 @@ def training_setup(args):
         settings = json.load(f)
     torch.manual_seed(args.seed)
     train = settings["train"]
-    if args.weight_decay is not None:
-        train["weight_decay"] = args.weight_decay
     model = pretraining_model(settings["model"], args.init)
     model.train()
     optimizer, scheduler = make_optimizer(model, train)
@@ -231,20 +226,6 @@ def pretrain_speed(args) -> dict:
     return {"step_seconds": step_seconds, "versions": versions()}
 
 
-def updates(args) -> dict:
-    """Trains as `pretrain` does and writes the weights after each of the steps `--at` to
-    `--weights` (keys `step/parameter name`), for the step-by-step comparison."""
-    train, model, optimizer, scheduler, rows = training_setup(args)
-    weights = {}
-    for step in range(max(args.at)):
-        train_step(model, optimizer, scheduler, batch(rows, step, train["batch_size"]), train)
-        if step + 1 in args.at:
-            weights.update({f"{step + 1}/{name}": parameter.detach().numpy().copy()
-                            for name, parameter in model.named_parameters()})
-    np.savez(args.weights, **weights)
-    return {"weights": args.weights, "versions": versions()}
-
-
 # --- Fine-tuning and inference on the MiniLM checkpoint --------------------------------
 
 def finetune_speed(args) -> dict:
@@ -303,54 +284,20 @@ def inference(args) -> dict:
             "latency_sentences": len(latencies), "versions": versions()}
 
 
-def torch_skeleton(dims: dict):
-    """peer_protocol's skeleton in PyTorch: (x, b, w) -> array."""
-    layers = [[torch.from_numpy(kernel) for kernel in layer] for layer in skeleton_weights(dims)]
-    heads, head_dim = dims["heads"], dims["hidden"] // dims["heads"]
-
-    @torch.inference_mode()
-    def run(x, b, w):
-        x = torch.from_numpy(x)
-        tokens = x.shape[0]
-        for wq, wk, wv, wo, w_in, w_out in layers:
-            q, k, v = (F.pad(x @ kernel, (0, 0, 0, b * w - tokens)).reshape(b, w, heads, head_dim).transpose(1, 2)
-                       for kernel in (wq, wk, wv))
-            context = torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v
-            x = context.reshape(b * w, -1)[:tokens] @ wo @ w_in @ w_out
-        return x.numpy()
-
-    return run
-
-
-def floor(args) -> dict:
-    """The encoder's products alone (benchmarks/peer_protocol.py), timed as `inference` times."""
-    dims = encoder_dims(args.checkpoint)
-    with open(args.token_counts) as f:
-        counts = json.load(f)
-    outputs, rates, latencies = time_skeleton(torch_skeleton(dims), counts, dims, args.batch_size, args.repeats,
-                                              args.latency_sentences)
-    np.save(args.output + ".outputs.npy", outputs)
-    return {"sentences_per_second": rates, "p50_latency_ms": 1000 * statistics.median(latencies),
-            "versions": versions()}
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_torch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("pretrain", "pretrain_speed", "updates"):
+    for name in ("pretrain", "pretrain_speed"):
         command = commands.add_parser(name)
         command.add_argument("--inputs", required=True, help="Folder with train.npz, heldout.npz, peer_config.json.")
         command.add_argument("--init", required=True, help="Initial weights (.npz, Hugging Face names).")
         command.add_argument("--seed", type=int, default=1234)
-        command.add_argument("--weight_decay", type=float, default=None, help="Instead of the settings' weight decay.")
     commands.choices["pretrain"].add_argument(
         "--state", default="", help="Resume file: written after every block, resumed from when present.")
     commands.choices["pretrain_speed"].add_argument("--warmup", type=int, default=3)
     commands.choices["pretrain_speed"].add_argument("--steps", type=int, default=20)
     commands.choices["pretrain_speed"].add_argument("--repeats", type=int, default=3)
-    commands.choices["updates"].add_argument("--at", type=int, nargs="+", required=True, help="Steps to save after.")
-    commands.choices["updates"].add_argument("--weights", required=True, help="Weights file (.npz) to write.")
     finetune = commands.add_parser("finetune_speed")
     finetune.add_argument("--checkpoint", required=True)
     finetune.add_argument("--batches", required=True)
@@ -358,23 +305,19 @@ def main(argv=None) -> int:
     finetune.add_argument("--learning_rate", type=float, default=5e-5)
     finetune.add_argument("--warmup", type=int, default=3)
     finetune.add_argument("--repeats", type=int, default=3)
-    for name in ("inference", "floor"):  # timed alike (peer_protocol.time_embedding)
-        command = commands.add_parser(name)
-        command.add_argument("--checkpoint", required=True)
-        command.add_argument("--batch_size", type=int, default=32)
-        command.add_argument("--repeats", type=int, default=3)
-        command.add_argument("--latency_sentences", type=int, default=256)
-    infer = commands.choices["inference"]
+    infer = commands.add_parser("inference")  # timed as kerasbert is (peer_protocol.time_embedding)
+    infer.add_argument("--checkpoint", required=True)
+    infer.add_argument("--batch_size", type=int, default=32)
+    infer.add_argument("--repeats", type=int, default=3)
+    infer.add_argument("--latency_sentences", type=int, default=256)
     infer.add_argument("--sentences", required=True, help="A JSON list of strings.")
     infer.add_argument("--max_length", type=int, default=128)
     infer.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="bfloat16: torch.autocast.")
-    commands.choices["floor"].add_argument("--token_counts", required=True,
-                                           help="A JSON list of each sentence's token count.")
     for command in commands.choices.values():
         command.add_argument("--output", required=True, help="Results JSON.")
     args = parser.parse_args(argv)
-    run = {"pretrain": pretrain, "pretrain_speed": pretrain_speed, "updates": updates,
-           "finetune_speed": finetune_speed, "inference": inference, "floor": floor}[args.command]
+    run = {"pretrain": pretrain, "pretrain_speed": pretrain_speed,
+           "finetune_speed": finetune_speed, "inference": inference}[args.command]
     write_json(args.output, run(args))
     return 0
 

@@ -18,11 +18,6 @@ Parts (each writes its entry of results.json; results.md and the PNG are redrawn
                     Each run (implementation, seed) trains in a process of its own,
                     `--jobs` side by side, and keeps its state under pretrain/ after
                     every block: a run stopped midway goes on from its last block.
-    updates         the two updates step by step (first seed, same weights, same batches):
-                    how far apart the accumulated updates are after each of
-                    `--update_steps`, beside kerasbert with and without XLA (the same
-                    algorithm in another order of float arithmetic); again with weight
-                    decay off on both sides; and the weights that carry the difference.
     pretrain_speed  tokens/s of both training steps on those batches, and each as a share
                     of the fp32 2048x2048 matmul peak measured in the same run.
     finetune_speed  MiniLM, SST-5, batch 32, the same packed batches: kerasbert's
@@ -33,11 +28,6 @@ Parts (each writes its entry of results.json; results.md and the PNG are redrawn
                     sentences/s at batch 32, p50 latency at batch 1, and how far apart the
                     embeddings are; in float32, and with bfloat16 products on both sides
                     (kerasbert's export option, torch.autocast).
-    floor           the least an inference call can cost with each framework's kernels: the
-                    encoder's products alone (benchmarks/peer_protocol.py, "the skeleton"),
-                    at the token counts of the inference part's calls, timed as it times
-                    them, in TensorFlow and in PyTorch; against the inference part's whole
-                    calls, the best ratio kerasbert's export could reach.
 Each part runs in a process of its own. A finished (part, implementation, seed) entry is
 kept when the command runs again.
 """
@@ -55,11 +45,10 @@ import time
 
 import numpy as np
 
-from benchmarks.peer_protocol import (FIELDS, encoder_dims, heldout_scores, load_rows, save_rows, skeleton_weights,
-                                      time_embedding, time_skeleton)
+from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, save_rows, time_embedding
 from benchmarks.results import load_results, save_results, timestamp, write_json
 
-PARTS = ("pretrain", "updates", "pretrain_speed", "finetune_speed", "inference", "floor")
+PARTS = ("pretrain", "pretrain_speed", "finetune_speed", "inference")
 CONFIG = "pipelines/configs/pretrain_mini.json"
 PEER_MODULE = "benchmarks.peer_torch"
 
@@ -421,101 +410,6 @@ def part_pretrain(args, results: dict) -> None:
                            "from their last block")
 
 
-# --- The updates, step by step ---------------------------------------------------------
-
-def kerasbert_update_weights(config, side: dict, inputs: str, seed: int, at: list[int],
-                             jit_compile: bool) -> dict[str, np.ndarray]:
-    """kerasbert's weights under Hugging Face's names (keys `step/name`) after each of the
-    steps `at`, trained as the pretrain part trains, with or without XLA."""
-    import keras
-
-    model = compiled_pretrainer(config, side, seed, jit_compile)
-    weights = {}
-
-    class Save(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            if batch + 1 in at:
-                weights.update({f"{batch + 1}/{name}": value for name, value in hugging_face_weights(self.model).items()})
-
-    model.fit(training_data(config, inputs).take(max(at)), epochs=1, callbacks=[Save()], verbose=0)
-    return weights
-
-
-def update_difference(a: dict, b: dict, initial: dict, step: int) -> float:
-    """|a's accumulated update - b's| / |a's accumulated update| after `step` steps from the
-    same `initial` weights, over every weight both name (keys `step/name`)."""
-    apart, moved = update_sums(a, b, initial, step)
-    apart, moved = sum(apart.values()), sum(moved.values())
-    return float(np.sqrt(apart / moved)) if moved else (0.0 if apart == 0 else float("inf"))  # lr 0: no update
-
-
-def update_sums(a: dict, b: dict, initial: dict, step: int) -> tuple[dict, dict]:
-    """Per weight name: the squared difference of a's and b's weights after `step` steps, and
-    the squared size of a's accumulated update."""
-    names = [name for name in initial if f"{step}/{name}" in a and f"{step}/{name}" in b]
-    apart = {n: float(np.sum((a[f"{step}/{n}"].astype(np.float64) - b[f"{step}/{n}"]) ** 2)) for n in names}
-    moved = {n: float(np.sum((a[f"{step}/{n}"].astype(np.float64) - initial[n]) ** 2)) for n in names}
-    return apart, moved
-
-
-def largest_differences(a: dict, b: dict, initial: dict, step: int, top: int = 3) -> list[dict]:
-    """The `top` weights by their share of the squared difference after `step` steps, with
-    their own relative difference and the largest absolute one."""
-    apart, moved = update_sums(a, b, initial, step)
-    total = sum(apart.values()) or 1.0
-    rows = []
-    for name in sorted(apart, key=apart.get, reverse=True)[:top]:
-        rows.append({"name": name, "share": apart[name] / total,
-                     "relative": float(np.sqrt(apart[name] / moved[name])) if moved[name] else 0.0,
-                     "largest": float(np.max(np.abs(a[f"{step}/{name}"].astype(np.float64) - b[f"{step}/{name}"])))})
-    return rows
-
-
-def peer_update_weights(args, inputs: str, init: str, seed: int, at: list[int], name: str,
-                        extra: tuple = ()) -> tuple[dict[str, np.ndarray], dict]:
-    """The peer's weights after each of the steps `at` (keys `step/name`), from `init`, and
-    its versions."""
-    folder = os.path.join(args.output_dir, "updates")
-    os.makedirs(folder, exist_ok=True)
-    peer = run_peer(args.peer_python, "updates",
-                    ["--inputs", inputs, "--init", init, "--seed", str(seed), "--at", *map(str, at),
-                     "--weights", os.path.join(folder, f"{name}.npz"), *extra],
-                    os.path.join(folder, f"{name}.json"))
-    with np.load(peer["weights"]) as weights:
-        return dict(weights), peer["versions"]
-
-
-def part_updates(args, results: dict) -> None:
-    """Whether the two implementations make the same updates, not only similar curves:
-    after a few steps their weights must be as close as kerasbert's own are with and
-    without XLA, or a difference in the algorithm is left. Weight decay off on both sides
-    shows how much of the difference its float32 rounding makes (its early steps are a
-    few units in the last place of a weight)."""
-    config = pretraining_config(args.config, args.steps)
-    inputs = os.path.join(args.output_dir, "inputs")
-    side = prepare_pretraining(config, args.data_dir, inputs)
-    seed, at = args.seeds[0], sorted(args.update_steps)
-    init = initial_weights_file(config, side, inputs, seed)
-    with np.load(init) as initial:
-        initial = dict(initial)
-    with_xla = kerasbert_update_weights(config, side, inputs, seed, at, jit_compile=True)
-    without_xla = kerasbert_update_weights(config, side, inputs, seed, at, jit_compile=False)
-    theirs, versions = peer_update_weights(args, inputs, init, seed, at, f"transformers-{seed}")
-    no_decay = dataclasses.replace(config, train=dataclasses.replace(config.train, weight_decay=0.0))
-    ours_no_decay = kerasbert_update_weights(no_decay, side, inputs, seed, at, jit_compile=True)
-    theirs_no_decay, _ = peer_update_weights(args, inputs, init, seed, at, f"transformers-{seed}-no-decay",
-                                          ("--weight_decay", "0"))
-    results["updates"] = {
-        "seed": seed, "steps": at,
-        "kerasbert_xla_vs_no_xla": [update_difference(with_xla, without_xla, initial, step) for step in at],
-        "kerasbert_vs_transformers": [update_difference(with_xla, theirs, initial, step) for step in at],
-        "no_weight_decay": [update_difference(ours_no_decay, theirs_no_decay, initial, step) for step in at],
-        "largest": {"with_weight_decay": largest_differences(with_xla, theirs, initial, at[0]),
-                    "no_weight_decay": largest_differences(ours_no_decay, theirs_no_decay, initial, at[0])},
-        "peer_versions": versions}
-    save(args, results)
-
-
 # --- Speed -----------------------------------------------------------------------------
 
 def part_pretrain_speed(args, results: dict) -> None:
@@ -622,7 +516,7 @@ def exported_embed(args, dtype: str, checkpoint: str, length: int):
 
 
 def inference_inputs(args) -> tuple[str, int, int, list]:
-    """What the inference and floor parts both measure on: the MiniLM checkpoint, the export's
+    """What the inference part measures on: the MiniLM checkpoint, the export's
     sequence length, the batch size and the first `--sentences` SST-5 dev sentences."""
     from kerasbert.models.encoder import minilm_checkpoint
 
@@ -658,71 +552,6 @@ def part_inference(args, results: dict) -> None:
         if dtype == "float32":
             part["max_abs_difference_float32"] = float(np.abs(embeddings - theirs).max())
     results["inference"] = {**part, "finished": timestamp()}
-    save(args, results)
-
-
-def tensorflow_skeleton(dims: dict):
-    """peer_protocol's skeleton in TensorFlow: (x, b, w) -> array, one graph for every shape."""
-    import tensorflow as tf
-
-    layers = [[tf.Variable(kernel) for kernel in layer] for layer in skeleton_weights(dims)]
-    heads, head_dim = dims["heads"], dims["hidden"] // dims["heads"]
-
-    @tf.function(input_signature=[tf.TensorSpec([None, dims["hidden"]]), tf.TensorSpec([], tf.int32),
-                                  tf.TensorSpec([], tf.int32)])
-    def run(x, b, w):
-        tokens = tf.shape(x)[0]
-        for wq, wk, wv, wo, w_in, w_out in layers:
-            q, k, v = (tf.transpose(tf.reshape(tf.pad(tf.matmul(x, kernel), [[0, b * w - tokens], [0, 0]]),
-                                               [b, w, heads, head_dim]), [0, 2, 1, 3]) for kernel in (wq, wk, wv))
-            context = tf.matmul(tf.nn.softmax(tf.matmul(q, k, transpose_b=True)), v)
-            x = tf.matmul(tf.matmul(tf.matmul(tf.reshape(context, [b * w, -1])[:tokens], wo), w_in), w_out)
-        return x
-
-    return lambda x, b, w: run(tf.constant(x), tf.constant(b, tf.int32), tf.constant(w, tf.int32)).numpy()
-
-
-def inference_token_counts(sentences: list, checkpoint: str, length: int) -> list[int]:
-    """Each sentence's token count as the export packs it ([CLS] and [SEP] included)."""
-    import tensorflow as tf
-
-    from kerasbert.finetuning.data import TaskPreprocessor
-    from kerasbert.tokenization import load_tokenizer
-
-    preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), length)
-    return [int(count) for i in range(0, len(sentences), 256)
-            for count in preprocessor.pack(tf.constant(sentences[i:i + 256]))["padding_mask"].numpy().sum(1)]
-
-
-def part_floor(args, results: dict) -> None:
-    checkpoint, length, size, sentences = inference_inputs(args)
-    counts, dims = inference_token_counts(sentences, checkpoint, length), encoder_dims(checkpoint)
-    inputs = os.path.join(args.output_dir, "inputs")
-    os.makedirs(inputs, exist_ok=True)
-    with open(os.path.join(inputs, "token_counts.json"), "w") as f:
-        json.dump(counts, f)
-    ours, rates, latencies = time_skeleton(tensorflow_skeleton(dims), counts, dims, size, args.repeats,
-                                           args.latency_sentences)
-    output = os.path.join(inputs, "peer-floor.json")
-    peer = run_peer(args.peer_python, "floor", ["--checkpoint", checkpoint, "--token_counts",
-                                                os.path.join(inputs, "token_counts.json"), "--batch_size", str(size),
-                                                "--repeats", str(args.repeats),
-                                                "--latency_sentences", str(args.latency_sentences)], output)
-    whole = {key: row for key, row in results.get("inference", {}).get("rows", {}).items() if key.endswith("float32")}
-    results["floor"] = {
-        "sentences": len(counts), "latency_sentences": min(args.latency_sentences, len(counts)), "batch_size": size,
-        "dims": dims, "mean_tokens": float(np.mean(counts)),
-        "rows": {"kerasbert/tensorflow": {"sentences_per_second": statistics.median(rates),
-                                          "p50_latency_ms": 1000 * statistics.median(latencies), "all_rates": rates},
-                 "transformers/pytorch": {"sentences_per_second": statistics.median(peer["sentences_per_second"]),
-                                          "p50_latency_ms": peer["p50_latency_ms"],
-                                          "all_rates": peer["sentences_per_second"]}},
-        "largest_difference": float(np.abs(ours - np.load(output + ".outputs.npy")).max()),
-        "largest_value": float(np.abs(ours).max()),
-        "whole_calls": {key.split("/")[0]: {k: row[k] for k in ("sentences_per_second", "p50_latency_ms")}
-                        for key, row in whole.items()},
-        "whole_calls_finished": results.get("inference", {}).get("finished", "") if whole else "",
-        "finished": timestamp()}
     save(args, results)
 
 
@@ -805,26 +634,6 @@ def section_pretrain(part: dict) -> list[str]:
     return lines
 
 
-def section_updates(s: dict) -> list[str]:
-    lines = [f"## The two updates, step by step (seed {s['seed']}, same weights, same batches)", "",
-             "|one run's accumulated update - the other's| / |the first's|, over all weights. kerasbert "
-             "with and without XLA is one algorithm in two orders of float arithmetic: the size of a "
-             "difference that is arithmetic only.", "",
-             "| after step | kerasbert with vs without XLA | kerasbert vs transformers | the same, weight decay off on both |",
-             "|---:|---:|---:|---:|"]
-    no_decay = [f"{value:.1e}" for value in s.get("no_weight_decay", [])] or ["not run"] * len(s["steps"])
-    for step, own, peer, peer_no_decay in zip(s["steps"], s["kerasbert_xla_vs_no_xla"],
-                                              s["kerasbert_vs_transformers"], no_decay):
-        lines.append(f"| {step} | {own:.1e} | {peer:.1e} | {peer_no_decay} |")
-    for label, rows in s.get("largest", {}).items():
-        lines += ["", f"Where kerasbert and transformers differ after step {s['steps'][0]}, "
-                      f"{label.replace('_', ' ')}:", "",
-                  "| weight | share of the difference | its relative difference | largest absolute difference |",
-                  "|---|---:|---:|---:|"]
-        lines += [f"| {r['name']} | {r['share']:.1%} | {r['relative']:.1e} | {r['largest']:.1e} |" for r in rows]
-    return lines + [""]
-
-
 def section_pretrain_speed(s: dict) -> list[str]:
     lines = ["## Pretraining speed (same batches, fp32, median of "
              f"{s['repeats']} x {s['timed_steps']} steps)", "",
@@ -877,34 +686,8 @@ def section_inference(s: dict) -> list[str]:
     return lines
 
 
-def section_floor(s: dict) -> list[str]:
-    d, rows, whole = s["dims"], s["rows"], s["whole_calls"]
-    lines = [f"## The floor: the encoder's products alone (float32, the inference part's calls, "
-             f"{s['mean_tokens']:.1f} tokens a sentence)", "",
-             f"MiniLM's {d['layers']} layers of products at the shapes kerasbert's unpadded encoder gives them "
-             "(Q, K, V, attention, output and feed-forward, with the softmax and layout changes between them; "
-             "no tokenizer, packer, bias, GELU or LayerNorm), from the same weights and inputs in both "
-             f"frameworks (outputs up to {s['largest_value']:.1e}, {s['largest_difference']:.1e} apart): what a "
-             "call costs at least with each framework's kernels.", "",
-             f"| what | sentences/s at batch {s['batch_size']} | p50 latency at batch 1 |", "|---|---:|---:|"]
-    named = [("kerasbert's export, the whole call", whole.get("kerasbert")),
-             ("the products alone, TensorFlow", rows["kerasbert/tensorflow"]),
-             ("the products alone, PyTorch", rows["transformers/pytorch"]),
-             ("transformers, the whole call", whole.get("transformers"))]
-    lines += [f"| {name} | {row['sentences_per_second']:.1f} | {row['p50_latency_ms']:.1f} ms |"
-              for name, row in named if row]
-    lines.append("")
-    floor, theirs = rows["kerasbert/tensorflow"], whole.get("transformers")
-    if theirs:
-        lines += [f"If nothing but its products took time, kerasbert's export would reach "
-                  f"**{floor['sentences_per_second'] / theirs['sentences_per_second']:.2f}x** the peer's throughput "
-                  f"(goal >= 2x) and **{floor['p50_latency_ms'] / theirs['p50_latency_ms']:.2f}x** its latency "
-                  f"(goal <= 0.6x). Whole calls: the inference part finished at {s['whole_calls_finished']}; "
-                  f"this part at {s['finished']}.", ""]
-    return lines
-
-SECTIONS = {"pretrain": section_pretrain, "updates": section_updates, "pretrain_speed": section_pretrain_speed,
-            "finetune_speed": section_finetune_speed, "inference": section_inference, "floor": section_floor}
+SECTIONS = {"pretrain": section_pretrain, "pretrain_speed": section_pretrain_speed,
+            "finetune_speed": section_finetune_speed, "inference": section_inference}
 
 
 def render_markdown(results: dict) -> str:
@@ -934,7 +717,7 @@ def part_command(args, part: str) -> list[str]:
             "--seeds", *map(str, args.seeds), "--implementations", *args.implementations,
             "--speed_steps", str(args.speed_steps), "--repeats", str(args.repeats),
             "--sentences", str(args.sentences), "--latency_sentences", str(args.latency_sentences),
-            "--update_steps", *map(str, args.update_steps), "--jobs", str(args.jobs), "--parts", part]
+            "--jobs", str(args.jobs), "--parts", part]
 
 
 def main(argv=None) -> int:
@@ -952,8 +735,6 @@ def main(argv=None) -> int:
     parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS)[:2], choices=list(IMPLEMENTATIONS),
                         help="The pretrain part's runs per seed; kerasbert-no-xla: kerasbert without XLA, "
                              "a control for float arithmetic alone.")
-    parser.add_argument("--update_steps", type=int, nargs="+", default=[10, 50, 150],
-                        help="Steps after which the updates part compares the weights.")
     parser.add_argument("--speed_steps", type=int, default=20, help="Timed steps per repeat.")
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of each timing.")
     parser.add_argument("--sentences", type=int, default=1024, help="SST-5 dev sentences for inference.")
@@ -970,8 +751,8 @@ def main(argv=None) -> int:
         print(render_markdown(load_results(args.output_dir, default={})))
         return 0
     results = load_results(args.output_dir, default={})
-    runners = {"pretrain": part_pretrain, "updates": part_updates, "pretrain_speed": part_pretrain_speed,
-               "finetune_speed": part_finetune_speed, "inference": part_inference, "floor": part_floor}
+    runners = {"pretrain": part_pretrain, "pretrain_speed": part_pretrain_speed,
+               "finetune_speed": part_finetune_speed, "inference": part_inference}
     print(f"== benchmark part: {args.parts[0]}", flush=True)
     runners[args.parts[0]](args, results)
     if not args.run:

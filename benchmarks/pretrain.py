@@ -10,8 +10,6 @@ Parts (each writes its entry of results.json, then results.md is redrawn):
     scratch     pipelines/configs/pretrain_mini.json from scratch: held-out metrics.
     continue    MLM on the task sentences from the MiniLM checkpoint:
                 pipelines/configs/continue_minilm_tasks.json, held out on the dev sets.
-    nsp_overlap held-out NSP accuracy of word overlap alone (benchmarks/nsp_overlap.py) on
-                the scratch run's pairs: what the model's NSP accuracy compares with.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ import time
 
 from benchmarks.results import load_results, save_results
 
-PARTS = ("throughput", "scratch", "continue", "nsp_overlap")
+PARTS = ("throughput", "scratch", "continue")
 
 
 def matmul_gflops(n: int = 2048, repeats: int = 5, iterations: int = 10) -> list[float]:
@@ -151,28 +149,6 @@ def part_continue(data_dir: str, output_dir: str) -> dict:
             "config": "pipelines/configs/continue_minilm_tasks.json"}
 
 
-def part_nsp_overlap(data_dir: str, output_dir: str) -> dict:
-    """The training and held-out NSP pairs of `pretrain_mini.json`, built as the scratch run
-    builds them (same vocabulary and functions), scored by `OverlapBaseline`."""
-    from benchmarks.nsp_overlap import OverlapBaseline
-    from kerasbert.config import PretrainConfig, load_config
-    from kerasbert.data.corpus import load_labelled_corpora
-    from kerasbert.pretraining.inputs import heldout_pairs, tokenize_documents, training_pairs
-    from kerasbert.pretraining.run import resolve_tokenizer
-
-    config = load_config(PretrainConfig, "pipelines/configs/pretrain_mini.json")
-    documents, sources = load_labelled_corpora(config.data.sources, data_dir)
-    # The scratch run's vocabulary if it ran; else the same one trained again, not saved.
-    tokenizer = resolve_tokenizer(config, documents, None, os.path.join(output_dir, "scratch"),
-                                  is_chief=False)
-    train = training_pairs(config, tokenize_documents(tokenizer, documents), sources)
-    train = [p for p in train if p["nsp_weight"] > 0]
-    heldout = [p for p in heldout_pairs(config, tokenizer, data_dir) if p["nsp_weight"] > 0]
-    baseline = OverlapBaseline.fit(train)
-    return {"nsp_accuracy": baseline.accuracy(heldout), "train_nsp_accuracy": baseline.accuracy(train),
-            "threshold": baseline.threshold, "train_pairs": len(train), "heldout_pairs": len(heldout)}
-
-
 def render_markdown(results: dict) -> str:
     lines = ["# Pretraining benchmark", "",
              f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
@@ -194,13 +170,6 @@ def render_markdown(results: dict) -> str:
                   "| held-out | mlm_accuracy | mlm_loss | steps | wall time |", "|---|---:|---:|---:|---:|",
                   f"| SST/STS/Quora dev sentences | {c['mlm_accuracy']:.3f} | {c['mlm_loss']:.3f} | "
                   f"{c['train_steps']} | {c['wall_seconds'] / 60:.1f} min |", ""]
-    if "nsp_overlap" in results:
-        o = results["nsp_overlap"]
-        lines += ["## NSP by word overlap alone (TF-IDF cosine of A and B, threshold fitted on "
-                  "the training pairs)", "",
-                  "| pairs | nsp_accuracy |", "|---|---:|",
-                  f"| training ({o['train_pairs']}) | {o['train_nsp_accuracy']:.3f} |",
-                  f"| held-out ({o['heldout_pairs']}) | {o['nsp_accuracy']:.3f} |", ""]
     if "throughput" in results:
         t = results["throughput"]
         lines += ["## Training throughput (mini, batch "
@@ -230,8 +199,7 @@ def main(argv=None) -> int:
                         help="Which parts to run (default: all).")
     args = parser.parse_args(argv)
     results = load_results(args.output_dir, default={})
-    runners = {"throughput": part_throughput, "scratch": part_scratch, "continue": part_continue,
-               "nsp_overlap": part_nsp_overlap}
+    runners = {"throughput": part_throughput, "scratch": part_scratch, "continue": part_continue}
     for part in args.parts:
         print(f"== benchmark part: {part}", flush=True)
         results[part] = runners[part](args.data_dir, args.output_dir)

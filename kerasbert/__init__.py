@@ -31,6 +31,10 @@ _MODULES = {
     "ScheduleConfig": "kerasbert.config",
     "FinetuneConfig": "kerasbert.config",
     "load_config": "kerasbert.config",
+    # Expected failures (bad config, bad data, no readable backup, non-finite values): one base.
+    "KerasbertError": "kerasbert.errors",
+    "ConfigError": "kerasbert.errors",
+    "DataError": "kerasbert.errors",  # a data file missing or unreadable, naming file and line
     "save_config": "kerasbert.config",
     # Encoders and tokenizers (keras-hub's BertBackbone and BertTokenizer).
     "build_encoder": "kerasbert.models.encoder",
@@ -48,7 +52,6 @@ _MODULES = {
     # Multitask fine-tuning: the declared tasks, their model, data and scores.
     "Task": "kerasbert.tasks",
     "get_task": "kerasbert.tasks",
-    "DataError": "kerasbert.data.rows",  # a data file missing or unreadable, naming file and line
     "task_names": "kerasbert.tasks",
     "MultitaskBert": "kerasbert.finetuning.model",
     "TaskPreprocessor": "kerasbert.finetuning.data",
@@ -68,7 +71,7 @@ _MODULES = {
 
 __all__ = list(_MODULES)
 # Modules that need no TensorFlow; the others load it first, quietly (with oneDNN's kernels).
-_WITHOUT_TENSORFLOW = {"kerasbert.config", "kerasbert.tasks", "kerasbert.cpu_kernels", "kerasbert.data.rows"}
+_WITHOUT_TENSORFLOW = {"kerasbert.config", "kerasbert.tasks", "kerasbert.cpu_kernels", "kerasbert.errors"}
 
 
 def __getattr__(name: str):

@@ -19,7 +19,8 @@ import os
 import typing
 from typing import Any
 
-from kerasbert.tasks import BUILTIN_TASKS, DEFAULT_TASKS, Task, TaskError, declare_tasks
+from kerasbert.errors import ConfigError
+from kerasbert.tasks import BUILTIN_TASKS, DEFAULT_TASKS, Task, declare_tasks
 
 # Size presets: (num_layers, hidden_dim, num_heads). intermediate_dim is 4x hidden.
 MODEL_PRESETS = {
@@ -29,10 +30,6 @@ MODEL_PRESETS = {
     "medium": (8, 512, 8),
     "base": (12, 768, 12),
 }
-
-
-class ConfigError(ValueError):
-    """A config value is missing, unknown or out of range."""
 
 
 def _check(condition: bool, message: str) -> None:
@@ -535,10 +532,7 @@ class FinetuneConfig:
                                      learning_rate=5e-5)
 
     def __post_init__(self):
-        try:
-            tasks = declare_tasks(self.tasks)
-        except TaskError as error:
-            raise ConfigError(str(error)) from None
+        tasks = declare_tasks(self.tasks)  # TaskError, a ConfigError, names what is wrong
         data, schedule = self.data, self.schedule
         # The data section's files replace the declared ones; then every file is the task's.
         files = {"train_file": _per_task(data.train_files, lambda task: task.train_file, tasks, "data.train_files"),

@@ -7,10 +7,14 @@ file (or every file and folder of a tree) first, renames, then syncs the folder 
 the new name, so after a power loss the name points at the whole content or is absent.
 
 Example:
-    >>> model.save_weights("runs/x/backup/block-0003.weights.h5.partial.weights.h5")
-    >>> publish("runs/x/backup/block-0003.weights.h5.partial.weights.h5",
-    ...         "runs/x/backup/block-0003.weights.h5")
-    >>> write_json("runs/x/metrics.json", {"mlm_accuracy": 0.41})
+    >>> import tempfile
+    >>> run = tempfile.mkdtemp()
+    >>> with open(os.path.join(run, "block-0003.weights.h5.partial"), "w") as f:  # model.save_weights
+    ...     _ = f.write("weights")
+    >>> publish(os.path.join(run, "block-0003.weights.h5.partial"), os.path.join(run, "block-0003.weights.h5"))
+    >>> write_json(os.path.join(run, "metrics.json"), {"mlm_accuracy": 0.41})
+    >>> sorted(os.listdir(run))
+    ['block-0003.weights.h5', 'metrics.json']
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import json
 import math
 import os
+
+from kerasbert.errors import NonFiniteError
 
 
 def fsync_path(path: str) -> None:
@@ -56,12 +62,12 @@ def publish(partial: str, final: str, replace: bool = True) -> None:
 
 
 def write_json(path: str, data: dict) -> None:
-    """Writes `data` as JSON through a synced temporary file and `publish`. Raises ValueError
+    """Writes `data` as JSON through a synced temporary file and `publish`. Raises NonFiniteError
     naming the keys whose values are NaN or infinite (JSON has no such numbers)."""
     bad = [key for key, value in data.items() if isinstance(value, float) and not math.isfinite(value)]
     if bad:
-        raise ValueError(f"{path}: not written: {', '.join(bad)} not finite ({data[bad[0]]}); "
-                         "these results are not usable")
+        raise NonFiniteError(f"{path}: not written: {', '.join(bad)} not finite ({data[bad[0]]}); "
+                             "these results are not usable")
     partial = path + ".partial"
     with open(partial, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, allow_nan=False)

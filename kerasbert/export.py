@@ -45,6 +45,7 @@ import tempfile
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from kerasbert.errors import ConfigError
 from kerasbert.compat.keras import ordered_export_archive
 from kerasbert.durable import publish
 from kerasbert.config import to_dict
@@ -203,7 +204,7 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=None, compute
     tasks = tuple(model.tasks if tasks is None else (task.name if isinstance(task, Task) else task for task in tasks))
     missing = [task for task in tasks if task not in model.tasks]
     if missing or not tasks or len(set(tasks)) != len(tasks):
-        raise ValueError(f"The tasks to export are some of the model's {model.tasks}, each once. Received: {tasks}")
+        raise ConfigError(f"The tasks to export are some of the model's {model.tasks}, each once. Received: {tasks}")
     graph = ServingGraph(model, preprocessor, compute_dtype)
     by_task = {task: graph.task_signatures(task) for task in tasks}
     heads = {task: model.task_specs[task].head for task in tasks}
@@ -265,7 +266,7 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     tokenizer(tf.constant(["build"]))  # a Keras layer must be built before it is tracked
     archive.track(tokenizer)  # its WordPiece tables are resources the graph needs
     if compute_dtype not in (None, "float32", "bfloat16"):
-        raise ValueError(f"compute_dtype must be float32 or bfloat16. Received: {compute_dtype!r}")
+        raise ConfigError(f"compute_dtype must be float32 or bfloat16. Received: {compute_dtype!r}")
     functions = serving_functions(model, preprocessor, tasks, None if compute_dtype == "float32" else compute_dtype)
     for name, (function, signature) in functions.items():
         archive.add_endpoint(name, tf.function(function), input_signature=signature)

@@ -8,9 +8,8 @@ say which devices TensorFlow found), with `verbose`, or with KERASBERT_VERBOSE=1
 what runs inside fails, what it wrote is shown.
 
 Example:
-    >>> with native_stderr_hidden(verbose=False):
-    ...     import tensorflow as tf
-    ...     tf.config.list_physical_devices()
+    >>> with native_stderr_hidden(verbose=False):  # around `import tensorflow`
+    ...     _ = os.write(2, b"Could not find cuda drivers on your machine.")  # not shown
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from kerasbert.errors import DataError
 from kerasbert.vector_index import normalized
 
 
@@ -97,7 +98,7 @@ def read_sentences(path: str) -> list[str]:
 
     sentences = [line.strip() for line in read_utf8_lines(path) if line.strip()]
     if not sentences:
-        raise ValueError(f"{path}: no sentences (expected one per line)")
+        raise DataError(f"{path}: no sentences (expected one per line)")
     return sentences
 
 

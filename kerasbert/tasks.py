@@ -43,6 +43,8 @@ import os
 import re
 from typing import Any, Iterable
 
+from kerasbert.errors import ConfigError
+
 KINDS = ("classes", "pair_classes", "pair_binary", "score", "pair_score")
 CLASSES_KINDS = ("classes", "pair_classes", "pair_binary")
 FORMATS = ("csv", "tsv", "jsonl")
@@ -54,7 +56,7 @@ RESERVED_SIGNATURES = ("embed", "embed_tokens", "serving_default")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-class TaskError(ValueError):
+class TaskError(ConfigError):
     """A task declaration is wrong: the message names the task and what to change."""
 
 

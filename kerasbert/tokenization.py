@@ -15,6 +15,8 @@ import os
 import keras_hub
 import tensorflow as tf
 
+from kerasbert.errors import ConfigError, DataError
+
 # BERT's special tokens. A trained vocabulary starts with them, in this order.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -28,10 +30,10 @@ def train_vocabulary(sentences: list[str], vocab_size: int, output_file: str | N
         ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'a']
     """
     if not sentences:
-        raise ValueError("train_vocabulary needs at least one sentence. Received: 0")
+        raise DataError("train_vocabulary needs at least one sentence. Received: 0")
     if vocab_size <= len(SPECIAL_TOKENS):
-        raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens. "
-                         f"Received: vocab_size={vocab_size}")
+        raise ConfigError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens. "
+                          f"Received: vocab_size={vocab_size}")
     dataset = tf.data.Dataset.from_tensor_slices(sentences).batch(1000)
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
         dataset,
@@ -60,7 +62,7 @@ def read_vocabulary(path: str) -> list[str]:
         vocabulary = [line.rstrip("\n") for line in f if line.rstrip("\n")]
     missing = [t for t in SPECIAL_TOKENS if t not in vocabulary]
     if missing:
-        raise ValueError(f"{path}: vocabulary lacks special token(s) {missing}")
+        raise DataError(f"{path}: vocabulary lacks special token(s) {missing}")
     return vocabulary
 
 

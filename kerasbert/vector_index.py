@@ -14,10 +14,17 @@ vectors it answered 2-3x the queries/s of FAISS's inverted file at the same reca
   within the lists searched (`IndexIVFFlat`).
 
 Example:
-    >>> index = build_index(vectors, backend="scann")
-    >>> index.search(queries, k=10)  # (rows, cosines), best first
-    >>> save_index(index, ids, texts, "runs/index")
-    >>> index, rows = load_index("runs/index")
+    >>> import tempfile
+    >>> vectors = np.random.default_rng(0).normal(size=(2000, 16))
+    >>> index = build_index(vectors, backend="faiss")
+    >>> rows, cosines = index.search(vectors[[7, 9]], k=10)  # best first
+    >>> rows[:, 0].tolist()
+    [7, 9]
+    >>> folder = os.path.join(tempfile.mkdtemp(), "index")
+    >>> save_index(index, [f"s{i}" for i in range(2000)], [f"sentence {i}" for i in range(2000)], folder)
+    >>> index, rows = load_index(folder)
+    >>> rows[7]
+    {'id': 's7', 'text': 'sentence 7'}
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import shutil
 import numpy as np
 
 from kerasbert.durable import publish, write_json
+from kerasbert.errors import ConfigError
 
 BACKENDS = ("scann", "faiss")
 EXACT_SEARCH_LIMIT = 100_000  # vectors; beyond it, pipelines.search asks for an index
@@ -123,7 +131,7 @@ def build_index(vectors, backend: str = "scann", **params):
     """An index of the L2-normalised `vectors` with `backend`'s defaults for their number
     (or `params`: leaves, leaves_to_search, reorder for ScaNN; lists, lists_to_search for FAISS)."""
     if backend not in _CLASSES:
-        raise ValueError(f"backend must be one of {BACKENDS}. Received: {backend!r}")
+        raise ConfigError(f"backend must be one of {BACKENDS}. Received: {backend!r}")
     return _CLASSES[backend].build(normalized(vectors), **params)
 
 

@@ -13,6 +13,7 @@ with which parameters: docs/benchmarks.md (make bench-batch).
 
 import sys
 
+from kerasbert.errors import DataError
 from pipelines.common import main_guard, pipeline_parser, require
 
 
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
 
         ids, texts, vectors = read_results(args.embeddings, args.output_name, args.input_format)
         if len(set(ids)) != len(ids):
-            raise ValueError(f"{args.embeddings}: an id occurs twice; were two runs written under one prefix?")
+            raise DataError(f"{args.embeddings}: an id occurs twice; were two runs written under one prefix?")
         started = time.perf_counter()
         with native_stderr_hidden(args.verbose):  # ScaNN's C++ progress lines
             index = build_index(vectors, args.backend)

@@ -1,23 +1,40 @@
 """What every pipeline shares: its parser, the run flags, and `main_guard` (quiet start-up,
 clear errors, exit codes).
 
+`main_guard` tells bad input from bugs. An expected failure (`kerasbert.KerasbertError`:
+a bad config value, a damaged data file, no readable backup, a run gone non-finite, a
+missing optional dependency) or an OS error a user's path or disk causes (a file missing
+or already there, no permission, a full disk) is one `error:` line and exit 2. Anything
+else (Keras raises ValueError for a shape bug) is a bug: its full traceback, a line saying
+so, and exit 1.
+
 Example:
-    >>> parser = pipeline_parser("python -m pipelines.pretrain", __doc__)
+    >>> parser = pipeline_parser("python -m pipelines.pretrain", "Pretrains a BERT.")
     >>> add_common_flags(parser)
-    >>> args = parser.parse_args()
-    >>> sys.exit(main_guard(lambda: train(args), verbose=args.verbose))
+    >>> args = parser.parse_args(["--config", "pretrain_tiny.json", "--output_dir", "runs/tiny"])
+    >>> main_guard(lambda: print(args.output_dir), verbose=args.verbose)  # sys.exit(main_guard(...))
+    runs/tiny
+    0
+    >>> from kerasbert.errors import DataError
+    >>> def run():
+    ...     raise DataError("corpus.txt:3: not valid UTF-8")
+    >>> main_guard(run)  # prints "error: corpus.txt:3: not valid UTF-8" to stderr
+    2
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
 import sys
+import traceback
 
 from kerasbert.cpu_kernels import prefer_onednn
 from kerasbert.data.corpus import default_data_dir
+from kerasbert.errors import KerasbertError
 
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
@@ -68,7 +85,7 @@ def add_common_flags(parser: argparse.ArgumentParser, config_required: bool = Tr
                              "many logical devices (for testing).")
 
 
-class MissingDependency(ValueError):
+class MissingDependency(KerasbertError):
     """An optional dependency is not installed (one `error:` line, exit 2, as for bad input)."""
 
 
@@ -82,17 +99,34 @@ def require(*modules: str, extra: str = "beam") -> None:
                           "(or pip install -r requirements.txt)")
 
 
+# OS errors that say the user's input or machine is wrong, not the code: a path missing,
+# already there or of the wrong kind, no permission, a full disk or a read-only one.
+_PATH_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+
+
+def is_bad_input(error: BaseException) -> bool:
+    """True for the failures a user fixes (see the module docstring); False for bugs."""
+    return (isinstance(error, (KerasbertError, *_PATH_ERRORS))
+            or (isinstance(error, OSError) and error.errno in _DISK_ERRNOS))
+
+
 def main_guard(run, verbose: bool = False) -> int:
-    """Runs `run()` after a quiet TensorFlow start-up, turning expected errors into one
-    clear line and exit code 2."""
+    """Runs `run()` after a quiet TensorFlow start-up: bad input is one `error:` line and exit
+    code 2; a bug keeps its whole traceback, says it is one, and exits 1."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM unwinds as Ctrl-C does: backups stay whole
     try:
         prefer_onednn(verbose)  # quiet unless verbose (kerasbert.quiet)
         run()
-    except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except Exception as error:  # noqa: BLE001 (sorted into bad input and bugs)
+        if is_bad_input(error):
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        traceback.print_exc()
+        print(f"error: {type(error).__name__} above is a bug (in kerasbert or a library it calls), not a "
+              "problem with your input; please report it with the whole traceback", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as interrupt:  # training says where it resumes; elsewhere, nothing was kept
         message = str(interrupt) if type(interrupt) is not KeyboardInterrupt else "interrupted"
         print(f"\n{message}", file=sys.stderr)

@@ -15,6 +15,7 @@ stream instead: other examples of the same kind.)
 
 import sys
 
+from kerasbert.errors import ConfigError
 from pipelines.common import main_guard, pipeline_parser, require
 
 
@@ -50,8 +51,8 @@ def main(argv=None) -> int:
         elif args.vocab_file or config.data.vocab_file:
             tokenizer = tokenization.make_tokenizer(args.vocab_file or config.data.vocab_file)
         else:
-            raise ValueError("Give --vocab_file, --init_checkpoint or data.vocab_file: shards hold "
-                             "token ids, so the vocabulary must be fixed first (pipelines.vocab).")
+            raise ConfigError("Give --vocab_file, --init_checkpoint or data.vocab_file: shards hold "
+                              "token ids, so the vocabulary must be fixed first (pipelines.vocab).")
         existing = glob.glob(os.path.join(args.output_dir, "*.tfrecord"))
         if existing and not args.overwrite:
             raise FileExistsError(f"{args.output_dir} holds {len(existing)} shards already; pass --overwrite "

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import run_module
-from test_export import tiny_model_dir
+from helpers import tiny_model_dir
 
 BEAM_WORKERS = ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "mat", "fast", "cats", "dogs"]

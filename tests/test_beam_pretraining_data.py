@@ -8,7 +8,7 @@ import os
 import tensorflow as tf
 
 from conftest import TINY_VOCAB, run_module, write_corpus
-from test_distribution import tiny_run_config
+from helpers import tiny_run_config
 
 
 def shard_examples(folder):

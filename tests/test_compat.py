@@ -48,3 +48,14 @@ def test_the_private_layers_of_a_transformer_block_are_where_they_were():
         assert isinstance(getattr(parts, name), keras.layers.LayerNormalization), name
     assert parts.intermediate.kernel.shape == (8, 16) and parts.output.kernel.shape == (16, 8)
     assert isinstance(compat.attention_dropout(parts.attention), keras.layers.Dropout)
+
+
+def test_the_private_optimizer_names_the_hooks_use_still_exist():
+    optimizer = keras.optimizers.AdamW(1e-3)
+    weight = keras.Variable([1.0, 2.0])
+    optimizer.build([weight])
+    momentum, velocity = compat.adam_slots(optimizer, weight)
+    assert momentum.shape == velocity.shape == weight.shape and momentum is not velocity
+    assert callable(keras.optimizers.AdamW._clip_gradients)
+    for name in ("_stateful_handle_finite_grads", "_stateful_handle_non_finite_grads"):
+        assert callable(getattr(keras.optimizers.LossScaleOptimizer, name)), name

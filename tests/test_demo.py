@@ -4,7 +4,6 @@ import json
 import os
 import re
 import socket
-import time
 
 import pytest
 
@@ -31,14 +30,14 @@ def wikitext_paragraphs(path, count=150):
 def test_demo_runs_the_whole_path_and_stops_its_server(tmp_path):
     run, exports = tmp_path / "run", tmp_path / "exports"
     corpus = wikitext_paragraphs(tmp_path / "corpus.txt")
-    started = time.perf_counter()
     result = run_module(["pipelines.demo", "--data_dir", DATA_DIR, "--output_dir", str(run),
                          "--export_base", str(exports), "--set", f"pretrain.data.sources={corpus}",
                          # held out from the same paragraphs: tokenizing all of WikiText-2's test set takes seconds
-                         "--set", f"pretrain.data.heldout_source={corpus}"] + TINY, timeout=400)
-    elapsed = time.perf_counter() - started
-    # ~105 s alone here, ~145 s while the other pytest worker shares the two cores.
-    assert elapsed < 300, f"the tiny demo took {elapsed:.0f} s"
+                         "--set", f"pretrain.data.heldout_source={corpus}"] + TINY, timeout=900)
+    # The budget is the steps, not the clock (~105 s alone here, 2-4x that on a slower or shared
+    # machine; the timeout only guards against a hang).
+    for stage in ("pretrain", "finetune"):
+        assert json.loads((run / stage / "metrics.json").read_text())["train_steps"] == 10, stage
     out = result.stdout
     titles = ["vocabulary", "pretrain", "fine-tune", "evaluate", "export", "serve", "report"]
     positions = [out.index(f"== [{n}/7] {title} (elapsed") for n, title in enumerate(titles, start=1)]

@@ -2,13 +2,13 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, TINY_VOCAB, write_corpus
+from conftest import ROOT
+from helpers import free_ports, tiny_run_config
 
 
 @pytest.mark.parametrize("kind,optimizer", [("pretrainer", "sgd"), ("multitask", "sgd"),
@@ -23,34 +23,6 @@ def test_mirrored_step_matches_default_strategy(kind, optimizer):
     assert out["loss_mirrored"] == pytest.approx(out["loss_default"], rel=1e-5)
     assert out["max_update"] > 1e-3  # the step really changed the weights...
     assert out["max_weight_difference"] < 1e-5  # ...identically under both strategies
-
-
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def tiny_run_config(tmp_path, steps=20, block=10, batch=8):
-    corpus = write_corpus(str(tmp_path / "corpus.txt"))
-    heldout = write_corpus(str(tmp_path / "heldout.txt"), num_documents=10, seed=1)
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(TINY_VOCAB) + "\n")
-    config = {
-        "model": {"preset": "custom", "num_layers": 1, "hidden_dim": 16, "num_heads": 2,
-                  "max_sequence_length": 32},
-        "data": {"sources": [corpus], "heldout_source": heldout, "vocab_file": str(vocab),
-                 "heldout_examples": 16, "mask_selection_length": 6},
-        "train": {"batch_size": batch, "total_steps": steps, "steps_per_block": block,
-                  "learning_rate": 0.001},
-    }
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
-    return str(path)
 
 
 def start_workers(config, output, ports):

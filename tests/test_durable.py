@@ -51,8 +51,7 @@ def test_json_and_folders_are_synced_before_and_after_the_rename(tmp_path, disk_
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to name descriptors")
 def test_block_backups_and_exports_go_through_publish(tmp_path, disk_log):
-    from test_export import tiny_model_dir
-    from test_nonfinite import batches, start_run
+    from helpers import batches, start_run, tiny_model_dir
 
     from kerasbert.export import export_saved_model
 

@@ -11,40 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import ROOT, TINY_VOCAB
-from kerasbert.config import FinetuneConfig, ModelConfig, load_config, save_config
+from conftest import ROOT
+from helpers import TEXTS_A, TEXTS_B, expected_outputs, tiny_model_dir
 from kerasbert.export import export_saved_model
-from kerasbert.finetuning.data import TaskPreprocessor
-from kerasbert.finetuning.model import MultitaskBert
-from kerasbert.models.encoder import build_encoder
 from kerasbert.tasks import BUILTIN_TASKS as TASKS
-from kerasbert.tokenization import make_tokenizer
 from serving.model_store import program_key
 from serving.warmup import read_warmup_requests
-
-TEXTS_A = ["the cat sat on the mat .", "dogs ran fast"]
-TEXTS_B = ["the cat sat .", "the dog ran on the mat"]
-
-
-def tiny_model_dir(path, pair_encoder, sts_encoder="", seed=1, overrides=()):
-    """What pipelines.finetune leaves behind, for a tiny random model (no training needed);
-    `overrides` are more `--set` strings for its config.json."""
-    keras.utils.set_random_seed(seed)
-    config = load_config(FinetuneConfig, None, [f"heads.pair_encoder={pair_encoder}",
-                                                f"heads.sts_encoder={sts_encoder}",
-                                                "data.max_sequence_length=16", *overrides])
-    encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
-    model = MultitaskBert(encoder, pair_encoder=pair_encoder, sts_encoder=sts_encoder)
-    tokenizer = make_tokenizer(TINY_VOCAB)
-    preprocessor = TaskPreprocessor(tokenizer, 16, pair_encoder, sts_encoder=sts_encoder)
-    model(preprocessor("sts", tf.constant(TEXTS_A), tf.constant(TEXTS_B)))
-    os.makedirs(path)
-    model.save(os.path.join(path, "model.keras"))
-    encoder.save_to_preset(os.path.join(path, "encoder"))
-    tokenizer.save_to_preset(os.path.join(path, "encoder"))
-    save_config(config, os.path.join(path, "config.json"))
-    return model, preprocessor
-
 
 def serialized_examples(**texts):
     """tf.Examples with one bytes feature per keyword, as {"b64": ...} JSON values."""
@@ -55,21 +27,6 @@ def serialized_examples(**texts):
         example = tf.train.Example(features=tf.train.Features(feature=features))
         rows.append({"b64": base64.b64encode(example.SerializeToString()).decode()})
     return rows
-
-
-def expected_outputs(model, pre):
-    a, b = tf.constant(TEXTS_A), tf.constant(TEXTS_B)
-    sst, para, sts = pre("sst", a, a), pre("para", a, b), pre("sts", a, b)
-    probabilities = tf.nn.softmax(model.head_output("sst", sst)).numpy()
-    probability = tf.sigmoid(model.head_output("para", para)).numpy()
-    return {
-        "sentiment": {"probabilities": probabilities, "label": probabilities.argmax(-1),
-                      "class_name": [TASKS["sst"].class_names[i] for i in probabilities.argmax(-1)]},
-        "paraphrase": {"probability": probability, "label": (probability >= 0.5).astype(int),
-                       "class_name": [TASKS["para"].class_names[int(p >= 0.5)] for p in probability]},
-        "similarity": {"score": model.head_output("sts", sts).numpy()},
-        "embed": {"embedding": model.embed(pre.pack(a)).numpy()},
-    }, {"sst": sst, "para": para, "sts": sts}
 
 
 # Each pair task once as a cross-encoder and once as a bi-encoder, and a mixed model both ways.

@@ -5,7 +5,7 @@ models.config changed and broken, SIGKILL and restart) and one bad request in tw
 import json
 
 from conftest import run_module
-from test_export import tiny_model_dir
+from helpers import tiny_model_dir
 
 
 def test_no_good_request_fails_outside_the_restart_window(tmp_path):

@@ -5,42 +5,14 @@ import json
 import os
 
 import h5py
-import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from conftest import run_main
-from kerasbert.config import PretrainConfig, load_config
+from helpers import batches, start_run, tiny_run_config
 from kerasbert.durable import write_json
 from kerasbert.training.backup import damage
 from kerasbert.training.finite import NonFiniteError
-from kerasbert.training.run import TrainingRun
-from test_distribution import tiny_run_config
-
-STEPS_PER_BLOCK = 3
-
-
-def batches(poisoned_step=None, count=30):
-    """Batches of 4 rows of 3 features, y = sum(x); the batch of step `poisoned_step`
-    (1-based) holds an infinite input."""
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(count, 4, 3)).astype("float32")
-    if poisoned_step is not None:
-        x[poisoned_step - 1, 0, 0] = np.inf
-    y = x.sum(-1, keepdims=True)
-    return tf.data.Dataset.from_tensor_slices((x, y))
-
-
-def start_run(tmp_path, data, skip=False):
-    config = load_config(PretrainConfig, None, ["train.total_steps=9", f"train.steps_per_block={STEPS_PER_BLOCK}",
-                                                "train.learning_rate=0.01", f"train.skip_nonfinite_batches={skip}"])
-    run = TrainingRun(config, str(tmp_path / "run"), ("backup",))
-    keras.utils.set_random_seed(1)
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    data = data.skip(run.start_step)
-    run.prepare(model, lambda optimizer: model.compile(optimizer=optimizer, loss="mse"), data)
-    return run, model, data
 
 
 def test_a_nan_loss_stops_the_run_and_the_next_start_resumes_from_the_last_finite_block(tmp_path):
@@ -81,7 +53,7 @@ def test_a_backup_with_nonfinite_weights_is_never_written_and_counts_as_damaged(
 
 def test_export_refuses_nonfinite_weights(tmp_path):
     from kerasbert.export import export_model
-    from test_export import tiny_model_dir
+    from helpers import tiny_model_dir
 
     model, preprocessor = tiny_model_dir(str(tmp_path / "run"), "cross")
     model.weights[0].assign(np.full(model.weights[0].shape, np.inf, "float32"))

@@ -62,7 +62,7 @@ def test_every_flag_of_main_cc_is_accepted_with_tf_servings_default():
 
 def test_the_server_starts_with_every_flag_at_its_default(tmp_path):
     """A deployment script written for tensorflow_model_server, every flag spelled out."""
-    from test_distribution import free_ports
+    from helpers import free_ports
 
     save_toy(str(tmp_path / "toy" / "1"), 2.0)
     grpc_port, rest_port = free_ports(2)
@@ -408,7 +408,7 @@ def test_grpc_max_threads_refuses_calls_beyond_it(toy_store):
 
 
 def free_port():
-    from test_distribution import free_ports
+    from helpers import free_ports
 
     return free_ports(1)[0]
 

@@ -3,8 +3,7 @@ weight copy and its scoring. The copy is checked against a NumPy forward pass wr
 Hugging Face's BERT (Linear weights (out, in), tanh GELU in the encoder, the MLM head's
 exact GELU and 1e-5 LayerNorm as keras-hub's); the scoring against Keras' own metrics.
 With the peer's environment present (`make bench-peers` makes .venv-peer), the real
-BertForPreTraining must start from the same losses and stay with kerasbert for a block, and
-the floor's skeleton of products must compute the same in PyTorch as in TensorFlow."""
+BertForPreTraining must start from the same losses and stay with kerasbert for a block."""
 
 import json
 import os
@@ -236,89 +235,3 @@ def test_the_report_takes_runs_under_way_at_the_last_step_both_reached(tmp_path)
     assert mlm.split(" | ")[1:8] == ["transformers", "600 of 4200", "mlm_accuracy", "0.140", "0.150", "-0.010",
                                      "1 of 2"]
 
-
-@pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason="no peer environment (make bench-peers makes .venv-peer)")
-def test_the_two_updates_are_the_same_up_to_float_arithmetic(tiny_inputs, tmp_path):
-    """Curves alike can hide a different update (Adam's epsilon was one; PyTorch's padding index,
-    which drops the [PAD] row's gradient, another). From the same weights on the same batches
-    the two runs' weights stay as close as float arithmetic leaves them, while a learning rate
-    1% off moves them 100x further."""
-    import dataclasses
-
-    from benchmarks.peers import initial_weights_file, kerasbert_update_weights, run_peer, update_difference
-
-    config, side, inputs = tiny_inputs
-    at = [3, 12]
-    init = initial_weights_file(config, side, inputs, seed=5)
-    ours = kerasbert_update_weights(config, side, inputs, 5, at, jit_compile=True)
-    peer = run_peer(PEER_PYTHON, "updates", ["--inputs", inputs, "--init", init, "--seed", "5", "--at", "3", "12",
-                                             "--weights", str(tmp_path / "peer.npz")], str(tmp_path / "peer.json"))
-    off = dataclasses.replace(config, train=dataclasses.replace(config.train,
-                                                                learning_rate=config.train.learning_rate * 1.01))
-    lr_off = kerasbert_update_weights(off, side, inputs, 5, at, jit_compile=True)
-    with np.load(peer["weights"]) as theirs, np.load(init) as initial:
-        theirs, initial = dict(theirs), dict(initial)
-    for step in at:
-        apart, wrong = update_difference(ours, theirs, initial, step), update_difference(ours, lr_off, initial, step)
-        assert apart < 1e-4 and wrong > 100 * apart, (step, apart, wrong)
-    # The peer's --weight_decay (the updates part's comparison with weight decay off on both sides).
-    no_decay = dataclasses.replace(config, train=dataclasses.replace(config.train, weight_decay=0.0))
-    ours_no_decay = kerasbert_update_weights(no_decay, side, inputs, 5, at, jit_compile=True)
-    peer = run_peer(PEER_PYTHON, "updates", ["--inputs", inputs, "--init", init, "--seed", "5", "--at", "3", "12",
-                                             "--weights", str(tmp_path / "peer-no-decay.npz"), "--weight_decay", "0"],
-                    str(tmp_path / "peer-no-decay.json"))
-    with np.load(peer["weights"]) as theirs_no_decay:
-        theirs_no_decay = dict(theirs_no_decay)
-    apart = update_difference(ours_no_decay, theirs_no_decay, initial, 12)
-    assert apart < 1e-4 and update_difference(theirs, theirs_no_decay, initial, 12) > 10 * apart
-
-
-TINY_DIMS = {"layers": 2, "hidden": 8, "intermediate": 16, "heads": 2}
-
-
-def test_the_floor_times_each_call_at_the_inference_parts_shapes():
-    """The skeleton gets one call per batch of 32 (its sentences' rows, their count, the
-    longest sentence's width), then one per sentence, in order; and the TensorFlow skeleton
-    keeps each call's rows."""
-    from benchmarks.peer_protocol import skeleton_input, time_skeleton
-    from benchmarks.peers import tensorflow_skeleton
-
-    counts = [3] * 31 + [7, 5, 2]
-    calls, skeleton = [], tensorflow_skeleton(TINY_DIMS)
-
-    def recording(x, b, w):
-        calls.append((x.shape[0], b, w))
-        return skeleton(x, b, w)
-
-    outputs, rates, latencies = time_skeleton(recording, counts, TINY_DIMS, 32, repeats=2, latency_sentences=3)
-    batches, singles = [(100, 32, 7), (7, 2, 5)], [(3, 1, 3)] * 3
-    assert calls == batches * 3 + singles  # the outputs' pass, two timed passes, then one at a time
-    assert outputs.shape == (sum(counts), 8) and np.isfinite(outputs).all() and len(rates) == 2 and len(latencies) == 3
-    assert not np.allclose(outputs, skeleton_input(counts, 8))  # the layers ran
-
-
-def test_the_floor_counts_the_tokens_the_export_packs():
-    from benchmarks.peers import inference_token_counts
-    from kerasbert.models.encoder import minilm_checkpoint
-
-    counts = inference_token_counts(["a good film .", "bad", "x " * 300], minilm_checkpoint(), 128)
-    assert counts == [6, 3, 128]  # [CLS] a good film . [SEP]; [CLS] bad [SEP]; cut at the sequence length
-
-
-@pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason="no peer environment (make bench-peers makes .venv-peer)")
-def test_the_floor_computes_the_same_products_in_both_frameworks(tmp_path):
-    from benchmarks.peer_protocol import time_skeleton
-    from benchmarks.peers import run_peer, tensorflow_skeleton
-
-    checkpoint, counts = tmp_path / "checkpoint", [4, 9, 1, 6]
-    checkpoint.mkdir()
-    (checkpoint / "config.json").write_text(json.dumps({
-        "num_hidden_layers": 2, "hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2}))
-    (tmp_path / "counts.json").write_text(json.dumps(counts))
-    ours, _, _ = time_skeleton(tensorflow_skeleton(TINY_DIMS), counts, TINY_DIMS, 3, repeats=1, latency_sentences=2)
-    output = str(tmp_path / "peer.json")
-    run_peer(PEER_PYTHON, "floor", ["--checkpoint", str(checkpoint), "--token_counts", str(tmp_path / "counts.json"),
-                                    "--batch_size", "3", "--repeats", "1", "--latency_sentences", "2"], output)
-    theirs = np.load(output + ".outputs.npy")
-    assert theirs.shape == ours.shape == (20, 8)
-    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)

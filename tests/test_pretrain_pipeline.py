@@ -7,7 +7,7 @@ import os
 import pytest
 
 from conftest import ROOT, run_main, write_corpus
-from test_distribution import tiny_run_config
+from helpers import tiny_run_config
 
 METRIC_KEYS = {"mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss", "train_steps",
                "examples_per_second"}

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT, run_main, run_module
 from kerasbert.training.backup import damage
-from test_distribution import tiny_run_config
+from helpers import tiny_run_config
 
 
 def newest_backup_block(backup_dir):

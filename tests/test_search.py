@@ -59,7 +59,7 @@ def test_corpus_embeddings_are_cached_by_model_and_text(tmp_path):
 
 def test_search_cli_on_a_finetune_run_and_on_its_export(tmp_path, capsys):
     from kerasbert.export import export_saved_model
-    from test_export import tiny_model_dir
+    from helpers import tiny_model_dir
 
     tiny_model_dir(str(tmp_path / "run"), "bi")
     export = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"))

@@ -23,7 +23,7 @@ from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
 from conftest import ROOT
 from serving.__main__ import ServerFlags, parse_flags, run_server
 from serving_models import save_toy
-from test_distribution import free_ports
+from helpers import free_ports
 
 
 @pytest.fixture(scope="module")
@@ -337,7 +337,7 @@ def test_python_m_serving_subprocess_warns_on_unknown_and_ineffective_flags(mode
 
 
 def test_serves_a_kerasbert_export_like_the_keras_model(tmp_path, capsys):
-    from test_export import TEXTS_A, TEXTS_B, expected_outputs, tiny_model_dir
+    from helpers import TEXTS_A, TEXTS_B, expected_outputs, tiny_model_dir
 
     from kerasbert.export import export_saved_model
 

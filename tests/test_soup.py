@@ -12,7 +12,7 @@ from conftest import DATA_DIR, TINY_VOCAB, small_task_files, task_files_override
 from kerasbert.config import FinetuneConfig, FinetuneDataConfig, HeadsConfig
 from kerasbert.finetuning.soup import check_same_architecture
 from pipelines import evaluate, soup
-from test_export import tiny_model_dir
+from helpers import tiny_model_dir
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
 

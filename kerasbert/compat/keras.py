@@ -15,10 +15,19 @@
 
 - `attention_dropout(layer)`: the dropout a `MultiHeadAttention` applies to its attention
   probabilities (the private `_dropout_layer`), for kerasbert/models/unpadded.py.
+- `adam_slots(optimizer, variable)`: the momentum and velocity an Adam keeps for a weight
+  (the private `_get_variable_index`, `_momentums`, `_velocities`), for FusedAdamW's kernel.
+- `GradientsBeforeClipping`: an optimizer mixin whose `gradients_before_clipping(grads)` runs
+  before keras clips them (it overrides the private `_clip_gradients`), for FusedAdamW.
+- `NonFiniteStepHooks`: a LossScaleOptimizer whose `apply_finite(grads, variables)` and
+  `skip_non_finite()` decide what a step with finite or non-finite gradients does (they
+  override the private `_stateful_handle_finite_grads`/`_stateful_handle_non_finite_grads`),
+  for kerasbert/training/finite.py's SkipNonFiniteSteps.
 
 All act only on the Keras releases in CHECKED_KERAS. Elsewhere fit runs unpatched,
 exports use the plain archive (correct, only without the stable fingerprint), the
-encoder runs padded (`kerasbert.models.unpadded.available()` is False), and
+encoder runs padded (`kerasbert.models.unpadded.available()` is False), FusedAdamW takes
+keras' own Adam update and clipping, SkipNonFiniteSteps refuses to be built, and
 tests/test_compat.py fails, so that an upgrade is a decision: check the private names
 below still exist and behave, then add the release.
 
@@ -33,6 +42,8 @@ import logging
 
 import keras
 import tensorflow as tf
+
+from kerasbert.errors import KerasbertError
 
 CHECKED_KERAS = ("3.15.1",)  # the releases whose private code below was read and tested
 log = logging.getLogger(__name__)
@@ -125,3 +136,48 @@ class _OrderedExportArchive(type(keras.export.ExportArchive())):  # the backend'
 def attention_dropout(layer: keras.layers.MultiHeadAttention) -> keras.layers.Layer:
     """The Dropout layer `layer` applies to its attention probabilities (check `checked()` first)."""
     return layer._dropout_layer
+
+
+def adam_slots(optimizer: keras.optimizers.Optimizer, variable) -> tuple:
+    """The (momentum, velocity) slot variables a built keras Adam keeps for `variable`
+    (check `checked()` first)."""
+    index = optimizer._get_variable_index(variable)
+    return optimizer._momentums[index], optimizer._velocities[index]
+
+
+class GradientsBeforeClipping:
+    """Mixin for a keras optimizer: `gradients_before_clipping(grads)` rewrites the gradients
+    before keras clips and applies them (on a checked release; elsewhere it is not called)."""
+
+    def gradients_before_clipping(self, grads: list) -> list:
+        return grads
+
+    def _clip_gradients(self, grads):
+        if checked():
+            grads = self.gradients_before_clipping(grads)
+        return super()._clip_gradients(grads)
+
+
+class NonFiniteStepHooks(keras.optimizers.LossScaleOptimizer):
+    """A LossScaleOptimizer whose subclass says what a step does with finite gradients
+    (`apply_finite`) and with non-finite ones (`skip_non_finite`); the loss scale's own
+    cross-replica "all finite?" decision picks one. Only on a checked release."""
+
+    def __init__(self, inner_optimizer, **kwargs):
+        if not checked():
+            raise KerasbertError(f"Keras {keras.__version__} is not one this project checked "
+                                 f"({', '.join(CHECKED_KERAS)}): train.skip_nonfinite_batches needs private "
+                                 "hooks that may have changed; see kerasbert/compat/keras.py")
+        super().__init__(inner_optimizer, **kwargs)
+
+    def apply_finite(self, grads, trainable_variables) -> None:
+        raise NotImplementedError
+
+    def skip_non_finite(self) -> None:
+        raise NotImplementedError
+
+    def _stateful_handle_finite_grads(self, grads, trainable_variables):
+        self.apply_finite(grads, trainable_variables)
+
+    def _stateful_handle_non_finite_grads(self):
+        self.skip_non_finite()

@@ -8,8 +8,14 @@ TensorFlow, so the package's folder is registered as the `scann` package without
 its `__init__`, and the pybind module is imported from it.
 
 Example:
+    >>> import numpy as np
+    >>> vectors = np.random.default_rng(0).normal(size=(2000, 16)).astype(np.float32)
+    >>> vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)  # inner products are cosines
     >>> pybind = scann_pybind()
-    >>> searcher = pybind.builder(vectors, 10, "dot_product").tree(100, 10).score_ah(2).reorder(100).build()
+    >>> searcher = pybind.builder(vectors, 10, "dot_product").tree(40, 4).score_ah(2).reorder(100).build()
+    >>> rows, scores = searcher.search(vectors[7])
+    >>> int(rows[0])
+    7
 """
 
 from __future__ import annotations
@@ -18,8 +24,6 @@ import importlib
 import importlib.util
 import sys
 import types
-
-CHECKED_SCANN = ("1.4.2",)  # the release this was read on
 
 
 def scann_pybind():

@@ -26,22 +26,13 @@ import logging
 import os
 from typing import Callable
 
+from kerasbert.errors import DataError
+
 log = logging.getLogger(__name__)
 
 MAX_FIELD_CHARS = 1 << 20  # a field longer than this (1 Mi characters) is a damaged row
 SHOWN_DAMAGED_ROWS = 5  # damaged rows logged one by one; the rest are counted
 csv.field_size_limit(max(csv.field_size_limit(), MAX_FIELD_CHARS + 1))
-
-
-class DataError(ValueError):
-    """A data file is missing or cannot be read; the message names file and line.
-
-    Example:
-        >>> try:
-        ...     kerasbert.load_examples("sst", "SST-2/train.tsv")
-        ... except kerasbert.DataError as error:
-        ...     sys.exit(f"error: {error}")  # one line: file, line, what was wrong
-    """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +71,8 @@ def read_utf8(path: str) -> str:
     naming the line of its first bad UTF-8 byte.
 
     Example:
-        >>> read_utf8("corpus.txt")[:12]
-        'The cat sat.'
+        >>> read_utf8("../shared/data/wikitext-2/valid.txt").splitlines()[1]
+        ' = Homarus gammarus = '
     """
     if _remote(path):
         import tensorflow as tf

@@ -23,6 +23,7 @@ import numpy as np
 import scipy.stats
 import tensorflow as tf
 
+from kerasbert.errors import ConfigError
 from kerasbert.data.tasks import read_task_file
 from kerasbert.finetuning.data import sample_examples, task_dataset
 from kerasbert.tasks import DEFAULT_TASKS, Task, get_task
@@ -78,7 +79,7 @@ def score_file(model, preprocessor, task: str, path: str, limit: int = 0) -> dic
         {'sts_pearson': 0.87, 'sts_spearman': 0.86}
     """
     if task not in model.tasks:
-        raise ValueError(f"This model has no head for task {task!r}; its tasks: {', '.join(model.tasks)}")
+        raise ConfigError(f"This model has no head for task {task!r}; its tasks: {', '.join(model.tasks)}")
     examples = sample_examples(read_task_file(model.task_specs[task], path), limit)
     return task_metrics(model.task_specs[task], [e.label for e in examples],
                         predict_examples(model, preprocessor, task, examples))

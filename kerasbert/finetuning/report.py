@@ -23,14 +23,15 @@ def class_table(per_class: dict[str, dict[str, float]]) -> list[str]:
 
 def write_run_report(output_dir: str, tasks: dict, metrics: dict, confusion_files: dict[str, str]) -> str:
     """Writes `<output_dir>/report.md` for the run's `tasks` ({name: Task}); returns its path."""
+    steps = (f"{metrics['train_steps']} steps; the weights of step {metrics['best_step']} are kept (the best dev "
+             f"`overall`, {metrics['overall']:.3f})" if "best_step" in metrics else f"overall {metrics['overall']:.3f}")
     lines = [f"# Fine-tuning run: {os.path.basename(os.path.abspath(output_dir))}", "",
-             f"{metrics['train_steps']} steps; the weights of step {metrics['best_step']} are kept (the best dev "
-             f"`overall`, {metrics['overall']:.3f}). Metrics: [metrics.json](metrics.json).", "",
-             "![losses and dev metrics](curves.png)", ""]
+             f"{steps}. Metrics: [metrics.json](metrics.json).", ""]
+    if os.path.exists(os.path.join(output_dir, "curves.png")):
+        lines += ["![losses and dev metrics](curves.png)", ""]
     for name, task in tasks.items():
         values = ", ".join(f"{key.removeprefix(name + '_')} {metrics[key]:.3f}" for key in task.metric_names)
-        lines += [f"## {task.title} (`{name}`, {task.kind}, {metrics['dev_examples'][name]} dev examples)", "",
-                  f"{values}.", ""]
+        lines += [f"## {task.title} (`{name}`, {task.kind})", "", f"{values}.", ""]
         if name in metrics.get("per_class", {}):
             lines += class_table(metrics["per_class"][name]) + [""]
         if name in confusion_files:

@@ -68,6 +68,13 @@ def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
     return metrics, predictions
 
 
+def load_dev_sets(config: FinetuneConfig, tasks: dict, data_dir: str) -> dict:
+    """{task: dev examples} of `tasks` ({name: Task}, classes known), a seeded
+    `data.max_dev_examples` of each."""
+    return {name: sample_examples(read_task_file(task, resolve_path(data_dir, task.dev_file)),
+                                  config.data.max_dev_examples, config.train.seed) for name, task in tasks.items()}
+
+
 def load_task_data(config: FinetuneConfig, data_dir: str) -> tuple[dict, dict, dict]:
     """({task: Task}, {task: training examples}, {task: dev examples}) of a config's tasks:
     each task's classes (or score range) taken from its training file where its declaration
@@ -81,8 +88,7 @@ def load_task_data(config: FinetuneConfig, data_dir: str) -> tuple[dict, dict, d
             raise DataError(f"{result.path}: {len(result.examples)} training examples of task {name!r}, fewer "
                             f"than one batch (train.batch_size={config.train.batch_size})")
         tasks[name], train[name] = task, sample_examples(result, data.max_train_examples, seed)
-        dev[name] = sample_examples(read_task_file(task, resolve_path(data_dir, task.dev_file)),
-                                    data.max_dev_examples, seed)
+        dev.update(load_dev_sets(config, {name: task}, data_dir))
         classes = f", classes {list(task.served_names)}" if task.is_classes else ""
         print(f"   {name} ({task.kind}{classes}): {len(train[name])} train, {len(dev[name])} dev")
     return tasks, train, dev
@@ -186,10 +192,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
                    examples_per_second=fit.examples_per_second,
                    skipped_nonfinite_batches=fit.skipped_nonfinite_batches,
                    init_checkpoint=init_checkpoint, pair_encoder=heads.pair_encoder,
-                   sts_encoder=heads.sts_encoder or heads.pair_encoder,
-                   per_class={name: class_report(task, [e.label for e in dev[name]],
-                                                 predicted_classes(task, predictions[name]))
-                              for name, task in tasks.items() if task.is_classes})
+                   sts_encoder=heads.sts_encoder or heads.pair_encoder)
     if run.is_chief:
         write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, train.steps_per_block)
     run.stage("done: " + "  ".join(f"{k}={metrics[k]:.3f}" for k in headline_keys(tasks.values()))
@@ -236,8 +239,12 @@ def best_block_results(model, preprocessor, dev: dict, dev_evaluation: DevEvalua
 
 
 def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps_per_block) -> None:
-    """The run's files, then metrics.json, which marks the run finished (`mark_finished`)."""
+    """The run's files, then metrics.json (with each classes task's `per_class` figures added),
+    which marks the run finished (`mark_finished`)."""
     check_finite_weights(model, f"writing the run's outputs to {output_dir}")
+    metrics["per_class"] = {name: class_report(task, [e.label for e in dev[name]],
+                                               predicted_classes(task, predictions[name]))
+                            for name, task in model.task_specs.items() if name in dev and task.is_classes}
     os.makedirs(os.path.join(output_dir, "predictions"), exist_ok=True)
     for task, examples in dev.items():
         write_predictions(os.path.join(output_dir, "predictions", f"{task}-dev.tsv"), examples,

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from kerasbert.errors import ConfigError, DataError
 from kerasbert.config import save_config
 from kerasbert.console import stage
 from kerasbert.finetuning.load import load_finetuned
@@ -35,7 +36,7 @@ def load_soup(model_dirs: list[str]):
     """(config, model, preprocessor) of the soup of pipelines.finetune output folders: the
     first member's config and preprocessor, the members' mean weights."""
     if len(model_dirs) < 2:
-        raise ValueError(f"a soup needs at least 2 fine-tuned runs. Received: {list(model_dirs)}")
+        raise ConfigError(f"a soup needs at least 2 fine-tuned runs. Received: {list(model_dirs)}")
     first_dir = model_dirs[0]
     config, model, preprocessor = load_finetuned(first_dir)
     vocabulary = preprocessor.tokenizer.get_vocabulary()
@@ -46,7 +47,7 @@ def load_soup(model_dirs: list[str]):
                                  member_preprocessor.tokenizer.get_vocabulary())
         weights = member.get_weights()
         if [w.shape for w in weights] != [w.shape for w in weight_lists[0]]:
-            raise ValueError(f"{member_dir}: its weights do not have the shapes of {first_dir}'s "
+            raise DataError(f"{member_dir}: its weights do not have the shapes of {first_dir}'s "
                              "(another encoder size?); a soup averages runs of one architecture")
         weight_lists.append(weights)
         del member
@@ -59,7 +60,7 @@ def _encoders(config) -> tuple[str, str]:
 
 
 def check_same_architecture(first_dir, config, vocabulary, member_dir, member_config, member_vocabulary):
-    """Raises ValueError naming `member_dir` if its run cannot be averaged with `first_dir`'s."""
+    """Raises ConfigError naming `member_dir` if its run cannot be averaged with `first_dir`'s."""
     # What the weights mean; training-only fields (losses, dropout, steps, seeds) may differ.
     for section, first, other in (("tasks", config.tasks, member_config.tasks),
                                   ("heads.pair_encoder/sts_encoder", _encoders(config), _encoders(member_config)),
@@ -67,10 +68,10 @@ def check_same_architecture(first_dir, config, vocabulary, member_dir, member_co
                                   ("data.max_sequence_length", config.data.max_sequence_length,
                                    member_config.data.max_sequence_length)):
         if first != other:
-            raise ValueError(f"{member_dir}: {section} differs from {first_dir}'s ({other} against "
+            raise ConfigError(f"{member_dir}: {section} differs from {first_dir}'s ({other} against "
                              f"{first}); a soup averages runs of one architecture")
     if vocabulary != member_vocabulary:
-        raise ValueError(f"{member_dir}: its vocabulary differs from {first_dir}'s; the members of a "
+        raise ConfigError(f"{member_dir}: its vocabulary differs from {first_dir}'s; the members of a "
                          "soup must be fine-tuned from one encoder")
 
 
@@ -78,14 +79,14 @@ def run_soup(model_dirs: list[str], data_dir: str, output_dir: str) -> dict:
     """Averages the members, scores the soup on the first member's dev files, writes the folder."""
     started = time.perf_counter()
     if os.path.abspath(output_dir) in {os.path.abspath(d) for d in model_dirs}:
-        raise ValueError(f"--output_dir {output_dir} is one of the runs averaged; the soup would "
+        raise ConfigError(f"--output_dir {output_dir} is one of the runs averaged; the soup would "
                          "overwrite it")
     stage(f"averaging the weights of {len(model_dirs)} runs", started)
     config, model, preprocessor = load_soup(model_dirs)
     stage(f"scoring the soup on the dev sets under {data_dir}", started)
-    dev = load_dev_sets(config, data_dir)
+    dev = load_dev_sets(config, model.task_specs, data_dir)
     metrics, predictions = evaluate_all(model, preprocessor, dev)
-    keys = headline_keys(config.tasks)
+    keys = headline_keys(model.task_specs.values())
     members = [{"model_dir": d, **_member_metrics(d, keys)} for d in model_dirs]
     for member in members:
         print(f"   member {member['model_dir']}: " + "  ".join(

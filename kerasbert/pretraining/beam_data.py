@@ -24,6 +24,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 
 from kerasbert.config import PretrainConfig
+from kerasbert.errors import ConfigError
 from kerasbert.pretraining.document_pairs import kept_sentences, pairs_of_document, pools_of, single_examples
 
 NAMESPACE = "kerasbert_pretraining_data"
@@ -95,7 +96,7 @@ def serialized(example: dict) -> bytes:
 def build_pipeline(pipeline, config: PretrainConfig, vocabulary: list[str], data_dir: str, output_dir: str,
                    num_shards: int) -> None:
     if not config.data.nsp:
-        raise ValueError("pipelines.make_pretraining_data writes NSP pairs: data.nsp must be true")
+        raise ConfigError("pipelines.make_pretraining_data writes NSP pairs: data.nsp must be true")
     sources = list(enumerate(config.data.sources))
     documents = (pipeline
                  | "Sources" >> beam.Create(sources)

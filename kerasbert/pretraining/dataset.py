@@ -26,7 +26,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-FEATURES = ("segment_a", "segment_b", "nsp_label", "nsp_weight")
+from kerasbert.errors import DataError
 
 
 def _ragged(rows: list[list[int]]) -> tf.RaggedTensor:
@@ -38,7 +38,7 @@ def _ragged(rows: list[list[int]]) -> tf.RaggedTensor:
 def examples_dataset(examples: list[dict]) -> tf.data.Dataset:
     """In-memory examples (from `pairs.build_pairs`) as an unbatched dataset."""
     if not examples:
-        raise ValueError("No pretraining examples: the corpus produced none.")
+        raise DataError("No pretraining examples: the corpus produced none.")
     return tf.data.Dataset.from_tensor_slices({
         "segment_a": _ragged([e["segment_a"] for e in examples]),
         "segment_b": _ragged([e["segment_b"] for e in examples]),
@@ -163,6 +163,6 @@ def heldout_dataset(examples: tf.data.Dataset, packer, masker, batch_size: int, 
         lambda one: pack_and_mask(one, packer, masker, pad_id, nsp))  # sequential: no parallel calls
     batches = list(dataset.unbatch().batch(batch_size, drop_remainder=True).as_numpy_iterator())
     if not batches:
-        raise ValueError(f"Held-out data: fewer examples than one batch of {batch_size}")
+        raise DataError(f"Held-out data: fewer examples than one batch of {batch_size}")
     stacked = tf.nest.map_structure(lambda *arrays: np.stack(arrays), *batches)
     return tf.data.Dataset.from_tensor_slices(stacked)

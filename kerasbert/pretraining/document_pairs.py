@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kerasbert.errors import DataError
 from kerasbert.pretraining.pairs import _pairs_from_document, negative_pools, pack_single_segments
 
 DocumentKey = tuple[int, int]  # (source's place in data.sources, document's place in that source)
@@ -38,8 +39,8 @@ def pools_of(documents: dict, sources: dict) -> dict:
     """For each multi-sentence document: its pool of negative documents and its place there."""
     multi = sorted(key for key, document in documents.items() if len(document) >= 2)
     if len(multi) == 1:
-        raise ValueError("NSP needs at least 2 multi-sentence documents: one to cut pairs "
-                         "from, another to draw random next segments from.")
+        raise DataError("NSP needs at least 2 multi-sentence documents: one to cut pairs "
+                        "from, another to draw random next segments from.")
     return negative_pools(multi, sources)
 
 

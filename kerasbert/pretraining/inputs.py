@@ -20,6 +20,7 @@ import tensorflow as tf
 from kerasbert import tokenization
 from kerasbert.config import ModelConfig, PretrainConfig, PretrainDataConfig, TrainConfig
 from kerasbert.data.corpus import default_data_dir, load_corpora, load_labelled_corpora
+from kerasbert.errors import DataError
 from kerasbert.packing import make_packer
 from kerasbert.pretraining.dataset import examples_dataset, heldout_dataset, pretraining_dataset
 from kerasbert.pretraining.masking import Masker
@@ -68,8 +69,8 @@ def heldout_pairs(config: PretrainConfig, tokenizer, data_dir: str) -> list[dict
 def check_enough_examples(examples: list, batch_size: int, what: str, setting: str = "train.batch_size") -> None:
     """Raises unless `examples` fill one batch; `setting` names the batch size for the user."""
     if len(examples) < batch_size:
-        raise ValueError(f"{what}: {len(examples)} examples, fewer than one batch "
-                         f"({setting}={batch_size}). Use more text or a smaller batch.")
+        raise DataError(f"{what}: {len(examples)} examples, fewer than one batch "
+                        f"({setting}={batch_size}). Use more text or a smaller batch.")
 
 
 def training_batches(config: PretrainConfig, tokenizer, examples: tf.data.Dataset,

@@ -35,11 +35,6 @@ import keras_hub
 import tensorflow as tf
 
 
-def clipped_geometric_mean(p: float, max_length: int) -> float:
-    """E[min(L, max_length)] for L ~ Geometric(p) on {1, 2, ...}."""
-    return sum((1 - p) ** k for k in range(max_length))  # sum of P(L > k)
-
-
 class Masker:
     """Callable that masks a dense batch of packed token ids `[batch, seq]`.
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kerasbert.errors import DataError
+
 TokenIds = list[int]
 
 
@@ -140,8 +142,8 @@ def _nsp_examples(documents, sources, max_sequence_length, short_seq_prob, dupe_
     multi = [i for i, doc in enumerate(documents) if len(doc) >= 2]
     single = [i for i, doc in enumerate(documents) if len(doc) == 1]
     if len(multi) == 1:
-        raise ValueError("NSP needs at least 2 multi-sentence documents: one to cut pairs "
-                         "from, another to draw random next segments from.")
+        raise DataError("NSP needs at least 2 multi-sentence documents: one to cut pairs "
+                        "from, another to draw random next segments from.")
     pools = negative_pools(multi, sources)
     examples = []
     for _ in range(dupe_factor):
@@ -171,7 +173,7 @@ def build_pairs(documents, max_sequence_length: int, rng: np.random.Generator,
     sources = None if sources is None else [sources[i] for i in kept]
     documents = [[s for s in documents[i] if s] for i in kept]
     if not documents:
-        raise ValueError("build_pairs needs at least one non-empty document. Received: 0")
+        raise DataError("build_pairs needs at least one non-empty document. Received: 0")
     if nsp:
         examples = _nsp_examples(documents, sources, max_sequence_length, short_seq_prob,
                                  dupe_factor, rng)

@@ -29,6 +29,7 @@ from kerasbert import tokenization
 from kerasbert.config import PretrainConfig
 from kerasbert.console import stage
 from kerasbert.data.corpus import load_labelled_corpora
+from kerasbert.errors import ConfigError
 from kerasbert.models.encoder import build_encoder, load_encoder
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
 from kerasbert.pretraining.dataset import examples_dataset, tfrecord_dataset
@@ -108,8 +109,8 @@ def build_model(config: PretrainConfig, vocabulary_size: int, init_checkpoint: s
     else:
         encoder = build_encoder(config.model, vocabulary_size)
     if config.model.max_sequence_length > encoder.max_sequence_length:
-        raise ValueError(f"model.max_sequence_length={config.model.max_sequence_length} exceeds the "
-                         f"encoder's position table ({encoder.max_sequence_length})")
+        raise ConfigError(f"model.max_sequence_length={config.model.max_sequence_length} exceeds the "
+                          f"encoder's position table ({encoder.max_sequence_length})")
     return BertPretrainer(encoder, mask_selection_length=length, nsp=nsp)
 
 
@@ -132,8 +133,8 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
 def _pretrain(config: PretrainConfig, data_dir: str, output_dir: str, init_checkpoint: str | None,
               strategy: tf.distribute.Strategy | None, overwrite: bool) -> dict:
     if config.train.head_warmup_steps and not init_checkpoint:
-        raise ValueError("train.head_warmup_steps trains fresh heads on a pretrained encoder and "
-                         "needs --init_checkpoint. Received: no --init_checkpoint")
+        raise ConfigError("train.head_warmup_steps trains fresh heads on a pretrained encoder and "
+                          "needs --init_checkpoint. Received: no --init_checkpoint")
     strategy = strategy or tf.distribute.get_strategy()
     run = TrainingRun(config, output_dir, RUN_OUTPUTS, overwrite)
     if run.finished is not None:

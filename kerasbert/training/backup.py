@@ -31,6 +31,7 @@ import keras
 import numpy as np
 
 from kerasbert.durable import publish
+from kerasbert.errors import BackupError
 from kerasbert.training.finite import check_finite_weights
 
 _NAME = re.compile(r"^block-(\d{4,})\.weights\.h5$")
@@ -41,10 +42,6 @@ PARTIAL_SUFFIX = ".partial.weights.h5"
 class Backup:
     path: str
     blocks_done: int  # whole blocks trained when it was written
-
-
-class BackupError(ValueError):
-    """No backup in the folder reads back whole; the message names the newest file."""
 
 
 def _backups(backup_dir: str) -> list[Backup]:

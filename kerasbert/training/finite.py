@@ -19,9 +19,8 @@ import math
 
 import keras
 
-
-class NonFiniteError(ValueError):
-    """Training or a model reached NaN or infinite values; the message says where."""
+from kerasbert.compat.keras import NonFiniteStepHooks
+from kerasbert.errors import NonFiniteError
 
 
 def nonfinite_variables(variables) -> list[str]:
@@ -78,7 +77,7 @@ class StopOnNonFiniteLoss(keras.callbacks.Callback):
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
-class SkipNonFiniteSteps(keras.optimizers.LossScaleOptimizer):
+class SkipNonFiniteSteps(NonFiniteStepHooks):
     """Applies a step only when all its gradients are finite; counts the steps it skips.
 
     keras' LossScaleOptimizer already decides "finite or not" once for all replicas, in the
@@ -98,8 +97,8 @@ class SkipNonFiniteSteps(keras.optimizers.LossScaleOptimizer):
     def skipped_steps(self):
         return self.step_counter
 
-    def _stateful_handle_finite_grads(self, grads, trainable_variables):
+    def apply_finite(self, grads, trainable_variables):
         self.inner_optimizer.apply(grads, trainable_variables=trainable_variables)
 
-    def _stateful_handle_non_finite_grads(self):
+    def skip_non_finite(self):
         self.step_counter.assign_add(1)

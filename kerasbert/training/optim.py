@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import keras
 
+from kerasbert.compat import keras as compat
 from kerasbert.config import TrainConfig
 
 
@@ -40,7 +41,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
-class FusedAdamW(keras.optimizers.AdamW):
+class FusedAdamW(compat.GradientsBeforeClipping, keras.optimizers.AdamW):
     """keras' AdamW whose Adam update is TensorFlow's fused `ResourceApplyAdam` kernel.
 
     keras' `update_step` writes the update as a dozen element-wise ops, each a pass over
@@ -49,8 +50,8 @@ class FusedAdamW(keras.optimizers.AdamW):
     m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2 and
     w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps') in one pass.
     Weight decay, clipping, EMA and the slots (`momentum`, `velocity`) stay keras' own,
-    so checkpoints of either class load into the other. Other backends and `amsgrad`
-    take keras' update.
+    so checkpoints of either class load into the other. Other backends, `amsgrad` and Keras
+    releases kerasbert/compat/keras.py has not checked take keras' update.
 
     Where keras' AdamW and PyTorch's (BERT's recipe) differ, this class does as PyTorch:
     - epsilon is Algorithm 1's of Kingma and Ba, added to the bias-corrected sqrt(v_hat),
@@ -68,15 +69,15 @@ class FusedAdamW(keras.optimizers.AdamW):
         >>> model.compile(optimizer=FusedAdamW(learning_rate=1e-4, weight_decay=0.01, clipnorm=1.0))
     """
 
-    def _clip_gradients(self, grads):
+    def gradients_before_clipping(self, grads):
         if keras.backend.backend() == "tensorflow":
             import tensorflow as tf
 
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
-        return super()._clip_gradients(grads)
+        return grads
 
     def update_step(self, gradient, variable, learning_rate):
-        if self.amsgrad or keras.backend.backend() != "tensorflow":
+        if self.amsgrad or keras.backend.backend() != "tensorflow" or not compat.checked():
             return super().update_step(gradient, variable, learning_rate)
         import tensorflow as tf
 
@@ -85,18 +86,19 @@ class FusedAdamW(keras.optimizers.AdamW):
 
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)
-        index = self._get_variable_index(variable)
+        momentum, velocity = compat.adam_slots(self, variable)
         beta2_power = tf.pow(tf.cast(self.beta_2, dtype), step)
         tf.raw_ops.ResourceApplyAdam(
-            var=handle(variable), m=handle(self._momentums[index]), v=handle(self._velocities[index]),
+            var=handle(variable), m=handle(momentum), v=handle(velocity),
             beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step), beta2_power=beta2_power,
             lr=tf.cast(learning_rate, dtype), beta1=tf.cast(self.beta_1, dtype), beta2=tf.cast(self.beta_2, dtype),
             epsilon=tf.cast(self.epsilon, dtype) * tf.sqrt(1.0 - beta2_power),  # on sqrt(v_hat), as PyTorch
             grad=tf.cast(tf.convert_to_tensor(gradient), dtype))
 
 
-def make_schedule(config: TrainConfig, learning_rate: float | None = None):
-    peak = learning_rate or config.learning_rate
+def make_schedule(config: TrainConfig):
+    """The config's learning-rate schedule: `linear` (WarmupLinearDecay) or `exponential`."""
+    peak = config.learning_rate
     if config.schedule == "exponential":
         return keras.optimizers.schedules.ExponentialDecay(
             peak, decay_steps=config.steps_per_block, decay_rate=config.exponential_gamma)

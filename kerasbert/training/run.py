@@ -131,7 +131,7 @@ class TrainingRun:
         build_optimizer(model)
         restore(model, self.backup)
         if self.is_chief:
-            check_free_space(self.output_dir, model)
+            check_free_space(self.output_dir, model.count_params())
 
     def fit(self, model: keras.Model, batches, evaluation: tuple = (), checkpoint: bool = True,
             **fit_kwargs) -> FitResult:

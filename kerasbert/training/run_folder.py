@@ -2,14 +2,19 @@
 
 A run writes `metrics.json` last, so a folder that holds it holds a finished run. Started
 again, the same command then trains nothing and returns the recorded metrics; a run
-killed before that point resumes from its backup instead (see `callbacks.resume_step`).
+killed before that point resumes from its backup instead (`kerasbert.training.run.TrainingRun`).
 `overwrite=True` removes the run's own outputs, named by the caller, and nothing else
 in the folder, so the next run starts from scratch.
 
 Example:
-    >>> check_output_dir("runs/tiny", ("metrics.json", "backup"), overwrite=False)
-    == runs/tiny holds a finished run (metrics.json, 60 steps): nothing to train. ...
-    {'mlm_accuracy': 0.12, ...}
+    >>> import tempfile
+    >>> run = tempfile.mkdtemp()
+    >>> mark_finished(run, {"mlm_accuracy": 0.12, "train_steps": 60})
+    >>> check_output_dir(run, ("metrics.json", "backup"), overwrite=False)
+    == ... holds a finished run (metrics.json, 60 steps): nothing to train. ...
+    {'mlm_accuracy': 0.12, 'train_steps': 60}
+    >>> check_output_dir(run, ("metrics.json", "backup"), overwrite=True)
+    == --overwrite: removed the previous run's metrics.json from ...
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import os
 import shutil
 
 from kerasbert.durable import fsync_tree, write_json
+from kerasbert.errors import ConfigError, DataError, KerasbertError
 
 METRICS_FILE = "metrics.json"
 
@@ -32,17 +38,21 @@ def finished_metrics(output_dir: str) -> dict | None:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except ValueError as error:
-        raise ValueError(f"{path}: not a readable metrics file ({error}); the run that wrote it "
-                         "did not finish cleanly. Pass --overwrite to train again from scratch.") from None
+        raise DataError(f"{path}: not a readable metrics file ({error}); the run that wrote it "
+                        "did not finish cleanly. Pass --overwrite to train again from scratch.") from None
 
 
 def mark_finished(output_dir: str, metrics: dict) -> None:
     """Syncs every file the run wrote to the disk, then writes `metrics.json` through
     `durable.write_json`: after a power loss the folder holds a finished run only if its
-    outputs are whole. Raises ValueError for a metric that is NaN or infinite.
+    outputs are whole. Raises NonFiniteError for a metric that is NaN or infinite.
 
     Example:
-        >>> mark_finished("runs/tiny", {"mlm_accuracy": 0.12, "train_steps": 60})
+        >>> import tempfile
+        >>> run = tempfile.mkdtemp()
+        >>> mark_finished(run, {"mlm_accuracy": 0.12, "train_steps": 60})
+        >>> finished_metrics(run)
+        {'mlm_accuracy': 0.12, 'train_steps': 60}
     """
     fsync_tree(output_dir)
     write_json(os.path.join(output_dir, METRICS_FILE), metrics)
@@ -101,9 +111,9 @@ def check_output_dir(output_dir: str, outputs: tuple[str, ...], overwrite: bool,
         with open(saved_path, encoding="utf-8") as f:
             changes = config_changes(json.load(f), json.loads(json.dumps(config)))
         if changes:
-            raise ValueError(f"{output_dir} holds a finished run with another config ({'; '.join(changes)}). "
-                             "Pass --overwrite to train it again with this config, or choose another "
-                             "--output_dir.")
+            raise ConfigError(f"{output_dir} holds a finished run with another config ({'; '.join(changes)}). "
+                              "Pass --overwrite to train it again with this config, or choose another "
+                              "--output_dir.")
     if metrics is not None:
         steps = metrics.get("train_steps")
         print(f"== {output_dir} holds a finished run ({METRICS_FILE}"
@@ -112,16 +122,21 @@ def check_output_dir(output_dir: str, outputs: tuple[str, ...], overwrite: bool,
     return metrics
 
 
-def check_free_space(output_dir: str, model, copies: int = 3) -> None:
-    """Raises before training when `output_dir` cannot hold the run's backups: `copies` sets
-    of the weights and the optimizer's two moments (two kept backups and one being written).
+def check_free_space(output_dir: str, parameters: int, copies: int = 3) -> None:
+    """Raises before training when `output_dir` cannot hold the backups of a model of
+    `parameters` weights: `copies` sets of the weights and the optimizer's two moments (two
+    kept backups and one being written).
 
     Example:
-        >>> check_free_space("runs/tiny", model)  # ValueError naming both sizes if short
+        >>> check_free_space(".", parameters=22_713_216)  # MiniLM: 0.8 GB, there
+        >>> check_free_space(".", parameters=10**15)
+        Traceback (most recent call last):
+        ...
+        kerasbert.errors.KerasbertError: .: ... MB free, but this run's backups need about 36000000000.0 MB ...
     """
-    needed = copies * 3 * 4 * model.count_params()  # float32 weights, Adam's m and v
+    needed = copies * 3 * 4 * parameters  # float32 weights, Adam's m and v
     free = shutil.disk_usage(output_dir).free
     if free < needed:
-        raise ValueError(f"{output_dir}: {free / 1e6:.1f} MB free, but this run's backups need about "
-                         f"{needed / 1e6:.1f} MB ({model.count_params():,} parameters with the optimizer "
-                         "state, 3 copies). Free some space or choose another --output_dir.")
+        raise KerasbertError(f"{output_dir}: {free / 1e6:.1f} MB free, but this run's backups need about "
+                             f"{needed / 1e6:.1f} MB ({parameters:,} parameters with the optimizer "
+                             "state, 3 copies). Free some space or choose another --output_dir.")

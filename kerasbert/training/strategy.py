@@ -17,6 +17,8 @@ import os
 
 import tensorflow as tf
 
+from kerasbert.errors import ConfigError
+
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
 
@@ -41,7 +43,7 @@ def make_strategy(name: str, cpu_devices: int = 0) -> tf.distribute.Strategy:
         ...     model = BertPretrainer(build_encoder("tiny", vocabulary_size=8000))
     """
     if name not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}. Received: strategy={name!r}")
+        raise ConfigError(f"strategy must be one of {STRATEGIES}. Received: strategy={name!r}")
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -50,8 +52,8 @@ def make_strategy(name: str, cpu_devices: int = 0) -> tf.distribute.Strategy:
         return tf.distribute.MirroredStrategy()
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:
-            raise ValueError("strategy=multi_worker reads the cluster from the TF_CONFIG "
-                             "environment variable, which is not set.")
+            raise ConfigError("strategy=multi_worker reads the cluster from the TF_CONFIG "
+                              "environment variable, which is not set.")
         from kerasbert.compat.keras import install_multiworker_fit
 
         install_multiworker_fit()

@@ -1,0 +1,112 @@
+"""Helpers more than one test module builds on: a tiny fine-tuned run folder, a tiny
+pretraining config, a tiny training run that can be poisoned with a non-finite batch, and
+free loopback ports. (Light fixtures and subprocess runners are in conftest.py.)"""
+
+import json
+import os
+import socket
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from conftest import TINY_VOCAB, write_corpus
+from kerasbert.config import FinetuneConfig, ModelConfig, PretrainConfig, load_config, save_config
+from kerasbert.finetuning.data import TaskPreprocessor
+from kerasbert.finetuning.model import MultitaskBert
+from kerasbert.models.encoder import build_encoder
+from kerasbert.tasks import BUILTIN_TASKS as TASKS
+from kerasbert.tokenization import make_tokenizer
+from kerasbert.training.run import TrainingRun
+
+TEXTS_A = ["the cat sat on the mat .", "dogs ran fast"]
+TEXTS_B = ["the cat sat .", "the dog ran on the mat"]
+
+
+def tiny_model_dir(path, pair_encoder, sts_encoder="", seed=1, overrides=()):
+    """What pipelines.finetune leaves behind, for a tiny random model (no training needed);
+    `overrides` are more `--set` strings for its config.json."""
+    keras.utils.set_random_seed(seed)
+    config = load_config(FinetuneConfig, None, [f"heads.pair_encoder={pair_encoder}",
+                                                f"heads.sts_encoder={sts_encoder}",
+                                                "data.max_sequence_length=16", *overrides])
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
+    model = MultitaskBert(encoder, pair_encoder=pair_encoder, sts_encoder=sts_encoder)
+    tokenizer = make_tokenizer(TINY_VOCAB)
+    preprocessor = TaskPreprocessor(tokenizer, 16, pair_encoder, sts_encoder=sts_encoder)
+    model(preprocessor("sts", tf.constant(TEXTS_A), tf.constant(TEXTS_B)))
+    os.makedirs(path)
+    model.save(os.path.join(path, "model.keras"))
+    encoder.save_to_preset(os.path.join(path, "encoder"))
+    tokenizer.save_to_preset(os.path.join(path, "encoder"))
+    save_config(config, os.path.join(path, "config.json"))
+    return model, preprocessor
+
+
+def expected_outputs(model, pre):
+    """What each export signature should answer for TEXTS_A/TEXTS_B, from the in-process model."""
+    a, b = tf.constant(TEXTS_A), tf.constant(TEXTS_B)
+    sst, para, sts = pre("sst", a, a), pre("para", a, b), pre("sts", a, b)
+    probabilities = tf.nn.softmax(model.head_output("sst", sst)).numpy()
+    probability = tf.sigmoid(model.head_output("para", para)).numpy()
+    return {
+        "sentiment": {"probabilities": probabilities, "label": probabilities.argmax(-1),
+                      "class_name": [TASKS["sst"].class_names[i] for i in probabilities.argmax(-1)]},
+        "paraphrase": {"probability": probability, "label": (probability >= 0.5).astype(int),
+                       "class_name": [TASKS["para"].class_names[int(p >= 0.5)] for p in probability]},
+        "similarity": {"score": model.head_output("sts", sts).numpy()},
+        "embed": {"embedding": model.embed(pre.pack(a)).numpy()},
+    }, {"sst": sst, "para": para, "sts": sts}
+
+
+def tiny_run_config(tmp_path, steps=20, block=10, batch=8):
+    corpus = write_corpus(str(tmp_path / "corpus.txt"))
+    heldout = write_corpus(str(tmp_path / "heldout.txt"), num_documents=10, seed=1)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(TINY_VOCAB) + "\n")
+    config = {
+        "model": {"preset": "custom", "num_layers": 1, "hidden_dim": 16, "num_heads": 2,
+                  "max_sequence_length": 32},
+        "data": {"sources": [corpus], "heldout_source": heldout, "vocab_file": str(vocab),
+                 "heldout_examples": 16, "mask_selection_length": 6},
+        "train": {"batch_size": batch, "total_steps": steps, "steps_per_block": block,
+                  "learning_rate": 0.001},
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+STEPS_PER_BLOCK = 3
+
+
+def batches(poisoned_step=None, count=30):
+    """Batches of 4 rows of 3 features, y = sum(x); the batch of step `poisoned_step`
+    (1-based) holds an infinite input."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(count, 4, 3)).astype("float32")
+    if poisoned_step is not None:
+        x[poisoned_step - 1, 0, 0] = np.inf
+    y = x.sum(-1, keepdims=True)
+    return tf.data.Dataset.from_tensor_slices((x, y))
+
+
+def start_run(tmp_path, data, skip=False):
+    config = load_config(PretrainConfig, None, ["train.total_steps=9", f"train.steps_per_block={STEPS_PER_BLOCK}",
+                                                "train.learning_rate=0.01", f"train.skip_nonfinite_batches={skip}"])
+    run = TrainingRun(config, str(tmp_path / "run"), ("backup",))
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    data = data.skip(run.start_step)
+    run.prepare(model, lambda optimizer: model.compile(optimizer=optimizer, loss="mse"), data)
+    return run, model, data
