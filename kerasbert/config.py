@@ -162,11 +162,15 @@ class TrainConfig:
     Example:
         >>> TrainConfig(total_steps=600, steps_per_block=100).num_blocks
         6
+        >>> TrainConfig(total_steps=20, steps_per_block=100).steps_per_block
+        20
     """
 
     batch_size: int = 32  # global batch, split across replicas
     total_steps: int = 200
-    steps_per_block: int = 50  # one Keras "epoch": the backup and logging interval
+    # One Keras "epoch": the backup and logging interval. Larger than total_steps (a shorter
+    # run asked for with total_steps alone), it is taken as total_steps: one block.
+    steps_per_block: int = 50
     learning_rate: float = 1e-3
     schedule: str = "linear"  # linear (warmup then linear decay) | exponential
     warmup_fraction: float = 0.1
@@ -192,6 +196,7 @@ class TrainConfig:
         _check(self.batch_size > 0, f"train.batch_size must be > 0. Received: {self.batch_size}")
         _check(self.total_steps > 0, f"train.total_steps must be > 0. Received: {self.total_steps}")
         _check(self.steps_per_block > 0, "train.steps_per_block must be > 0.")
+        object.__setattr__(self, "steps_per_block", min(self.steps_per_block, self.total_steps))
         _check(
             self.total_steps % self.steps_per_block == 0,
             "train.total_steps must be a multiple of train.steps_per_block. Received: "
