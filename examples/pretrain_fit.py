@@ -28,6 +28,8 @@ parser.add_argument("--steps_per_epoch", type=int, default=100, help="Steps betw
 parser.add_argument("--epochs", type=int, default=3, help="Epochs to train.")
 parser.add_argument("--learning_rate", type=float, default=1e-4, help="AdamW learning rate.")
 args = parser.parse_args()
+if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):  # else a TensorFlow error, later
+    parser.error(f"--output_dir {args.output_dir} is a file, not a folder")
 
 # After the flags, so that --help answers before TensorFlow loads.
 kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 CPUs too

@@ -13,13 +13,13 @@ with which parameters: docs/benchmarks.md (make bench-batch).
 
 import sys
 
-from pipelines.common import main_guard, pipeline_parser, require
+from pipelines.common import main_guard, output_folder, pipeline_parser, require
 
 
 def main(argv=None) -> int:
     parser = pipeline_parser("python -m pipelines.build_index", __doc__)
     parser.add_argument("--embeddings", required=True, help="The --output prefix of pipelines.batch_predict.")
-    parser.add_argument("--output", required=True, help="Folder for the index.")
+    parser.add_argument("--output", required=True, type=output_folder, help="Folder for the index.")
     parser.add_argument("--backend", default="scann", choices=("scann", "faiss"),
                         help="Index library: scann (default, chosen by make bench-batch) or faiss.")
     parser.add_argument("--output_name", default="embedding", help="The signature output to index.")
