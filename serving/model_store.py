@@ -165,9 +165,14 @@ class Servable:
         self.loaded = loaded
         self.signature_defs = self.meta_graph.signature_def
 
+    def signature_names(self) -> list[str]:
+        """The signatures a request can name (not the SavedModel's __saved_model_init_op)."""
+        return sorted(name for name in self.signature_defs if not name.startswith("__"))
+
     def signature(self, name: str):
         if name not in self.loaded.signatures:
-            raise InvalidArgument(f"Serving signature name: \"{name}\" not found in signature def")
+            raise InvalidArgument(f"Serving signature name: \"{name}\" not found in signature def (the model's "
+                                  f"signatures: {', '.join(self.signature_names())})")
         return self.loaded.signatures[name]
 
     def input_specs(self, name: str) -> dict[str, tf.TensorSpec]:
