@@ -311,8 +311,8 @@ def apply_overrides(values: dict[str, Any], defaults: dict[str, Any], overrides:
         path = key.strip().split(".")
         node, default_node = values, defaults
         for part in path[:-1]:
-            _check(part in default_node and isinstance(default_node[part], dict),
-                   f"Unknown config section {part!r} in --set {override!r}")
+            sections = sorted(name for name, value in default_node.items() if isinstance(value, dict))
+            _check(part in sections, f"Unknown config section {part!r} in --set {override!r}. Sections: {sections}")
             node = node.setdefault(part, {})
             default_node = default_node[part]
         leaf = path[-1]
