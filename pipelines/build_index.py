@@ -1,4 +1,4 @@
-"""Build an approximate nearest-neighbour index of the embeddings pipelines.batch_predict wrote.
+r"""Build an approximate nearest-neighbour index of the embeddings pipelines.batch_predict wrote.
 
     python -m pipelines.batch_predict --model_dir saved_models/kerasbert/3 --signature embed \
         --input "questions/*.txt" --output runs/embed/questions

@@ -67,9 +67,19 @@ def output_folder(path: str) -> str:
     return path
 
 
+def program_name(module_form: str) -> str:
+    """The command as the user typed it: `kerasbert-finetune` when run as that console command,
+    else `module_form` (`python -m pipelines.finetune`)."""
+    command = os.path.basename(sys.argv[0])
+    return command if command.startswith("kerasbert-") else module_form
+
+
 def pipeline_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """An argument parser with the pipeline's docstring as its help and a `--verbose` flag."""
-    parser = argparse.ArgumentParser(prog=prog, description=description,
+    """An argument parser with the pipeline's docstring as its help and a `--verbose` flag.
+    `prog` is the `python -m pipelines.NAME` form; run as a console command, usage and help
+    say that command instead."""
+    command = program_name(prog)
+    parser = argparse.ArgumentParser(prog=command, description=description.replace(prog, command),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--verbose", action="store_true",
                         help="Show TensorFlow's C++ start-up lines (device, CUDA and oneDNN notices), "

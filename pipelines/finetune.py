@@ -1,4 +1,4 @@
-"""Multitask fine-tuning: sentiment (SST-5), paraphrase (Quora), similarity (STS-B).
+r"""Multitask fine-tuning: sentiment (SST-5), paraphrase (Quora), similarity (STS-B).
 
     python -m pipelines.finetune --config pipelines/configs/finetune_tiny.json \
         --init_checkpoint DIR --output_dir runs/finetune_tiny

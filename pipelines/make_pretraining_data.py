@@ -1,4 +1,4 @@
-"""Write pretraining examples (NSP pairs, unmasked) as sharded TFRecords, on Apache Beam.
+r"""Write pretraining examples (NSP pairs, unmasked) as sharded TFRecords, on Apache Beam.
 
     python -m pipelines.make_pretraining_data --config pipelines/configs/pretrain_mini.json \
         --vocab_file runs/x/vocab.txt --output_dir runs/shards --num_shards 8 \

@@ -1,4 +1,4 @@
-"""Average the weights of several fine-tuned runs into one model (a uniform model soup).
+r"""Average the weights of several fine-tuned runs into one model (a uniform model soup).
 
     python -m pipelines.soup --model_dirs runs/seed1 runs/seed2 runs/seed3 \
         --data_dir ../shared/data --output_dir runs/soup
