@@ -7,6 +7,7 @@ Output folder (chief only), for the config's `tasks` (sst, para, sts unless it s
     encoder/               the fine-tuned encoder + tokenizer as a keras-hub preset
     predictions/           <task>-dev.tsv: id, label, prediction
     history.csv, logs/     per-block train losses and dev metrics; TensorBoard
+    steps.csv              the training losses every tenth of a block
     curves.png             losses and dev metrics per step
     <task>_confusion.png   confusion matrix on dev, per classes task (sst_confusion.png)
     metrics.json           each task's metrics (sst_accuracy, para_accuracy, para_f1,
@@ -31,20 +32,20 @@ from kerasbert.config import FinetuneConfig
 from kerasbert.durable import publish, write_json
 from kerasbert.finetuning.data import (TaskPreprocessor, interleave_tasks, load_examples, resolve_path,
                                        task_dataset)
-from kerasbert.finetuning.evaluation import (headline_keys, overall_score, plot_confusion, predict_examples,
+from kerasbert.finetuning.evaluation import (headline_keys, overall_score, predict_examples,
                                              task_metrics)
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.models.encoder import load_encoder
+from kerasbert.plots import plot_confusion, plot_curves
 from kerasbert.tasks import DEFAULT_TASKS, TASKS
 from kerasbert.tokenization import load_tokenizer
-from kerasbert.training.callbacks import plot_curves
 from kerasbert.training.finite import check_finite_weights
 from kerasbert.training.run import TrainingRun
 from kerasbert.training.run_folder import mark_finished
 
 # What a run writes into its output folder (the layout above); --overwrite removes these.
 RUN_OUTPUTS = ("config.json", "model.keras", "encoder", "predictions", "best.weights.h5", "best.weights.h5.json",
-               "backup", "history.csv", "logs", "curves.png", "metrics.json",
+               "backup", "history.csv", "steps.csv", "logs", "curves.png", "metrics.json",
                *(f"{name}_confusion.png" for name, task in TASKS.items() if task.kind == "classes"))
 
 
