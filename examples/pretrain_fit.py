@@ -28,9 +28,10 @@ parser.add_argument("--steps_per_epoch", type=int, default=100, help="Steps betw
 parser.add_argument("--epochs", type=int, default=3, help="Epochs to train.")
 parser.add_argument("--learning_rate", type=float, default=1e-4, help="AdamW learning rate.")
 args = parser.parse_args()
-
-# After the flags, so that --help answers before TensorFlow loads.
-kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 CPUs too
+if os.path.isfile(args.output_dir):  # else a TensorFlow error after the first epoch
+    parser.error(f"--output_dir {args.output_dir} is a file, not a folder")
+# After the flags, so that --help answers before TensorFlow loads; oneDNN kernels, on AVX2 CPUs too.
+kerasbert.prefer_onednn()
 import keras  # noqa: E402
 
 data_config = kerasbert.PretrainDataConfig()  # 15% masked (80/10/10), half the B segments random
@@ -57,9 +58,8 @@ callbacks = [keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "bac
 model.fit(train, steps_per_epoch=args.steps_per_epoch, epochs=args.epochs, validation_data=heldout,
           callbacks=callbacks)
 
-# encoder/ is a keras-hub preset: kerasbert.load_encoder, pipelines.finetune and
-# keras_hub.models.BertBackbone.from_preset all take it.
-encoder.save_to_preset(os.path.join(args.output_dir, "encoder"))
-tokenizer.save_to_preset(os.path.join(args.output_dir, "encoder"))
+# encoder/ is a keras-hub preset: kerasbert.load_encoder, pipelines.finetune, BertBackbone.from_preset take it.
+for part in (encoder, tokenizer):
+    part.save_to_preset(os.path.join(args.output_dir, "encoder"))
 model.save(os.path.join(args.output_dir, "pretrainer.keras"))
 print(f"saved {args.output_dir}/encoder and {args.output_dir}/pretrainer.keras")

@@ -160,11 +160,15 @@ class TrainConfig:
     Example:
         >>> TrainConfig(total_steps=600, steps_per_block=100).num_blocks
         6
+        >>> TrainConfig(total_steps=20, steps_per_block=100).steps_per_block
+        20
     """
 
     batch_size: int = 32  # global batch, split across replicas
     total_steps: int = 200
-    steps_per_block: int = 50  # one Keras "epoch": the backup and logging interval
+    # One Keras "epoch": the backup and logging interval. Larger than total_steps (a shorter
+    # run asked for with total_steps alone), it is taken as total_steps: one block.
+    steps_per_block: int = 50
     learning_rate: float = 1e-3
     schedule: str = "linear"  # linear (warmup then linear decay) | exponential
     warmup_fraction: float = 0.1
@@ -190,6 +194,7 @@ class TrainConfig:
         _check(self.batch_size > 0, f"train.batch_size must be > 0. Received: {self.batch_size}")
         _check(self.total_steps > 0, f"train.total_steps must be > 0. Received: {self.total_steps}")
         _check(self.steps_per_block > 0, "train.steps_per_block must be > 0.")
+        object.__setattr__(self, "steps_per_block", min(self.steps_per_block, self.total_steps))
         _check(
             self.total_steps % self.steps_per_block == 0,
             "train.total_steps must be a multiple of train.steps_per_block. Received: "
@@ -320,8 +325,8 @@ def apply_overrides(values: dict[str, Any], defaults: dict[str, Any], overrides:
         node, default_node, free = values, defaults, False
         for part in path[:-1]:
             if not free:
-                _check(part in default_node and isinstance(default_node[part], dict),
-                       f"Unknown config section {part!r} in --set {override!r}")
+                sections = sorted(name for name, value in default_node.items() if isinstance(value, dict))
+                _check(part in sections, f"Unknown config section {part!r} in --set {override!r}. Sections: {sections}")
                 free = part in MAPPING_FIELDS  # below it: names the defaults need not have
             if not isinstance(node.get(part, {}), dict):
                 node[part] = declare_names_as_mapping(node[part])

@@ -10,8 +10,11 @@ Backends (measured by `make bench-batch`, docs/benchmarks.md; ScaNN is the defau
 vectors it answered 2-3x the queries/s of FAISS's inverted file at the same recall):
 - "scann": a k-means tree (about sqrt(N) leaves, a twentieth searched, at least 16),
   anisotropic 4-bit product quantization scoring, the best 200 rescored exactly (reorder).
-- "faiss": an inverted file (about 4 sqrt(N) lists, 1/32 searched), exact inner products
-  within the lists searched (`IndexIVFFlat`).
+- "faiss": an inverted file (about 4 sqrt(N) lists, 1/32 searched, at least 16), exact inner
+  products within the lists searched (`IndexIVFFlat`).
+A small corpus, split into SEARCHED_WHOLE lists or leaves or fewer (up to about 1,000
+vectors), has all of them searched: its exact top hits (FAISS), or all but what ScaNN's
+quantized scores push out of the 200 rescored.
 
 Example:
     >>> import tempfile
@@ -41,6 +44,18 @@ from kerasbert.errors import ConfigError
 
 BACKENDS = ("scann", "faiss")
 EXACT_SEARCH_LIMIT = 100_000  # vectors; beyond it, pipelines.search asks for an index
+SEARCHED_WHOLE = 32  # lists or leaves: an index with no more searches them all
+
+
+def parts_to_search(parts: int, fraction: int) -> int:
+    """How many of an index's `parts` (lists, leaves) a query searches: 1/`fraction`, at least
+    16, and all of them up to SEARCHED_WHOLE (a 300-vector corpus searched in 1 of its 7 FAISS
+    lists missed half of its exact top 10).
+
+    >>> parts_to_search(7, 32), parts_to_search(100, 20), parts_to_search(4000, 32)
+    (7, 16, 125)
+    """
+    return parts if parts <= SEARCHED_WHOLE else min(parts, max(16, math.ceil(parts / fraction)))
 
 
 def normalized(vectors) -> np.ndarray:
@@ -61,7 +76,7 @@ class ScannIndex:
 
         count = len(vectors)
         leaves = leaves or max(1, int(round(math.sqrt(count))))
-        leaves_to_search = leaves_to_search or min(leaves, max(16, math.ceil(leaves / 20)))
+        leaves_to_search = leaves_to_search or parts_to_search(leaves, 20)
         builder = scann_pybind().builder(vectors, 10, "dot_product")
         if leaves > 1:
             builder = builder.tree(num_leaves=leaves, num_leaves_to_search=leaves_to_search,
@@ -96,7 +111,7 @@ class FaissIndex:
 
         count, dim = vectors.shape
         lists = lists or max(1, min(count // 39, int(round(4 * math.sqrt(count)))))  # >= 39 points a list
-        lists_to_search = lists_to_search or max(1, math.ceil(lists / 32))
+        lists_to_search = lists_to_search or parts_to_search(lists, 32)
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFFlat(quantizer, dim, lists, faiss.METRIC_INNER_PRODUCT)
         sample = min(count, 64 * lists)  # k-means on 64 points a list, as FAISS's own guidance has it

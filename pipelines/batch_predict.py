@@ -1,4 +1,4 @@
-"""Score or embed many files with an exported SavedModel, on Apache Beam.
+r"""Score or embed many files with an exported SavedModel, on Apache Beam.
 
     python -m pipelines.batch_predict --model_dir saved_models/kerasbert/3 --signature embed \
         --input "questions/*.txt" --output runs/embed/questions \

@@ -1,4 +1,4 @@
-"""Build an approximate nearest-neighbour index of the embeddings pipelines.batch_predict wrote.
+r"""Build an approximate nearest-neighbour index of the embeddings pipelines.batch_predict wrote.
 
     python -m pipelines.batch_predict --model_dir saved_models/kerasbert/3 --signature embed \
         --input "questions/*.txt" --output runs/embed/questions
@@ -14,13 +14,13 @@ with which parameters: docs/benchmarks.md (make bench-batch).
 import sys
 
 from kerasbert.errors import DataError
-from pipelines.common import main_guard, pipeline_parser, require
+from pipelines.common import main_guard, output_folder, pipeline_parser, require
 
 
 def main(argv=None) -> int:
     parser = pipeline_parser("python -m pipelines.build_index", __doc__)
     parser.add_argument("--embeddings", required=True, help="The --output prefix of pipelines.batch_predict.")
-    parser.add_argument("--output", required=True, help="Folder for the index.")
+    parser.add_argument("--output", required=True, type=output_folder, help="Folder for the index.")
     parser.add_argument("--backend", default="scann", choices=("scann", "faiss"),
                         help="Index library: scann (default, chosen by make bench-batch) or faiss.")
     parser.add_argument("--output_name", default="embedding", help="The signature output to index.")

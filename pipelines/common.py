@@ -33,7 +33,7 @@ import sys
 import traceback
 
 from kerasbert.cpu_kernels import prefer_onednn
-from kerasbert.data.corpus import default_data_dir
+from kerasbert.data.corpus import check_data_dir, default_data_dir
 from kerasbert.errors import KerasbertError
 
 
@@ -41,17 +41,62 @@ CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
 
 
 def config_path(path: str) -> str:
-    """`path` as given if it exists; else, for `pipelines/configs/NAME` or a bare NAME, the
-    config shipped with the package (so the documented paths work outside the clone too)."""
-    if os.path.exists(path):
+    """`path` if it is a file; a bare NAME or NAME.json, or the documented
+    `pipelines/configs/NAME[.json]`, is a config shipped with the package (so found outside the
+    clone too); anything else that does not exist is an error naming it.
+
+    >>> os.path.basename(config_path("pretrain_tiny"))
+    'pretrain_tiny.json'
+    """
+    if os.path.isfile(path):
         return path
-    shipped = os.path.join(CONFIG_DIR, os.path.basename(path))
-    return shipped if os.path.isfile(shipped) else path
+    folder, name = os.path.split(path)
+    if folder in ("", os.path.join("pipelines", "configs")):
+        for candidate in (name, name + ".json"):
+            if os.path.isfile(os.path.join(CONFIG_DIR, candidate)):
+                return os.path.join(CONFIG_DIR, candidate)
+    shipped = sorted(f[:-len(".json")] for f in os.listdir(CONFIG_DIR) if f.endswith(".json"))
+    what = "is a folder, not a config file" if os.path.isdir(path) else "does not exist"
+    raise argparse.ArgumentTypeError(f"{path} {what} (shipped configs, found by name: {', '.join(shipped)})")
+
+
+def data_dir(path: str) -> str:
+    """The --data_dir flag's type: a folder that exists, else one line naming the ways to give one."""
+    try:
+        return check_data_dir(path)
+    except FileNotFoundError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def output_folder(path: str) -> str:
+    """The type of a flag naming a folder to write into: refused in one line when it, or a folder
+    above it, is an existing file (os.makedirs would say only `[Errno 17] File exists`).
+
+    >>> output_folder("README.md")
+    argparse.ArgumentTypeError: README.md is a file, not a folder
+    """
+    above = path
+    while above and not os.path.exists(above):
+        above = os.path.dirname(above.rstrip(os.sep))
+    if above and not os.path.isdir(above):
+        raise argparse.ArgumentTypeError(f"{path} is a file, not a folder" if above == path else
+                                         f"{path} cannot be a folder: {above} is a file")
+    return path
+
+
+def program_name(module_form: str) -> str:
+    """The command as the user typed it: `kerasbert-finetune` when run as that console command,
+    else `module_form` (`python -m pipelines.finetune`)."""
+    command = os.path.basename(sys.argv[0])
+    return command if command.startswith("kerasbert-") else module_form
 
 
 def pipeline_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """An argument parser with the pipeline's docstring as its help and a `--verbose` flag."""
-    parser = argparse.ArgumentParser(prog=prog, description=description,
+    """An argument parser with the pipeline's docstring as its help and a `--verbose` flag.
+    `prog` is the `python -m pipelines.NAME` form; run as a console command, usage and help
+    say that command instead."""
+    command = program_name(prog)
+    parser = argparse.ArgumentParser(prog=command, description=description.replace(prog, command),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--verbose", action="store_true",
                         help="Show TensorFlow's C++ start-up lines (device, CUDA and oneDNN notices), "
@@ -65,10 +110,10 @@ def add_common_flags(parser: argparse.ArgumentParser, config_required: bool = Tr
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Override one field of the resolved config, e.g. "
                              "--set train.total_steps=400. Repeatable.")
-    parser.add_argument("--data_dir", default=default_data_dir(),
-                        help="Folder holding cs224n/ and wikitext-2/ (default: $KERASBERT_DATA_DIR "
-                             "or ../shared/data).")
-    parser.add_argument("--output_dir", required=True,
+    parser.add_argument("--data_dir", default=default_data_dir(), type=data_dir,
+                        help="Folder holding cs224n/ and wikitext-2/ (default: $KERASBERT_DATA_DIR, "
+                             "else ../shared/data).")
+    parser.add_argument("--output_dir", required=True, type=output_folder,
                         help="Folder for every output of the run. Holding a finished run, it is left "
                              "as it is (see --overwrite); holding a killed one, the run resumes.")
     parser.add_argument("--overwrite", action="store_true",

@@ -19,18 +19,18 @@ stage's config (pipelines/configs/pretrain_tiny.json and finetune_demo.json by d
 
 import sys
 
-from pipelines.common import config_path, main_guard, pipeline_parser
+from pipelines.common import config_path, data_dir, main_guard, output_folder, pipeline_parser
 
 def parse_args(argv):
     from kerasbert.data.corpus import default_data_dir
 
     parser = pipeline_parser("python -m pipelines.demo", __doc__)
-    parser.add_argument("--data_dir", default=default_data_dir(),
+    parser.add_argument("--data_dir", default=default_data_dir(), type=data_dir,
                         help="Folder holding cs224n/ and wikitext-2/ (default: $KERASBERT_DATA_DIR or "
                              "../shared/data).")
-    parser.add_argument("--output_dir", default=None,
+    parser.add_argument("--output_dir", default=None, type=output_folder,
                         help="Folder for every artefact of the run (default: runs/demo-<date>-<time>).")
-    parser.add_argument("--export_base", default="saved_models/kerasbert",
+    parser.add_argument("--export_base", default="saved_models/kerasbert", type=output_folder,
                         help="Versioned SavedModel folder; the demo adds the next version (default "
                              "saved_models/kerasbert).")
     parser.add_argument("--pretrain_config", default="pipelines/configs/pretrain_tiny.json", type=config_path,

@@ -57,6 +57,7 @@ class Demo:
         from serving.process import stop_on_sigterm
 
         stop_on_sigterm()  # a SIGTERM unwinds like Ctrl-C, so the server is stopped
+        self.check_configs()
         os.makedirs(self.output_dir, exist_ok=True)
         stages = [("vocabulary", self.vocabulary), ("pretrain", self.pretrain), ("fine-tune", self.finetune),
                   ("evaluate", self.evaluate), ("export", self.export), ("serve", self.serve),
@@ -70,6 +71,13 @@ class Demo:
             print(f"   {title} done in {_minutes(self.timings[-1][1])}", flush=True)
         print(self.summary(), flush=True)
         return self.results
+
+    def check_configs(self) -> None:
+        """Loads and checks every stage's config, overrides applied, before stage 1 runs: a bad
+        `--set` is refused at once, not after the stages before it have worked for minutes."""
+        load_config(PretrainConfig, self.args.pretrain_config, _stage_overrides(self.args.overrides, "pretrain"))
+        self.finetune_config = load_config(FinetuneConfig, self.args.finetune_config,
+                                           _stage_overrides(self.args.overrides, "finetune"))
 
     # --- Stages -----------------------------------------------------------------------
 
@@ -107,9 +115,7 @@ class Demo:
         elif init == "pretrained":
             init = self.path("pretrain")
         self.init_checkpoint = init
-        config = load_config(FinetuneConfig, self.args.finetune_config,
-                             _stage_overrides(self.args.overrides, "finetune"))
-        self.results["finetune"] = run_finetuning(config, self.args.data_dir, self.path("finetune"), init,
+        self.results["finetune"] = run_finetuning(self.finetune_config, self.args.data_dir, self.path("finetune"), init,
                                                   overwrite=self.args.overwrite)
 
     def evaluate(self) -> None:

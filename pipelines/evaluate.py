@@ -1,4 +1,4 @@
-"""Score a fine-tuned model on any file of a task's format; print the metrics as JSON.
+r"""Score a fine-tuned model on any file of a task's format; print the metrics as JSON.
 
     python -m pipelines.evaluate --model_dir runs/finetune_tiny --task sts \
         --data_file ../shared/data/cs224n/sts-dev.tsv [--output metrics.json]

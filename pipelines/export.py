@@ -10,13 +10,13 @@ their *_tokens and *_classify / *_regress variants; embed and embed_tokens.
 
 import sys
 
-from pipelines.common import main_guard, pipeline_parser
+from pipelines.common import main_guard, output_folder, pipeline_parser
 
 
 def main(argv=None) -> int:
     parser = pipeline_parser("python -m pipelines.export", __doc__)
     parser.add_argument("--model_dir", required=True, help="Output folder of pipelines.finetune.")
-    parser.add_argument("--export_base", required=True,
+    parser.add_argument("--export_base", required=True, type=output_folder,
                         help="Model base path: versions are written as <export_base>/<N>/.")
     parser.add_argument("--version", type=int, default=None,
                         help="Version number (default: one more than the highest present).")

@@ -1,4 +1,4 @@
-"""Multitask fine-tuning of one encoder on the config's tasks: by default sentiment (SST-5),
+r"""Multitask fine-tuning of one encoder on the config's tasks: by default sentiment (SST-5),
 paraphrase (Quora) and similarity (STS-B); or tasks declared on your own CSV, TSV or JSON Lines
 files (`"tasks": {"tickets": {"kind": "classes", "train_file": ..., "text": ..., "label": ...}}`,
 see docs/training.md#tasks).

@@ -1,4 +1,4 @@
-"""Write pretraining examples (NSP pairs, unmasked) as sharded TFRecords, on Apache Beam.
+r"""Write pretraining examples (NSP pairs, unmasked) as sharded TFRecords, on Apache Beam.
 
     python -m pipelines.make_pretraining_data --config pipelines/configs/pretrain_mini.json \
         --vocab_file runs/x/vocab.txt --output_dir runs/shards --num_shards 8 \
@@ -16,22 +16,22 @@ stream instead: other examples of the same kind.)
 import sys
 
 from kerasbert.errors import ConfigError
-from pipelines.common import main_guard, pipeline_parser, require
+from pipelines.common import config_path, data_dir, main_guard, output_folder, pipeline_parser, require
 
 
 def main(argv=None) -> int:
     from kerasbert.data.corpus import default_data_dir
 
     parser = pipeline_parser("python -m pipelines.make_pretraining_data", __doc__)
-    parser.add_argument("--config", required=True, help="Pretraining config (data and model sections).")
+    parser.add_argument("--config", required=True, type=config_path, help="Pretraining config (data and model sections).")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Override one config field. Repeatable.")
     parser.add_argument("--vocab_file", default=None,
                         help="Vocabulary to tokenize with (default: the config's data.vocab_file).")
     parser.add_argument("--init_checkpoint", default=None,
                         help="Or tokenize with this checkpoint's vocabulary.")
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
-    parser.add_argument("--output_dir", required=True, help="Folder for the .tfrecord shards.")
+    parser.add_argument("--data_dir", default=default_data_dir(), type=data_dir, help="Shared data folder.")
+    parser.add_argument("--output_dir", required=True, type=output_folder, help="Folder for the .tfrecord shards.")
     parser.add_argument("--num_shards", type=int, default=8, help="Number of shard files.")
     parser.add_argument("--overwrite", action="store_true", help="Replace shards already in --output_dir.")
     args, beam_args = parser.parse_known_args(argv)

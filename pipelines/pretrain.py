@@ -1,4 +1,4 @@
-"""Pretrain BERT with masked-LM + next-sentence prediction.
+r"""Pretrain BERT with masked-LM + next-sentence prediction.
 
     python -m pipelines.pretrain --config pipelines/configs/pretrain_tiny.json \
         --output_dir runs/pretrain_tiny [--init_checkpoint DIR] [--strategy mirrored]

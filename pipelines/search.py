@@ -1,4 +1,4 @@
-"""Find the sentences of a corpus nearest a query, by cosine of bi-encoder embeddings.
+r"""Find the sentences of a corpus nearest a query, by cosine of bi-encoder embeddings.
 
     python -m pipelines.search --model_dir runs/finetune --corpus questions.txt \
         --query "how do I learn python?" [--query "..."] [--top_k 5]

@@ -1,4 +1,4 @@
-"""Average the weights of several fine-tuned runs into one model (a uniform model soup).
+r"""Average the weights of several fine-tuned runs into one model (a uniform model soup).
 
     python -m pipelines.soup --model_dirs runs/seed1 runs/seed2 runs/seed3 \
         --data_dir ../shared/data --output_dir runs/soup
@@ -11,16 +11,16 @@ scored on the first run's dev files, so pipelines.evaluate and pipelines.export 
 import sys
 
 from kerasbert.data.corpus import default_data_dir
-from pipelines.common import main_guard, pipeline_parser
+from pipelines.common import data_dir, main_guard, output_folder, pipeline_parser
 
 
 def main(argv=None) -> int:
     parser = pipeline_parser("python -m pipelines.soup", __doc__)
     parser.add_argument("--model_dirs", required=True, nargs="+",
                         help="Two or more output folders of pipelines.finetune.")
-    parser.add_argument("--data_dir", default=default_data_dir(),
+    parser.add_argument("--data_dir", default=default_data_dir(), type=data_dir,
                         help="Folder holding cs224n/ (default: $KERASBERT_DATA_DIR or ../shared/data).")
-    parser.add_argument("--output_dir", required=True, help="Folder for the soup.")
+    parser.add_argument("--output_dir", required=True, type=output_folder, help="Folder for the soup.")
     parser.add_argument("--overwrite", action="store_true", help="Replace a finished soup in --output_dir.")
     args = parser.parse_args(argv)
 

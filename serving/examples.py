@@ -142,10 +142,34 @@ def serialized_size(request: input_pb2.Input) -> int:
 # --- Running a signature ------------------------------------------------------------
 
 
+def fitting_signatures(servable, method: str) -> list[str]:
+    """The names of the servable's signatures that `method` (CLASSIFY_METHOD or REGRESS_METHOD)
+    can run: one input `inputs`, and classes and/or scores, or one `outputs`."""
+    fits = []
+    for name in servable.signature_names():
+        signature_def = servable.signature_defs[name]
+        outputs = set(signature_def.outputs)
+        wanted = (outputs and outputs <= {"classes", "scores"} if method == CLASSIFY_METHOD
+                  else outputs == {"outputs"})
+        if set(signature_def.inputs) == {"inputs"} and wanted:
+            fits.append(name)
+    return fits
+
+
+def _not_runnable(message: str, servable, name: str, method: str) -> InvalidArgument:
+    """TF Serving's `message`, and the signatures that would run: a request without
+    signature_name gets serving_default, which is rarely a classify or regress signature."""
+    kind = "classify" if method == CLASSIFY_METHOD else "regress"
+    fits = ", ".join(fitting_signatures(servable, method)) or "none"
+    return InvalidArgument(f"{message} (signature {name}; the model's {kind} signatures: {fits}; pass one as "
+                           "signature_name)")
+
+
 def _checked_signature(servable, name: str, method: str, kind: str, check_method_name: bool):
     name = name or "serving_default"
     if name not in servable.signature_defs:
-        raise InvalidArgument(f"No signature was found with the name: {name}")
+        raise InvalidArgument(f"No signature was found with the name: {name} (the model's signatures: "
+                              f"{', '.join(servable.signature_names())})")
     signature_def = servable.signature_defs[name]
     # TF Serving checks the method name only under --enable_signature_method_name_check
     # (default false: TF2 writes every signature as predict); else the one `inputs` decides.
@@ -153,14 +177,14 @@ def _checked_signature(servable, name: str, method: str, kind: str, check_method
         raise InvalidArgument(f"Expected {kind} signature method_name to be {method}. Was: "
                               f"{signature_def.method_name}")
     if len(signature_def.inputs) != 1:
-        raise InvalidArgument("Expected one input Tensor.")
+        raise _not_runnable("Expected one input Tensor.", servable, name, method)
     return name, signature_def
 
 
-def _check_inputs_key(signature_def, kind: str) -> None:
+def _check_inputs_key(servable, name: str, signature_def, method: str, kind: str) -> None:
     """After the output count, as classifier.cc and regressor.cc check it."""
     if "inputs" not in signature_def.inputs:
-        raise InvalidArgument(f"No {kind} inputs found in SignatureDef: {signature_def}")
+        raise _not_runnable(f"No {kind} inputs found in SignatureDef: {signature_def}", servable, name, method)
 
 
 def _run(servable, name: str, request: input_pb2.Input, session, deadline) -> tuple[dict[str, np.ndarray], int]:
@@ -178,8 +202,9 @@ def classify(servable, signature_name: str, request: input_pb2.Input, check_meth
     name, signature_def = _checked_signature(servable, signature_name, CLASSIFY_METHOD, "classification",
                                              check_method_name)
     if len(signature_def.outputs) not in (1, 2):
-        raise InvalidArgument(f"Expected one or two output Tensors, found {len(signature_def.outputs)}")
-    _check_inputs_key(signature_def, "classification")
+        raise _not_runnable(f"Expected one or two output Tensors, found {len(signature_def.outputs)}", servable,
+                            name, CLASSIFY_METHOD)
+    _check_inputs_key(servable, name, signature_def, CLASSIFY_METHOD, "classification")
     if "classes" not in signature_def.outputs and "scores" not in signature_def.outputs:
         raise InvalidArgument('Expected classification signature outputs to contain at least one of '
                               f'"classes" or "scores". Signature was: {signature_def}')
@@ -217,8 +242,8 @@ def regress(servable, signature_name: str, request: input_pb2.Input, check_metho
     name, signature_def = _checked_signature(servable, signature_name, REGRESS_METHOD, "regression",
                                              check_method_name)
     if len(signature_def.outputs) != 1:
-        raise InvalidArgument("Expected one output Tensor.")
-    _check_inputs_key(signature_def, "regression")
+        raise _not_runnable("Expected one output Tensor.", servable, name, REGRESS_METHOD)
+    _check_inputs_key(servable, name, signature_def, REGRESS_METHOD, "regression")
     if "outputs" not in signature_def.outputs:
         raise InvalidArgument(f"No regression outputs found in SignatureDef: {signature_def}")
     outputs, batch = _run(servable, name, request, session, deadline)

@@ -86,6 +86,27 @@ def single_model_config(name: str, base_path: str) -> ModelConfig:
     return ModelConfig(name=name, base_path=base_path, model_platform="tensorflow")
 
 
+def no_versions_message(name: str, base_path: str) -> str:
+    """What the poll logs when `base_path` gives `name` no version to serve: TF Serving's words
+    (file_system_storage_path_source.cc) for a missing base path and for one without version
+    folders, and for a version folder given as the base path, its parent to pass instead.
+
+    >>> no_versions_message("m", "/no/such/path")
+    'FileSystemStoragePathSource encountered a filesystem access error: Could not find base path /no/such/path for servable m with error NOT_FOUND: /no/such/path; No such file or directory'
+    """
+    if not os.path.isdir(base_path):
+        what = "Not a directory" if os.path.exists(base_path) else "No such file or directory"
+        return (f"FileSystemStoragePathSource encountered a filesystem access error: Could not find base path "
+                f"{base_path} for servable {name} with error NOT_FOUND: {base_path}; {what}")
+    message = (f"No versions of servable {name} found under base path {base_path}. Did you forget to name "
+               "your leaf directory as a number (eg. '/1/')?")
+    if os.path.isfile(os.path.join(base_path, "saved_model.pb")):
+        parent = os.path.dirname(os.path.normpath(base_path)) or "."
+        message += (f" {base_path} holds a SavedModel itself: it is a version folder; pass its parent, "
+                    f"{parent}, as the base path")
+    return message
+
+
 def program_key(path: str) -> tuple | None:
     """What two versions share when one may reuse the other's loaded graph.
 
@@ -144,9 +165,14 @@ class Servable:
         self.loaded = loaded
         self.signature_defs = self.meta_graph.signature_def
 
+    def signature_names(self) -> list[str]:
+        """The signatures a request can name (not the SavedModel's __saved_model_init_op)."""
+        return sorted(name for name in self.signature_defs if not name.startswith("__"))
+
     def signature(self, name: str):
         if name not in self.loaded.signatures:
-            raise InvalidArgument(f"Serving signature name: \"{name}\" not found in signature def")
+            raise InvalidArgument(f"Serving signature name: \"{name}\" not found in signature def (the model's "
+                                  f"signatures: {', '.join(self.signature_names())})")
         return self.loaded.signatures[name]
 
     def input_specs(self, name: str) -> dict[str, tf.TensorSpec]:
@@ -288,11 +314,16 @@ class ModelStore:
         return unwanted[:-1]
 
     def poll(self) -> None:
-        """Loads wanted versions not yet loaded; unloads loaded ones no longer wanted."""
+        """Loads wanted versions not yet loaded; unloads loaded ones no longer wanted. A base
+        path that is missing or holds no version folder is logged at every pass, as TF Serving's
+        file-system source does."""
         with self._poll_lock:  # one pass at a time: the poll thread's, or a reconfigure's
             wanted, loads = {}, []
             for name, config in self.configs.items():
                 folders = self.versions_on_disk(config.base_path)
+                if not folders:  # TF Serving logs a missing base path as an error, no versions as a warning
+                    report = log.warning if os.path.isdir(config.base_path) else log.error
+                    report("%s", no_versions_message(name, config.base_path))
                 wanted[name] = self.wanted_versions(config, list(folders))
                 loads += [(name, version, os.path.join(config.base_path, folders[version]))
                           for version in wanted[name]

@@ -28,6 +28,7 @@ def test_saved_config_loads_back_equal(tmp_path):
 
 @pytest.mark.parametrize("override, message", [
     ("train.lr=1", "Unknown config key 'train.lr'"),
+    ("trian.total_steps=1", r"Unknown config section 'trian' .* Sections: \['data', 'model', 'train'\]"),
     ("model.preset=huge", "model.preset must be one of"),
     ("data.masking=random", "data.masking must be"),
     ("train.total_steps=110", "multiple of train.steps_per_block"),

@@ -66,3 +66,24 @@ def test_demo_runs_the_whole_path_and_stops_its_server(tmp_path):
 def test_demo_rejects_an_override_without_a_stage(capsys):
     result = run_main(["pipelines.demo", "--set", "train.total_steps=10"], capsys)
     assert result.returncode == 2 and "pretrain.<key>=<value> or finetune.<key>=<value>" in result.stderr
+
+
+def test_the_help_examples_shorter_run_needs_no_second_key():
+    from kerasbert.config import FinetuneConfig, PretrainConfig, load_config
+
+    for cls, config in ((PretrainConfig, "pretrain_tiny.json"), (FinetuneConfig, "finetune_demo.json")):
+        train = load_config(cls, os.path.join("pipelines", "configs", config), ["train.total_steps=20"]).train
+        assert (train.total_steps, train.steps_per_block) == (20, 20)
+
+
+def test_demo_checks_every_stage_config_before_stage_one(tmp_path, capsys, monkeypatch):
+    from pipelines.demo_stages import Demo
+
+    def stage_one(self):
+        raise AssertionError("stage 1 ran with a stage-3 config that cannot load")
+
+    monkeypatch.setattr(Demo, "vocabulary", stage_one)
+    result = run_main(["pipelines.demo", "--output_dir", str(tmp_path / "demo"),
+                       "--set", "finetune.train.total_steps=200"], capsys)  # finetune_demo's blocks are 150 steps
+    assert result.returncode == 2 and "train.total_steps must be a multiple of train.steps_per_block" in result.stderr
+    assert "[1/7]" not in result.stdout

@@ -106,8 +106,8 @@ def test_readme_quick_start_runs(tmp_path):
     """README's Python quick start, with its paths pointed at a test folder and 2 steps a fit."""
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]
-    for old, new in (("steps_per_epoch=100, epochs=3", "steps_per_epoch=2"),
-                     ("steps_per_epoch=100", "steps_per_epoch=2"), ("../shared/data", DATA_DIR),
+    for old, new in (("steps_per_epoch=50, epochs=2", "steps_per_epoch=2"),
+                     ("steps_per_epoch=50", "steps_per_epoch=2"), ("../shared/data", DATA_DIR),
                      ('"saved_models/sts"', repr(str(tmp_path / "sts")))):
         assert old in code, f"README's quick start no longer has {old!r}: update this test"
         code = code.replace(old, new)

@@ -213,3 +213,29 @@ def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, ca
     config_file.write_text(one)  # the second model dropped again
     wait_until(lambda: not serves(store, "b"))
     assert store.get("a").version == 2
+
+
+@pytest.mark.parametrize("base", ["typo", "toy/1"])
+def test_a_server_with_no_versions_to_serve_says_so_at_every_poll(tmp_path, caplog, base):
+    from test_serving import Server
+
+    save_toy(str(tmp_path / "toy" / "1"), 2.0)
+    base_path = str(tmp_path / base)
+
+    def said():
+        return [r.getMessage() for r in caplog.records if f"base path {base_path}" in r.getMessage()]
+
+    with caplog.at_level(logging.WARNING, logger="serving.model_store"):
+        server = Server(model_name="toy", model_base_path=base_path, file_system_poll_wait_seconds=1)
+        try:
+            started = time.monotonic()
+            while len(said()) < 2 and time.monotonic() - started < 1.5:  # the next poll's line
+                time.sleep(0.05)
+        finally:
+            server.close()
+    assert len(said()) >= 2  # at start-up, and again at the next poll
+    if base == "typo":
+        assert f"Could not find base path {base_path} for servable toy" in said()[-1]
+    else:
+        assert f"No versions of servable toy found under base path {base_path}." in said()[-1]
+        assert f"pass its parent, {tmp_path / 'toy'}, as the base path" in said()[-1]

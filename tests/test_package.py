@@ -46,13 +46,18 @@ def test_wheel_installs_into_a_fresh_venv_and_its_commands_run(tmp_path):
     # Every declared dependency is one the tested lock satisfies.
     required = [Requirement(line.split(":", 1)[1].strip()) for line in metadata.splitlines()
                 if line.startswith("Requires-Dist:")]
-    required = [r for r in required if not r.marker or r.marker.evaluate({"extra": ""})]
     pins = pinned_versions()
-    for requirement in required:
-        name = requirement.name.lower()
-        assert name in pins, f"{name} declared but not in requirements.txt"
-        assert requirement.specifier.contains(pins[name]), (name, str(requirement.specifier), pins[name])
-    assert {"tensorflow", "keras", "keras-hub", "aiohttp"} <= {r.name.lower() for r in required}
+    for extra in ("", "beam", "test"):  # the base install, and each extra on top of it
+        declared = [r for r in required if not r.marker or r.marker.evaluate({"extra": extra})]
+        for requirement in declared:
+            name = requirement.name.lower()
+            assert name in pins, f"{name} declared but not in requirements.txt"
+            assert requirement.specifier.contains(pins[name]), (name, str(requirement.specifier), pins[name])
+    base = {r.name.lower(): r.specifier for r in required if not r.marker or r.marker.evaluate({"extra": ""})}
+    assert {"tensorflow", "keras", "keras-hub", "aiohttp"} <= set(base)
+    # What an unpinned `pip install .` resolved before: protobuf 7 (Beam needs < 7), and the
+    # grpcio-health-checking that needs it.
+    assert not base["protobuf"].contains("7.0.0") and not base["grpcio-health-checking"].contains("1.85.0")
 
     # A fresh venv; the dependencies come from this one's site-packages (a .pth), not the network.
     venv = tmp_path / "venv"
@@ -78,3 +83,15 @@ def test_wheel_installs_into_a_fresh_venv_and_its_commands_run(tmp_path):
     assert built.returncode == 0, built.stderr[-2000:]
     path, parameters = built.stdout.split()[-2:]
     assert path.startswith(site) and int(parameters) > 0  # the installed copy, not the clone's
+
+    # A new user's first run: a shipped config by name, the data folder given, nothing else.
+    env.pop("KERASBERT_DATA_DIR", None)
+    finetune = [str(venv / "bin" / "kerasbert-finetune"), "--config", "finetune_tiny", "--output_dir", "run",
+                "--set", "train.total_steps=2", "--set", "train.steps_per_block=2",
+                "--set", "data.max_train_examples=16", "--set", "data.max_dev_examples=8"]
+    refused = subprocess.run(finetune, cwd=outside, env=env, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "--data_dir DIR, set KERASBERT_DATA_DIR=DIR" in refused.stderr
+    ran = subprocess.run(finetune + ["--data_dir", os.path.join(os.path.dirname(ROOT), "shared", "data")],
+                         cwd=outside, env=env, capture_output=True, text=True, timeout=900)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "== done:" in ran.stdout and (outside / "run" / "metrics.json").is_file()

@@ -68,3 +68,16 @@ def test_a_missing_optional_dependency_is_one_line_naming_the_extra():
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip() == ("error: apache_beam not installed: pip install 'kerasbert[beam]' "
                                      "(or pip install -r requirements.txt)")
+
+
+@pytest.mark.parametrize("name", PIPELINES)
+def test_help_as_a_console_command_names_that_command_and_keeps_its_examples_lines(name, monkeypatch, capsys):
+    import re
+
+    command = "kerasbert-" + name.replace("_", "-")
+    monkeypatch.setattr(sys, "argv", [f"/venv/bin/{command}"])
+    with pytest.raises(SystemExit):
+        importlib.import_module(f"pipelines.{name}").main(["--help"])
+    text = capsys.readouterr().out
+    assert text.startswith(f"usage: {command} ") and f"python -m pipelines.{name} " not in text
+    assert not re.search(r"\S {4,}--", text.split("options:")[0]), text  # a `\` line break swallowed

@@ -45,3 +45,13 @@ def test_an_index_is_not_overwritten_unless_asked(tmp_path):
         save_index(index, [str(i) for i in range(100)], ["t"] * 100, str(tmp_path / "index"))
     save_index(index, [str(i) for i in range(100)], ["u"] * 100, str(tmp_path / "index"), overwrite=True)
     assert load_index(str(tmp_path / "index"))[1][0]["text"] == "u"
+
+
+@pytest.mark.parametrize("backend", ["scann", "faiss"])
+def test_a_small_corpus_gets_its_exact_top_hits(backend):
+    rng = np.random.default_rng(1)
+    vectors, queries = normalized(rng.normal(size=(300, 32))), normalized(rng.normal(size=(50, 32)))  # no clusters
+    found, _ = build_index(vectors, backend).search(queries, k=10)
+    exact, _ = nearest(queries, vectors, 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)])
+    assert recall == 1.0 if backend == "faiss" else recall >= 0.99

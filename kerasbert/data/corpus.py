@@ -189,6 +189,30 @@ def load_corpora(names: tuple[str, ...] | list[str], data_dir: str) -> list[Docu
 
 
 def default_data_dir() -> str:
-    """`$KERASBERT_DATA_DIR`, else `../shared/data` relative to the project root."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.environ.get("KERASBERT_DATA_DIR", os.path.join(root, "..", "shared", "data"))
+    """`$KERASBERT_DATA_DIR`; else `../shared/data` from the working folder, or from the clone
+    this code runs from (an editable install), whichever exists; else `../shared/data` (which
+    `check_data_dir` then reports).
+
+    >>> os.environ["KERASBERT_DATA_DIR"] = "/data/kerasbert"; default_data_dir()
+    '/data/kerasbert'
+    """
+    if os.environ.get("KERASBERT_DATA_DIR"):
+        return os.environ["KERASBERT_DATA_DIR"]
+    relative = os.path.join("..", "shared", "data")
+    clone = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for candidate in (relative, os.path.join(clone, relative)):
+        if os.path.isdir(candidate):
+            return candidate
+    return relative
+
+
+def check_data_dir(path: str) -> str:
+    """`path` if it is a folder; else a one-line FileNotFoundError naming the three ways to give one.
+
+    >>> check_data_dir("/nowhere")
+    FileNotFoundError: data folder /nowhere does not exist: pass --data_dir DIR, set KERASBERT_DATA_DIR=DIR, ...
+    """
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"data folder {path} does not exist: pass --data_dir DIR, set "
+                                "KERASBERT_DATA_DIR=DIR, or run from a folder whose ../shared/data exists")
+    return path

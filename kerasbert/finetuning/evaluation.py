@@ -147,30 +147,3 @@ def headline_keys(tasks) -> list[str]:
     ['sst_accuracy', 'sts_pearson', 'overall']
     """
     return [*(get_task(task).metric_names[0] for task in tasks), "overall"]
-
-
-def plot_confusion(labels, predicted, class_names, output_png: str, title: str) -> None:
-    """Confusion matrix of a classes task, counts in each cell."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(class_names)
-    matrix = np.zeros((n, n), int)
-    for truth, guess in zip(np.asarray(labels, int), np.asarray(predicted, int)):
-        matrix[truth, guess] += 1
-    fig, ax = plt.subplots(figsize=(1.5 + 0.8 * n, 1.2 + 0.76 * n))
-    ax.imshow(matrix, cmap="Blues")
-    for i in range(n):
-        for j in range(n):
-            ax.text(j, i, matrix[i, j], ha="center", va="center",
-                    color="white" if matrix[i, j] > matrix.max() / 2 else "black")
-    ax.set_xticks(range(n), class_names, rotation=30)
-    ax.set_yticks(range(n), class_names)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(output_png, dpi=100)
-    plt.close(fig)

@@ -8,6 +8,7 @@ Output folder (chief only), for the config's `tasks` (sst, para, sts unless it s
     encoder/               the fine-tuned encoder + tokenizer as a keras-hub preset
     predictions/           <task>-dev.tsv: id, label, prediction
     history.csv, logs/     per-block train losses and dev metrics; TensorBoard
+    steps.csv              the training losses every tenth of a block
     curves.png             losses and dev metrics per step
     report.md              each task's metrics, per-class precision/recall/F1, the plots
     <task>_confusion.png   confusion matrix on dev, per classes or pair_classes task
@@ -35,14 +36,14 @@ from kerasbert.data.rows import DataError
 from kerasbert.data.tasks import read_task_file, read_training_file
 from kerasbert.durable import publish, write_json
 from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, resolve_path, sample_examples, task_dataset
-from kerasbert.finetuning.evaluation import (class_report, headline_keys, overall_score, plot_confusion,
-                                             predict_examples, predicted_classes, task_metrics)
+from kerasbert.finetuning.evaluation import (class_report, headline_keys, overall_score, predict_examples,
+                                             predicted_classes, task_metrics)
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.finetuning.report import write_run_report
 from kerasbert.models.encoder import load_encoder
+from kerasbert.plots import plot_confusion, plot_curves
 from kerasbert.tasks import Task
 from kerasbert.tokenization import load_tokenizer
-from kerasbert.training.callbacks import plot_curves
 from kerasbert.training.finite import check_finite_weights
 from kerasbert.training.run import TrainingRun
 from kerasbert.training.run_folder import mark_finished
@@ -50,7 +51,7 @@ from kerasbert.training.run_folder import mark_finished
 def run_outputs(config: FinetuneConfig) -> tuple[str, ...]:
     """What a run writes into its output folder (the layout above); --overwrite removes these."""
     return ("config.json", "model.keras", "encoder", "predictions", "best.weights.h5", "best.weights.h5.json",
-            "backup", "history.csv", "logs", "curves.png", "metrics.json", "report.md",
+            "backup", "history.csv", "steps.csv", "logs", "curves.png", "metrics.json", "report.md",
             *(f"{name}_confusion.png" for name, task in config.tasks.items() if has_confusion(task)))
 
 

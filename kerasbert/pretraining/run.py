@@ -7,6 +7,7 @@ Output folder layout (written by the chief only):
     pretrainer.keras     the whole model with both heads
     checkpoints/         weights after the last blocks; backup/ while running (resume)
     history.csv, logs/   per-block training and held-out (val_*) metrics; TensorBoard
+    steps.csv            the training losses every tenth of a block
     curves.png           loss and accuracy per block, training and held-out
     metrics.json         held-out mlm/nsp accuracy and loss, train_steps, speed
 
@@ -35,7 +36,7 @@ from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
 from kerasbert.pretraining.dataset import examples_dataset, tfrecord_dataset
 from kerasbert.pretraining.inputs import (check_enough_examples, heldout_batches, heldout_pairs,
                                           tokenize_documents, training_batches, training_pairs)
-from kerasbert.training.callbacks import plot_curves
+from kerasbert.plots import plot_curves
 from kerasbert.training.finite import check_finite_weights
 from kerasbert.training.precision import mixed_precision
 from kerasbert.training.run import FitResult, TrainingRun
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 
 # What a run writes into its output folder (the layout above); --overwrite removes these.
 RUN_OUTPUTS = ("config.json", "vocab.txt", "encoder", "pretrainer.keras", "checkpoints", "backup",
-               "history.csv", "logs", "curves.png", "metrics.json")
+               "history.csv", "steps.csv", "logs", "curves.png", "metrics.json")
 
 
 def has_pretraining_heads(checkpoint: str) -> bool:

@@ -1,4 +1,4 @@
-"""Callbacks shared by the training pipelines: resumable backup, logs, curves, speed.
+"""Callbacks shared by the training pipelines: resumable backup, logs, speed.
 
 Training runs in *blocks*: one Keras "epoch" is `steps_per_block` steps, and the unit
 of resumption: a run killed mid-block restarts at the start of that block from its
@@ -11,15 +11,16 @@ Example:
 
 from __future__ import annotations
 
-import csv
 import os
 import time
 
 import keras
 import numpy as np
 
+from kerasbert.plots import STEP_CURVE
 from kerasbert.training.backup import BlockWeights, last_block
 from kerasbert.training.finite import StopOnNonFiniteLoss
+from kerasbert.training.step_curve import StepCurve
 
 
 class Throughput(keras.callbacks.Callback):
@@ -54,52 +55,6 @@ class Throughput(keras.callbacks.Callback):
         return float(np.median(self.block_rates)) if self.block_rates else 0.0
 
 
-def plot_curves(history_csv: str, output_png: str, title: str, steps_per_block: int = 1) -> None:
-    """Plots every `*loss` and `*accuracy` column of a CSVLogger file against training step;
-    held-out (`val_*`) columns dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with open(history_csv, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        return
-    def number(text):
-        try:
-            return float(text)
-        except (TypeError, ValueError):  # CSVLogger writes "NA" for missing values
-            return float("nan")
-
-    blocks = [(int(r["epoch"]) + 1) * steps_per_block for r in rows]
-    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(11, 4))
-    colours: dict[str, str] = {}
-    for key in rows[0]:
-        values = [number(r.get(key)) for r in rows]
-        if key == "epoch" or all(np.isnan(values)):
-            continue
-        base = key.removeprefix("val_")  # a held-out curve takes its training curve's colour
-        style = {"marker": ".", "label": key, "linestyle": "--" if base != key else "-",
-                 "color": colours.setdefault(base, f"C{len(colours)}")}
-        if key.endswith("loss"):
-            loss_ax.plot(blocks, values, **style)
-        elif key.endswith("accuracy") or key.endswith("pearson"):
-            acc_ax.plot(blocks, values, **style)
-    scores = sorted({key.removeprefix("val_").removeprefix("dev_").rsplit("_", 1)[-1] for key in rows[0]
-                     if key.endswith(("accuracy", "pearson"))})
-    for ax, name in ((loss_ax, "loss"), (acc_ax, " / ".join(scores) or "accuracy")):
-        ax.set_xlabel("training step")
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_ylabel(name)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(output_png, dpi=100)
-    plt.close(fig)
-
-
 def backup_dir(output_dir: str, worker: int, is_chief: bool) -> str:
     """Where a worker keeps its backup: `backup/` for the chief, `backup/worker-N` for the
     others (stable, so a restarted worker finds what it wrote before)."""
@@ -132,6 +87,8 @@ def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput |
         callbacks.append(throughput)
     if is_chief:
         callbacks.append(HistoryCSV(os.path.join(output_dir, "history.csv"), append=True))
+        callbacks.append(StepCurve(os.path.join(output_dir, STEP_CURVE), steps_per_block,
+                                   every=steps_per_block // 10))  # ten points a block
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"),
                                                      update_freq="epoch"))
         if checkpoint:

@@ -43,6 +43,7 @@ from kerasbert.training.backup import find_backup, last_block, restore
 from kerasbert.training.callbacks import Throughput, backup_dir, training_callbacks
 from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer, make_optimizer
+from kerasbert.training.progress import fit_output
 from kerasbert.training.run_folder import check_free_space, check_output_dir
 from kerasbert.training.strategy import worker_info
 
@@ -143,11 +144,12 @@ class TrainingRun:
                                        evaluation=evaluation, ema=train.ema_momentum > 0,
                                        steps_per_block=train.steps_per_block,
                                        skip_nonfinite=train.skip_nonfinite_batches, worker=self.worker)
+        verbose, progress = fit_output(self.verbose)  # plain lines when not on a terminal
         fit_started = time.perf_counter()
         try:
             model.fit(batches, initial_epoch=self.start_block, epochs=train.num_blocks,
-                      steps_per_epoch=train.steps_per_block, shuffle=False, callbacks=callbacks,
-                      verbose=self.verbose, **fit_kwargs)
+                      steps_per_epoch=train.steps_per_block, shuffle=False, callbacks=callbacks + progress,
+                      verbose=verbose, **fit_kwargs)
         except KeyboardInterrupt:
             own = backup_dir(self.output_dir, self.worker, self.is_chief)
             resume = last_block(own) * train.steps_per_block

@@ -1,0 +1,72 @@
+"""The run's figures are readable: titles inside the figure, and a training curve with more
+than one point a block."""
+
+import csv
+
+import keras
+import matplotlib.figure
+import numpy as np
+import pytest
+
+from kerasbert.plots import plot_confusion, plot_curves
+from kerasbert.training.callbacks import HistoryCSV
+from kerasbert.training.step_curve import StepCurve
+
+CLASSES = ["very negative", "negative", "neutral", "positive", "very positive"]
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """The figures plot functions save, drawn, instead of PNG files."""
+    figures = []
+
+    def keep(fig, *args, **kwargs):
+        fig.canvas.draw()
+        figures.append(fig)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    return figures
+
+
+def test_the_confusion_matrix_title_stays_inside_the_figure(saved_figures, tmp_path):
+    title = "SST-5: 1101 dev examples that chose step 450 (accuracy 0.512)"  # the demo's
+    plot_confusion([0, 1, 2, 3, 4], [0, 1, 2, 4, 4], CLASSES, str(tmp_path / "c.png"), title)
+    (fig,) = saved_figures
+    width = fig.get_window_extent().width
+    texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text() and t.get_visible()]
+    assert " ".join(t.get_text() for t in texts).count("accuracy 0.512") == 1
+    for text in texts:
+        box = text.get_window_extent()
+        assert box.x0 >= 0 and box.x1 <= width, (text.get_text(), box, width)
+
+
+def test_the_training_curve_has_ten_points_a_block_of_window_means(tmp_path, saved_figures):
+    class RunningMeans(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.block = []
+            blocks.append(self.block)
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.block.append(logs["loss"])
+
+    blocks = []
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    x = np.random.default_rng(0).normal(size=(40 * 4, 3)).astype("float32")
+    steps_per_block = 20
+    model.fit(x, x.sum(-1, keepdims=True), batch_size=4, epochs=2, steps_per_epoch=steps_per_block, shuffle=False,
+              verbose=0, callbacks=[RunningMeans(), HistoryCSV(str(tmp_path / "history.csv")),
+                                    StepCurve(str(tmp_path / "steps.csv"), steps_per_block, every=2)])
+    with open(tmp_path / "steps.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == list(range(2, 41, 2))
+    # Each row: the mean loss of its two steps, from Keras' running means of the block.
+    losses = [b * m - (b - 1) * (block[b - 2] if b > 1 else 0) for block in blocks
+              for b, m in enumerate(block, start=1)]
+    np.testing.assert_allclose([float(r["loss"]) for r in rows], np.mean(np.reshape(losses, (-1, 2)), 1),
+                               rtol=1e-4)
+
+    plot_curves(str(tmp_path / "history.csv"), str(tmp_path / "curves.png"), "toy", steps_per_block)
+    loss_ax = saved_figures[0].axes[0]
+    assert [len(line.get_xdata()) for line in loss_ax.lines] == [20]
