@@ -20,7 +20,7 @@ Example:
     >>> result = read_task_file("sst", "../shared/data/cs224n/sst-dev.tsv")
     >>> len(result.examples), result.skipped
     (1101, 0)
-    >>> result.examples[0].text_a[:12]
+    >>> result.examples[0].text_a[:11]
     "It 's a lov"
 """
 
@@ -99,10 +99,11 @@ def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> 
     the declaration leaves them out. DataError: a single class, a declared class with no
     training example, a score label that is not a number.
 
-    Example:
-        >>> task, train = read_training_file(Task("nli", "pair_classes", text_a="p", text_b="h"), "nli-train.csv")
-        >>> task.class_names, len(train.examples)
-        (('contradiction', 'entailment', 'neutral'), 9000)
+    Example (Quora's file read as a user's task: its "1.0" and "0.0" labels are two classes):
+        >>> quora = Task("quora", "pair_classes", text_a="sentence1", text_b="sentence2", label="is_duplicate")
+        >>> task, dev = read_training_file(quora, "../shared/data/cs224n/quora-dev.tsv")
+        >>> task.labels, len(dev.examples), dev.skipped
+        (('0', '1'), 1999, 1)
     """
     table = read_task_rows(task, path)
     if not task.is_resolved:
