@@ -112,10 +112,11 @@ def test_pair_signature_as_tfrecord_output(export, tmp_path):
 
 
 def test_a_token_or_example_signature_is_refused_before_any_work(export, tmp_path):
+    (tmp_path / "x").write_text("the cat sat\n")
     for signature, message in (("embed_tokens", "takes token ids"), ("sentiment_classify", "serialized tf.Examples"),
                                ("nope", "has no signature 'nope'")):
         result = run_module(["pipelines.batch_predict", "--model_dir", export, "--signature", signature,
-                             "--input", "x", "--output", str(tmp_path / "o")], check=False)
+                             "--input", str(tmp_path / "x"), "--output", str(tmp_path / "o")], check=False)
         assert result.returncode == 2 and message in result.stderr, result.stderr[-1500:]
 
 

@@ -213,9 +213,9 @@ def run_batch_predict(config: BatchPredictConfig, beam_args: list[str] | None = 
                       verbose: bool = False) -> dict[str, int]:
     """Runs the pipeline with Beam's options `beam_args` (runner and its settings); returns
     and writes `<output>.counts.json`: lines (or records) read, scored, refused and empty."""
-    string_inputs(config.model_dir, config.signature)  # a signature it cannot call: refused before any work
     check_input(config.input)
     check_output(config.output)
+    string_inputs(config.model_dir, config.signature)  # a signature it cannot call: refused before any work
     existing, temp_folders = own_outputs(config.output)
     if existing and not config.overwrite:
         raise FileExistsError(f"{config.output}: results of an earlier run are there ({existing[0]}, "
