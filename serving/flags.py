@@ -139,7 +139,7 @@ FLAGS = [
          "kerasbert"),
     Flag("rest_api_idle_timeout_in_ms", 10000, "a REST connection with no request under way is closed after this "
                                                "long, from its accept or its last response", "kerasbert"),
-    Flag("grpc_max_connections", 1024, "open gRPC connections at most (TCP, UNIX socket and TLS, handshaking or "
+    Flag("grpc_max_connections", 4096, "open gRPC connections at most (TCP, UNIX socket and TLS, handshaking or "
                                        "not); more are closed on accept (grpc.max_allowed_incoming_connections)",
          "kerasbert"),
     Flag("warm_standby", False, "keep a spare loaded copy of each model, so a new version with the same graph "

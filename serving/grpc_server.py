@@ -232,7 +232,7 @@ def make_grpc_server(store: ModelStore, port: int, session, budgets: ServerBudge
                      max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024,
                      channel_arguments: list[tuple] | None = None, metrics: ServingMetrics | None = None,
                      socket_path: str = "", credentials=None, health: bool = False, tensor_content: bool = False,
-                     max_connections: int = 1024):
+                     max_connections: int = 4096):
     """A started gRPC server; returns (server, bound TCP port or 0, health servicer or None).
 
     `port` 0 listens on no TCP port (TF Serving's --port=0), `socket_path` on a UNIX socket
