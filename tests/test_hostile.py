@@ -560,3 +560,34 @@ def test_client_chosen_model_names_create_no_metric_series(guarded):
     assert metric(after, count, model_name="(unknown)", status="NOT_FOUND") \
         - metric(before, count, model_name="(unknown)", status="NOT_FOUND") == 101
     assert metric(after, count, model_name="hostile", status="OK") >= 1
+
+
+def test_an_unfinished_tls_handshake_is_closed_in_seconds(tmp_path):
+    """Was: 3,000 half-sent TLS hellos held 3,000 descriptors for about 120 s (grpc's default
+    handshake timeout). Now each is closed after HANDSHAKE_TIMEOUT_MS (5 s)."""
+    from serving.grpc_server import HANDSHAKE_TIMEOUT_MS, make_grpc_server, server_credentials
+    from serving.memory_budget import ServerBudgets
+    from serving.process import free_port
+    from test_operations import certificates
+
+    pems = certificates(tmp_path)
+    config = tmp_path / "ssl.config"
+    config.write_text("".join(f"{field}: {json.dumps(pems[source].decode())}\n" for field, source in
+                              (("server_key", "server_key"), ("server_cert", "server_cert"), ("custom_ca", "ca"))))
+    server, port, _ = make_grpc_server(None, free_port(), None, ServerBudgets(1 << 20),
+                                       credentials=server_credentials(str(config)))
+    try:
+        hellos = attacks.idle_sockets(port, 30)
+        assert len(hellos) == 30
+        for sock in hellos:
+            sock.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's first 11 of 517 bytes
+        time.sleep(1)
+        assert not any(attacks.closed_by_server(sock) for sock in hellos)
+        deadline = time.monotonic() + HANDSHAKE_TIMEOUT_MS / 1000 + 3
+        while time.monotonic() < deadline and not all(attacks.closed_by_server(sock) for sock in hellos):
+            time.sleep(0.25)
+        assert all(attacks.closed_by_server(sock) for sock in hellos)
+        for sock in hellos:
+            sock.close()
+    finally:
+        server.stop(0)
