@@ -12,9 +12,10 @@ thread. TensorFlow work runs on a pool of `num_threads` threads (TF Serving's
 --rest_api_num_threads).
 
 What a client can make the server hold is bounded: at most `max_connections` open
-connections (at the cap, the one idle longest is closed for the new one: serving/connections.py),
-a connection with no request under way closed after `keepalive_timeout` (from its accept
-or its last response), headers within llhttp's limits, a body of at most `max_body_bytes` (413 beyond) that must arrive
+connections (at the cap, the one idle longest is closed for the new one:
+serving/connections.py), a connection with no request under way closed after
+`keepalive_timeout` (from its accept or its last response), headers within llhttp's
+limits, a body of at most `max_body_bytes` (413 beyond) that must arrive
 within the request's deadline (408 if not), and request data reserved from budgets of
 bytes before it is read or decoded (memory_budget). The deadline
 (--rest_api_timeout_in_ms) travels with the request to the session: when it passes, the
