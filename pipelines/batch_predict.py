@@ -10,7 +10,7 @@ tf.Examples with bytes features named as the signature's inputs. Each row is key
 `<file>:<line>`. Results: `<output>-00000-of-0000N.jsonl`, one line per row,
 {"id", "inputs", "outputs"} (or tf.Examples with --output_format tfrecord); rows that
 cannot be scored go to `<output>.dead-letter.jsonl` with their reason, and the job goes on;
-the counts of rows read, scored and refused are printed and written to `<output>.counts.json`.
+the counts of rows read, scored, refused and empty are printed and written to `<output>.counts.json`.
 
 Beam's options pass through: --runner (DirectRunner by default; DataflowRunner, FlinkRunner,
 SparkRunner with their own options, e.g. --project, --region, --temp_location for
@@ -29,12 +29,13 @@ def main(argv=None) -> int:
                         help="A text signature of the export: sentiment, paraphrase, similarity, embed, ... "
                              "(default embed).")
     parser.add_argument("--input", required=True, help="Glob of input files (text, .tsv or .tfrecord).")
-    parser.add_argument("--output", required=True, help="Prefix of the result shards.")
+    parser.add_argument("--output", required=True, help="Prefix of the result shards (a prefix, never a glob).")
     parser.add_argument("--output_format", default="jsonl", choices=("jsonl", "tfrecord"),
                         help="JSON lines (default) or TFRecords of tf.Example.")
     parser.add_argument("--min_batch_size", type=int, default=1, help="Smallest batch RunInference forms.")
     parser.add_argument("--max_batch_size", type=int, default=64, help="Largest batch RunInference forms.")
-    parser.add_argument("--overwrite", action="store_true", help="Replace the results of an earlier run.")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Replace the results of an earlier run with this prefix (its files only).")
     args, beam_args = parser.parse_known_args(argv)
 
     def run():
@@ -48,8 +49,8 @@ def main(argv=None) -> int:
         config = BatchPredictConfig(args.model_dir, args.signature, args.input, args.output, args.output_format,
                                     args.min_batch_size, args.max_batch_size, args.overwrite)
         counts = run_batch_predict(config, beam_args, args.verbose)
-        print(f"== rows read {counts['read']:,}, scored {counts['scored']:,}, refused {counts['refused']:,} "
-              f"(written to {counts_path(args.output)})")
+        print(f"== rows read {counts['read']:,}, scored {counts['scored']:,}, refused {counts['refused']:,}, "
+              f"empty {counts['empty']:,} (written to {counts_path(args.output)})")
 
     return main_guard(run, verbose=args.verbose)
 

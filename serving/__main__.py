@@ -89,6 +89,7 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     if flags.tensorflow_inter_op_parallelism:
         tf.config.threading.set_inter_op_parallelism_threads(flags.tensorflow_inter_op_parallelism)
 
+    from serving.connections import descriptor_caps
     from serving.grpc_server import make_grpc_server, server_credentials
     from serving.memory_budget import ServerBudgets
     from serving.metrics import ServingMetrics
@@ -134,11 +135,13 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
         session.on_batch = metrics.batch
     budgets = ServerBudgets(flags.max_body_bytes)  # request data stays under 14 x --max_body_bytes + 1 MiB
     metrics.watch_budgets(budgets)
+    caps = descriptor_caps(flags.rest_api_max_connections, flags.grpc_max_connections)  # fds left for model loads
     grpc_server, grpc_port, health = make_grpc_server(
         store, flags.port, session, budgets, flags.host, max_threads=flags.grpc_max_threads,
         max_message_bytes=flags.max_body_bytes, channel_arguments=parse_channel_arguments(flags.grpc_channel_arguments),
         metrics=metrics, socket_path=flags.grpc_socket_path, credentials=credentials,
-        health=flags.enable_grpc_healthcheck_service, tensor_content=flags.enable_serialization_as_tensor_content)
+        health=flags.enable_grpc_healthcheck_service, tensor_content=flags.enable_serialization_as_tensor_content,
+        max_connections=caps.grpc)
     secure = " (TLS)" if credentials is not None else ""
     if grpc_port:
         log.info("Running gRPC ModelServer at %s:%d%s", flags.host, grpc_port, secure)
@@ -153,7 +156,8 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
         rest_server = RestServer(store, session, budgets, flags.rest_api_port, flags.host, flags.max_body_bytes,
                                  flags.rest_api_timeout_in_ms, flags.rest_api_num_threads,
                                  enable_cors=flags.rest_api_enable_cors_support,
-                                 max_connections=flags.rest_api_max_connections, metrics=metrics,
+                                 max_connections=caps.rest, keepalive_timeout=flags.rest_api_idle_timeout_in_ms / 1000,
+                                 metrics=metrics,
                                  metrics_path=metrics_path)
         port = rest_server.start()
         log.info("Exporting HTTP/REST API at %s:%d%s", flags.host, port,

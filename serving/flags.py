@@ -134,7 +134,13 @@ FLAGS = [
     Flag("host", "127.0.0.1", "address to bind REST and gRPC to (TF Serving binds every interface)", "kerasbert"),
     Flag("max_body_bytes", 64 * 1024 * 1024, "largest accepted REST body and gRPC message; request data held in "
                                              "memory is bounded by 14 times it", "kerasbert"),
-    Flag("rest_api_max_connections", 1024, "open REST connections at most; more are closed on accept",
+    Flag("rest_api_max_connections", 1024, "open REST connections at most; at the cap the connection idle longest "
+                                           "is closed for a new one (the new one only if none is idle)",
+         "kerasbert"),
+    Flag("rest_api_idle_timeout_in_ms", 10000, "a REST connection with no request under way is closed after this "
+                                               "long, from its accept or its last response", "kerasbert"),
+    Flag("grpc_max_connections", 4096, "open gRPC connections at most (TCP, UNIX socket and TLS, handshaking or "
+                                       "not); more are closed on accept (grpc.max_allowed_incoming_connections)",
          "kerasbert"),
     Flag("warm_standby", False, "keep a spare loaded copy of each model, so a new version with the same graph "
                                 "only restores weights (one more copy of the weights in memory)", "kerasbert"),
@@ -185,6 +191,9 @@ def parse_flags(argv: list[str]):
         raise SystemExit("Give exactly one of --model_base_path or --model_config_file.")
     if flags.batching_parameters_file and not flags.enable_batching:
         raise SystemExit("--batching_parameters_file requires --enable_batching")
+    for name in ("rest_api_max_connections", "rest_api_idle_timeout_in_ms", "grpc_max_connections"):
+        if getattr(flags, name) < 1:
+            raise SystemExit(f"--{name} takes a positive number. Received: {getattr(flags, name)}")
     return flags
 
 

@@ -3,8 +3,8 @@
 Every request's tensors are checked before anything is built from them (tensor_proto):
 names against the signature, dtypes, shapes and sizes; what they will take in memory is
 reserved from the server's budget first. A call's own deadline travels with it to the
-session. At most `max_threads` calls run at once (TF Serving's --grpc_max_threads);
-beyond, a call is refused RESOURCE_EXHAUSTED at once instead of queueing.
+session. At most `max_threads` calls run at once (TF Serving's --grpc_max_threads) and a
+bounded number wait (`call_slots`); beyond, a call is refused RESOURCE_EXHAUSTED at once.
 
 Clients use the official stubs unchanged:
     >>> stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel("127.0.0.1:8500"))
@@ -183,26 +183,76 @@ def server_credentials(ssl_config_file: str):
                                        require_client_auth=config.client_verify)
 
 
+HANDSHAKE_TIMEOUT_MS = 5_000  # a TCP or TLS handshake unfinished after this is closed (grpc's default: 120 s)
+MAX_CONNECTION_IDLE_MS = 60_000  # a connection with no call for this long is sent GOAWAY
+MAX_CONNECTION_AGE_MS = 30 * 60_000  # every connection is renewed after this long ...
+MAX_CONNECTION_AGE_GRACE_MS = 60_000  # ... its calls under way given this long to finish
+MAX_CONCURRENT_STREAMS = 100  # calls open at once on one connection (nginx, Apache: 100 to 128)
+
+
+def connection_options(max_connections: int) -> dict[str, int]:
+    """grpc core's own limits on what connections may hold, as this server sets them (each
+    can be overridden with --grpc_channel_arguments, as in TF Serving):
+
+    - at most `max_connections` connections (TCP, UNIX socket or TLS, handshaking or not);
+      more are closed as they are accepted, so a flood of idle connections cannot take
+      every file descriptor;
+    - an unfinished handshake (a client that connects and sends nothing, or half a TLS
+      hello) is closed after HANDSHAKE_TIMEOUT_MS; a connection with no call, after
+      MAX_CONNECTION_IDLE_MS;
+    - at most MAX_CONCURRENT_STREAMS calls open on one connection, counted until the server
+      has finished them (grpc's overload protection, on by default): a connection that opens
+      calls and resets them at once (HTTP/2 rapid reset) holds at most that many of the
+      server's call slots (`call_slots`), and `max_threads` stay free for other connections.
+
+    >>> connection_options(1024)["grpc.max_allowed_incoming_connections"]
+    1024
+    """
+    return {"grpc.max_allowed_incoming_connections": max_connections,
+            "grpc.server_handshake_timeout_ms": HANDSHAKE_TIMEOUT_MS,
+            "grpc.max_connection_idle_ms": MAX_CONNECTION_IDLE_MS,
+            "grpc.max_connection_age_ms": MAX_CONNECTION_AGE_MS,
+            "grpc.max_connection_age_grace_ms": MAX_CONNECTION_AGE_GRACE_MS,
+            "grpc.max_concurrent_streams": MAX_CONCURRENT_STREAMS}
+
+
+def call_slots(max_threads: int, options: dict) -> int:
+    """Calls admitted at once (grpc's maximum_concurrent_rpcs): `max_threads` running, and
+    twice as many waiting as one connection may open (a reset call leaves grpc's count of
+    its connection a little before this server's count of calls), so that one connection's
+    calls, even reset ones, never take the slots of another's.
+
+    >>> call_slots(8, {"grpc.max_concurrent_streams": 100})
+    208
+    """
+    return max_threads + 2 * options["grpc.max_concurrent_streams"]
+
+
 def make_grpc_server(store: ModelStore, port: int, session, budgets: ServerBudgets, host: str = "127.0.0.1",
                      max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024,
                      channel_arguments: list[tuple] | None = None, metrics: ServingMetrics | None = None,
-                     socket_path: str = "", credentials=None, health: bool = False, tensor_content: bool = False):
+                     socket_path: str = "", credentials=None, health: bool = False, tensor_content: bool = False,
+                     max_connections: int = 4096):
     """A started gRPC server; returns (server, bound TCP port or 0, health servicer or None).
 
     `port` 0 listens on no TCP port (TF Serving's --port=0), `socket_path` on a UNIX socket
-    too; `credentials` (server_credentials) secure both. `max_threads` calls run at once;
-    more are refused RESOURCE_EXHAUSTED (grpc's maximum_concurrent_rpcs), so no call waits
-    unbounded in a queue. `channel_arguments` (TF Serving's --grpc_channel_arguments) override
-    the message-size defaults. With `health`, the standard
-    grpc.health.v1.Health service answers for "ModelService" and "PredictionService", as
-    server.cc sets them: SERVING once started, NOT_SERVING once shutdown begins.
+    too; `credentials` (server_credentials) secure both. `max_threads` calls run at once and
+    up to grpc.max_concurrent_streams more wait for a thread (`call_slots`); beyond, a call is
+    refused RESOURCE_EXHAUSTED (grpc's maximum_concurrent_rpcs), so no call waits in an
+    unbounded queue. Connections are
+    bounded as `connection_options` says. `channel_arguments` (TF Serving's
+    --grpc_channel_arguments) override the message-size and connection defaults. With
+    `health`, the standard grpc.health.v1.Health service answers for "ModelService" and
+    "PredictionService", as server.cc sets them: SERVING once started, NOT_SERVING once
+    shutdown begins.
     """
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
     options = {"grpc.max_receive_message_length": max_message_bytes,
-               "grpc.max_send_message_length": max_message_bytes, **dict(channel_arguments or [])}
+               "grpc.max_send_message_length": max_message_bytes, **connection_options(max_connections),
+               **dict(channel_arguments or [])}
     server = grpc.server(WorkerPool(max_threads, "grpc"), options=list(options.items()),
-                         maximum_concurrent_rpcs=max_threads)
+                         maximum_concurrent_rpcs=call_slots(max_threads, options))
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionService(store, session, budgets, metrics or ServingMetrics(enabled=False), tensor_content), server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(store), server)

@@ -17,6 +17,10 @@ dashboards written for TF Serving query the names it exports.
     padding_size {execution_batch_size}, wrapped_run_count
     :tensorflow:cc:saved_model:load_attempt_count {model_path, status}, load_latency {model_path}
 
+A model label is a name the server has loaded; a request naming any other model (one that
+does not exist, or a 16 MB name) is counted under the one label `(unknown)`, so clients
+cannot create series: what they cost is bounded by the server's own model config.
+
 Example:
     >>> metrics = ServingMetrics()
     >>> metrics.request("kerasbert", "predict", "REST", "OK", seconds=0.012)
@@ -33,6 +37,7 @@ from prometheus_client.core import Metric
 
 prometheus_client.disable_created_metrics()  # TF Serving exports no *_created series
 DEFAULT_PATH = "/monitoring/prometheus/metrics"  # PrometheusExporter::kPrometheusPath
+UNKNOWN_MODEL = "(unknown)"  # the model label of every request naming a model never loaded
 
 
 def exponential(scale: float, growth: float, count: int) -> list[float]:
@@ -75,6 +80,7 @@ class ServingMetrics:
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
+        self._loaded_models: set[str] = set()  # the only names that become labels
         self.registry = prometheus_client.CollectorRegistry(auto_describe=False)
 
         def counter(tf_name, documentation, *labels):
@@ -126,10 +132,22 @@ class ServingMetrics:
 
     # --- Where TF Serving records -------------------------------------------------------------
 
+    def model_label(self, model: str) -> str:
+        """`model` if the server has loaded it, else UNKNOWN_MODEL: a client's name never
+        becomes a series of its own.
+
+        >>> metrics = ServingMetrics()
+        >>> metrics.load("/m/1", ok=True, seconds=1.0, model="m")
+        >>> metrics.model_label("m"), metrics.model_label("x" * 100)
+        ('m', '(unknown)')
+        """
+        return model if model in self._loaded_models else UNKNOWN_MODEL
+
     def request(self, model: str, api: str, entrypoint: str, status: str, seconds: float) -> None:
         """A finished request (RecordModelRequestCount; RecordRequestLatency when it succeeded)."""
         if not self.enabled:
             return
+        model = self.model_label(model)
         self.request_count.inc(model, status)
         if status == "OK":
             self.request_latency.labels(model, api, entrypoint).observe(seconds * 1e6)
@@ -137,15 +155,19 @@ class ServingMetrics:
     def runtime(self, model: str, api: str, seconds: float) -> None:
         if not self.enabled:
             return
-        self.runtime_latency.labels(model, api, "TF1").observe(seconds * 1e6)
+        self.runtime_latency.labels(self.model_label(model), api, "TF1").observe(seconds * 1e6)
 
     def examples(self, model: str, count: int) -> None:
         if not self.enabled:
             return
+        model = self.model_label(model)
         self.example_counts.labels(model).observe(count)
         self.example_count_total.inc(model, amount=count)
 
-    def load(self, path: str, ok: bool, seconds: float) -> None:
+    def load(self, path: str, ok: bool, seconds: float, model: str = "") -> None:
+        """A load attempt of the version at `path`; a successful one makes `model` a label."""
+        if ok and model:
+            self._loaded_models.add(model)  # names from the server's own config: a bounded set
         if not self.enabled:
             return
         self.load_attempt_count.inc(path, "success" if ok else "fail")

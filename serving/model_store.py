@@ -347,10 +347,10 @@ class ModelStore:
         except Exception as error:  # a broken export must not take the server down
             self._record_failure(name, version, path, error)
             if self.metrics is not None:
-                self.metrics.load(path, False, time.monotonic() - started)
+                self.metrics.load(path, False, time.monotonic() - started, model=name)
             return False
         if self.metrics is not None:
-            self.metrics.load(path, True, time.monotonic() - started)
+            self.metrics.load(path, True, time.monotonic() - started, model=name)
         with self._lock:
             self._failed[name].pop(version, None)
             self._servables[name][version] = servable

@@ -12,8 +12,10 @@ thread. TensorFlow work runs on a pool of `num_threads` threads (TF Serving's
 --rest_api_num_threads).
 
 What a client can make the server hold is bounded: at most `max_connections` open
-connections (more are closed on accept), headers within llhttp's limits and
-`keepalive_timeout`, a body of at most `max_body_bytes` (413 beyond) that must arrive
+connections (at the cap, the one idle longest is closed for the new one:
+serving/connections.py), a connection with no request under way closed after
+`keepalive_timeout` (from its accept or its last response), headers within llhttp's
+limits, a body of at most `max_body_bytes` (413 beyond) that must arrive
 within the request's deadline (408 if not), and request data reserved from budgets of
 bytes before it is read or decoded (memory_budget). The deadline
 (--rest_api_timeout_in_ms) travels with the request to the session: when it passes, the
@@ -46,6 +48,7 @@ from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving import examples, json_tensor
+from serving.connections import make_room
 from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets, TooLarge
 from serving.metrics import ServingMetrics
 from serving.model_store import ModelStore
@@ -90,7 +93,8 @@ class BodyTimeout(DeadlineExceeded):
 
 
 class _Refused(asyncio.Protocol):
-    """A connection over the limit: closed as soon as it is accepted."""
+    """A connection over the limit while every other has a request under way: closed as
+    soon as it is accepted."""
 
     def connection_made(self, transport):
         transport.abort()
@@ -101,7 +105,7 @@ class RestServer:
 
     def __init__(self, store: ModelStore, session, budgets: ServerBudgets, port: int, host: str = "127.0.0.1",
                  max_body_bytes: int = 64 * 1024 * 1024, timeout_ms: int = 30000, num_threads: int = 8,
-                 enable_cors: bool = False, max_connections: int = 1024, keepalive_timeout: float = 60.0,
+                 enable_cors: bool = False, max_connections: int = 1024, keepalive_timeout: float = 10.0,
                  metrics: ServingMetrics | None = None, metrics_path: str | None = None):
         self.store, self.session, self.budgets = store, session, budgets
         self.host, self.port = host, port
@@ -148,7 +152,7 @@ class RestServer:
         handler_factory = self._runner.server
 
         def protocol():
-            if len(handler_factory.connections) >= self.max_connections:
+            if not make_room(handler_factory.connections, self.max_connections):
                 return _Refused()
             return handler_factory()
         self._server = await self.loop.create_server(protocol, self.host, self.port, backlog=1024,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_module
+from conftest import run_main, run_module
 from helpers import tiny_model_dir
 
 BEAM_WORKERS = ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
@@ -57,7 +57,7 @@ def test_results_match_the_saved_model_and_refused_rows_are_counted(export, tmp_
     args = ["pipelines.batch_predict", "--model_dir", export, "--signature", "embed", "--input",
             str(tmp_path / "in" / "*"), "--output", prefix, "--max_batch_size", "16", *BEAM_WORKERS]
     result = run_module(args)
-    assert result.stdout.strip().splitlines()[-1].startswith("== rows read 344, scored 340, refused 4")
+    assert result.stdout.strip().splitlines()[-1].startswith("== rows read 344, scored 340, refused 4, empty 0")
     assert "apache_beam" not in result.stderr and "Logging handler" not in result.stderr, result.stderr[-2000:]
 
     rows = [json.loads(line) for path in sorted(glob.glob(prefix + "-*-of-*.jsonl")) for line in open(path)]
@@ -75,7 +75,7 @@ def test_results_match_the_saved_model_and_refused_rows_are_counted(export, tmp_
     assert dead.keys() == {"b.txt:121", "b.txt:122", "sst.tsv:42", "c.tfrecord:31"}
     assert dead["b.txt:121"].startswith("not valid UTF-8") and "characters (the limit is" in dead["b.txt:122"]
     assert "quote" in dead["sst.tsv:42"] and dead["c.tfrecord:31"] == "no single bytes feature 'text'"
-    assert json.load(open(prefix + ".counts.json")) == {"read": 344, "scored": 340, "refused": 4}
+    assert json.load(open(prefix + ".counts.json")) == {"read": 344, "scored": 340, "refused": 4, "empty": 0}
 
     # The embeddings indexed and searched: a sentence finds itself first, as exact search does.
     out = run_module(["pipelines.build_index", "--embeddings", prefix, "--output", str(tmp_path / "index")]).stdout
@@ -112,8 +112,71 @@ def test_pair_signature_as_tfrecord_output(export, tmp_path):
 
 
 def test_a_token_or_example_signature_is_refused_before_any_work(export, tmp_path):
+    (tmp_path / "x").write_text("the cat sat\n")
     for signature, message in (("embed_tokens", "takes token ids"), ("sentiment_classify", "serialized tf.Examples"),
                                ("nope", "has no signature 'nope'")):
         result = run_module(["pipelines.batch_predict", "--model_dir", export, "--signature", signature,
-                             "--input", "x", "--output", str(tmp_path / "o")], check=False)
+                             "--input", str(tmp_path / "x"), "--output", str(tmp_path / "o")], check=False)
         assert result.returncode == 2 and message in result.stderr, result.stderr[-1500:]
+
+
+# --- What the tool reads and removes (issue 53) ------------------------------------------------
+
+
+def test_lines_are_counted_whatever_their_ending_and_overwrite_removes_only_its_own_files(export, tmp_path, capsys):
+    """Was: 100,000 empty lines read 0 and counted nowhere; a UTF-16 file scored as
+    NUL-interleaved text; `\r`-only endings read as one line; and with --overwrite the
+    prefix was a glob, so `out/*` deleted another run's results and left beam-temp folders.
+    Now: empty lines are read and counted `empty`; NULs go to the dead letters; `\r` ends a
+    line; `out/*` is refused; --overwrite removes this prefix's files and temp folders only."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "cr.txt").write_bytes(b"the cat sat\rthe dog ran\r\r  \rcats on the mat\r")
+    (tmp_path / "in" / "blank.txt").write_bytes(b"\n" * 500 + b"the mat\n")
+    (tmp_path / "in" / "utf16.txt").write_bytes("the cat sat\nthe dog ran\n".encode("utf-16"))
+    out = tmp_path / "out"
+    out.mkdir()
+    others = ["other-00000-of-00001.jsonl", "other.counts.json", "other.dead-letter.jsonl",
+              "embed-2-00000-of-00001.jsonl", "embed.counts.json.bak"]
+    for name in others:
+        (out / name).write_text("another run's\n")
+    (out / f"beam-temp-other-{'a' * 32}").mkdir()
+    (out / f"beam-temp-embed-{'b' * 32}").mkdir()  # this prefix's, left by a crashed run
+    (out / "embed-00000-of-00003.jsonl").write_text("an earlier run of this prefix\n")
+    args = ["pipelines.batch_predict", "--model_dir", export, "--signature", "embed",
+            "--input", str(tmp_path / "in" / "*"), "--overwrite"]
+
+    refused = run_main([*args, "--output", str(out / "*")], capsys)
+    assert refused.returncode == 2 and "--output is a prefix, not a glob" in refused.stderr
+    assert sorted(os.listdir(out)) == sorted(others + [f"beam-temp-other-{'a' * 32}", f"beam-temp-embed-{'b' * 32}",
+                                                       "embed-00000-of-00003.jsonl"])
+
+    run_main([*args, "--output", str(out / "embed")], capsys, check=True)
+    assert json.load(open(out / "embed.counts.json")) == {"read": 509, "scored": 4, "refused": 3, "empty": 502}
+    rows = [json.loads(line) for path in glob_paths(out / "embed-[0-9][0-9][0-9][0-9][0-9]-of-*.jsonl") for line in open(path)]
+    assert sorted(row["inputs"]["text"] for row in rows) == ["cats on the mat", "the cat sat", "the dog ran", "the mat"]
+    dead = sorted(row["id"].rsplit("/", 1)[-1] for row in map(json.loads, open(out / "embed.dead-letter.jsonl")))
+    assert dead == ["utf16.txt:1", "utf16.txt:2", "utf16.txt:3"]  # the BOM's line, then NULs
+    left = set(os.listdir(out))
+    assert set(others) | {f"beam-temp-other-{'a' * 32}"} <= left
+    assert f"beam-temp-embed-{'b' * 32}" not in left and "embed-00000-of-00003.jsonl" not in left
+    assert all((out / name).read_text() == "another run's\n" for name in others)
+
+
+def glob_paths(pattern):
+    return sorted(glob.glob(str(pattern)))
+
+
+@pytest.mark.parametrize("case", ["a folder as input", "an output under a file", "an output under /proc"])
+def test_a_path_that_cannot_be_used_is_one_line_exit_2(export, tmp_path, capsys, case):
+    """Was: a Python traceback, exit 1."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("the cat sat\n")
+    (tmp_path / "file").write_text("x")
+    source, prefix = {"a folder as input": (tmp_path / "in", tmp_path / "out" / "embed"),
+                      "an output under a file": (tmp_path / "in" / "a.txt", tmp_path / "file" / "embed"),
+                      "an output under /proc": (tmp_path / "in" / "a.txt", "/proc/embed/out")}[case]
+    result = run_main(["pipelines.batch_predict", "--model_dir", export, "--signature", "embed",
+                       "--input", str(source), "--output", str(prefix)], capsys)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
+    assert "Traceback" not in result.stderr

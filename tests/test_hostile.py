@@ -414,3 +414,180 @@ def test_the_config_watcher_survives_a_missing_or_unreadable_file(tmp_path):
         assert applied == [["m"]] and thread.is_alive()
     finally:
         stop.set()
+
+
+# === Connections and metrics (issue 53: idle sockets, connection caps, rapid reset, metric names) ===
+# A server of its own with low caps, so a few hundred sockets stand for the issue's thousands.
+
+GUARDED_CAP = 20
+IDLE_TIMEOUT_MS = 2000
+HANDSHAKE_TIMEOUT_MS = 1000
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    """A direct server with metrics on, 20 connections at most on each port, idle REST
+    connections closed after 2 s and unfinished gRPC handshakes after 1 s."""
+    from serving.process import LocalServer
+
+    root = tmp_path_factory.mktemp("guarded")
+    save_hostile(str(root / "hostile" / "1"))
+    (root / "monitoring.config").write_text("prometheus_config { enable: true }")
+    flags = [f"--monitoring_config_file={root / 'monitoring.config'}", "--grpc_max_threads=4",
+             f"--rest_api_max_connections={GUARDED_CAP}", f"--grpc_max_connections={GUARDED_CAP}",
+             f"--rest_api_idle_timeout_in_ms={IDLE_TIMEOUT_MS}",
+             f"--grpc_channel_arguments=grpc.server_handshake_timeout_ms={HANDSHAKE_TIMEOUT_MS}"]
+    with LocalServer("hostile", str(root / "hostile"), log_path=str(root / "guarded.log"), extra_flags=flags) as server:
+        server.wait_for_version(1)
+        yield server
+
+
+def open_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_idle_rest_connections_do_not_lock_new_clients_out(guarded):
+    """Was: 1,024 connections that sent nothing held REST's every slot, and each new
+    connection was closed on accept until they timed out at 60 s. Now at the cap the
+    connection idle longest gives way, and an idle one is closed after
+    --rest_api_idle_timeout_in_ms."""
+    idle = attacks.idle_sockets(guarded.rest_port, 3 * GUARDED_CAP)
+    try:
+        started = time.monotonic()
+        assert answers_a_good_request(guarded) and time.monotonic() - started < 2
+        time.sleep(0.2)
+        assert sum(attacks.closed_by_server(sock) for sock in idle) >= 2 * GUARDED_CAP
+    finally:
+        for sock in idle:
+            sock.close()
+    lone = socket.create_connection(("127.0.0.1", guarded.rest_port))
+    try:
+        time.sleep(IDLE_TIMEOUT_MS / 1000 + 1)
+        assert attacks.closed_by_server(lone)
+    finally:
+        lone.close()
+
+
+def test_grpc_connections_are_capped_and_unfinished_handshakes_time_out(guarded):
+    """Was: no cap on gRPC connections (20,000 idle ones took every file descriptor, and the
+    model poll failed with EMFILE) and a handshake left unfinished held its descriptor for
+    120 s. Now: at most --grpc_max_connections, the handshake closed after
+    grpc.server_handshake_timeout_ms, and a good call answered once they are gone."""
+    pid = guarded.process.pid
+    before = open_descriptors(pid)
+    idle = attacks.idle_sockets(guarded.grpc_port, 10 * GUARDED_CAP)
+    try:
+        time.sleep(0.5)
+        assert open_descriptors(pid) - before <= GUARDED_CAP + 10
+        assert answers_a_good_request(guarded)
+        time.sleep(HANDSHAKE_TIMEOUT_MS / 1000 + 1)
+        assert all(attacks.closed_by_server(sock) for sock in idle)
+    finally:
+        for sock in idle:
+            sock.close()
+    response = grpc_predict(guarded, predict_request(x=tf.make_tensor_proto([1.5], dtype=tf.float32)), timeout=10)
+    assert list(response.outputs["y"].float_val) == [3.0]
+
+
+def test_file_descriptors_stay_free_for_model_loads():
+    """The caps shrink to leave FD_RESERVE descriptors when RLIMIT_NOFILE cannot hold them all."""
+    from serving.connections import FD_RESERVE, descriptor_caps
+
+    assert descriptor_caps(1024, 1024, limits=(1024, 65536)) == (1024, 1024, 2048 + FD_RESERVE)
+    caps = descriptor_caps(1024, 1024, limits=(1024, 1536))
+    assert caps.rest + caps.grpc + FD_RESERVE <= caps.limit == 1536 and caps.rest == caps.grpc > 0
+
+
+def test_a_rapid_reset_flood_fails_no_call_of_another_connection(guarded):
+    """Was: 50,000 HEADERS + RST_STREAM in 0.6 s on one connection made another client's
+    calls, on its own connection, fail CANCELLED or RESOURCE_EXHAUSTED. One connection now
+    holds at most grpc.max_concurrent_streams of the server's call slots."""
+    request = predict_request(x=tf.make_tensor_proto([1.5], dtype=tf.float32))
+    channel = grpc.insecure_channel(f"127.0.0.1:{guarded.grpc_port}")
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    stub.Predict(request, timeout=10)
+    outcomes, stop, lock = [], threading.Event(), threading.Lock()
+
+    def good():
+        while not stop.is_set():
+            try:
+                stub.Predict(request, timeout=10)
+                outcome = "OK"
+            except grpc.RpcError as error:
+                outcome = f"{error.code().name}: {error.details()}"
+            with lock:
+                outcomes.append(outcome)
+
+    clients = [threading.Thread(target=good) for _ in range(4)]
+    for client in clients:
+        client.start()
+    try:
+        flood = attacks.rapid_reset(guarded.grpc_port, streams=30_000)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for client in clients:
+            client.join(15)
+        channel.close()
+    failed = [outcome for outcome in outcomes if outcome != "OK"]
+    assert flood["streams"] == 30_000 and len(outcomes) > 20 and failed == [], failed[:5]
+
+
+def test_client_chosen_model_names_create_no_metric_series(guarded):
+    """Was: 20,000 requests naming models that do not exist made 20,118 series, and a 16 MB
+    name stayed in memory and on every scrape. Names the server never loaded are counted
+    under one label, `(unknown)`."""
+    from test_operations import metric, rest
+
+    def page():
+        return rest(guarded.rest_port, "GET", "/monitoring/prometheus/metrics")[1].decode()
+
+    answers_a_good_request(guarded)
+    before = page()
+    for index in range(100):
+        connection = http.client.HTTPConnection("127.0.0.1", guarded.rest_port, timeout=10)
+        connection.request("POST", f"/v1/models/nope{index}:predict", '{"instances": [1.0]}')
+        assert connection.getresponse().status == 404
+        connection.close()
+    long_name = predict_request(x=tf.make_tensor_proto([1.0], dtype=tf.float32))
+    long_name.model_spec.name = "m" * (1 << 20)
+    with pytest.raises(grpc.RpcError):  # NOT_FOUND, its message too long for the client's metadata limit
+        grpc_predict(guarded, long_name)
+    after = page()
+    assert len(after.splitlines()) == len(before.splitlines()) + (0 if '"(unknown)"' in before else 1)
+    assert "nope" not in after and len(after) < len(before) + 200
+    count = ":tensorflow:serving:request_count"
+    assert metric(after, count, model_name="(unknown)", status="NOT_FOUND") \
+        - metric(before, count, model_name="(unknown)", status="NOT_FOUND") == 101
+    assert metric(after, count, model_name="hostile", status="OK") >= 1
+
+
+def test_an_unfinished_tls_handshake_is_closed_in_seconds(tmp_path):
+    """Was: 3,000 half-sent TLS hellos held 3,000 descriptors for about 120 s (grpc's default
+    handshake timeout). Now each is closed after HANDSHAKE_TIMEOUT_MS (5 s)."""
+    from serving.grpc_server import HANDSHAKE_TIMEOUT_MS, make_grpc_server, server_credentials
+    from serving.memory_budget import ServerBudgets
+    from serving.process import free_port
+    from test_operations import certificates
+
+    pems = certificates(tmp_path)
+    config = tmp_path / "ssl.config"
+    config.write_text("".join(f"{field}: {json.dumps(pems[source].decode())}\n" for field, source in
+                              (("server_key", "server_key"), ("server_cert", "server_cert"), ("custom_ca", "ca"))))
+    server, port, _ = make_grpc_server(None, free_port(), None, ServerBudgets(1 << 20),
+                                       credentials=server_credentials(str(config)))
+    try:
+        hellos = attacks.idle_sockets(port, 30)
+        assert len(hellos) == 30
+        for sock in hellos:
+            sock.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's first 11 of 517 bytes
+        time.sleep(1)
+        assert not any(attacks.closed_by_server(sock) for sock in hellos)
+        deadline = time.monotonic() + HANDSHAKE_TIMEOUT_MS / 1000 + 3
+        while time.monotonic() < deadline and not all(attacks.closed_by_server(sock) for sock in hellos):
+            time.sleep(0.25)
+        assert all(attacks.closed_by_server(sock) for sock in hellos)
+        for sock in hellos:
+            sock.close()
+    finally:
+        server.stop(0)

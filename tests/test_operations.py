@@ -198,7 +198,7 @@ def test_request_counters_count_exactly_what_was_sent(monitored):
     count = ":tensorflow:serving:request_count"
     assert delta(count, model_name="toy", status="OK") == 7  # 5 REST + 2 gRPC
     assert delta(count, model_name="toy", status="INVALID_ARGUMENT") == 3
-    assert delta(count, model_name="nope", status="NOT_FOUND") == 1
+    assert delta(count, model_name="(unknown)", status="NOT_FOUND") == 1  # never a client-chosen name
     latency = ":tensorflow:serving:request_latency_count"
     assert delta(latency, model_name="toy", API="predict", entrypoint="REST") == 5
     assert delta(latency, model_name="toy", API="Predict", entrypoint="GRPC") == 2
@@ -387,22 +387,30 @@ def test_rest_api_num_threads_bounds_the_calls_in_flight(toy_store, threads):
         server.stop()
 
 
-def test_grpc_max_threads_refuses_calls_beyond_it(toy_store):
+def test_grpc_max_threads_refuses_calls_beyond_its_slots(toy_store):
+    """--grpc_max_threads calls run and up to twice grpc.max_concurrent_streams wait for a
+    thread (call_slots); one more is refused RESOURCE_EXHAUSTED at once, never queued."""
     from serving.grpc_server import make_grpc_server
     from serving.memory_budget import ServerBudgets
 
-    server, port, _ = make_grpc_server(toy_store, free_port(), Slow(1.0), ServerBudgets(1 << 20), max_threads=1)
+    session = Slow(1.0)
+    server, port, _ = make_grpc_server(toy_store, free_port(), session, ServerBudgets(1 << 20), max_threads=1,
+                                       channel_arguments=[("grpc.max_concurrent_streams", 1)])
     try:
         request = predict_pb2.PredictRequest()
         request.model_spec.name = "toy"
         request.inputs["x"].CopyFrom(tf.make_tensor_proto(np.array([[1.0, 2.0]], np.float32)))
-        stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
-        first = stub.Predict.future(request, timeout=30)
-        time.sleep(0.3)
+
+        def stub():  # a connection of its own: each holds one stream
+            channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
+            return prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        admitted = [stub().Predict.future(request, timeout=30) for _ in range(3)]  # 1 running, 2 waiting
+        time.sleep(0.5)
         with pytest.raises(grpc.RpcError) as error:
-            stub.Predict(request, timeout=30)
+            stub().Predict(request, timeout=30)
         assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert first.result().outputs["y"].float_val == [2.0, 4.0]
+        assert [call.result().outputs["y"].float_val for call in admitted] == [[2.0, 4.0]] * 3
+        assert session.most == 1
     finally:
         server.stop(0)
 

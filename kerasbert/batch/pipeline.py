@@ -11,8 +11,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import os
+import tempfile
+import uuid
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -23,12 +26,13 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from kerasbert.batch.handler import NAMESPACE, SavedModelSignatureHandler, set_tensorflow_threads
-from kerasbert.batch.records import SUFFIXES, counts_path, dead_letter_path, json_line, results_pattern, tf_example
-from kerasbert.batch.rows import Refused, read_rows
+from kerasbert.batch.records import (SUFFIXES, check_prefix, counts_path, dead_letter_path, is_own_output, json_line,
+                                     tf_example)
+from kerasbert.batch.rows import Empty, Refused, read_rows
 from kerasbert.batch.signatures import string_inputs
 from kerasbert.quiet import hide_library_logs, native_stderr_hidden
 
-COUNTS = ("read", "scored", "refused")
+COUNTS = ("read", "scored", "refused", "empty")  # read = scored + refused + empty
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,12 +52,70 @@ class BatchPredictConfig:
         if not 1 <= self.min_batch_size <= self.max_batch_size:
             raise ValueError(f"need 1 <= min_batch_size <= max_batch_size. Received: {self.min_batch_size}, "
                              f"{self.max_batch_size}")
+        check_prefix(self.output)
 
 
-def existing_outputs(config: BatchPredictConfig) -> list[str]:
-    patterns = [results_pattern(config.output, fmt) for fmt in SUFFIXES]
-    patterns += [dead_letter_path(config.output), counts_path(config.output)]
-    return [metadata.path for result in FileSystems.match(patterns) for metadata in result.metadata_list]
+def own_outputs(prefix: str) -> tuple[list[str], list[str]]:
+    """(result files, Beam temp folders) that a run with `prefix` wrote: only what the
+    prefix names (records.is_own_output), never another run's files beside them."""
+    directory, base = FileSystems.split(prefix)
+    files = sorted({metadata.path for result in FileSystems.match([prefix + "*"]) for metadata in result.metadata_list
+                    if is_own_output(prefix, metadata.path)})
+    temp = FileSystems.join(directory, f"beam-temp-{base}")
+    if _is_local(prefix):  # Beam's local matches list no folders
+        folders = glob.glob(glob.escape(temp) + "*")
+    else:  # folders are the names of the files in them
+        folders = {FileSystems.join(directory, metadata.path[len(directory):].lstrip("/").split("/", 1)[0])
+                   for result in FileSystems.match([temp + "*/*"]) for metadata in result.metadata_list}
+    return files, sorted(folder for folder in folders if is_own_output(prefix, folder))
+
+
+def staging_prefix(prefix: str) -> str:
+    """Where the shards are written first: `DIR/beam-temp-BASE-<uuid>/BASE`. Beam's sink
+    deletes every file matching `PREFIX*-of-N.jsonl` before it renames its own into place,
+    which beside `PREFIX` would take another run's `PREFIX-2-00000-of-00001.jsonl`; in a
+    folder of its own it takes nothing."""
+    directory, base = FileSystems.split(prefix)
+    return FileSystems.join(FileSystems.join(directory, f"beam-temp-{base}-{uuid.uuid4().hex}"), base)
+
+
+def publish(staged: str, prefix: str) -> None:
+    """Moves the shards written under `staged` to the same names under `prefix`, then
+    removes the staging folder."""
+    shards = [metadata.path for result in FileSystems.match([staged + "*"]) for metadata in result.metadata_list
+              if is_own_output(staged, metadata.path)]
+    FileSystems.rename(shards, [prefix + path[len(staged):] for path in shards])
+    FileSystems.delete([FileSystems.split(staged)[0]])
+
+
+def _is_local(path: str) -> bool:
+    return FileSystems.get_scheme(path) is None
+
+
+def check_input(pattern: str) -> None:
+    """One line for an input that cannot be read: nothing matches, or a folder was given."""
+    matched = [metadata.path for metadata in FileSystems.match([pattern])[0].metadata_list]
+    if not matched:
+        raise FileNotFoundError(f"{pattern}: no input file matches")
+    folders = [path for path in matched if _is_local(path) and os.path.isdir(path)]
+    if folders:
+        raise IsADirectoryError(f"{folders[0]}: --input is a folder; give its files, e.g. {folders[0]}/*")
+
+
+def check_output(prefix: str) -> None:
+    """One line if results cannot be written under `prefix` (its folder is a file, or on a
+    file system that takes no files, such as /proc): the folder is made and a file tried."""
+    if not _is_local(prefix):
+        return  # a remote file system answers for itself when the job writes
+    directory = os.path.dirname(os.path.abspath(prefix))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        descriptor, probe = tempfile.mkstemp(prefix=".batch-predict-", dir=directory)
+        os.close(descriptor)
+        os.remove(probe)
+    except OSError as error:
+        raise OSError(f"{prefix}: results cannot be written there ({error.strerror}: "
+                      f"{error.filename or directory})") from None
 
 
 class ReadRows(beam.DoFn):
@@ -63,6 +125,7 @@ class ReadRows(beam.DoFn):
         self.input_names, self.threads = input_names, threads
         self.read = Metrics.counter(NAMESPACE, "read")
         self.refused = Metrics.counter(NAMESPACE, "refused")
+        self.empty = Metrics.counter(NAMESPACE, "empty")
 
     def setup(self):
         set_tensorflow_threads(self.threads)  # TFRecord input may start TensorFlow before the model
@@ -71,7 +134,9 @@ class ReadRows(beam.DoFn):
         path = readable_file.metadata.path
         for row in read_rows(path, self.input_names, readable_file.read):
             self.read.inc()
-            if isinstance(row, Refused):
+            if isinstance(row, Empty):
+                self.empty.inc()
+            elif isinstance(row, Refused):
                 self.refused.inc()
                 yield beam.pvalue.TaggedOutput("refused", json.dumps(dataclasses.asdict(row), ensure_ascii=False))
             else:
@@ -100,7 +165,9 @@ def threads_per_worker(options: PipelineOptions) -> int | None:
     return max(1, (os.cpu_count() or 1) // workers)
 
 
-def build_pipeline(pipeline: beam.Pipeline, config: BatchPredictConfig) -> None:
+def build_pipeline(pipeline: beam.Pipeline, config: BatchPredictConfig, results_prefix: str | None = None) -> None:
+    """Read, score and write; the result shards go under `results_prefix` (default: the
+    config's output prefix), the dead letters beside the output prefix."""
     threads = threads_per_worker(pipeline.options)
     handler = SavedModelSignatureHandler(config.model_dir, config.signature, config.min_batch_size,
                                          config.max_batch_size, threads)
@@ -113,10 +180,11 @@ def build_pipeline(pipeline: beam.Pipeline, config: BatchPredictConfig) -> None:
                | "Score" >> RunInference(KeyedModelHandler(handler))
                | "Format" >> beam.ParDo(FormatResult(config.output_format)))
     suffix = SUFFIXES[config.output_format]
+    results_prefix = results_prefix or config.output
     if config.output_format == "jsonl":
-        results | "Write" >> beam.io.WriteToText(config.output, file_name_suffix=suffix)
+        results | "Write" >> beam.io.WriteToText(results_prefix, file_name_suffix=suffix)
     else:
-        results | "Write" >> beam.io.WriteToTFRecord(config.output, file_name_suffix=suffix)
+        results | "Write" >> beam.io.WriteToTFRecord(results_prefix, file_name_suffix=suffix)
     rows.refused | "DeadLetter" >> beam.io.WriteToText(dead_letter_path(config.output), shard_name_template="")
 
 
@@ -144,19 +212,21 @@ def run_pipeline(pipeline: beam.Pipeline, verbose: bool = False):
 def run_batch_predict(config: BatchPredictConfig, beam_args: list[str] | None = None,
                       verbose: bool = False) -> dict[str, int]:
     """Runs the pipeline with Beam's options `beam_args` (runner and its settings); returns
-    and writes `<output>.counts.json`: rows read, scored and refused."""
+    and writes `<output>.counts.json`: lines (or records) read, scored, refused and empty."""
+    check_input(config.input)
+    check_output(config.output)
     string_inputs(config.model_dir, config.signature)  # a signature it cannot call: refused before any work
-    existing = existing_outputs(config)
+    existing, temp_folders = own_outputs(config.output)
     if existing and not config.overwrite:
         raise FileExistsError(f"{config.output}: results of an earlier run are there ({existing[0]}, "
                               f"{len(existing)} files); pass --overwrite to replace them")
-    if existing:
-        FileSystems.delete(existing)
-    if not FileSystems.match([config.input])[0].metadata_list:
-        raise FileNotFoundError(f"{config.input}: no input file matches")
+    if config.overwrite and existing + temp_folders:
+        FileSystems.delete(existing + temp_folders)
     pipeline = beam.Pipeline(options=pipeline_options(beam_args, verbose))
-    build_pipeline(pipeline, config)
+    staged = staging_prefix(config.output)
+    build_pipeline(pipeline, config, staged)
     result = run_pipeline(pipeline, verbose)
+    publish(staged, config.output)
     counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
     counts = {name: 0 for name in COUNTS}
     for counter in counters:

@@ -15,14 +15,46 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 
 SUFFIXES = {"jsonl": ".jsonl", "tfrecord": ".tfrecord"}
+GLOB_CHARACTERS = "*?["
+
+
+def check_prefix(prefix: str) -> None:
+    """An output prefix names files; it is never a glob (with --overwrite, `dir/*` would
+    name every run's results)."""
+    glob_characters = sorted({c for c in prefix if c in GLOB_CHARACTERS})
+    if glob_characters:
+        raise ValueError(f"--output is a prefix, not a glob: it may not hold {' '.join(glob_characters)}. "
+                         f"Received: {prefix!r}")
+
+
+def is_own_output(prefix: str, path: str) -> bool:
+    """True for what a run with `prefix` writes, and nothing else: its shards
+    (`PREFIX-00000-of-00002.jsonl` or `.tfrecord`), `PREFIX.counts.json`,
+    `PREFIX.dead-letter.jsonl`, and Beam's temp folders for them
+    (`DIR/beam-temp-BASE-<uuid>`, `DIR/beam-temp-BASE.dead-letter.jsonl-<uuid>`).
+
+    >>> is_own_output("out/embed", "out/embed-00000-of-00001.jsonl")
+    True
+    >>> is_own_output("out/embed", "out/embed-2-00000-of-00001.jsonl")  # the run `out/embed-2`'s
+    False
+    """
+    directory, _, base = prefix.rpartition("/")
+    suffixes = "|".join(re.escape(suffix) for suffix in SUFFIXES.values())
+    own = [re.escape(prefix) + rf"-\d{{5,}}-of-\d{{5,}}(?:{suffixes})", re.escape(counts_path(prefix)),
+           re.escape(dead_letter_path(prefix)),
+           re.escape(f"{directory}/" if directory else "") + rf"beam-temp-{re.escape(base)}"
+           rf"(?:{re.escape('.dead-letter.jsonl')})?-[0-9a-f]{{32}}"]
+    return any(re.fullmatch(pattern, path.rstrip("/")) for pattern in own)
 
 
 def results_pattern(prefix: str, output_format: str = "jsonl") -> str:
-    """The glob of the result shards Beam writes under `prefix` (`PREFIX-00000-of-00002.jsonl`)."""
+    """The glob of the result shards Beam writes under `prefix` (`PREFIX-00000-of-00002.jsonl`);
+    it may match another run's too (`PREFIX-2-...`): `is_own_output` tells them apart."""
     return f"{prefix}-[0-9]*-of-[0-9]*{SUFFIXES[output_format]}"
 
 
@@ -73,7 +105,7 @@ def read_results(prefix: str, output_name: str, output_format: str = "jsonl"):
     its first input's text and its output `output_name` as a float32 row, in shard order."""
     import glob
 
-    paths = sorted(glob.glob(results_pattern(prefix, output_format)))
+    paths = sorted(path for path in glob.glob(results_pattern(prefix, output_format)) if is_own_output(prefix, path))
     if not paths:
         raise FileNotFoundError(f"no results of pipelines.batch_predict under {prefix} "
                                 f"(expected {results_pattern(prefix, output_format)})")

@@ -5,11 +5,13 @@ Three formats, told apart by the file name:
   inputs (`text`, or `text_a` and `text_b`); the "line" is the record's number, from 1.
 - `*.tsv`: a task file in the CS224N or GLUE layout (`kerasbert.tasks`), read line by line
   (`kerasbert.data.rows`); the text columns of the first task whose columns the header holds.
-- anything else: plain text, one sentence a line (a pair signature: `text_a<TAB>text_b`).
+- anything else: plain text, one sentence a line (a pair signature: `text_a<TAB>text_b`);
+  a line ends at `\n`, `\r\n` or a lone `\r`; an empty (or blank) line is an `Empty` row,
+  counted and not scored.
 
-A row that cannot be scored (bad UTF-8, empty text, wrong field count, a line over
-`MAX_FIELD_CHARS`, a record without the signature's features) is a `Refused` row with its
-reason, for the dead-letter output; the job goes on.
+A row that cannot be scored (bad UTF-8, NUL characters as UTF-16 text has, empty text, wrong
+field count, a line over `MAX_FIELD_CHARS`, a record without the signature's features) is a
+`Refused` row with its reason, for the dead-letter output; the job goes on.
 
 Example:
     >>> rows = list(read_rows("questions.txt", ("text",), lambda: open("questions.txt", "rb").read()))
@@ -40,7 +42,14 @@ class Refused:
     reason: str
 
 
-def read_rows(path: str, input_names: tuple[str, ...], read_bytes: Callable[[], bytes]) -> Iterator[Row | Refused]:
+@dataclasses.dataclass(frozen=True)
+class Empty:
+    """An empty or blank line: read and counted, nothing to score."""
+    id: str
+
+
+def read_rows(path: str, input_names: tuple[str, ...],
+              read_bytes: Callable[[], bytes]) -> Iterator[Row | Refused | Empty]:
     """The rows of the file `path`, for a signature whose string inputs are `input_names`;
     `read_bytes()` gives its content (TFRecords are read by TensorFlow, which knows their framing)."""
     if path.endswith(TFRECORD_SUFFIXES):
@@ -56,6 +65,8 @@ def _checked(row_id: str, values: list[str], input_names: tuple[str, ...]) -> Ro
         return Refused(row_id, f"{len(values)} tab-separated fields; the signature takes {len(input_names)} "
                                f"({', '.join(input_names)})")
     for name, value in zip(input_names, values):
+        if "\x00" in value:
+            return Refused(row_id, f"{name}: NUL characters, not UTF-8 text (UTF-16?)")
         if len(value) > MAX_FIELD_CHARS:
             return Refused(row_id, f"{name}: {len(value):,} characters (the limit is {MAX_FIELD_CHARS:,})")
         if not value.strip():
@@ -64,11 +75,11 @@ def _checked(row_id: str, values: list[str], input_names: tuple[str, ...]) -> Ro
 
 
 def _text_rows(path, content, input_names):
-    for number, raw in enumerate(content.split(b"\n"), start=1):
-        raw = raw.rstrip(b"\r")
-        if not raw.strip():
-            continue  # blank lines separate nothing here; they are not rows
+    for number, raw in enumerate(content.splitlines(), start=1):  # \n, \r\n and a lone \r end a line
         row_id = f"{path}:{number}"
+        if not raw.strip():
+            yield Empty(row_id)
+            continue
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
