@@ -537,7 +537,7 @@ def test_client_chosen_model_names_create_no_metric_series(guarded):
     """Was: 20,000 requests naming models that do not exist made 20,118 series, and a 16 MB
     name stayed in memory and on every scrape. Names the server never loaded are counted
     under one label, `(unknown)`."""
-    from test_operations import metric, rest
+    from serving_helpers import metric, rest
 
     def page():
         return rest(guarded.rest_port, "GET", "/monitoring/prometheus/metrics")[1].decode()
@@ -568,7 +568,7 @@ def test_an_unfinished_tls_handshake_is_closed_in_seconds(tmp_path):
     from serving.grpc_server import HANDSHAKE_TIMEOUT_MS, make_grpc_server, server_credentials
     from serving.memory_budget import ServerBudgets
     from serving.process import free_port
-    from test_operations import certificates
+    from serving_helpers import certificates
 
     pems = certificates(tmp_path)
     config = tmp_path / "ssl.config"

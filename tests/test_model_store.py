@@ -217,7 +217,7 @@ def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, ca
 
 @pytest.mark.parametrize("base", ["typo", "toy/1"])
 def test_a_server_with_no_versions_to_serve_says_so_at_every_poll(tmp_path, caplog, base):
-    from test_serving import Server
+    from serving_helpers import Server
 
     save_toy(str(tmp_path / "toy" / "1"), 2.0)
     base_path = str(tmp_path / base)

@@ -2,7 +2,6 @@
 that count what was sent, the gRPC health service, TLS, and the flags that bound threads,
 messages and transports. Over real sockets on loopback."""
 
-import datetime
 import http.client
 import json
 import os
@@ -20,6 +19,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from conftest import ROOT
+from serving_helpers import certificates, metric, rest
 from serving_models import save_hostile, save_toy
 
 # model_servers/main.cc's flags, read from tensorflow/serving at commit
@@ -133,23 +133,6 @@ def wait_for_rest(port, model, process=None, timeout=120):
     raise TimeoutError("the server did not come up")
 
 
-def rest(port, method, path, body=None):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    connection.request(method, path, None if body is None else json.dumps(body))
-    response = connection.getresponse()
-    return response.status, response.read(), dict(response.getheaders())
-
-
-def metric(text: str, name: str, **labels) -> float:
-    """The value of one sample of a Prometheus text page (0 if absent)."""
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            sample_labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0])) if "{" in line else {}
-            if all(sample_labels.get(k) == v for k, v in labels.items()):
-                return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 @pytest.fixture(scope="module")
 def monitored(tmp_path_factory):
     """A batching server exporting Prometheus metrics at a path of its config, with the gRPC
@@ -258,45 +241,6 @@ def test_health_is_serving_then_not_serving_once_shutdown_begins(tmp_path):
 
 
 # --- TLS --------------------------------------------------------------------------------------
-
-
-def certificates(tmp_path):
-    """A throw-away CA, a server certificate for 127.0.0.1 and a client certificate it signed."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def key():
-        return ec.generate_private_key(ec.SECP256R1())
-
-    def pem(item):
-        if isinstance(item, x509.Certificate):
-            return item.public_bytes(serialization.Encoding.PEM)
-        return item.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption())
-
-    def certificate(name, subject_key, issuer_name, issuer_key, ca=False, names=()):
-        builder = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer_name)]))
-                   .public_key(subject_key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if names:
-            import ipaddress
-            builder = builder.add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address(n)) if n[0].isdigit() else x509.DNSName(n) for n in names]),
-                critical=False)
-        return builder.sign(issuer_key, hashes.SHA256())
-
-    ca_key, server_key, client_key = key(), key(), key()
-    ca = certificate("kerasbert test CA", ca_key, "kerasbert test CA", ca_key, ca=True)
-    server = certificate("localhost", server_key, "kerasbert test CA", ca_key, names=("localhost", "127.0.0.1"))
-    client = certificate("a client", client_key, "kerasbert test CA", ca_key)
-    return {"ca": pem(ca), "server_key": pem(server_key), "server_cert": pem(server),
-            "client_key": pem(client_key), "client_cert": pem(client)}
 
 
 def test_tls_with_client_verification(tmp_path):

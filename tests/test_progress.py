@@ -4,7 +4,7 @@ terminal colour codes."""
 import io
 
 from kerasbert.training.progress import fit_output
-from test_nonfinite import batches, start_run
+from helpers import batches, start_run
 
 
 def test_progress_off_a_terminal_is_plain_lines(tmp_path, capsys):

@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -21,9 +20,10 @@ from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
                                      regression_pb2)
 
 from conftest import ROOT
-from serving.__main__ import ServerFlags, parse_flags, run_server
+from serving.__main__ import parse_flags
 from serving_models import save_toy
 from helpers import free_ports
+from serving_helpers import Server
 
 
 @pytest.fixture(scope="module")
@@ -32,33 +32,6 @@ def model_base(tmp_path_factory):
     save_toy(str(base / "1"), 2.0)
     save_toy(str(base / "2"), 3.0)
     return base
-
-
-class Server:
-    def __init__(self, **flags):
-        self.grpc_port, self.rest_port = free_ports(2)
-        self.flags = ServerFlags(port=self.grpc_port, rest_api_port=self.rest_port, **flags)
-        self.ready, self.stop = threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=run_server, args=(self.flags, self.ready, self.stop), daemon=True)
-        self.thread.start()
-        assert self.ready.wait(120), "server did not start"
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.rest_port}{path}"
-
-    def request(self, path, body=None, method=None):
-        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url(path), data=data, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, json.loads(response.read()), response.headers["Content-Type"]
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read()), error.headers["Content-Type"]
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(30)
 
 
 @pytest.fixture(scope="module")
