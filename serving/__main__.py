@@ -52,10 +52,11 @@ def watch_model_config(store, path: str, poll_seconds: float, applied: str | Non
 def make_session(flags: ServerFlags):
     """The session every method runs through: batching or direct."""
     from serving.batching import BatchingSession, parse_batching_parameters
+    from serving.flags import model_work_limits
     from serving.session import DirectSession
 
     if not flags.enable_batching:
-        return DirectSession()
+        return DirectSession(model_work_limits(flags))
     text = ""
     if flags.batching_parameters_file:
         with open(flags.batching_parameters_file) as f:

@@ -48,6 +48,15 @@ def _float_texts(flat: np.ndarray, double: bool) -> list[str]:
     Infinity as bare tokens."""
     kind = np.float64 if double else np.float32
     flat = flat.astype(kind, copy=False)
+    with np.errstate(invalid="ignore"):  # whole numbers under 1e6 (not -0.0): "%.6g" is exact, "2" -> "2.0"
+        whole = (flat == np.trunc(flat)) & (np.abs(flat) < 1e6) & ~((flat == 0) & np.signbit(flat))
+    if whole.all():  # the common large case (counts, labels, ids), without the round trip below
+        return [f"{value}.0" for value in flat.astype(np.int64).tolist()]
+    if whole.any():
+        texts = np.empty(len(flat), dtype=object)
+        texts[whole] = [f"{value}.0" for value in flat[whole].astype(np.int64).tolist()]
+        texts[~whole] = _float_texts(flat[~whole], double)
+        return texts.tolist()
     values = flat.tolist()
     texts = ["%.6g" % v for v in values]
     if not texts:
