@@ -153,6 +153,9 @@ FLAGS = [
          "kerasbert"),
     Flag("string_input_tokens", _LIMITS.string_tokens,
          "padded tokens a string input element counts as (the export's max_sequence_length)", "kerasbert"),
+    Flag("activation_bytes_per_token", _LIMITS.activation_bytes_per_token,
+         "model memory one padded token takes while a call runs: each call reserves it from the request-memory "
+         "budget (12 x --max_body_bytes), and a call takes at most half of that budget", "kerasbert"),
     Flag("verbose", False, "show TensorFlow's own C++ log lines and this server's debug log", "kerasbert"),
 ]
 
@@ -206,7 +209,7 @@ def parse_flags(argv: list[str]):
 def model_work_limits(flags) -> ModelWorkLimits:
     """The bounds of model work per request the flags set."""
     return ModelWorkLimits(flags.max_request_batch_size, flags.max_execution_batch_size,
-                           flags.max_execution_tokens, flags.string_input_tokens)
+                           flags.max_execution_tokens, flags.string_input_tokens, flags.activation_bytes_per_token)
 
 
 def report_ignored(flags) -> None:

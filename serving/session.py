@@ -13,7 +13,9 @@ Model work is bounded per request (`ModelWorkLimits`): a request of more rows th
 the signature, each of at most --max_execution_batch_size rows and --max_execution_tokens
 padded tokens, so the model's activations are those of one slice, never of the whole
 request. Between slices the deadline and the client are checked: a request answered 504,
-or cancelled by its client, stops within one slice.
+or cancelled by its client, stops within one slice. Each slice's activations, estimated at
+--activation_bytes_per_token per padded token, are reserved from the same budget as
+decoding and answering (memory_budget), so request memory is one accounting.
 
 Example:
     >>> session = DirectSession()
@@ -54,9 +56,10 @@ class ModelWorkLimits:
     """
 
     max_request_batch_size: int = 1 << 23  # rows of one request at most (more: 400)
-    max_execution_batch_size: int = 32768  # rows of one call of the model at most
-    max_execution_tokens: int = 32768  # padded tokens of one call of the model at most
+    max_execution_batch_size: int = 16384  # rows of one call of the model at most
+    max_execution_tokens: int = 16384  # padded tokens of one call of the model at most
     string_tokens: int = 128  # padded tokens a string element stands for
+    activation_bytes_per_token: int = 16384  # model memory per padded token (BERT-base: ~27 KB)
 
     def row_tokens(self, inputs: dict[str, np.ndarray]) -> int:
         """The padded tokens of one row: the elements of its widest input."""
@@ -66,9 +69,13 @@ class ModelWorkLimits:
             widest = max(widest, per_row * (self.string_tokens if array.dtype == object else 1))
         return widest
 
-    def slice_rows(self, inputs: dict[str, np.ndarray]) -> int:
-        """Rows of one call of the model: within both bounds, and at least one."""
-        return max(1, min(self.max_execution_batch_size, self.max_execution_tokens // self.row_tokens(inputs)))
+    def slice_rows(self, inputs: dict[str, np.ndarray], budget_bytes: int | None = None) -> int:
+        """Rows of one call of the model: within both bounds (and with `budget_bytes`, within
+        half of it), and at least one."""
+        tokens = self.max_execution_tokens
+        if budget_bytes is not None:
+            tokens = min(tokens, budget_bytes // (2 * self.activation_bytes_per_token))
+        return max(1, min(self.max_execution_batch_size, tokens // self.row_tokens(inputs)))
 
     def check_request(self, rows: int) -> None:
         if rows > self.max_request_batch_size:
@@ -105,10 +112,20 @@ def concatenate_slices(pieces: list[dict[str, np.ndarray]], sizes: list[int]) ->
 
 
 class DirectSession:
-    """Each request runs alone (no batching), in slices of at most `limits`."""
+    """Each request runs alone (no batching), in slices of at most `limits`; with `budget`
+    (the server's decoding budget), each slice's activations are reserved from it first."""
 
-    def __init__(self, limits: ModelWorkLimits | None = None):
-        self.limits = limits or ModelWorkLimits()
+    def __init__(self, limits: ModelWorkLimits | None = None, budget=None):
+        self.limits, self.budget = limits or ModelWorkLimits(), budget
+
+    def _call(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None):
+        """One call of the model, its activations held from the budget meanwhile."""
+        if self.budget is None:
+            return servable.run(signature, inputs)
+        rows = min((len(array) for array in inputs.values() if array.ndim), default=1)
+        cost = rows * self.limits.row_tokens(inputs) * self.limits.activation_bytes_per_token
+        with self.budget.reserve(cost, deadline):
+            return servable.run(signature, inputs)
 
     def run(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None = None,
             cancelled: Callable[[], bool] | None = None) -> dict[str, np.ndarray]:
@@ -116,11 +133,11 @@ class DirectSession:
         inputs = servable.check_inputs(signature, inputs)
         rows = rows_of(inputs)
         if rows is None:
-            return servable.run(signature, inputs)
+            return self._call(servable, signature, inputs, deadline)
         self.limits.check_request(rows)
-        step = self.limits.slice_rows(inputs)
+        step = self.limits.slice_rows(inputs, None if self.budget is None else self.budget.capacity)
         if rows <= step:
-            return servable.run(signature, inputs)
+            return self._call(servable, signature, inputs, deadline)
         for name, spec in servable.signature(signature).structured_outputs.items():
             if spec.shape.rank == 0:  # a sum over rows, say: known before anything runs
                 raise FailedPrecondition(f"Output {name} of signature {signature} has no row dimension, so a "
@@ -130,7 +147,8 @@ class DirectSession:
         for start in range(0, rows, step):
             if start:
                 check_deadline(deadline, f"after {start} of its {rows} rows had run", cancelled)
-            pieces.append(servable.run(signature, {name: array[start:start + step] for name, array in inputs.items()}))
+            piece = {name: array[start:start + step] for name, array in inputs.items()}
+            pieces.append(self._call(servable, signature, piece, deadline))
             sizes.append(min(step, rows - start))
         return concatenate_slices(pieces, sizes)
 

@@ -44,9 +44,11 @@ def servers(tmp_path_factory):
                            extra_flags=common + ["--enable_batching",
                                                  f"--batching_parameters_file={root / 'batching.config'}"])
     # The memory tests below send sums of a million rows (an output with no row dimension
-    # cannot be cut into slices): one call of the model takes them whole here.
+    # cannot be cut into slices): one call of the model takes them whole here (this model's
+    # activations are a few bytes a row).
     direct = LocalServer("hostile", str(root / "hostile"), log_path=str(root / "direct.log"),
-                         extra_flags=common + ["--max_execution_tokens=2000000", "--max_execution_batch_size=2000000"])
+                         extra_flags=common + ["--max_execution_tokens=2000000", "--max_execution_batch_size=2000000",
+                                               "--activation_bytes_per_token=4"])
     with batching, direct:
         for server in (batching, direct):
             server.wait_for_version(1)
@@ -444,7 +446,9 @@ def test_model_work_is_cut_into_slices_and_a_request_past_the_maximum_is_refused
     """Finding 1: without batching a request ran as one call of the model, so its activations
     grew with its rows. Now each call takes at most --max_execution_batch_size rows and
     --max_execution_tokens padded tokens (a string counting --string_input_tokens), and rows
-    past --max_request_batch_size are refused 400, naming the flag."""
+    past --max_request_batch_size are refused 400, naming the flag. Each call's activations
+    are reserved from the request-memory budget, and take at most half of it."""
+    from serving.memory_budget import MemoryBudget
     from serving.model_store import Servable
     from serving.session import DirectSession, ModelWorkLimits
     from serving.status import InvalidArgument
@@ -467,15 +471,20 @@ def test_model_work_is_cut_into_slices_and_a_request_past_the_maximum_is_refused
     assert calls == [2, 2, 1]  # a string is 128 padded tokens
     with pytest.raises(InvalidArgument, match="101 rows, more than the server's --max_request_batch_size=100"):
         session.run(servable, "double", {"x": np.zeros(101, np.float32)})
+    budget = MemoryBudget(1 << 20)
+    session = DirectSession(ModelWorkLimits(max_execution_tokens=1 << 20, activation_bytes_per_token=1024), budget)
+    calls.clear()
+    session.run(servable, "burn", {"x": np.full((10, 64), 0.5, np.float32)})
+    assert calls == [8, 2] and budget.peak == 8 * 64 * 1024 and budget.used == 0  # 512 tokens: half the budget
 
 
 @pytest.mark.parametrize("protocol", ["rest", "grpc-deadline", "grpc-cancel"])
 def test_work_stops_within_one_slice_after_a_504_or_a_cancellation(sliced, protocol):
     """Finding 2: a request answered 504 computed on for 38 s, and gRPC calls cancelled by
     their clients held the model slots for 80 s. Now, without batching, the deadline and the
-    client are checked between slices (512 rows of `burn`, about a second here): the server's
+    client are checked between slices (256 rows of `burn`, under a second here): the server's
     CPU is idle once the slice under way has finished."""
-    rows = np.full((8192, 64), 0.5, np.float32)  # 16 slices
+    rows = np.full((8192, 64), 0.5, np.float32)  # 32 slices
     if protocol == "rest":
         status, body = post(sliced, "burn", {"inputs": rows.tolist()})
         assert status == 504 and "Deadline Exceeded" in body["error"], body
