@@ -48,6 +48,11 @@ def _float_texts(flat: np.ndarray, double: bool) -> list[str]:
     Infinity as bare tokens."""
     kind = np.float64 if double else np.float32
     flat = flat.astype(kind, copy=False)
+    if len(flat) > 4096 and len(np.unique(flat[:1024])) <= 64:  # few distinct values: each written once
+        bits = flat.view(np.uint64 if double else np.uint32)  # bit patterns: -0.0 and 0.0 stay apart
+        distinct, where = np.unique(bits, return_inverse=True)
+        if len(distinct) <= len(flat) // 8:
+            return np.array(_float_texts(distinct.view(kind), double), dtype=object)[where].tolist()
     with np.errstate(invalid="ignore"):  # whole numbers under 1e6 (not -0.0): "%.6g" is exact, "2" -> "2.0"
         whole = (flat == np.trunc(flat)) & (np.abs(flat) < 1e6) & ~((flat == 0) & np.signbit(flat))
     if whole.all():  # the common large case (counts, labels, ids), without the round trip below
