@@ -567,6 +567,7 @@ def test_four_million_zeros_are_answered_within_seconds(tmp_path):
         elapsed = time.monotonic() - started
     assert response.status == 200, text[:300]
     assert text.startswith(b'{"predictions": [0.0, 0.0') and text.count(b",") == rows - 1
+    print(f"\n4M rows of 0 answered 200 in {elapsed:.2f} s")  # pytest -s shows it
     assert elapsed < 10, f"{elapsed:.1f} s"
 
 
