@@ -49,13 +49,15 @@ def watch_model_config(store, path: str, poll_seconds: float, applied: str | Non
         applied = text
 
 
-def make_session(flags: ServerFlags):
-    """The session every method runs through: batching or direct."""
+def make_session(flags: ServerFlags, budget=None):
+    """The session every method runs through: batching or direct (whose model calls reserve
+    their activations from `budget`)."""
     from serving.batching import BatchingSession, parse_batching_parameters
+    from serving.flags import model_work_limits
     from serving.session import DirectSession
 
     if not flags.enable_batching:
-        return DirectSession()
+        return DirectSession(model_work_limits(flags), budget)
     text = ""
     if flags.batching_parameters_file:
         with open(flags.batching_parameters_file) as f:
@@ -130,10 +132,10 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
                                      "which is not available; pass "
                                      "--allow_version_labels_for_unavailable_models") from None
 
-    session = make_session(flags)
+    budgets = ServerBudgets(flags.max_body_bytes)  # request data stays under 14 x --max_body_bytes + 1 MiB
+    session = make_session(flags, budgets.decoding)
     if hasattr(session, "on_batch"):
         session.on_batch = metrics.batch
-    budgets = ServerBudgets(flags.max_body_bytes)  # request data stays under 14 x --max_body_bytes + 1 MiB
     metrics.watch_budgets(budgets)
     caps = descriptor_caps(flags.rest_api_max_connections, flags.grpc_max_connections)  # fds left for model loads
     grpc_server, grpc_port, health = make_grpc_server(

@@ -39,7 +39,7 @@ import numpy as np
 
 from serving.protos import BatchingParameters, parse_text
 from serving.session import check_deadline
-from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted
+from serving.status import Cancelled, DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted
 
 
 def parse_batching_parameters(text: str):
@@ -69,8 +69,8 @@ class _Request:
     """One caller's request, run as one piece or several; `on_done(outputs, error)` is called
     (on a batch thread) when every piece has run, or at the first that failed."""
 
-    def __init__(self, pieces: int, deadline: float | None, on_done):
-        self.deadline = deadline
+    def __init__(self, pieces: int, deadline: float | None, on_done, cancelled=None):
+        self.deadline, self.cancelled = deadline, cancelled
         self.outputs: list = [None] * pieces
         self.left = pieces
         self.started = False  # a piece has run (or is running)
@@ -79,7 +79,9 @@ class _Request:
         self._lock = threading.Lock()  # pieces may finish on different batch threads
 
     def expired(self, now: float) -> bool:
-        return self.deadline is not None and self.deadline <= now
+        """Its deadline passed, or its client cancelled it."""
+        return (self.deadline is not None and self.deadline <= now) or (self.cancelled is not None and
+                                                                         self.cancelled())
 
     def finish_piece(self, index: int, outputs=None, error: Exception | None = None) -> None:
         with self._lock:
@@ -132,13 +134,13 @@ class BatchingSession:
             threading.Thread(target=self._work, name=f"batch-{i}", daemon=True).start()
 
     def run(self, servable, signature: str, inputs: dict[str, np.ndarray],
-            deadline: float | None = None) -> dict[str, np.ndarray]:
+            deadline: float | None = None, cancelled=None) -> dict[str, np.ndarray]:
         done, result = threading.Event(), []
 
         def finished(outputs, error):
             result.append((outputs, error))
             done.set()
-        self.submit(servable, signature, inputs, deadline, finished)
+        self.submit(servable, signature, inputs, deadline, finished, cancelled)
         done.wait()
         outputs, error = result[0]
         if error is not None:
@@ -160,19 +162,20 @@ class BatchingSession:
         return await future
 
     def submit(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None,
-               on_done) -> None:
+               on_done, cancelled=None) -> None:
         """Checks the request at the door (raising what is wrong with it), then queues it;
-        `on_done(outputs, error)` is called from a batch thread once it has run."""
+        `on_done(outputs, error)` is called from a batch thread once it has run. `cancelled()`
+        true (its gRPC client left) drops its pieces not yet run, as a passed deadline does."""
         inputs = servable.check_inputs(signature, inputs)  # a bad request fails alone, here
         size = batch_size_of(inputs)
         if size > self.max_batch_size:  # shared_batch_scheduler refuses it likewise
             raise InvalidArgument(f"Task size {size} is larger than maximum input batch size {self.max_batch_size}")
-        check_deadline(deadline)
+        check_deadline(deadline, cancelled=cancelled)
         if size == 0:  # no rows to batch
             on_done(servable.run(signature, inputs), None)
             return
         starts = list(range(0, size, self.max_execution))
-        request = _Request(len(starts), deadline, on_done)
+        request = _Request(len(starts), deadline, on_done, cancelled)
         tasks = [_Task(request, i, {n: a[s:s + self.max_execution] for n, a in inputs.items()})
                  for i, s in enumerate(starts)]
         key = (servable, signature)
@@ -309,7 +312,10 @@ def _drop(task: _Task) -> None:
     passed. A request none of whose pieces ran gets TF Serving's answer; one cut short
     between pieces, DEADLINE_EXCEEDED."""
     request = task.request
-    if request.started:
+    if request.cancelled is not None and request.cancelled():
+        error = Cancelled(f"Cancelled: the client cancelled the request after {task.index} of "
+                          f"{len(request.outputs)} runs")
+    elif request.started:
         error = DeadlineExceeded(f"Deadline Exceeded: the request's deadline passed after {task.index} of "
                                  f"{len(request.outputs)} runs")
     else:

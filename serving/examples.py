@@ -187,17 +187,18 @@ def _check_inputs_key(servable, name: str, signature_def, method: str, kind: str
         raise _not_runnable(f"No {kind} inputs found in SignatureDef: {signature_def}", servable, name, method)
 
 
-def _run(servable, name: str, request: input_pb2.Input, session, deadline) -> tuple[dict[str, np.ndarray], int]:
+def _run(servable, name: str, request: input_pb2.Input, session, deadline,
+         cancelled=None) -> tuple[dict[str, np.ndarray], int]:
     """The signature on the request's serialized examples, through `session` (so batched
     with other requests when batching is on)."""
     examples = serialized_examples(request)
     outputs = (session or DirectSession()).run(servable, name, {"inputs": np.array(examples, dtype=object)},
-                                               deadline)
+                                               deadline, cancelled)
     return outputs, len(examples)
 
 
 def classify(servable, signature_name: str, request: input_pb2.Input, check_method_name: bool = False,
-             session=None, deadline: float | None = None) -> classification_pb2.ClassificationResult:
+             session=None, deadline: float | None = None, cancelled=None) -> classification_pb2.ClassificationResult:
     """Runs a classify signature (TF Serving's PreProcess/PostProcessClassification)."""
     name, signature_def = _checked_signature(servable, signature_name, CLASSIFY_METHOD, "classification",
                                              check_method_name)
@@ -208,7 +209,7 @@ def classify(servable, signature_name: str, request: input_pb2.Input, check_meth
     if "classes" not in signature_def.outputs and "scores" not in signature_def.outputs:
         raise InvalidArgument('Expected classification signature outputs to contain at least one of '
                               f'"classes" or "scores". Signature was: {signature_def}')
-    outputs, batch = _run(servable, name, request, session, deadline)
+    outputs, batch = _run(servable, name, request, session, deadline, cancelled)
     classes, scores = outputs.get("classes"), outputs.get("scores")
     for key, value, dtype in (("classes", classes, object), ("scores", scores, np.float32)):
         if value is None:
@@ -237,7 +238,7 @@ def classify(servable, signature_name: str, request: input_pb2.Input, check_meth
 
 
 def regress(servable, signature_name: str, request: input_pb2.Input, check_method_name: bool = False,
-            session=None, deadline: float | None = None) -> regression_pb2.RegressionResult:
+            session=None, deadline: float | None = None, cancelled=None) -> regression_pb2.RegressionResult:
     """Runs a regress signature (TF Serving's PreProcess/PostProcessRegressionResult)."""
     name, signature_def = _checked_signature(servable, signature_name, REGRESS_METHOD, "regression",
                                              check_method_name)
@@ -246,7 +247,7 @@ def regress(servable, signature_name: str, request: input_pb2.Input, check_metho
     _check_inputs_key(servable, name, signature_def, REGRESS_METHOD, "regression")
     if "outputs" not in signature_def.outputs:
         raise InvalidArgument(f"No regression outputs found in SignatureDef: {signature_def}")
-    outputs, batch = _run(servable, name, request, session, deadline)
+    outputs, batch = _run(servable, name, request, session, deadline, cancelled)
     values = outputs["outputs"]
     if not (values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)):
         raise InvalidArgument("Expected output Tensor shape to be either [batch_size] or [batch_size, 1] "

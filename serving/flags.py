@@ -24,7 +24,10 @@ import os
 import sys
 from typing import NamedTuple
 
+from serving.session import ModelWorkLimits
+
 log = logging.getLogger("serving")
+_LIMITS = ModelWorkLimits()
 CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
@@ -144,6 +147,21 @@ FLAGS = [
          "kerasbert"),
     Flag("warm_standby", False, "keep a spare loaded copy of each model, so a new version with the same graph "
                                 "only restores weights (one more copy of the weights in memory)", "kerasbert"),
+    # Model work per request (serving/session.py): bounds with batching off; with it, the
+    # batching parameters' max_batch_size and max_execution_batch_size bound rows instead.
+    Flag("max_request_batch_size", _LIMITS.max_request_batch_size,
+         "rows of one request at most (the 0th dimension its inputs share); more are refused 400", "kerasbert"),
+    Flag("max_execution_batch_size", _LIMITS.max_execution_batch_size,
+         "rows of one call of the model at most: a larger request runs in slices, and stops between two once "
+         "its deadline passes or its gRPC client cancels it", "kerasbert"),
+    Flag("max_execution_tokens", _LIMITS.max_execution_tokens,
+         "padded tokens of one call of the model at most (a row's tokens: the elements of its widest input)",
+         "kerasbert"),
+    Flag("string_input_tokens", _LIMITS.string_tokens,
+         "padded tokens a string input element counts as (the export's max_sequence_length)", "kerasbert"),
+    Flag("activation_bytes_per_token", _LIMITS.activation_bytes_per_token,
+         "model memory one padded token takes while a call runs: each call reserves it from the request-memory "
+         "budget (12 x --max_body_bytes), and a call takes at most half of that budget", "kerasbert"),
     Flag("verbose", False, "show TensorFlow's own C++ log lines and this server's debug log", "kerasbert"),
 ]
 
@@ -195,6 +213,12 @@ def parse_flags(argv: list[str]):
         if getattr(flags, name) < 1:
             raise SystemExit(f"--{name} takes a positive number. Received: {getattr(flags, name)}")
     return flags
+
+
+def model_work_limits(flags) -> ModelWorkLimits:
+    """The bounds of model work per request the flags set."""
+    return ModelWorkLimits(flags.max_request_batch_size, flags.max_execution_batch_size,
+                           flags.max_execution_tokens, flags.string_input_tokens, flags.activation_bytes_per_token)
 
 
 def report_ignored(flags) -> None:

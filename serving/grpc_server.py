@@ -46,6 +46,12 @@ def _deadline(context) -> float | None:
     return None if remaining is None else time.monotonic() + remaining
 
 
+def _cancelled(context):
+    """True once the call's client has cancelled it (or its deadline passed): the session
+    asks between slices of model work, so the call's thread is freed within one slice."""
+    return lambda: not context.is_active()
+
+
 def _abort(context, error: Exception):
     code = grpc_code(error)
     if code == grpc.StatusCode.INTERNAL:
@@ -79,14 +85,14 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def Predict(self, request, context):
         started, status = time.monotonic(), "OK"
         try:
-            return self._predict(request, _deadline(context))
+            return self._predict(request, _deadline(context), _cancelled(context))
         except Exception as raised:
             status = code_name(raised)
             _abort(context, raised)
         finally:
             self._finish(request.model_spec.name, "Predict", started, status)
 
-    def _predict(self, request, deadline):
+    def _predict(self, request, deadline, cancelled):
         name, version, label = _spec(request.model_spec)
         servable = self.store.get(name, version, label)
         signature = request.model_spec.signature_name or "serving_default"
@@ -108,7 +114,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             inputs = {key: tensor_proto.to_array(proto, key, self.budget.capacity)
                       for key, proto in request.inputs.items()}
             started = time.monotonic()
-            outputs = self.session.run(servable, signature, inputs, deadline)
+            outputs = self.session.run(servable, signature, inputs, deadline, cancelled)
             self.metrics.runtime(name, "Predict", time.monotonic() - started)
             del inputs
             response = predict_pb2.PredictResponse()
@@ -146,7 +152,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             with self.budget.reserve(examples.serialized_size(request.input), deadline):
                 started_run = time.monotonic()
                 response.result.CopyFrom(run(servable, signature, request.input,
-                                             self.store.signature_method_name_check, self.session, deadline))
+                                             self.store.signature_method_name_check, self.session, deadline,
+                                             _cancelled(context)))
                 self.metrics.runtime(name, method, time.monotonic() - started_run)
                 self.metrics.examples(name, examples.count(request.input))
             response.model_spec.name = name

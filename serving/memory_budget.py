@@ -187,8 +187,9 @@ class MemoryBudget:
 
 class ServerBudgets:
     """The three budgets of one server, sized from --max_body_bytes (B): decoding 12 B (a body
-    of B dense numbers decodes within 12 B: json_tensor.decode_cost), large bodies 2 B, small
-    bodies 1 MiB. In all, request data stays under 14 B + 1 MiB.
+    of B dense numbers decodes within 12 B: json_tensor.decode_cost; each model call without
+    batching reserves its activations from it too: session.DirectSession), large bodies 2 B,
+    small bodies 1 MiB. In all, request data stays under 14 B + 1 MiB.
 
     >>> budgets = ServerBudgets(4 << 20)
     >>> budgets.decoding.capacity // (4 << 20), budgets.bodies(1 << 20) is budgets.large_bodies
@@ -196,7 +197,7 @@ class ServerBudgets:
     """
 
     def __init__(self, max_body_bytes: int):
-        self.decoding = MemoryBudget(12 * max_body_bytes, "decoding and answering")
+        self.decoding = MemoryBudget(12 * max_body_bytes, "decoding, model activations and answering")
         self.large_bodies = MemoryBudget(2 * max_body_bytes, "request bodies being received")
         self.small_bodies = MemoryBudget(1 << 20, "request bodies being received")
 

@@ -351,8 +351,12 @@ class RestServer:
 
 def _spec(match):
     name = urllib.parse.unquote(match["name"])
-    version = int(match["version"]) if match["version"] else None
-    if version is not None and version >= 2**63:  # TF Serving's SimpleAtoi into an int64
-        raise InvalidArgument(f"Failed to convert version: {match['version']} to numeric.")
+    digits = match["version"]
+    # TF Serving's SimpleAtoi into an int64: leading zeros are fine, past 2**63 - 1 is refused.
+    # The length is checked first: Python refuses to convert more than 4,300 digits.
+    significant = digits.lstrip("0") or "0" if digits else None
+    if significant and (len(significant) > 19 or int(significant) >= 2**63):
+        raise InvalidArgument(f"Failed to convert version: {digits} to numeric.")
+    version = int(significant) if significant else None
     label = urllib.parse.unquote(match["label"]) if match["label"] else None
     return name, version, label

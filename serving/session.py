@@ -5,7 +5,17 @@ the TF Session its servables run.
 
 A deadline is a time.monotonic() value (None: none). It travels with the request, as TF
 Serving hands --rest_api_timeout_in_ms and a gRPC call's own deadline to the session's
-RunOptions: a request whose deadline has passed is not started.
+RunOptions: a request whose deadline has passed is not started. `cancelled` (a gRPC
+call's "has the client gone?") travels with it too.
+
+Model work is bounded per request (`ModelWorkLimits`): a request of more rows than
+--max_request_batch_size is refused, and one larger than a slice runs as several calls of
+the signature, each of at most --max_execution_batch_size rows and --max_execution_tokens
+padded tokens, so the model's activations are those of one slice, never of the whole
+request. Between slices the deadline and the client are checked: a request answered 504,
+or cancelled by its client, stops within one slice. Each slice's activations, estimated at
+--activation_bytes_per_token per padded token, are reserved from the same budget as
+decoding and answering (memory_budget), so request memory is one accounting.
 
 Example:
     >>> session = DirectSession()
@@ -16,25 +26,131 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from typing import Callable
 
 import numpy as np
 
-from serving.status import DeadlineExceeded
+from serving.status import Cancelled, DeadlineExceeded, FailedPrecondition, InvalidArgument
 
 
-def check_deadline(deadline: float | None, where: str = "before it started") -> None:
+def check_deadline(deadline: float | None, where: str = "before it started",
+                   cancelled: Callable[[], bool] | None = None) -> None:
     if deadline is not None and time.monotonic() >= deadline:
         raise DeadlineExceeded(f"Deadline Exceeded: the request's deadline passed {where}")
+    if cancelled is not None and cancelled():
+        raise Cancelled(f"Cancelled: the client cancelled the request {where}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelWorkLimits:
+    """How much model work one request may ask for, and how much one call of the model does.
+
+    A row's padded tokens are the elements of its widest input, a string element counting
+    as `string_tokens` (a text the model tokenizes and pads to its sequence length).
+
+    >>> limits = ModelWorkLimits(max_execution_tokens=1024, string_tokens=128)
+    >>> limits.slice_rows({"text": np.array([b"a", b"b"], object)}), limits.slice_rows({"x": np.zeros((9, 4))})
+    (8, 256)
+    """
+
+    max_request_batch_size: int = 1 << 23  # rows of one request at most (more: 400)
+    max_execution_batch_size: int = 16384  # rows of one call of the model at most
+    max_execution_tokens: int = 16384  # padded tokens of one call of the model at most
+    string_tokens: int = 128  # padded tokens a string element stands for
+    activation_bytes_per_token: int = 16384  # model memory per padded token (BERT-base: ~27 KB)
+
+    def row_tokens(self, inputs: dict[str, np.ndarray]) -> int:
+        """The padded tokens of one row: the elements of its widest input."""
+        widest = 1
+        for array in inputs.values():
+            per_row = int(np.prod(array.shape[1:], dtype=np.int64))
+            widest = max(widest, per_row * (self.string_tokens if array.dtype == object else 1))
+        return widest
+
+    def slice_rows(self, inputs: dict[str, np.ndarray], budget_bytes: int | None = None) -> int:
+        """Rows of one call of the model: within both bounds (and with `budget_bytes`, within
+        half of it), and at least one."""
+        tokens = self.max_execution_tokens
+        if budget_bytes is not None:
+            tokens = min(tokens, budget_bytes // (2 * self.activation_bytes_per_token))
+        return max(1, min(self.max_execution_batch_size, tokens // self.row_tokens(inputs)))
+
+    def check_request(self, rows: int) -> None:
+        if rows > self.max_request_batch_size:
+            raise InvalidArgument(f"The request has {rows} rows, more than the server's "
+                                  f"--max_request_batch_size={self.max_request_batch_size}")
+
+
+def rows_of(inputs: dict[str, np.ndarray]) -> int | None:
+    """The request's rows: the 0th dimension every input shares, as TF Serving's batching
+    requires (batching_util.h ComputeTensorBatchSize); None if an input is a scalar (then
+    the request is one call of the model, as TF Serving runs it without batching)."""
+    if not inputs or any(array.ndim == 0 for array in inputs.values()):
+        return None
+    sizes = {name: array.shape[0] for name, array in inputs.items()}
+    if len(set(sizes.values())) > 1:
+        raise InvalidArgument("Every input must have the same 0th-dimension size (its rows); received "
+                              + ", ".join(f"{name}: {size}" for name, size in sorted(sizes.items())))
+    return next(iter(sizes.values()))
+
+
+def concatenate_slices(pieces: list[dict[str, np.ndarray]], sizes: list[int]) -> dict[str, np.ndarray]:
+    """The outputs of a request run as slices: each output must have its slice's rows in its
+    0th dimension (as TF Serving's SplitOutputTensors requires of a batch), else the request
+    cannot be cut, and fails."""
+    for piece, size in zip(pieces, sizes):
+        for name, value in piece.items():
+            if value.ndim == 0 or value.shape[0] != size:
+                raise FailedPrecondition(f"Output {name} has no row per input row (shape {list(value.shape)} for "
+                                         f"{size} rows), so a request of more rows than one model call "
+                                         "(--max_execution_batch_size, --max_execution_tokens) cannot run")
+    if len(pieces) == 1:
+        return pieces[0]
+    return {name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]}
 
 
 class DirectSession:
-    """Each request runs alone, as one call of the signature (no batching)."""
+    """Each request runs alone (no batching), in slices of at most `limits`; with `budget`
+    (the server's decoding budget), each slice's activations are reserved from it first."""
 
-    def run(self, servable, signature: str, inputs: dict[str, np.ndarray],
-            deadline: float | None = None) -> dict[str, np.ndarray]:
-        check_deadline(deadline)
-        return servable.run(signature, servable.check_inputs(signature, inputs))
+    def __init__(self, limits: ModelWorkLimits | None = None, budget=None):
+        self.limits, self.budget = limits or ModelWorkLimits(), budget
+
+    def _call(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None):
+        """One call of the model, its activations held from the budget meanwhile."""
+        if self.budget is None:
+            return servable.run(signature, inputs)
+        rows = min((len(array) for array in inputs.values() if array.ndim), default=1)
+        cost = rows * self.limits.row_tokens(inputs) * self.limits.activation_bytes_per_token
+        with self.budget.reserve(cost, deadline):
+            return servable.run(signature, inputs)
+
+    def run(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None = None,
+            cancelled: Callable[[], bool] | None = None) -> dict[str, np.ndarray]:
+        check_deadline(deadline, cancelled=cancelled)
+        inputs = servable.check_inputs(signature, inputs)
+        rows = rows_of(inputs)
+        if rows is None:
+            return self._call(servable, signature, inputs, deadline)
+        self.limits.check_request(rows)
+        step = self.limits.slice_rows(inputs, None if self.budget is None else self.budget.capacity)
+        if rows <= step:
+            return self._call(servable, signature, inputs, deadline)
+        for name, spec in servable.signature(signature).structured_outputs.items():
+            if spec.shape.rank == 0:  # a sum over rows, say: known before anything runs
+                raise FailedPrecondition(f"Output {name} of signature {signature} has no row dimension, so a "
+                                         f"request of more rows than one model call ({step}: "
+                                         "--max_execution_batch_size, --max_execution_tokens) cannot run")
+        pieces, sizes = [], []
+        for start in range(0, rows, step):
+            if start:
+                check_deadline(deadline, f"after {start} of its {rows} rows had run", cancelled)
+            piece = {name: array[start:start + step] for name, array in inputs.items()}
+            pieces.append(self._call(servable, signature, piece, deadline))
+            sizes.append(min(step, rows - start))
+        return concatenate_slices(pieces, sizes)
 
     def close(self) -> None:
         pass

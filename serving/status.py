@@ -13,6 +13,8 @@ Example:
 
 from __future__ import annotations
 
+import re
+
 import grpc
 
 # ToHTTPStatusCode, by gRPC/absl code.
@@ -118,14 +120,21 @@ def forget_frames(error: BaseException) -> None:
         error.__traceback__ = error.__context__ = error.__cause__ = None
 
 
+_FUNCTION_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")  # TensorFlow's name of a traced function
+
+
 def tf_error_message(error: Exception) -> str:
     """The failing op's own message, without TensorFlow's graph-execution framing.
 
     >>> tf_error_message(tf.errors.InvalidArgumentError(None, None, "Graph execution error:\n\n"
     ...     "Name: <unknown>, Feature: x is required\n\t [[{{node ParseExample}}]]"))
     'Name: <unknown>, Feature: x is required'
+    >>> tf_error_message(ValueError("{{function_node __inference_signature_wrapper_<lambda>_3395}} "
+    ...                             "Incompatible shapes: [2,8] vs. [1,8]"))
+    'Incompatible shapes: [2,8] vs. [1,8]'
     """
-    lines = [line for line in getattr(error, "message", str(error)).splitlines() if line.strip()]
+    text = _FUNCTION_NODE.sub("", getattr(error, "message", str(error)))  # internal names stay inside
+    lines = [line for line in text.splitlines() if line.strip()]
     for before, line in zip(lines, lines[1:]):
         if line.lstrip().startswith("[["):
             return before

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from serving.batching import BatchingSession, parse_batching_parameters
-from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted
+from serving.status import Cancelled, DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted
 
 
 class Fake:
@@ -205,6 +205,18 @@ def test_a_task_past_its_deadline_is_dropped_not_run():
     time.sleep(0.8)
     assert len(fake.batch_sizes) <= 3  # of the 10 pieces, those begun before the deadline
     assert batching.queued_tasks() == 0
+
+
+def test_a_request_cancelled_by_its_client_stops_at_the_next_piece():
+    """Issue 53: a gRPC call cancelled by its client computed on for 80 s. Its pieces not yet
+    run are dropped once `cancelled()` says so, and the caller hears CANCELLED."""
+    fake = Fake(times_ten, delay=0.2)
+    batching = session("max_batch_size { value: 64 } enable_large_batch_splitting { value: true } "
+                       "max_execution_batch_size { value: 2 } num_batch_threads { value: 1 }")
+    with pytest.raises(Cancelled, match="cancelled the request after [0-9]+ of 10 runs"):
+        batching.run(fake, "sig", {"x": np.arange(20)}, cancelled=fake.started.is_set)
+    time.sleep(0.5)
+    assert len(fake.batch_sizes) <= 2 and batching.queued_tasks() == 0
 
 
 def test_queues_are_removed_when_empty():

@@ -289,7 +289,7 @@ class Slow:
     def __init__(self, seconds=0.3):
         self.seconds, self.running, self.most, self.lock = seconds, 0, 0, threading.Lock()
 
-    def run(self, servable, signature, inputs, deadline=None):
+    def run(self, servable, signature, inputs, deadline=None, cancelled=None):
         with self.lock:
             self.running += 1
             self.most = max(self.most, self.running)
