@@ -51,3 +51,13 @@ def block_parts(block) -> BlockParts:
         attention_norm=block._self_attention_layer_norm, intermediate=block._feedforward_intermediate_dense,
         output=block._feedforward_output_dense, output_dropout=block._feedforward_dropout,
         output_norm=block._feedforward_layer_norm)
+
+
+def word_split_patterns() -> tuple[str, str]:
+    """keras-hub's RE2 patterns that split text into words before WordPiece (whitespace,
+    control characters, punctuation, CJK characters) and the part of them kept as words
+    (punctuation, CJK): its `BertTokenizer` splits with these, and
+    kerasbert/families/wordpiece.py must split as it does."""
+    from keras_hub.src.tokenizers import word_piece_tokenizer as tokenizer
+
+    return tokenizer.WHITESPACE_PUNCTUATION_AND_CJK_REGEX, tokenizer.PUNCTUATION_AND_CJK_REGEX
