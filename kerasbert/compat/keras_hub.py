@@ -61,3 +61,10 @@ def word_split_patterns() -> tuple[str, str]:
     from keras_hub.src.tokenizers import word_piece_tokenizer as tokenizer
 
     return tokenizer.WHITESPACE_PUNCTUATION_AND_CJK_REGEX, tokenizer.PUNCTUATION_AND_CJK_REGEX
+
+
+def whitespace_pattern() -> str:
+    """keras-hub's RE2 pattern of what separates words: whitespace and control characters."""
+    from keras_hub.src.tokenizers import word_piece_tokenizer as tokenizer
+
+    return tokenizer.WHITESPACE_REGEX
