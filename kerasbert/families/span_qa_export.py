@@ -76,7 +76,7 @@ class SpanSignatures(tf.Module):
         logits = tf.cast(self.model({key: tokens[key] for key in ENCODER_KEYS}, training=False), tf.float32)
         return logits[:, :, 0], logits[:, :, 1]  # (rows, seq) each
 
-    @tf.function(input_signature=TOKENS)
+    @tf.function(input_signature=TOKENS, autograph=False)
     def answer_tokens(self, token_ids, segment_ids, padding_mask):
         start_logits, end_logits = self._logits(
             {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
@@ -84,7 +84,7 @@ class SpanSignatures(tf.Module):
         best = best_spans(start_logits, end_logits, allowed, self.graph.max_answer_length)
         return {"start_position": best["start"], "end_position": best["end"], "score": best["probability"]}
 
-    @tf.function(input_signature=TEXTS)
+    @tf.function(input_signature=TEXTS, autograph=False)
     def answer(self, question, context):
         question, context = check_utf8(question, "question"), check_utf8(context, "context")
         windows = self.graph.windows(question, context)
@@ -95,7 +95,7 @@ class SpanSignatures(tf.Module):
         best = best_spans(start_logits, end_logits, allowed, self.graph.max_answer_length)  # each (W,)
 
         # The best window of each example (windows are in example order).
-        per_example = tf.RaggedTensor.from_row_lengths(best["logit"], windows["window_count"])
+        per_example = tf.RaggedTensor.from_row_lengths(best["logit"], windows["window_count"], validate=False)
         chosen = tf.argmax(per_example.to_tensor(default_value=2 * EXCLUDED), axis=-1) + per_example.row_starts()
         # Window positions -> the context's pieces -> bytes of the original context.
         first_piece = tf.gather(windows["window_start"] + best["start"] - windows["context_offset"], chosen)

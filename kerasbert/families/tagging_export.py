@@ -91,7 +91,7 @@ class TaggingSignatures(tf.Module):
         logits = self.model({key: tokens[key] for key in ENCODER_KEYS}, training=False)
         return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)  # (batch, seq, tags)
 
-    @tf.function(input_signature=TOKENS)
+    @tf.function(input_signature=TOKENS, autograph=False)
     def tags_tokens(self, token_ids, segment_ids, padding_mask):
         probabilities = self._probabilities(
             {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
@@ -99,7 +99,7 @@ class TaggingSignatures(tf.Module):
         return {"tag": tf.gather(self._tags, tag_id), "tag_id": tag_id,
                 "tag_score": tf.reduce_max(probabilities, axis=-1)}
 
-    @tf.function(input_signature=[TEXT])
+    @tf.function(input_signature=[TEXT], autograph=False)
     def entities(self, text):
         text = check_utf8(text, "text")
         aligned = self.graph.align(text)
@@ -120,7 +120,7 @@ class TaggingSignatures(tf.Module):
         entity_text = tf.strings.substr(tf.gather(text, spans["row"]), start_byte, end_byte - start_byte)
 
         def per_row(values):  # (entities,) -> ragged (batch, n)
-            return tf.RaggedTensor.from_row_lengths(values, spans["count"])
+            return tf.RaggedTensor.from_row_lengths(values, spans["count"], validate=False)
 
         words = aligned["words"]
         num_words = words.row_lengths()

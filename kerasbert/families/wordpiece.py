@@ -65,15 +65,19 @@ class OffsetTokenizer(tf.Module):
         """string (batch,) -> (ids int32, starts int64, ends int64), each ragged (batch, tokens);
         `text[b][starts[b, i]:ends[b, i]]` (in bytes) is where token i came from."""
         words, word_starts, _ = tf_text.regex_split_with_offsets(text, self._split, self._keep)  # (batch, words)
-        flat_words = words.flat_values  # (all words,)
-        normalized, to_original = self._normalizer.normalize_with_offsets(flat_words)
+        normalized, to_original = self._normalizer.normalize_with_offsets(words.flat_values)  # (all words, ...)
         ids, starts, ends = self._word_pieces.tokenize_with_offsets(normalized)  # (all words, pieces)
-        # Piece offsets are in the normalised word; the map sends them to the original word.
-        starts = tf.gather(to_original, starts, batch_dims=1) + word_starts.flat_values[:, tf.newaxis]
-        ends = tf.gather(to_original, ends, batch_dims=1) + word_starts.flat_values[:, tf.newaxis]
-        by_text = words.row_splits
-        return tuple(tf.RaggedTensor.from_row_splits(pieces, by_text).merge_dims(1, 2)
-                     for pieces in (ids, starts, ends))
+        # Piece offsets are in the normalised word; its map sends them to the original word,
+        # whose start in the text is added. Flat index arithmetic: ragged broadcasting traces slowly.
+        word = starts.value_rowids()  # (all pieces,)
+        base = tf.gather(to_original.row_starts(), word)
+        shift = tf.gather(word_starts.flat_values, word)
+        starts = tf.gather(to_original.flat_values, base + starts.flat_values) + shift
+        ends = tf.gather(to_original.flat_values, base + ends.flat_values) + shift
+        # (all words, pieces) -> (batch, tokens): the pieces of each text's words, in order.
+        splits = tf.gather(ids.row_splits, words.row_splits)
+        return tuple(tf.RaggedTensor.from_row_splits(values, splits, validate=False)
+                     for values in (ids.flat_values, starts, ends))
 
 
 def char_offsets(text: tf.Tensor, byte_offsets: tf.RaggedTensor) -> tf.RaggedTensor:
@@ -97,5 +101,5 @@ def check_utf8(text: tf.Tensor, name: str) -> tf.Tensor:
     naming the input (`name`) instead of a kernel's message from deep inside the graph."""
     repaired = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
     valid = tf.reduce_all(tf.equal(repaired, text))
-    with tf.control_dependencies([tf.debugging.Assert(valid, [f"input {name!r} is not valid UTF-8"])]):
+    with tf.control_dependencies([tf.debugging.Assert(valid, [f"the {name} input is not valid UTF-8"])]):
         return tf.identity(text)
