@@ -80,7 +80,8 @@ class SpanGraph(tf.Module):
             raise ValueError(f"max_answer_length and max_windows must be positive. Received: "
                              f"max_answer_length={max_answer_length}, max_windows={max_windows}")
         self.sequence_length, self.doc_stride = sequence_length, doc_stride
-        self.max_query_length, self.max_answer_length, self.max_windows = max_query_length, max_answer_length, max_windows
+        self.max_query_length, self.max_answer_length = max_query_length, max_answer_length
+        self.max_windows = max_windows
         self.tokenizer = OffsetTokenizer(vocabulary)
         self.ids = special_ids(vocabulary)
 
@@ -95,7 +96,8 @@ class SpanGraph(tf.Module):
         `window_start` (its first context piece's index in the context), `window_length`
         (its context pieces) and `context_offset` (the packed position of its first context
         piece), each (W,); and per example `window_count` (batch,) and the context pieces'
-        byte spans `context_starts`, `context_ends`, ragged (batch, pieces). `check` enforces the limits above."""
+        byte spans `context_starts`, `context_ends`, ragged (batch, pieces). `check` enforces
+        the limits above."""
         question_ids = self.tokenizer.tokenize_with_offsets(question)[0][:, :self.max_query_length]
         context_ids, context_starts, context_ends = self.tokenizer.tokenize_with_offsets(context)
         question_length, context_length = question_ids.row_lengths(), context_ids.row_lengths()  # (batch,)
@@ -120,8 +122,8 @@ class SpanGraph(tf.Module):
         first = tf.gather(context_ids.row_splits, example) + window_start  # into the flat pieces
         pieces = tf.gather(context_ids.flat_values, tf.ragged.range(first, first + window_length))  # (W, None)
         packed = pack_segments([tf.gather(question_ids, example), pieces], self.sequence_length, self.ids)
-        return {**packed, "window_count": count, "example": example, "window_start": window_start, "window_length": window_length,
-                "context_offset": tf.gather(question_length, example) + 2,
+        return {**packed, "window_count": count, "example": example, "window_start": window_start,
+                "window_length": window_length, "context_offset": tf.gather(question_length, example) + 2,
                 "context_starts": context_starts, "context_ends": context_ends}
 
 

@@ -42,7 +42,8 @@ def best_spans(start_logits, end_logits, allowed, max_answer_length: int) -> dic
     A row with no allowed piece gets logit about -2e9.
 
     Example:
-        >>> best_spans(tf.constant([[0., 3., 1.]]), tf.constant([[0., 0., 2.]]), tf.constant([[False, True, True]]), 2)["end"]
+        >>> allowed = tf.constant([[False, True, True]])
+        >>> best_spans(tf.constant([[0., 3., 1.]]), tf.constant([[0., 0., 2.]]), allowed, 2)["end"]
         <tf.Tensor: shape=(1,), dtype=int64, numpy=array([2])>
     """
     start_logits = tf.where(allowed, start_logits, EXCLUDED)  # (rows, seq)
