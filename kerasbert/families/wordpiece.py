@@ -27,7 +27,7 @@ Example:
     >>> tokenizer = OffsetTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cafe", "##s", "."])
     >>> ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(["The Cafés."]))
     >>> ids.to_list(), starts.to_list(), ends.to_list()
-    ([[5, 6, 7, 8]], [[0, 4, 8, 10]], [[3, 8, 10, 11]])
+    ([[5, 6, 7, 8]], [[0, 4, 9, 10]], [[3, 9, 10, 11]])
 """
 
 from __future__ import annotations
