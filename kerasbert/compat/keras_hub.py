@@ -3,6 +3,9 @@
 - `block_parts(block)`: the sub-layers of a `TransformerEncoder` (keras-hub keeps them in
   private attributes: `_self_attention_layer`, `_feedforward_intermediate_dense`, ...),
   which kerasbert/models/unpadded.py runs one by one over the real tokens only.
+- `word_split_patterns()`, `whitespace_pattern()`: the regexes keras-hub's WordPiece tokenizer
+  splits words with (module constants), which kerasbert/families/wordpiece.py reuses so that
+  its ids equal `BertTokenizer`'s (tests/test_wordpiece.py checks them on the dev sets).
 
 On a keras-hub release not in CHECKED_KERAS_HUB, `checked()` is False and kerasbert runs
 the encoder as the backbone's own call (the same results, with the padding computed);
