@@ -3,6 +3,9 @@
 - `block_parts(block)`: the sub-layers of a `TransformerEncoder` (keras-hub keeps them in
   private attributes: `_self_attention_layer`, `_feedforward_intermediate_dense`, ...),
   which kerasbert/models/unpadded.py runs one by one over the real tokens only.
+- `word_split_patterns()`, `whitespace_pattern()`: the regexes keras-hub's WordPiece tokenizer
+  splits words with (module constants), which kerasbert/families/wordpiece.py reuses so that
+  its ids equal `BertTokenizer`'s (tests/test_wordpiece.py checks them on the dev sets).
 
 On a keras-hub release not in CHECKED_KERAS_HUB, `checked()` is False and kerasbert runs
 the encoder as the backbone's own call (the same results, with the padding computed);
@@ -51,3 +54,20 @@ def block_parts(block) -> BlockParts:
         attention_norm=block._self_attention_layer_norm, intermediate=block._feedforward_intermediate_dense,
         output=block._feedforward_output_dense, output_dropout=block._feedforward_dropout,
         output_norm=block._feedforward_layer_norm)
+
+
+def word_split_patterns() -> tuple[str, str]:
+    """keras-hub's RE2 patterns that split text into words before WordPiece (whitespace,
+    control characters, punctuation, CJK characters) and the part of them kept as words
+    (punctuation, CJK): its `BertTokenizer` splits with these, and
+    kerasbert/families/wordpiece.py must split as it does."""
+    from keras_hub.src.tokenizers import word_piece_tokenizer as tokenizer
+
+    return tokenizer.WHITESPACE_PUNCTUATION_AND_CJK_REGEX, tokenizer.PUNCTUATION_AND_CJK_REGEX
+
+
+def whitespace_pattern() -> str:
+    """keras-hub's RE2 pattern of what separates words: whitespace and control characters."""
+    from keras_hub.src.tokenizers import word_piece_tokenizer as tokenizer
+
+    return tokenizer.WHITESPACE_REGEX

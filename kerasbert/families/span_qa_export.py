@@ -1,0 +1,116 @@
+"""The span family's serving signatures: a question and a context in, the answer out.
+
+    answer(question, context: string (batch,)) ->
+        answer        string  (batch,)  a slice of the original context
+        answer_start  int64   (batch,)  character offset into context
+        answer_end    int64   (batch,)  exclusive: context[answer_start:answer_end] == answer
+        score         float32 (batch,)  P(start) * P(end) of the span in its window (softmax over
+                                        the window's context pieces)
+    answer_tokens(token_ids, segment_ids, padding_mask: int32 (batch, seq)) ->
+        start_position, end_position int64 (batch,)  the best span's pieces in segment 1; score
+
+All of it runs in the graph: the context's windows (`SpanGraph.windows`), the model over
+every window of the batch at once, and the best span over all windows of each example: the
+highest start + end logit with both ends on context pieces, end not before start, at
+most `max_answer_length` pieces, as BERT's run_squad.py chooses. An empty question or
+context, a context longer than `SpanGraph.max_windows` windows, or text that is not valid
+UTF-8 is an InvalidArgumentError naming the problem.
+
+Example:
+    >>> signatures = SpanSignatures(model, graph)
+    >>> signatures.answer(question=tf.constant(["Who?"]), context=tf.constant(["Peter said hello."]))["answer"]
+    >>> tf.saved_model.save(signatures, "export/1", signatures=signatures.signatures())
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from kerasbert.families.span_qa import SpanGraph
+from kerasbert.families.wordpiece import char_offsets, check_utf8
+from kerasbert.packing import ENCODER_KEYS
+
+TEXTS = [tf.TensorSpec([None], tf.string, name="question"), tf.TensorSpec([None], tf.string, name="context")]
+TOKENS = [tf.TensorSpec([None, None], tf.int32, name=key) for key in ENCODER_KEYS]
+EXCLUDED = -1e9  # the logit of a piece that cannot be an answer's end
+
+
+def best_spans(start_logits, end_logits, allowed, max_answer_length: int) -> dict:
+    """The best span of each row: start_logits, end_logits (rows, seq) float, allowed (rows,
+    seq) bool -> `start`, `end` positions (int64), `logit` (start + end logit) and
+    `probability` (their softmax probabilities' product over the allowed pieces), (rows,).
+    A row with no allowed piece gets logit about -2e9.
+
+    Example:
+        >>> allowed = tf.constant([[False, True, True]])
+        >>> best_spans(tf.constant([[0., 3., 1.]]), tf.constant([[0., 0., 2.]]), allowed, 2)["end"]
+        <tf.Tensor: shape=(1,), dtype=int64, numpy=array([2])>
+    """
+    start_logits = tf.where(allowed, start_logits, EXCLUDED)  # (rows, seq)
+    end_logits = tf.where(allowed, end_logits, EXCLUDED)
+    width = tf.shape(end_logits)[1]
+    padded = tf.pad(end_logits, [[0, 0], [0, max_answer_length]], constant_values=EXCLUDED)
+    # ends[r, p, k]: the end logit k pieces after start p, so k + 1 pieces long.
+    ends = tf.stack([padded[:, k:k + width] for k in range(max_answer_length)], axis=-1)  # (rows, seq, A)
+    spans = start_logits[:, :, tf.newaxis] + ends  # (rows, seq, A)
+    flat = tf.reshape(spans, [tf.shape(spans)[0], -1])  # (rows, seq * A)
+    best = tf.argmax(flat, axis=-1)  # (rows,)
+    logit = tf.reduce_max(flat, axis=-1)
+    start = best // max_answer_length
+    normaliser = tf.reduce_logsumexp(start_logits, axis=-1) + tf.reduce_logsumexp(end_logits, axis=-1)
+    return {"start": start, "end": start + best % max_answer_length, "logit": logit,
+            "probability": tf.exp(logit - normaliser)}
+
+
+class SpanSignatures(tf.Module):
+    """A span model (`build_span_model`) and its `SpanGraph`, as a module whose `answer` and
+    `answer_tokens` functions are the serving signatures."""
+
+    def __init__(self, model, graph: SpanGraph):
+        super().__init__(name="span_signatures")
+        self.model, self.graph = model, graph
+
+    def signatures(self) -> dict:
+        return {"answer": self.answer, "answer_tokens": self.answer_tokens}
+
+    def _logits(self, tokens: dict):
+        logits = tf.cast(self.model({key: tokens[key] for key in ENCODER_KEYS}, training=False), tf.float32)
+        return logits[:, :, 0], logits[:, :, 1]  # (rows, seq) each
+
+    @tf.function(input_signature=TOKENS, autograph=False)
+    def answer_tokens(self, token_ids, segment_ids, padding_mask):
+        start_logits, end_logits = self._logits(
+            {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
+        allowed = (segment_ids == 1) & (padding_mask == 1) & (token_ids != self.graph.ids["sep"])
+        best = best_spans(start_logits, end_logits, allowed, self.graph.max_answer_length)
+        return {"start_position": best["start"], "end_position": best["end"], "score": best["probability"]}
+
+    @tf.function(input_signature=TEXTS, autograph=False)
+    def answer(self, question, context):
+        question, context = check_utf8(question, "question"), check_utf8(context, "context")
+        windows = self.graph.windows(question, context)
+        start_logits, end_logits = self._logits(windows)  # (W, width)
+        position = tf.range(tf.shape(start_logits, out_type=tf.int64)[1])[tf.newaxis, :]  # (1, width)
+        offset = windows["context_offset"][:, tf.newaxis]  # (W, 1)
+        allowed = (position >= offset) & (position < offset + windows["window_length"][:, tf.newaxis])
+        best = best_spans(start_logits, end_logits, allowed, self.graph.max_answer_length)  # each (W,)
+
+        # The best window of each example (windows are in example order).
+        per_example = tf.RaggedTensor.from_row_lengths(best["logit"], windows["window_count"], validate=False)
+        chosen = tf.argmax(per_example.to_tensor(default_value=2 * EXCLUDED), axis=-1) + per_example.row_starts()
+        # Window positions -> the context's pieces -> bytes of the original context.
+        first_piece = tf.gather(windows["window_start"] + best["start"] - windows["context_offset"], chosen)
+        last_piece = tf.gather(windows["window_start"] + best["end"] - windows["context_offset"], chosen)
+        starts, ends = windows["context_starts"], windows["context_ends"]  # ragged (batch, pieces)
+        start_byte = tf.gather(starts.flat_values, starts.row_starts() + first_piece)  # (batch,)
+        end_byte = tf.gather(ends.flat_values, ends.row_starts() + last_piece)
+
+        def in_characters(byte_offsets):  # (batch,) -> (batch,)
+            return char_offsets(context, tf.RaggedTensor.from_tensor(byte_offsets[:, tf.newaxis])).flat_values
+
+        return {
+            "answer": tf.strings.substr(context, start_byte, end_byte - start_byte),
+            "answer_start": in_characters(start_byte),
+            "answer_end": in_characters(end_byte),
+            "score": tf.gather(best["probability"], chosen),
+        }

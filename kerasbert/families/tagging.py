@@ -1,0 +1,198 @@
+"""The token-tagging family (named entities on CoNLL-2003): features, model, loss, scores.
+
+Words are the text's whitespace-separated tokens; each word's tag is predicted from its
+first word piece, the other pieces (and [CLS], [SEP], padding) are left out of the loss
+(label -1), as BERT's paper and `run_ner.py` do. A sentence longer than the sequence is
+cut after `sequence_length - 2` word pieces: its later words get no tag, and they are
+counted (`TaggingFeatures.untagged_words`, and `num_untagged_words` in the export), never
+dropped silently. The words are found by one graph function (`TaggingGraph.align`) in
+training and in the exported signature, so both tokenize alike.
+
+Interface for the task system (plain values in, no config objects):
+    reader:    kerasbert.families.conll.read_conll(path) -> ConllFile(.sentences: [Sentence(words, tags, line)])
+    tags:      kerasbert.families.conll.tag_names(train_sentences) -> ("O", "B-LOC", "I-LOC", ...)
+    graph:     TaggingGraph(vocabulary, tag_names, sequence_length)
+    features:  tagging_features(graph, sentences) -> TaggingFeatures (numpy arrays, counts)
+    data:      tagging_dataset(features, batch_size, shuffle_seed=None) -> tf.data of (x, y):
+               x {"token_ids", "segment_ids", "padding_mask"}: int32 (batch, sequence_length),
+               y labels int32 (batch, sequence_length): tag id at each word's first piece, -1 elsewhere
+    model:     build_tagging_model(encoder, num_tags) -> keras.Model, x -> logits (batch, seq, num_tags)
+    loss:      masked_tag_loss(y, logits)  (mean over labelled tokens)
+    predict:   predict_tags(signatures, sentences) -> [[tag per word]] (through the export's graph)
+    metrics:   kerasbert.families.conlleval.entity_scores(references, predictions).as_dict() -> {"ner_f1", ...}
+    export:    kerasbert.families.tagging_export.TaggingSignatures(model, graph): `entities` (text) and
+               `tags_tokens` (token_ids, segment_ids, padding_mask); see that module.
+
+Example:
+    >>> graph = TaggingGraph(vocabulary, ("O", "B-PER", "I-PER"), sequence_length=128)
+    >>> features = tagging_features(graph, read_conll("dev.txt").sentences)
+    >>> model = build_tagging_model(encoder, num_tags=3)
+    >>> model.compile(keras.optimizers.Adam(5e-5), loss=masked_tag_loss)
+    >>> model.fit(tagging_dataset(features, batch_size=32, shuffle_seed=1), epochs=1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from kerasbert.compat.keras_hub import whitespace_pattern
+from kerasbert.families.conll import Sentence, check_tag
+from kerasbert.families.wordpiece import OffsetTokenizer
+from kerasbert.models.encoder import bert_initializer
+from kerasbert.packing import ENCODER_KEYS, pack_segments
+
+log = logging.getLogger(__name__)
+IGNORED = -1  # the label of tokens left out of the loss
+
+
+def special_ids(vocabulary: list[str]) -> dict[str, int]:
+    """[CLS], [SEP] and [PAD]'s ids, by the names `pack_segments` takes."""
+    index = {token: i for i, token in enumerate(vocabulary)}
+    missing = [token for token in ("[CLS]", "[SEP]", "[PAD]") if token not in index]
+    if missing:
+        raise ValueError(f"The vocabulary lacks {missing}")
+    return {"cls": index["[CLS]"], "sep": index["[SEP]"], "pad": index["[PAD]"]}
+
+
+class TaggingGraph(tf.Module):
+    """The graph pieces shared by training features and the export: text -> words with
+    their byte spans, packed token tensors, and each word's first-piece position.
+
+    `tag_names` start with "O" (the tag of an untagged word); the others are IOB2 tags.
+
+    Example:
+        >>> graph = TaggingGraph(TINY_VOCAB, ("O", "B-ANIMAL", "I-ANIMAL"), sequence_length=16)
+        >>> graph.align(tf.constant(["the cats sat"]))["first_token"].to_list()
+        [[1, 2, 4]]
+    """
+
+    def __init__(self, vocabulary: list[str], tag_names, sequence_length: int):
+        super().__init__(name="tagging_graph")
+        tag_names = tuple(tag_names)
+        if not tag_names or tag_names[0] != "O":
+            raise ValueError(f"tag_names must start with 'O'. Received: {tag_names}")
+        for tag in tag_names:
+            check_tag(tag)
+        if sequence_length < 3:
+            raise ValueError(f"sequence_length must be at least 3. Received: {sequence_length}")
+        self.tag_names, self.sequence_length = tag_names, sequence_length
+        self.tokenizer = OffsetTokenizer(vocabulary)
+        self.ids = special_ids(vocabulary)
+        self._whitespace = whitespace_pattern()
+
+    def align(self, text: tf.Tensor) -> dict:
+        """string (batch,) -> `words`, `word_starts`, `word_ends` (byte offsets), `first_token`
+        (the packed position of each word's first piece; -1 past the sequence), all ragged
+        (batch, words); and the packed `token_ids`, `segment_ids`, `padding_mask` (batch, width)."""
+        words, word_starts, word_ends = tf_text.regex_split_with_offsets(text, self._whitespace)
+        ids, starts, _ = self.tokenizer.tokenize_with_offsets(text)  # (batch, tokens)
+        packed = pack_segments([ids], self.sequence_length, self.ids)
+        kept = tf.minimum(ids.row_lengths(), self.sequence_length - 2)  # pieces that fit
+        dense_words = word_starts.to_tensor(default_value=tf.int64.max)  # (batch, W)
+        token_word = tf.searchsorted(dense_words, starts.to_tensor(), side="right") - 1  # (batch, T)
+        position = tf.range(tf.shape(token_word, out_type=tf.int64)[1])[tf.newaxis, :]  # (1, T)
+        batch, width = tf.shape(dense_words, out_type=tf.int64)[0], tf.shape(dense_words, out_type=tf.int64)[1]
+        # One segment per (row, word); pieces past the cut go to a spare last segment.
+        segment = tf.range(batch)[:, tf.newaxis] * width + tf.cast(token_word, tf.int64)
+        segment = tf.where(position < kept[:, tf.newaxis], segment, batch * width)
+        first = tf.math.unsorted_segment_min(tf.broadcast_to(position + 1, tf.shape(segment)), segment,
+                                             batch * width + 1)[:-1]  # +1: [CLS] is position 0
+        first = tf.where(first > self.sequence_length, tf.constant(-1, tf.int64), first)  # no piece kept
+        first = tf.RaggedTensor.from_tensor(tf.reshape(first, [batch, width]), lengths=words.row_lengths())
+        return {"words": words, "word_starts": word_starts, "word_ends": word_ends, "first_token": first,
+                **packed}
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingFeatures:
+    token_ids: np.ndarray  # int32 (examples, sequence_length)
+    segment_ids: np.ndarray
+    padding_mask: np.ndarray
+    labels: np.ndarray  # int32 (examples, sequence_length): tag id at first pieces, -1 elsewhere
+    untagged_words: int  # words past the sequence (or without a word piece): no label
+    skipped: int  # sentences whose words the tokenizer splits differently (a word holding a control character)
+
+
+def tagging_features(graph: TaggingGraph, sentences: list[Sentence], batch_size: int = 512) -> TaggingFeatures:
+    """Packed tokens and first-piece labels of `sentences` (joined with spaces, then aligned
+    by the export's own graph function). Logs how many words got no label."""
+    tag_ids = {tag: i for i, tag in enumerate(graph.tag_names)}
+    length = graph.sequence_length
+    rows = {name: [] for name in (*ENCODER_KEYS, "labels")}
+    untagged = skipped = 0
+    for begin in range(0, len(sentences), batch_size):
+        chunk = sentences[begin:begin + batch_size]
+        aligned = graph.align(tf.constant([" ".join(sentence.words) for sentence in chunk]))
+        packed = [aligned[key].numpy() for key in ENCODER_KEYS]
+        for row, (sentence, first) in enumerate(zip(chunk, aligned["first_token"].to_list())):
+            unknown = [tag for tag in sentence.tags if tag not in tag_ids]
+            if unknown:
+                raise ValueError(f"line {sentence.line}: tag(s) {sorted(set(unknown))} not among the task's tags "
+                                 f"{graph.tag_names}")
+            if len(first) != len(sentence.words):
+                skipped += 1
+                continue
+            labels = np.full(length, IGNORED, np.int32)
+            for position, tag in zip(first, sentence.tags):
+                if position >= 0:
+                    labels[position] = tag_ids[tag]
+            untagged += sum(position < 0 for position in first)
+            for key, values in zip(ENCODER_KEYS, packed):
+                rows[key].append(np.pad(values[row], (0, length - values.shape[1])).astype(np.int32))
+            rows["labels"].append(labels)
+    if untagged or skipped:
+        log.warning("tagging features: %d words past %d word pieces got no label; %d sentences skipped "
+                    "(a word the tokenizer splits on a control character)", untagged, length - 2, skipped)
+    arrays = {key: np.stack(values) if values else np.zeros((0, length), np.int32) for key, values in rows.items()}
+    return TaggingFeatures(**arrays, untagged_words=untagged, skipped=skipped)
+
+
+def tagging_dataset(features: TaggingFeatures, batch_size: int, shuffle_seed: int | None = None) -> tf.data.Dataset:
+    """(x, y) batches of `features`; shuffled each epoch when `shuffle_seed` is given."""
+    x = {key: getattr(features, key) for key in ENCODER_KEYS}
+    data = tf.data.Dataset.from_tensor_slices((x, features.labels))
+    if shuffle_seed is not None:
+        data = data.shuffle(len(features.labels), seed=shuffle_seed, reshuffle_each_iteration=True)
+    return data.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def build_tagging_model(encoder, num_tags: int, dropout: float = 0.1, name: str = "tagger") -> keras.Model:
+    """The encoder and a per-token classification head: x -> tag logits (batch, seq, num_tags).
+
+    Example:
+        >>> model = build_tagging_model(build_encoder("tiny", vocabulary_size=100), num_tags=9)
+    """
+    inputs = {key: keras.Input((None,), dtype="int32", name=key) for key in ENCODER_KEYS}
+    sequence = encoder(inputs)["sequence_output"]  # (batch, seq, hidden)
+    sequence = keras.layers.Dropout(dropout, name="tag_dropout")(sequence)
+    logits = keras.layers.Dense(num_tags, kernel_initializer=bert_initializer(), name="tag_logits",
+                                dtype="float32")(sequence)  # (batch, seq, num_tags)
+    return keras.Model(inputs, logits, name=name)
+
+
+def masked_tag_loss(labels, logits):
+    """Cross-entropy averaged over labelled tokens only (label -1 is left out): padding and
+    continuation pieces neither add loss nor dilute it."""
+    labels = tf.cast(labels, tf.int32)
+    weights = tf.cast(labels != IGNORED, tf.float32)
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(labels, 0), tf.cast(logits, tf.float32))
+    return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+
+
+def predict_tags(signatures, sentences: list[Sentence], batch_size: int = 64) -> list[list[str]]:
+    """Each sentence's predicted tag per word, through the export's `entities` function
+    (a `TaggingSignatures`, or a loaded SavedModel's signature); an untagged word is "O"."""
+    entities = getattr(signatures, "entities", signatures)
+    predicted = []
+    for begin in range(0, len(sentences), batch_size):
+        chunk = sentences[begin:begin + batch_size]
+        outputs = entities(text=tf.constant([" ".join(sentence.words) for sentence in chunk]))
+        for sentence, tags in zip(chunk, outputs["word_tag"].numpy()):
+            predicted.append([tag.decode() or "O" for tag in tags[:len(sentence.words)]])
+    return predicted

@@ -1,0 +1,140 @@
+"""The tagging family's serving signatures: raw text in, entities with character offsets out.
+
+    entities(text: string (batch,)) ->
+        entity_text   string  (batch, n)   "" past num_entities
+        entity_type   string  (batch, n)   e.g. "PER"; ""
+        entity_start  int64   (batch, n)   character offset into text; -1
+        entity_end    int64   (batch, n)   exclusive: text[start:end] == entity_text; -1
+        entity_score  float32 (batch, n)   mean probability of the entity's word tags; 0
+        num_entities  int64   (batch,)
+        word, word_tag          string (batch, w)  the whitespace words and their tags ("" past num_words,
+                                                   and for words past the sequence: untagged)
+        word_start, word_end    int64  (batch, w)  character offsets; -1
+        num_words, num_untagged_words  int64 (batch,)
+    tags_tokens(token_ids, segment_ids, padding_mask: int32 (batch, seq)) ->
+        tag string (batch, seq), tag_id int64 (batch, seq), tag_score float32 (batch, seq)
+
+n is the batch's largest entity count. Entities are read from the word tags with
+conlleval's rules (`kerasbert.families.conlleval.entities`): the same entities the metrics
+score. Text that is not valid UTF-8 is an InvalidArgumentError naming the input.
+
+Example:
+    >>> signatures = TaggingSignatures(model, graph)
+    >>> signatures.entities(tf.constant(["Peter Blackburn visited Brussels"]))["entity_text"]
+    <tf.Tensor: shape=(1, 2), dtype=string, numpy=array([[b'Peter Blackburn', b'Brussels']], dtype=object)>
+    >>> tf.saved_model.save(signatures, "export/1", signatures=signatures.signatures())
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from kerasbert.families.tagging import TaggingGraph
+from kerasbert.families.wordpiece import char_offsets, check_utf8
+from kerasbert.packing import ENCODER_KEYS
+
+TEXT = tf.TensorSpec([None], tf.string, name="text")
+TOKENS = [tf.TensorSpec([None, None], tf.int32, name=key) for key in ENCODER_KEYS]
+
+
+def tag_tables(tag_names: tuple[str, ...]):
+    """Per tag id: its IOB prefix (0 O, 1 B, 2 I), its type id (-1 for O), and the type names."""
+    types = sorted({tag[2:] for tag in tag_names if tag != "O"})
+    prefix = [0 if tag == "O" else (1 if tag.startswith("B-") else 2) for tag in tag_names]
+    kind = [-1 if tag == "O" else types.index(tag[2:]) for tag in tag_names]
+    return tf.constant(prefix, tf.int32), tf.constant(kind, tf.int32), tf.constant(types or [""])
+
+
+def entity_spans(tag_ids: tf.Tensor, word_scores: tf.Tensor, prefix: tf.Tensor, kind: tf.Tensor):
+    """Word tag ids (batch, W) -> entities as conlleval reads them: `row`, `first_word`,
+    `last_word`, `kind`, `score` (each (entities,), rows in order) and `count` (batch,).
+
+    An entity starts at B-X, at I-X after O, or where the type changes; it runs while the
+    words are I- of its type.
+    """
+    word_prefix, word_kind = tf.gather(prefix, tag_ids), tf.gather(kind, tag_ids)  # (batch, W)
+    previous_prefix = tf.pad(word_prefix[:, :-1], [[0, 0], [1, 0]])  # O before the first word
+    previous_kind = tf.pad(word_kind[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
+    inside = word_prefix != 0
+    starts = inside & ((word_prefix == 1) | (previous_prefix == 0) | (previous_kind != word_kind))
+    count = tf.reduce_sum(tf.cast(starts, tf.int64), axis=1)  # (batch,)
+    total = tf.reduce_sum(count)
+    # Each inside word's entity, numbered across the batch; outside words go to a spare segment.
+    entity = tf.cumsum(tf.cast(starts, tf.int64), axis=1) - 1 + (tf.cumsum(count, exclusive=True))[:, tf.newaxis]
+    segment = tf.where(inside, entity, total)
+    word = tf.broadcast_to(tf.range(tf.shape(tag_ids, out_type=tf.int64)[1]), tf.shape(segment))
+    segments = total + 1
+    return {
+        "row": tf.repeat(tf.range(tf.shape(count, out_type=tf.int64)[0]), count),
+        "first_word": tf.math.unsorted_segment_min(word, segment, segments)[:-1],
+        "last_word": tf.math.unsorted_segment_max(word, segment, segments)[:-1],
+        "kind": tf.math.unsorted_segment_max(word_kind, segment, segments)[:-1],
+        "score": tf.math.unsorted_segment_mean(word_scores, segment, segments)[:-1],
+        "count": count,
+    }
+
+
+class TaggingSignatures(tf.Module):
+    """A tagging model (`build_tagging_model`) and its `TaggingGraph`, as a module whose
+    `entities` and `tags_tokens` functions are the serving signatures."""
+
+    def __init__(self, model, graph: TaggingGraph):
+        super().__init__(name="tagging_signatures")
+        self.model, self.graph = model, graph
+        self._prefix, self._kind, self._types = tag_tables(graph.tag_names)
+        self._tags = tf.constant(graph.tag_names)
+
+    def signatures(self) -> dict:
+        return {"entities": self.entities, "tags_tokens": self.tags_tokens}
+
+    def _probabilities(self, tokens: dict) -> tf.Tensor:
+        logits = self.model({key: tokens[key] for key in ENCODER_KEYS}, training=False)
+        return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)  # (batch, seq, tags)
+
+    @tf.function(input_signature=TOKENS, autograph=False)
+    def tags_tokens(self, token_ids, segment_ids, padding_mask):
+        probabilities = self._probabilities(
+            {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
+        tag_id = tf.argmax(probabilities, axis=-1)  # (batch, seq)
+        return {"tag": tf.gather(self._tags, tag_id), "tag_id": tag_id,
+                "tag_score": tf.reduce_max(probabilities, axis=-1)}
+
+    @tf.function(input_signature=[TEXT], autograph=False)
+    def entities(self, text):
+        text = check_utf8(text, "text")
+        aligned = self.graph.align(text)
+        probabilities = self._probabilities(aligned)  # (batch, seq, tags)
+        first = aligned["first_token"].to_tensor(default_value=-1)  # (batch, W)
+        tagged = first >= 0
+        word_probabilities = tf.gather(probabilities, tf.maximum(first, 0), batch_dims=1)  # (batch, W, tags)
+        tag_ids = tf.where(tagged, tf.argmax(word_probabilities, axis=-1, output_type=tf.int32), 0)
+        word_scores = tf.where(tagged, tf.reduce_max(word_probabilities, axis=-1), 0.0)
+        spans = entity_spans(tag_ids, word_scores, self._prefix, self._kind)
+
+        word_starts = aligned["word_starts"].to_tensor(default_value=-1)
+        word_ends = aligned["word_ends"].to_tensor(default_value=-1)
+        row_first = tf.stack([spans["row"], spans["first_word"]], axis=1)
+        row_last = tf.stack([spans["row"], spans["last_word"]], axis=1)
+        start_byte = tf.gather_nd(word_starts, row_first)  # (entities,)
+        end_byte = tf.gather_nd(word_ends, row_last)
+        entity_text = tf.strings.substr(tf.gather(text, spans["row"]), start_byte, end_byte - start_byte)
+
+        def per_row(values):  # (entities,) -> ragged (batch, n)
+            return tf.RaggedTensor.from_row_lengths(values, spans["count"], validate=False)
+
+        words = aligned["words"]
+        num_words = words.row_lengths()
+        return {
+            "entity_text": per_row(entity_text).to_tensor(default_value=""),
+            "entity_type": per_row(tf.gather(self._types, spans["kind"])).to_tensor(default_value=""),
+            "entity_start": char_offsets(text, per_row(start_byte)).to_tensor(default_value=-1),
+            "entity_end": char_offsets(text, per_row(end_byte)).to_tensor(default_value=-1),
+            "entity_score": per_row(spans["score"]).to_tensor(default_value=0.0),
+            "num_entities": spans["count"],
+            "word": words.to_tensor(default_value=""),
+            "word_tag": tf.where(tagged, tf.gather(self._tags, tag_ids), ""),
+            "word_start": char_offsets(text, aligned["word_starts"]).to_tensor(default_value=-1),
+            "word_end": char_offsets(text, aligned["word_ends"]).to_tensor(default_value=-1),
+            "num_words": num_words,
+            "num_untagged_words": num_words - tf.reduce_sum(tf.cast(tagged, tf.int64), axis=1),
+        }

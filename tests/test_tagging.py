@@ -1,0 +1,214 @@
+"""The tagging family: CoNLL reader, conlleval's scores, first-piece features, the masked
+loss, training, and the `entities` signature in memory and in a fresh TF-only process."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kerasbert
+from conftest import DATA_DIR, ROOT
+from kerasbert.data.rows import DataError
+from kerasbert.families.conll import Sentence, read_conll, tag_names, to_iob2
+from kerasbert.families.conlleval import entities, entity_scores
+from kerasbert.families.tagging import (IGNORED, TaggingGraph, build_tagging_model, masked_tag_loss,
+                                        predict_tags, tagging_dataset, tagging_features)
+from kerasbert.families.tagging_export import TaggingSignatures
+from kerasbert.packing import ENCODER_KEYS
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "in", "paris", "##s", ".",
+         "rex", "cafe", "new", "york"]
+TAGS = ("O", "B-ANIMAL", "I-ANIMAL", "B-LOC", "I-LOC")
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_reader_splits_sentences_skips_docstart_and_converts_iob1(tmp_path):
+    path = write(tmp_path / "iob1.txt", "-DOCSTART- -X- -X- O\n\nEU NNP B-NP I-ORG\nrejects VBZ B-VP O\n"
+                                        "German JJ B-NP I-MISC\n\nPeter NNP B-NP I-PER\nPaul NNP I-NP B-PER\n\n")
+    result = read_conll(path)
+    assert result.scheme == "IOB1" and result.skipped == 0
+    assert [(s.words, s.tags, s.line) for s in result.sentences] == [
+        (["EU", "rejects", "German"], ["B-ORG", "O", "B-MISC"], 3),
+        (["Peter", "Paul"], ["B-PER", "B-PER"], 7)]
+    assert to_iob2(["B-PER", "I-PER", "O", "B-LOC"]) == ["B-PER", "I-PER", "O", "B-LOC"]  # IOB2 unchanged
+    assert tag_names(result.sentences) == ("O", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER")
+
+
+def test_reader_skips_and_counts_a_sentence_with_a_damaged_line(tmp_path, caplog):
+    good = "".join(f"w{i} NN B-NP O\nParis NNP I-NP B-LOC\n\n" for i in range(12))
+    path = write(tmp_path / "damaged.txt", good + "Bad NN O\nline NN B-NP O\n\n")
+    result = read_conll(path)
+    assert (len(result.sentences), result.skipped) == (12, 1)
+    assert "damaged.txt:37: skipped damaged row (3 fields, the file's first word line has 4)" in caplog.text
+    too_many = write(tmp_path / "bad.txt", "a NN O\n\nb O\n\nc O\n\n")
+    with pytest.raises(DataError, match=r"bad.txt:3: 2 of 3 rows are damaged; first: 2 fields"):
+        read_conll(too_many)
+    with pytest.raises(DataError, match="tag 'Z-LOC' is not IOB"):
+        read_conll(write(tmp_path / "tag.txt", "a NN Z-LOC\n"))
+    with pytest.raises(DataError, match="not valid UTF-8"):
+        (tmp_path / "latin1.txt").write_bytes(b"caf\xe9 NN O\n")
+        read_conll(str(tmp_path / "latin1.txt"))
+
+
+def test_reader_counts_on_the_real_dev_set():
+    path = os.path.join(DATA_DIR, "conll2003", "dev.txt")
+    if not os.path.isfile(path):
+        pytest.skip(f"{path} is not here")
+    result = read_conll(path)
+    assert (len(result.sentences), result.scheme, result.skipped) == (3250, "IOB2", 0)
+    assert sum(len(s.words) for s in result.sentences) == 51362  # the data README's counts
+    assert sum(len(entities(s.tags)) for s in result.sentences) == 5942
+
+
+def test_entities_follow_conllevals_chunk_rules():
+    # I- after O starts an entity; a type change starts one; B- after I- of one type starts one.
+    assert entities(["I-PER", "I-PER", "I-LOC", "B-LOC", "I-LOC", "O", "B-ORG"]) == \
+        [("PER", 0, 2), ("LOC", 2, 3), ("LOC", 3, 5), ("ORG", 6, 7)]
+
+
+def test_entity_scores_by_hand():
+    references = [["B-PER", "I-PER", "O", "B-LOC", "O"], ["B-ORG", "O", "B-PER"]]
+    predictions = [["B-PER", "I-PER", "O", "B-ORG", "O"], ["B-ORG", "I-ORG", "B-PER"]]
+    # Found: PER(0,2) correct, ORG(3,4) wrong type, ORG(0,2) wrong boundary, PER(2,3) correct.
+    scores = entity_scores(references, predictions)
+    assert (scores.correct, scores.predicted, scores.reference) == (2, 4, 4)
+    assert (scores.precision, scores.recall, scores.f1) == (0.5, 0.5, 0.5)
+    assert scores.by_type["PER"].f1 == 1.0 and scores.by_type["ORG"].precision == 0.0
+    assert scores.by_type["LOC"].recall == 0.0 and scores.by_type["LOC"].predicted == 0
+    flat = scores.as_dict()
+    assert flat["ner_f1"] == 0.5 and flat["ner_f1_PER"] == 1.0 and flat["ner_f1_LOC"] == 0.0
+    # conlleval: precision 1/1, recall 1/2 -> F1 2/3.
+    assert entity_scores([["B-PER", "O", "B-LOC"]], [["B-PER", "O", "O"]]).f1 == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="sentence 0: 2 reference tags but 1 predicted"):
+        entity_scores([["O", "O"]], [["O"]])
+
+
+def graph(sequence_length=16):
+    return TaggingGraph(VOCAB, TAGS, sequence_length=sequence_length)
+
+
+def test_features_label_each_words_first_piece_and_count_truncated_words(caplog):
+    sentences = [Sentence(["The", "cats", "sat", "in", "Paris"], ["O", "B-ANIMAL", "O", "O", "B-LOC"], 1),
+                 Sentence(["dogs", "dogs", "dogs", "sat"], ["B-ANIMAL", "I-ANIMAL", "I-ANIMAL", "O"], 3)]
+    features = tagging_features(graph(sequence_length=8), sentences)
+    # [CLS] the cat ##s sat in paris [SEP] ; [CLS] dog ##s dog ##s dog ##s [SEP] ("sat" cut).
+    assert features.token_ids.tolist() == [[2, 5, 6, 11, 8, 9, 10, 3], [2, 7, 11, 7, 11, 7, 11, 3]]
+    assert features.labels.tolist() == [[IGNORED, 0, 1, IGNORED, 0, 0, 3, IGNORED],
+                                        [IGNORED, 1, IGNORED, 2, IGNORED, 2, IGNORED, IGNORED]]
+    assert features.padding_mask.tolist() == [[1] * 8, [1] * 8]
+    assert features.untagged_words == 1  # "sat", past 6 pieces
+    assert "1 words past 6 word pieces got no label" in caplog.text
+    with pytest.raises(ValueError, match=r"line 1: tag\(s\) \['B-PER'\] not among"):
+        tagging_features(graph(), [Sentence(["Rex"], ["B-PER"], 1)])
+
+
+def test_masked_loss_is_the_mean_over_labelled_tokens_only():
+    logits = tf.constant([[[2.0, 0.0], [0.0, 0.0], [5.0, -5.0]]])
+    labels = tf.constant([[0, IGNORED, 1]])
+    expected = (np.log(1 + np.exp(-2.0)) + np.log(1 + np.exp(10.0))) / 2
+    assert float(masked_tag_loss(labels, logits)) == pytest.approx(expected, rel=1e-5)
+    assert float(masked_tag_loss(tf.constant([[IGNORED, IGNORED]]), logits[:, :2])) == 0.0
+
+
+def test_a_tiny_tagger_learns_a_few_sentences():
+    keras.utils.set_random_seed(1)
+    sentences = [Sentence(["the", "cat", "sat", "in", "Paris"], ["O", "B-ANIMAL", "O", "O", "B-LOC"], 1),
+                 Sentence(["Rex", "sat", "in", "New", "York"], ["B-ANIMAL", "O", "O", "B-LOC", "I-LOC"], 2),
+                 Sentence(["the", "dogs", "sat"], ["O", "B-ANIMAL", "O"], 3)] * 4
+    data = tagging_dataset(tagging_features(graph(), sentences), batch_size=4, shuffle_seed=1)
+    model = build_tagging_model(kerasbert.build_encoder("tiny", vocabulary_size=len(VOCAB)), len(TAGS))
+    assert model(next(iter(data))[0]).shape == (4, 16, len(TAGS))
+    model.compile(keras.optimizers.Adam(3e-3), loss=masked_tag_loss)
+    history = model.fit(data, epochs=8, verbose=0).history["loss"]
+    assert history[-1] < 0.5 * history[0]
+
+
+def fixed_tagger():
+    """A 'model' whose tag logits are a table of each token's: cat/dog/rex -> B-ANIMAL,
+    paris/new -> B-LOC, york -> I-LOC, cafe -> I-LOC (invalid after O: conlleval starts an
+    entity), the rest O. Probabilities are softmax(4 * one-hot)."""
+    table = np.zeros((len(VOCAB), len(TAGS)), np.float32)
+    table[:, 0] = 4.0
+    for token, tag in [("cat", 1), ("dog", 1), ("rex", 1), ("paris", 3), ("new", 3), ("york", 4), ("cafe", 4)]:
+        table[VOCAB.index(token)] = 0.0
+        table[VOCAB.index(token), tag] = 4.0
+    inputs = {key: keras.Input((None,), dtype="int32", name=key) for key in ENCODER_KEYS}
+    layer = keras.layers.Embedding(len(VOCAB), len(TAGS), name="tag_table")
+    model = keras.Model(inputs, layer(inputs["token_ids"]))
+    layer.set_weights([table])
+    return model
+
+
+TEXTS = ["Rex  sat in New York .", "Le café Cats, in Paris!", "", "the the"]
+EXPECTED = {
+    "entity_text": [["Rex", "New York", ""], ["café", "Cats,", "Paris!"], ["", "", ""], ["", "", ""]],
+    "entity_type": [["ANIMAL", "LOC", ""], ["LOC", "ANIMAL", "LOC"], ["", "", ""], ["", "", ""]],
+    "entity_start": [[0, 12, -1], [3, 8, 17], [-1] * 3, [-1] * 3],
+    "entity_end": [[3, 20, -1], [7, 13, 23], [-1] * 3, [-1] * 3],
+    "num_entities": [2, 3, 0, 0],
+    "word_tag": [["B-ANIMAL", "O", "O", "B-LOC", "I-LOC", "O"], ["O", "I-LOC", "B-ANIMAL", "O", "B-LOC", ""],
+                 [""] * 6, ["O", "O", "", "", "", ""]],
+    "num_words": [6, 5, 0, 2],
+}
+
+
+def check_entities(outputs):
+    decoded = {key: [[v.decode() if isinstance(v, bytes) else v for v in row] if isinstance(row, (list, np.ndarray))
+                     else row for row in np.asarray(value).tolist()] for key, value in outputs.items()}
+    for key, value in EXPECTED.items():
+        assert decoded[key] == value, key
+    for text, row, starts, ends in zip(TEXTS, decoded["entity_text"], decoded["entity_start"], decoded["entity_end"]):
+        assert [text[s:e] for s, e in zip(starts, ends) if s >= 0] == [t for t in row if t]
+    score = np.exp(4.0) / (np.exp(4.0) + len(TAGS) - 1)  # every word's tag at probability softmax(4, 0, 0, 0, 0)
+    np.testing.assert_allclose(np.asarray(outputs["entity_score"])[0], [score, score, 0.0], rtol=1e-5)
+
+
+def test_entities_signature_gives_entities_with_character_offsets():
+    signatures = TaggingSignatures(fixed_tagger(), graph())
+    outputs = {key: value.numpy() for key, value in signatures.entities(tf.constant(TEXTS)).items()}
+    check_entities(outputs)
+    assert outputs["num_untagged_words"].tolist() == [0, 0, 0, 0]
+    tokens = tf.constant([[2, 13, 8, 3]])
+    by_token = signatures.tags_tokens(tokens, tf.zeros_like(tokens), tf.ones_like(tokens))
+    assert [t.decode() for t in by_token["tag"].numpy()[0]] == ["O", "B-ANIMAL", "O", "O"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="the text input is not valid UTF-8"):
+        signatures.entities(tf.constant([b"caf\xe9"]))
+    # Scoring goes through the same signature: predicted tags per word, untagged words as O.
+    sentences = [Sentence(["Rex", "sat", "in", "Paris"], ["B-ANIMAL", "O", "O", "B-LOC"], 1)]
+    assert predict_tags(signatures, sentences) == [["B-ANIMAL", "O", "O", "B-LOC"]]
+    short = TaggingSignatures(fixed_tagger(), graph(sequence_length=4))
+    assert predict_tags(short, sentences) == [["B-ANIMAL", "O", "O", "O"]]
+    assert short.entities(tf.constant(["Rex sat in Paris"]))["num_untagged_words"].numpy().tolist() == [2]
+
+
+def test_saved_entities_signature_in_a_fresh_tf_only_process_matches(tmp_path):
+    signatures = TaggingSignatures(fixed_tagger(), graph())
+    path = str(tmp_path / "export" / "1")
+    tf.saved_model.save(signatures, path, signatures=signatures.signatures())
+    calls = {"entities": {"text": TEXTS}, "tags_tokens": {"token_ids": [[2, 13, 8, 3]], "segment_ids": [[0] * 4],
+                                                          "padding_mask": [[1] * 4]}}
+    (tmp_path / "calls.json").write_text(json.dumps(calls))
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "load_export.py"), path,
+                             str(tmp_path / "calls.json")], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])["outputs"]
+    shape = (len(TEXTS), 3)
+    loaded = {key: np.array(value).reshape(shape if key.startswith("entity_") else
+                                           (len(TEXTS), -1) if key.startswith("word") else (-1,))
+              for key, value in out["entities"].items()}
+    loaded = {key: value.astype(object) if value.dtype.kind == "U" else value for key, value in loaded.items()}
+    loaded = {key: np.vectorize(str.encode)(value) if value.dtype == object else value for key, value in loaded.items()}
+    check_entities(loaded)
+    in_memory = signatures.entities(tf.constant(TEXTS))
+    np.testing.assert_allclose(loaded["entity_score"], in_memory["entity_score"].numpy(), rtol=1e-6)
+    assert out["tags_tokens"]["tag"] == ["O", "B-ANIMAL", "O", "O"]
