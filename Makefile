@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo test bench-peers bench-profile bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding bench-batch bench-own-data clean
+.PHONY: install demo test bench-peers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding bench-batch bench-own-data clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,10 +53,6 @@ bench-peers: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.peers --data_dir $(DATA_DIR) --output_dir runs/bench-peers \
 		--peer_python $(PEER_VENV)/bin/python
 
-# Where kerasbert's time goes (the export's graph step by step; unpadded vs padded encoder;
-# keras' AdamW vs FusedAdamW; the training step's op time by op type; minutes).
-bench-profile: install
-	$(PY) -m benchmarks.profile --data_dir $(DATA_DIR) --output_dir runs/bench-profile
 
 # Its budget is the config's steps; its quality is judged against the peer (bench-peers).
 bench-pretrain: install

@@ -1,12 +1,10 @@
-"""Tasks declared on files of the user's own kind, trained from the config alone: a 3-class pair
-task (STS-B's scores cut into low / middle / high, JSON Lines) and SST-5 as a CSV whose labels are
-the class names, fine-tuned together on MiniLM, exported, served, and asked for their classes.
+"""Tasks declared on files of a user's kind and trained from the config alone: STS-B's scores
+cut into low / middle / high (a 3-class pair task, JSON Lines) and SST-5 as a CSV of class names,
+on MiniLM; exported, served, and asked for their classes. Writes data/, config.json, run/,
+export/ and results.json / results.md (dev accuracy, the classes :classify answers with, and
+whether the server's best class is the Keras model's).
 
     python -m benchmarks.own_data --data_dir ../shared/data --output_dir runs/bench-own-data
-
-Writes `data/` (the two tasks' files), `config.json` (what a user writes), `run/` (the
-fine-tuning run), `export/`, and results.json / results.md: dev accuracy per task, the class
-names the server's :classify answers with, and whether they match the Keras model's on the dev set.
 """
 
 from __future__ import annotations
@@ -53,7 +51,7 @@ def user_config(folder: str, steps: int) -> dict:
         "train": {"batch_size": 16, "total_steps": steps, "steps_per_block": steps // 3, "learning_rate": 8e-05}}
 
 
-def served_classes(export_base: str, dev: dict, count: int) -> dict:
+def served_classes(export_base: str, version: int, dev: dict, count: int) -> dict:
     """{task: (the classes :classify answers with, the share of `count` dev rows whose best
     class matches the Keras model's)} from `python -m serving` on 127.0.0.1."""
     import urllib.request
@@ -62,7 +60,7 @@ def served_classes(export_base: str, dev: dict, count: int) -> dict:
 
     answers = {}
     with LocalServer("own-data", export_base) as server:
-        server.wait_for_version(1)
+        server.wait_for_version(version)
         for task, (examples, expected) in dev.items():
             rows = [{"text": e.text_a} if not e.text_b else {"text_a": e.text_a, "text_b": e.text_b}
                     for e in examples[:count]]
@@ -78,7 +76,7 @@ def served_classes(export_base: str, dev: dict, count: int) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default="../shared/data")
-    parser.add_argument("--output_dir", default="runs/bench-own-data")
+    parser.add_argument("--output_dir", default="runs/bench-own-data")  # its export/ gains a version a run
     parser.add_argument("--steps", type=int, default=450, help="Training steps (a multiple of 3).")
     parser.add_argument("--served_rows", type=int, default=200, help="Dev rows asked of the server per task.")
     args = parser.parse_args(argv)
@@ -91,16 +89,15 @@ def main(argv=None) -> int:
     from kerasbert.finetuning.run import run_finetuning
     from kerasbert.models.encoder import minilm_checkpoint
 
-    folder = os.path.join(args.output_dir, "data")
+    folder, config_path = os.path.join(args.output_dir, "data"), os.path.join(args.output_dir, "config.json")
     write_task_files(args.data_dir, folder)
-    config_path = os.path.join(args.output_dir, "config.json")
     with open(config_path, "w") as f:
         json.dump(user_config(os.path.abspath(folder), args.steps), f, indent=2)
     run_dir = os.path.join(args.output_dir, "run")
     metrics = run_finetuning(load_config(FinetuneConfig, config_path), args.data_dir, run_dir, minilm_checkpoint(),
                              overwrite=True)
     export_base = os.path.join(args.output_dir, "export")
-    export_saved_model(run_dir, export_base)
+    version = int(os.path.basename(export_saved_model(run_dir, export_base)))
 
     config, model, preprocessor = load_finetuned(run_dir)
     dev = {}
@@ -108,7 +105,7 @@ def main(argv=None) -> int:
         examples = read_task_file(model.task_specs[task], config.tasks[task].dev_file).examples[:args.served_rows]
         expected = predicted_classes(model.task_specs[task], predict_examples(model, preprocessor, task, examples))
         dev[task] = (examples, list(expected))
-    served = served_classes(export_base, dev, args.served_rows)
+    served = served_classes(export_base, version, dev, args.served_rows)
 
     results = load_results(args.output_dir, default={})
     results["tasks"] = {task: {"kind": model.task_specs[task].kind, "dev_accuracy": metrics[f"{task}_accuracy"],
@@ -123,14 +120,12 @@ def main(argv=None) -> int:
 
 def render_markdown(results: dict) -> str:
     lines = ["# Your own data: tasks declared in a config", "",
-             f"`{results['command']}` on {results['machine']}, {results['updated']}; "
-             f"{results['train_steps']} steps of MiniLM (the weights of step {results['best_step']} kept), "
-             f"{results['train_seconds']:.0f} s of training.", "",
-             "| task | kind | dev accuracy | dev examples | :classify's classes | served best class = Keras's |",
-             "|---|---|---|---|---|---|"]
-    for task, row in results["tasks"].items():
-        lines.append(f"| {task} | {row['kind']} | {row['dev_accuracy']:.3f} | {row['dev_examples']} | "
-                     f"{', '.join(row['classes'])} | {row['agree_with_keras']:.3f} |")
+             f"`{results['command']}` on {results['machine']}, {results['updated']}; {results['train_steps']} steps "
+             f"of MiniLM (the weights of step {results['best_step']} kept), {results['train_seconds']:.0f} s of "
+             "training.", "", "| task | kind | dev accuracy | dev examples | :classify's classes | served best "
+             "class = Keras's |", "|---|---|---|---|---|---|"]
+    lines += [f"| {task} | {row['kind']} | {row['dev_accuracy']:.3f} | {row['dev_examples']} | "
+              f"{', '.join(row['classes'])} | {row['agree_with_keras']:.3f} |" for task, row in results["tasks"].items()]
     return "\n".join(lines) + "\n"
 
 
