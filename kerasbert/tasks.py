@@ -41,6 +41,7 @@ import dataclasses
 import math
 import os
 import re
+import zlib
 from typing import Any, Iterable
 
 from kerasbert.errors import ConfigError
@@ -385,6 +386,9 @@ def declare_tasks(tasks, what: str = "tasks") -> dict[str, Task]:
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise TaskError(f"{what} declares task(s) {twice} twice. Received: {names}")
+    ids = {task_id(name) for name in names}
+    if len(ids) != len(names):
+        raise TaskError(f"{what}: two task names share a batch id (a 1 in 2**31 chance); rename one. Received: {names}")
     owners: dict[str, str] = {name: "the export itself" for name in RESERVED_SIGNATURES}
     for task in declared:
         for signature in task.signature_names:
@@ -393,6 +397,16 @@ def declare_tasks(tasks, what: str = "tasks") -> dict[str, Task]:
                                 f"{owners[signature]}; rename the task, or declare a \"head\" (the signatures' name)")
             owners[signature] = f"task {task.name!r}"
     return {task.name: task for task in declared}
+
+
+def task_id(name: str) -> int:
+    """The id a batch of task `name` carries in its `task` field: a fingerprint of the name
+    (tf.distribute moves no strings between replicas), the same in every process.
+
+    >>> task_id("sts") == task_id("sts") != task_id("sst")
+    True
+    """
+    return zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF  # an int32
 
 
 def encoder_of(task: Task, pair_encoder: str = "cross", sts_encoder: str = "") -> str:

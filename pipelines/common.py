@@ -91,13 +91,21 @@ def program_name(module_form: str) -> str:
     return command if command.startswith("kerasbert-") else module_form
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """argparse, with a flag's error as one `error:` line (as every other bad input is), not the
+    usage block before it."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def pipeline_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """An argument parser with the pipeline's docstring as its help and a `--verbose` flag.
     `prog` is the `python -m pipelines.NAME` form; run as a console command, usage and help
     say that command instead."""
     command = program_name(prog)
-    parser = argparse.ArgumentParser(prog=command, description=description.replace(prog, command),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineErrors(prog=command, description=description.replace(prog, command),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--verbose", action="store_true",
                         help="Show TensorFlow's C++ start-up lines (device, CUDA and oneDNN notices), "
                              "hidden by default on machines without an NVIDIA GPU.")

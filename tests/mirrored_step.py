@@ -20,6 +20,7 @@ from kerasbert.config import ModelConfig  # noqa: E402
 from kerasbert.models.encoder import build_encoder  # noqa: E402
 from kerasbert.finetuning.model import MultitaskBert  # noqa: E402
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args  # noqa: E402
+from kerasbert.tasks import task_id  # noqa: E402
 from kerasbert.training.optim import FusedAdamW, build_optimizer  # noqa: E402
 
 KIND = sys.argv[1] if len(sys.argv) > 1 else "pretrainer"
@@ -41,7 +42,7 @@ w = {"mlm": np.repeat([[1.0, 1.0, 0.0]], BATCH, 0).astype("float32"),
 if KIND == "multitask":  # one STS batch for a bi-encoder: both sentences, score labels
     x = {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     x.update({"token_ids_b": np.roll(x["token_ids"], 1, axis=1), "segment_ids_b": x["segment_ids"] * 0,
-              "padding_mask_b": x["padding_mask"], "task": np.full(BATCH, "sts")})
+              "padding_mask_b": x["padding_mask"], "task": np.full(BATCH, task_id("sts"), "int32")})
     x["segment_ids"] = x["segment_ids"] * 0
     y = rng.uniform(0, 5, BATCH).astype("float32")
 

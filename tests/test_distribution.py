@@ -90,4 +90,4 @@ def test_multi_worker_run_killed_and_restarted_resumes_in_sync_and_only_chief_wr
     # Only the chief wrote: one set of outputs, no worker-specific files, no backups left.
     assert sorted(os.listdir(output)) == sorted(
         ["checkpoints", "config.json", "curves.png", "encoder", "history.csv", "logs",
-         "metrics.json", "pretrainer.keras", "vocab.txt"])
+         "metrics.json", "pretrainer.keras", "steps.csv", "vocab.txt"])

@@ -25,6 +25,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
+from kerasbert.errors import ConfigError
 from kerasbert.batch.handler import NAMESPACE, SavedModelSignatureHandler, set_tensorflow_threads
 from kerasbert.batch.records import (SUFFIXES, check_prefix, counts_path, dead_letter_path, is_own_output, json_line,
                                      tf_example)
@@ -48,9 +49,9 @@ class BatchPredictConfig:
 
     def __post_init__(self):
         if self.output_format not in SUFFIXES:
-            raise ValueError(f"output_format must be one of {tuple(SUFFIXES)}. Received: {self.output_format!r}")
+            raise ConfigError(f"output_format must be one of {tuple(SUFFIXES)}. Received: {self.output_format!r}")
         if not 1 <= self.min_batch_size <= self.max_batch_size:
-            raise ValueError(f"need 1 <= min_batch_size <= max_batch_size. Received: {self.min_batch_size}, "
+            raise ConfigError(f"need 1 <= min_batch_size <= max_batch_size. Received: {self.min_batch_size}, "
                              f"{self.max_batch_size}")
         check_prefix(self.output)
 
@@ -114,7 +115,7 @@ def check_output(prefix: str) -> None:
         os.close(descriptor)
         os.remove(probe)
     except OSError as error:
-        raise OSError(f"{prefix}: results cannot be written there ({error.strerror}: "
+        raise ConfigError(f"{prefix}: results cannot be written there ({error.strerror}: "
                       f"{error.filename or directory})") from None
 
 

@@ -19,6 +19,8 @@ import re
 
 import numpy as np
 
+from kerasbert.errors import ConfigError, DataError
+
 SUFFIXES = {"jsonl": ".jsonl", "tfrecord": ".tfrecord"}
 GLOB_CHARACTERS = "*?["
 
@@ -28,7 +30,7 @@ def check_prefix(prefix: str) -> None:
     name every run's results)."""
     glob_characters = sorted({c for c in prefix if c in GLOB_CHARACTERS})
     if glob_characters:
-        raise ValueError(f"--output is a prefix, not a glob: it may not hold {' '.join(glob_characters)}. "
+        raise ConfigError(f"--output is a prefix, not a glob: it may not hold {' '.join(glob_characters)}. "
                          f"Received: {prefix!r}")
 
 
@@ -123,7 +125,7 @@ def _jsonl_rows(path, output_name):
         for number, line in enumerate(f, start=1):
             row = json.loads(line)
             if output_name not in row["outputs"]:
-                raise ValueError(f"{path}:{number}: no output {output_name!r}; it has {sorted(row['outputs'])}")
+                raise DataError(f"{path}:{number}: no output {output_name!r}; it has {sorted(row['outputs'])}")
             yield row["id"], next(iter(row["inputs"].values())), row["outputs"][output_name]
 
 
@@ -134,7 +136,7 @@ def _tfrecord_rows(path, output_name):
         example = tf.train.Example.FromString(record)
         features = example.features.feature
         if output_name not in features:
-            raise ValueError(f"{path}:{number}: no output {output_name!r}; it has {sorted(features)}")
+            raise DataError(f"{path}:{number}: no output {output_name!r}; it has {sorted(features)}")
         text_name = "text" if "text" in features else "text_a"
         yield (features["id"].bytes_list.value[0].decode(), features[text_name].bytes_list.value[0].decode(),
                list(features[output_name].float_list.value))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from kerasbert.errors import ConfigError
+
 # TF Serving's :classify and :regress take serialized tf.Examples, not text.
 _EXAMPLE_METHODS = ("tensorflow/serving/classify", "tensorflow/serving/regress")
 
@@ -25,7 +27,7 @@ def signature_def(model_dir: str, signature: str):
     signatures = saved_model.meta_graphs[0].signature_def
     if signature not in signatures:
         names = sorted(name for name in signatures if not name.startswith("__"))
-        raise ValueError(f"{model_dir} has no signature {signature!r}; it has: {', '.join(names)}")
+        raise ConfigError(f"{model_dir} has no signature {signature!r}; it has: {', '.join(names)}")
     return signatures[signature]
 
 
@@ -36,11 +38,11 @@ def string_inputs(model_dir: str, signature: str) -> tuple[str, ...]:
 
     definition = signature_def(model_dir, signature)
     if definition.method_name in _EXAMPLE_METHODS:
-        raise ValueError(f"signature {signature!r} takes serialized tf.Examples (TF Serving's :classify or "
+        raise ConfigError(f"signature {signature!r} takes serialized tf.Examples (TF Serving's :classify or "
                          f":regress); batch prediction takes a text signature (without the suffix)")
     names = tuple(sorted(definition.inputs))
     not_text = [name for name in names if definition.inputs[name].dtype != types_pb2.DT_STRING]
     if not_text:
-        raise ValueError(f"signature {signature!r} takes token ids ({', '.join(not_text)}); batch prediction "
+        raise ConfigError(f"signature {signature!r} takes token ids ({', '.join(not_text)}); batch prediction "
                          f"takes a signature with text inputs (without _tokens)")
     return names

@@ -2,7 +2,7 @@
 
 Every batch holds one task and has the same structure for all tasks, so tf.data
 can interleave them:
-    x: task (batch,) string, the task's name; token_ids, segment_ids, padding_mask (batch, seq):
+    x: task (batch,) int32, the task's id (`kerasbert.tasks.task_id`); token_ids, segment_ids, padding_mask (batch, seq):
        the sentence, or the packed pair `[CLS] a [SEP] b [SEP]` for a cross-encoder;
        token_ids_b, segment_ids_b, padding_mask_b: sentence b for a bi-encoder
        (all padding where unused).
@@ -23,7 +23,7 @@ import tensorflow as tf
 from kerasbert.data.rows import DataError, file_exists
 from kerasbert.data.tasks import Example, read_task_file
 from kerasbert.packing import pack_segments
-from kerasbert.tasks import Task, encoder_of, get_task
+from kerasbert.tasks import Task, encoder_of, get_task, task_id
 from kerasbert.tokenization import special_token_ids
 
 
@@ -88,7 +88,7 @@ class TaskPreprocessor:
         if second is None:
             second = {k: tf.zeros_like(v) for k, v in x.items()}
         x.update({f"{k}_b": v for k, v in second.items()})
-        x["task"] = tf.fill([tf.shape(text_a)[0]], task.name)
+        x["task"] = tf.fill([tf.shape(text_a)[0]], task_id(task.name))
         return x
 
 

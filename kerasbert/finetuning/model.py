@@ -36,7 +36,7 @@ from kerasbert.models import unpadded as unpadded_encoder
 from kerasbert.models.dataset_fit import DatasetFit
 from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS, stack_sides
-from kerasbert.tasks import DEFAULT_TASKS, Task, declare_tasks, encoder_of
+from kerasbert.tasks import DEFAULT_TASKS, Task, declare_tasks, encoder_of, task_id
 
 
 def cosine(u, v):
@@ -261,10 +261,10 @@ class MultitaskBert(DatasetFit, keras.Model):
 
     def train_step(self, data):
         x, y = data
-        task = x["task"][0]  # the batch's task, by name
+        task = x["task"][0]  # the batch's task, by its id (kerasbert.tasks.task_id)
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         # The position of the batch's task in self.tasks (-1: not one of them).
-        matches = tf.equal(tf.constant(self.tasks), task)
+        matches = tf.equal(tf.constant([task_id(name) for name in self.tasks], tf.int32), task)
         position = tf.where(tf.reduce_any(matches), tf.argmax(tf.cast(matches, tf.int32), output_type=tf.int32), -1)
         with tf.GradientTape() as tape:
             loss = tf.switch_case(position, [

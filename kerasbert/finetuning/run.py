@@ -70,9 +70,9 @@ def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
 
 
 def load_dev_sets(config: FinetuneConfig, tasks: dict, data_dir: str) -> dict:
-    """{task: dev examples} of `tasks` ({name: Task}, classes known), a seeded
-    `data.max_dev_examples` of each."""
-    return {name: sample_examples(read_task_file(task, resolve_path(data_dir, task.dev_file)),
+    """{task: dev examples} of `tasks` ({name: Task}, classes known) from the config's dev
+    files, a seeded `data.max_dev_examples` of each."""
+    return {name: sample_examples(read_task_file(task, resolve_path(data_dir, config.tasks[name].dev_file)),
                                   config.data.max_dev_examples, config.train.seed) for name, task in tasks.items()}
 
 
