@@ -218,3 +218,24 @@ def test_a_run_on_declared_tasks_is_scored_evaluated_and_exported_from_its_folde
         "text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"refund please"]))}))
     classes = loaded.signatures["tickets_classify"](inputs=tf.constant([example.SerializeToString()]))
     assert [c.decode() for c in classes["classes"].numpy()[0]] == ["account", "billing", "bug"]
+
+
+@pytest.mark.parametrize("file_format", ["csv", "tsv", "jsonl"])
+@pytest.mark.parametrize("kind", ["classes", "pair_classes", "pair_binary", "score", "pair_score"])
+def test_each_kind_reads_from_each_format(tmp_path, kind, file_format):
+    pair, classes = kind.startswith("pair_"), kind in ("classes", "pair_classes", "pair_binary")
+    values = (["no", "yes"] if kind == "pair_binary" else ["a", "b", "c"]) if classes else [0.5, 1.5, 4.0]
+    records = [{"x": text(i), "y": text(i + 1), "gold": values[i % len(values)]} for i in range(9)]
+    columns = {"text_a": "x", "text_b": "y"} if pair else {"text": "x"}
+    path = tmp_path / f"train.{file_format}"
+    if file_format == "jsonl":
+        write_jsonl(path, records)
+    else:
+        write_csv(path, list(records[0]), [list(r.values()) for r in records], "," if file_format == "csv" else "\t")
+    task, result = read_training_file(Task("t", kind, label="gold", **columns), str(path))
+    assert len(result.examples) == 9 and result.examples[4].text_a == text(4)
+    assert result.examples[4].text_b == (text(5) if pair else "")
+    if classes:
+        assert task.served_names == tuple(values) and [e.label for e in result.examples[:3]] == [0, 1, 2 % len(values)]
+    else:
+        assert (task.min_score, task.max_score) == (0.5, 4.0) and result.examples[2].label == 4.0
