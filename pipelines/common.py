@@ -73,6 +73,7 @@ def output_folder(path: str) -> str:
     above it, is an existing file (os.makedirs would say only `[Errno 17] File exists`).
 
     >>> output_folder("README.md")
+    Traceback (most recent call last):
     argparse.ArgumentTypeError: README.md is a file, not a folder
     """
     above = path

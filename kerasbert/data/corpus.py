@@ -193,7 +193,9 @@ def default_data_dir() -> str:
     this code runs from (an editable install), whichever exists; else `../shared/data` (which
     `check_data_dir` then reports).
 
-    >>> os.environ["KERASBERT_DATA_DIR"] = "/data/kerasbert"; default_data_dir()
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"KERASBERT_DATA_DIR": "/data/kerasbert"}):
+    ...     default_data_dir()
     '/data/kerasbert'
     """
     if os.environ.get("KERASBERT_DATA_DIR"):
@@ -209,7 +211,8 @@ def default_data_dir() -> str:
 def check_data_dir(path: str) -> str:
     """`path` if it is a folder; else a one-line FileNotFoundError naming the three ways to give one.
 
-    >>> check_data_dir("/nowhere")
+    >>> check_data_dir("/nowhere")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
     FileNotFoundError: data folder /nowhere does not exist: pass --data_dir DIR, set KERASBERT_DATA_DIR=DIR, ...
     """
     if not os.path.isdir(path):
