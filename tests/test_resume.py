@@ -113,7 +113,9 @@ def test_a_finished_run_is_kept_unless_overwrite(tmp_path, capsys):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_or_sigterm_says_where_the_same_command_resumes(tmp_path, signum):
     """Seen before: ~58 lines of TensorFlow traceback, and no word on resuming."""
-    config = tiny_run_config(tmp_path, steps=70, block=10, batch=8)
+    # Steps enough that the run cannot end before the signal: off a terminal, fit runs without
+    # Keras' per-step bar, and 50 tiny steps take well under the 0.3 s below.
+    config = tiny_run_config(tmp_path, steps=2000, block=10, batch=8)
     backups = tmp_path / "out" / "backup"
     env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen([sys.executable, "-m", "pipelines.pretrain", "--config", config, "--output_dir",

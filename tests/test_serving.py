@@ -387,10 +387,11 @@ def test_rest_api_timeout_answers_deadline_exceeded(model_base):
     class Slow(DirectSession):
         def run(self, servable, signature, inputs, deadline=None):
             if inputs["x"][0][0] < 0:  # the slow request
-                time.sleep(1.0)
+                time.sleep(6.0)
             return super().run(servable, signature, inputs, deadline)
 
-    rest = RestServer(store, Slow(), ServerBudgets(1 << 20), port=0, timeout_ms=200)
+    # 2 s: a first TensorFlow call on a loaded machine can take most of a second.
+    rest = RestServer(store, Slow(), ServerBudgets(1 << 20), port=0, timeout_ms=2000)
     url = f"http://127.0.0.1:{rest.start()}/v1/models/toy:predict"
     try:
         with pytest.raises(urllib.error.HTTPError) as error:
