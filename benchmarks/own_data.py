@@ -1,13 +1,9 @@
-"""Tasks declared on files of a user's kind and trained from the config alone: STS-B's scores
-cut into low / middle / high (a 3-class pair task, JSON Lines) and SST-5 as a CSV of class names,
-on MiniLM; exported, served, and asked for their classes. Writes data/, config.json, run/,
-export/ and results.json / results.md (dev accuracy, the classes :classify answers with, and
-whether the server's best class is the Keras model's).
+"""Tasks declared on files of a user's kind, trained from the config alone on MiniLM: STS-B cut
+into low / middle / high (pair_classes, JSON Lines) and SST-5 as a CSV of class names; exported,
+served, asked for their classes. Writes data/, config.json, run/, export/, results.json/.md.
 
     python -m benchmarks.own_data --data_dir ../shared/data --output_dir runs/bench-own-data
 """
-
-from __future__ import annotations
 
 import argparse
 import csv
@@ -31,29 +27,25 @@ def write_task_files(data_dir: str, folder: str) -> None:
             csv.writer(f).writerows([["review", "sentiment"]] + [[e.text_a, SENTIMENT[int(e.label)]] for e in sst])
         sts = read_task_file("sts", os.path.join(data_dir, "cs224n", f"sts-{split}.tsv")).examples
         with open(os.path.join(folder, f"sts3-{split}.jsonl"), "w", encoding="utf-8") as f:
-            for e in sts:
-                label = SIMILARITY[min(int(e.label / (5 / 3)), 2)]
-                f.write(json.dumps({"sentence1": e.text_a, "sentence2": e.text_b, "similarity": label}) + "\n")
+            f.writelines(json.dumps({"sentence1": e.text_a, "sentence2": e.text_b,
+                                     "similarity": SIMILARITY[min(int(e.label / (5 / 3)), 2)]}) + "\n" for e in sts)
 
 
 def user_config(folder: str, steps: int) -> dict:
     """What a user writes: two declared tasks and the demo's training settings."""
-    return {
-        "tasks": {
+    return {"tasks": {
             "sst5": {"kind": "classes", "train_file": os.path.join(folder, "sst5-train.csv"),
                      "dev_file": os.path.join(folder, "sst5-dev.csv"), "text": "review", "label": "sentiment",
                      "class_names": list(SENTIMENT)},
             "sts3": {"kind": "pair_classes", "train_file": os.path.join(folder, "sts3-train.jsonl"),
                      "dev_file": os.path.join(folder, "sts3-dev.jsonl"), "text_a": "sentence1",
                      "text_b": "sentence2", "label": "similarity"}},
-        "data": {"max_sequence_length": 64, "max_dev_examples": 300},
-        "schedule": {"sampling": "round_robin"},
+        "data": {"max_sequence_length": 64, "max_dev_examples": 300}, "schedule": {"sampling": "round_robin"},
         "train": {"batch_size": 16, "total_steps": steps, "steps_per_block": steps // 3, "learning_rate": 8e-05}}
 
 
 def served_classes(export_base: str, version: int, dev: dict, count: int) -> dict:
-    """{task: (the classes :classify answers with, the share of `count` dev rows whose best
-    class matches the Keras model's)} from `python -m serving` on 127.0.0.1."""
+    """{task: {classes :classify answers with, share of `count` dev rows whose best is Keras'}}."""
     import urllib.request
 
     from serving.process import LocalServer
@@ -93,18 +85,16 @@ def main(argv=None) -> int:
     write_task_files(args.data_dir, folder)
     with open(config_path, "w") as f:
         json.dump(user_config(os.path.abspath(folder), args.steps), f, indent=2)
-    run_dir = os.path.join(args.output_dir, "run")
+    run_dir, export_base = os.path.join(args.output_dir, "run"), os.path.join(args.output_dir, "export")
     metrics = run_finetuning(load_config(FinetuneConfig, config_path), args.data_dir, run_dir, minilm_checkpoint(),
                              overwrite=True)
-    export_base = os.path.join(args.output_dir, "export")
     version = int(os.path.basename(export_saved_model(run_dir, export_base)))
 
     config, model, preprocessor = load_finetuned(run_dir)
-    dev = {}
-    for task in config.tasks:
-        examples = read_task_file(model.task_specs[task], config.tasks[task].dev_file).examples[:args.served_rows]
-        expected = predicted_classes(model.task_specs[task], predict_examples(model, preprocessor, task, examples))
-        dev[task] = (examples, list(expected))
+    dev = {task: read_task_file(model.task_specs[task], config.tasks[task].dev_file).examples[:args.served_rows]
+           for task in config.tasks}
+    dev = {task: (examples, list(predicted_classes(model.task_specs[task], predict_examples(
+        model, preprocessor, task, examples)))) for task, examples in dev.items()}
     served = served_classes(export_base, version, dev, args.served_rows)
 
     results = load_results(args.output_dir, default={})
