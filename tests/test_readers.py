@@ -156,6 +156,15 @@ def test_imdb_reader_counts_damaged_rows(tmp_path):
         read_imdb(write(tmp_path, "imdb.tsv", header + "0\tr0\tok\t1\n" + "1\tr1\n" * 40))
 
 
+def test_a_review_is_cleaned_the_same_for_pretraining_and_fine_tuning(tmp_path):
+    """CFIMDB's escaped quotes: pretraining's corpus reader kept one `"` of each `"" ""` pair."""
+    review = '""" Slow and "" "" reality TV "" "" , the soap .<br /><br />It \'s bad . """'
+    path = write(tmp_path, "cfimdb.tsv", f'\tid\tsentence\tsentiment\n0\tr0\t"{review.replace(chr(34), 2 * chr(34))}"\t0\n')
+    (fine_tuning,) = read_task_file("cfimdb", path).examples
+    assert fine_tuning.text_a == 'Slow and " reality TV " , the soap . It \'s bad .'
+    assert read_imdb(path) == [["Slow and \" reality TV \" , the soap .", "It 's bad ."]]
+
+
 def test_a_missing_corpus_file_says_file_not_found(tmp_path):
     with pytest.raises(DataError, match=r"corpus\.txt: file not found"):
         load_corpus(str(tmp_path / "corpus.txt"), "../shared/data")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 
+from kerasbert.data.cleaning import clean_review
 from kerasbert.data.rows import (MAX_FIELD_CHARS, Damaged, DataError, check_damage, read_tsv, read_utf8,
                                  text_lines)
 from kerasbert.data.tasks import read_task_file
@@ -87,16 +88,10 @@ def read_wikitext(path: str) -> list[Document]:
     return [doc for doc in documents if doc]
 
 
-def clean_review(text: str) -> str:
-    """Removes CFIMDB's `<br />` tags and its extra layers of quote escaping."""
-    text = text.replace("<br />", " ").strip()
-    text = text.strip('" ').replace('""', '"')
-    return " ".join(text.split())
-
-
 def read_imdb(path: str, max_bad_fraction: float = 0.1) -> list[Document]:
-    """One document per CFIMDB review (CSV-quoted TSV with a `sentence` column); damaged
-    rows (see rows.py) or empty reviews are counted and left out."""
+    """One document per CFIMDB review (CSV-quoted TSV with a `sentence` column), cleaned by
+    the `clean_review` the fine-tuning task uses; damaged rows (see rows.py) or empty reviews
+    are counted and left out."""
     table = read_tsv(path, quoted=True)
     if "sentence" not in table.header:
         raise DataError(f"{path}:1: expected a header with a 'sentence' column. Header: {table.header}")
