@@ -63,7 +63,6 @@ TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
 EXAMPLES = tf.TensorSpec([None], tf.string, name="inputs")
 SEGMENT = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)  # token ids
 _BUILDING = re.compile(r"^\.\d+-building-(\d+)-")  # a version being written, and the writer's pid
-_VERSION = re.compile(r"^[0-9]+$")  # a version folder: ASCII digits (str.isdigit takes "²" too)
 
 
 def serving_methods(tasks) -> dict[str, str]:
@@ -76,10 +75,30 @@ def token_specs(suffix: str = "") -> list[tf.TensorSpec]:
             for name in ENCODER_KEYS]
 
 
+def version_number(folder: str) -> int | None:
+    """A version folder's number as the server reads it (TF Serving: absl::SimpleAtoi into an
+    int64): ASCII digits with an optional sign and surrounding ASCII white space; None
+    otherwise. serving/ keeps its own copy (the layers do not import each other);
+    tests/test_version_folders.py holds the two equal.
+
+    >>> version_number("007"), version_number("\u00b2"), version_number("1a"), version_number("9" * 20)
+    (7, None, None, None)
+    """
+    text = folder.strip(" \t\n\v\f\r")
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > 19:  # beyond int64 (and int() reads at most 4,300 digits)
+        return None
+    number = -int(significant) if text[0] == "-" else int(significant)
+    return number if -(2**63) <= number < 2**63 else None
+
+
 def next_version(export_base: str) -> int:
-    versions = [int(name) for name in os.listdir(export_base) if _VERSION.match(name)] \
-        if os.path.isdir(export_base) else []
-    return max(versions, default=0) + 1
+    """One more than the newest version folder in `export_base` (1 for none)."""
+    names = os.listdir(export_base) if os.path.isdir(export_base) else []
+    return max([0, *(number for number in map(version_number, names) if number is not None)]) + 1
 
 
 def text_features(serialized, *names):
