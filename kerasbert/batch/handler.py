@@ -34,7 +34,6 @@ class SavedModelSignatureHandler(ModelHandler[dict, PredictionResult, Any]):
         super().__init__(min_batch_size=min_batch_size, max_batch_size=max_batch_size)
         self.model_dir, self.signature, self.threads = model_dir, signature, threads
         self.input_names = string_inputs(model_dir, signature)  # checked here, before any worker starts
-        self._batching = {"min_batch_size": min_batch_size, "max_batch_size": max_batch_size}
 
     def load_model(self):
         from kerasbert.cpu_kernels import prefer_onednn
@@ -56,9 +55,6 @@ class SavedModelSignatureHandler(ModelHandler[dict, PredictionResult, Any]):
 
     def get_num_bytes(self, batch: Sequence[dict]) -> int:
         return sum(len(value.encode("utf-8")) for row in batch for value in row.values())
-
-    def batch_elements_kwargs(self):
-        return self._batching
 
     def get_metrics_namespace(self) -> str:
         return NAMESPACE
