@@ -55,7 +55,7 @@ from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tasks import Task
 from kerasbert.tokenization import write_vocabulary
 from kerasbert.training.finite import check_finite_weights
-from kerasbert.warmup import predict_request, write_warmup_requests
+from kerasbert.warmup_requests import predict_request, write_warmup_requests
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")

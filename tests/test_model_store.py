@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasbert.warmup import predict_request, write_warmup_requests
+from kerasbert.warmup_requests import predict_request, write_warmup_requests
 from serving.model_store import ModelConfig, ModelStore, program_key
 from serving.warmup import read_warmup_requests, replay_warmup_requests
 from tests.serving_models import Counted, save_toy

@@ -29,7 +29,7 @@ from kerasbert.errors import ConfigError
 from kerasbert.batch.handler import NAMESPACE, SavedModelSignatureHandler, set_tensorflow_threads
 from kerasbert.batch.records import (SUFFIXES, check_prefix, counts_path, dead_letter_path, is_own_output, json_line,
                                      tf_example)
-from kerasbert.batch.rows import Empty, Refused, read_rows
+from kerasbert.batch.input_rows import Empty, Refused, read_rows
 from kerasbert.batch.signatures import string_inputs
 from kerasbert.quiet import hide_library_logs, native_stderr_hidden
 
