@@ -59,6 +59,7 @@ _MODULES = {
     "task_dataset": "kerasbert.finetuning.data",
     "interleave_tasks": "kerasbert.finetuning.data",
     "load_finetuned": "kerasbert.finetuning.load",
+    "TextPredictor": "kerasbert.finetuning.text_predictor",  # a fine-tuned model on raw strings
     "score_file": "kerasbert.finetuning.evaluation",
     "run_finetuning": "kerasbert.finetuning.run",
     # Export for TensorFlow Serving, and tf.distribute strategies by name.

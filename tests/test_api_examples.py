@@ -21,7 +21,7 @@ RUN = {
     "ModelConfig", "TrainConfig", "HeadsConfig", "KerasbertError", "ConfigError", "DataError", "build_encoder",
     "minilm_checkpoint", "load_tokenizer", "train_vocabulary", "get_task", "task_names", "TaskPreprocessor",
     "load_examples", "make_strategy", "ScheduleConfig", "load_config", "save_config", "PretrainDataConfig",
-    "FinetuneDataConfig", "Task", "PretrainConfig", "FinetuneConfig",
+    "FinetuneDataConfig", "Task", "PretrainConfig", "FinetuneConfig", "TextPredictor",
 }
 NOT_RUN = {
     "prefer_onednn": "its True needs a process without TensorFlow; make test runs it (--doctest-modules)",

@@ -1,0 +1,34 @@
+"""A fine-tuned model on raw strings in Python (kerasbert.TextPredictor) answers as the
+export's text signatures do."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import TEXTS_A, TEXTS_B, tiny_model_dir
+from kerasbert.errors import ConfigError
+from kerasbert.export import export_saved_model
+from kerasbert.finetuning.text_predictor import TextPredictor
+
+
+def test_predictions_equal_the_saved_models_signatures(tmp_path):
+    tiny_model_dir(str(tmp_path / "run"), pair_encoder="cross", sts_encoder="bi")
+    saved = tf.saved_model.load(export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports")))
+    predictor = TextPredictor.from_run(str(tmp_path / "run"))
+    calls = {"sst": (TEXTS_A,), "paraphrase": (TEXTS_A, TEXTS_B), "similarity": (TEXTS_A, TEXTS_B),
+             "embed": (TEXTS_A,)}
+    signatures = {"sst": "sentiment", "paraphrase": "paraphrase", "similarity": "similarity", "embed": "embed"}
+    for task, texts in calls.items():
+        names = ("text",) if len(texts) == 1 else ("text_a", "text_b")
+        expected = saved.signatures[signatures[task]](**{n: tf.constant(t) for n, t in zip(names, texts)})
+        got = predictor.predict(task, *texts)
+        assert set(got) == set(expected), task
+        for key, value in expected.items():
+            if value.dtype == tf.string:
+                assert got[key].tolist() == value.numpy().tolist(), (task, key)
+            else:
+                np.testing.assert_allclose(got[key], value.numpy(), atol=1e-5, err_msg=f"{task}/{key}")
+    with pytest.raises(ConfigError, match=r"No task or signature 'ner'; this model has \['embed', "):
+        predictor.predict("ner", TEXTS_A)
+    with pytest.raises(ConfigError, match="'sts' takes 2 list"):
+        predictor.predict("sts", TEXTS_A)
