@@ -22,22 +22,36 @@ def newest_backup_block(backup_dir):
     return max(blocks, default=0)
 
 
-def kill_after_backup(process, backup_dir, blocks):
-    """Waits for the backup of block `blocks`, then SIGKILLs the run mid-way through the next."""
+def kill_after_backup(process, backup_dir, blocks, signum=signal.SIGKILL):
+    """Waits for the backup of block `blocks`, then sends `signum` mid-way through the next;
+    returns the run's exit code."""
     deadline = time.time() + 300
     try:
         while time.time() < deadline and newest_backup_block(backup_dir) < blocks:
             assert process.poll() is None, "run ended before it could be killed"
             time.sleep(0.05)
         time.sleep(0.3)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
+        process.send_signal(signum)
+        process.wait(timeout=60)
     finally:
         process.kill()
-    assert process.returncode == -signal.SIGKILL
+    return process.returncode
 
 
-def test_sigkill_then_rerun_resumes_from_the_newest_backup_that_reads_whole(tmp_path):
+def assert_interrupted_cleanly(stderr: str, backups) -> None:
+    """What Ctrl-C or SIGTERM leaves: one line naming where the same command resumes (seen
+    before: ~58 lines of TensorFlow traceback, no word on resuming), and an intact backup."""
+    last = stderr.strip().splitlines()[-1]
+    newest = newest_backup_block(backups)
+    assert re.fullmatch(rf"interrupted at step \d+; the same command resumes from step {newest * 10}", last), stderr
+    assert "Traceback" not in stderr
+    assert damage(str(backups / f"block-{newest:04d}.weights.h5")) is None  # the backup intact
+
+
+def test_sigkill_or_sigterm_then_rerun_resumes_from_the_newest_backup_that_reads_whole(tmp_path, capsys):
+    """One run's life: SIGKILLed, resumed and stopped by SIGTERM, resumed past a damaged
+    backup to its end, then run again (nothing to do), with another config (refused) and
+    with --overwrite (a fresh run)."""
     config = tiny_run_config(tmp_path, steps=70, block=10, batch=8)
     output, backups = tmp_path / "out", tmp_path / "out" / "backup"
     command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
@@ -45,26 +59,27 @@ def test_sigkill_then_rerun_resumes_from_the_newest_backup_that_reads_whole(tmp_
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
 
     def start(log):
-        with open(tmp_path / log, "w") as out:
-            return subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT, env=env,
-                                    stdout=out, stderr=subprocess.DEVNULL)
+        with open(tmp_path / log, "w") as out, open(tmp_path / f"{log}.err", "w") as err:
+            return subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT, env=env, stdout=out, stderr=err)
 
     # Killed mid-block, then run again: it goes on from the newest backup.
-    kill_after_backup(start("first.log"), backups, blocks=2)
+    assert kill_after_backup(start("first.log"), backups, blocks=2) == -signal.SIGKILL
     assert not (output / "metrics.json").exists()
     newest = newest_backup_block(backups)
     assert 2 <= newest <= 4  # and so the second run has blocks left after newest + 2
-    kill_after_backup(start("second.log"), backups, blocks=newest + 2)
+    # SIGTERM (a scheduler's stop) mid-block: exit 130 and one line saying where it resumes.
+    assert kill_after_backup(start("second.log"), backups, blocks=newest + 2, signum=signal.SIGTERM) == 130
+    assert_interrupted_cleanly((tmp_path / "second.log.err").read_text(), backups)
     resumed = f"resuming at step {newest * 10} from {backups / f'block-{newest:04d}.weights.h5'}"
     assert resumed in (tmp_path / "second.log").read_text()
 
-    # Killed again, and the newest backup is damaged: it goes on from the one before.
+    # Stopped again, and the newest backup is damaged: it goes on from the one before.
     newest = newest_backup_block(backups)
     damaged = backups / f"block-{newest:04d}.weights.h5"
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])  # truncated
     # A write cut short by the kill leaves only a temporary file, which is never read.
     (backups / f"block-{newest + 1:04d}.weights.h5.partial.weights.h5").write_bytes(b"\0" * 100)
-    result = run_module(command)
+    result = run_main(command, capsys, check=True)
     assert f"{damaged} (after block {newest}) is damaged" in result.stdout
     # The weights and the data resume from the same block: the one before the damaged one.
     previous = backups / f"block-{newest - 1:04d}.weights.h5"
@@ -81,25 +96,19 @@ def test_sigkill_then_rerun_resumes_from_the_newest_backup_that_reads_whole(tmp_
     assert all("NA" not in row.values() for row in rows) and "mlm_accuracy" in rows[0]
     assert not backups.exists()  # removed after a finished run
 
-
-def test_a_finished_run_is_kept_unless_overwrite(tmp_path, capsys):
-    config = tiny_run_config(tmp_path, steps=20, block=10, batch=8)
-    output = tmp_path / "out"
-    command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
-    run_main(command, capsys, check=True)
+    # The finished run is kept: the same command trains nothing, another config is refused.
     history = (output / "history.csv").read_text()
     metrics = (output / "metrics.json").read_text()
-
-    again = run_main(command, capsys)  # the same command: nothing to train
+    again = run_main(command, capsys)
     assert again.returncode == 0
-    assert "holds a finished run (metrics.json, 20 steps)" in again.stdout
+    assert "holds a finished run (metrics.json, 70 steps)" in again.stdout
     assert "Epoch" not in again.stdout and "--overwrite" in again.stdout
     assert (output / "history.csv").read_text() == history  # not a second history
     assert (output / "metrics.json").read_text() == metrics
 
     changed = run_main(command + ["--set", "train.total_steps=40"], capsys)  # seen before: trained nothing, exit 0
     assert changed.returncode == 2 and "Traceback" not in changed.stderr
-    assert "holds a finished run with another config (train.total_steps: 20 -> 40)" in changed.stderr
+    assert "holds a finished run with another config (train.total_steps: 70 -> 40)" in changed.stderr
     assert "--overwrite" in changed.stderr and (output / "metrics.json").read_text() == metrics
 
     fresh = run_main(command + ["--overwrite", "--set", "train.total_steps=10"], capsys, check=True)
@@ -110,9 +119,8 @@ def test_a_finished_run_is_kept_unless_overwrite(tmp_path, capsys):
     assert json.loads((output / "metrics.json").read_text())["train_steps"] == 10
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_or_sigterm_says_where_the_same_command_resumes(tmp_path, signum):
-    """Seen before: ~58 lines of TensorFlow traceback, and no word on resuming."""
+def test_ctrl_c_says_where_the_same_command_resumes(tmp_path):
+    """SIGINT here; SIGTERM in the SIGKILL test's second run."""
     # Steps enough that the run cannot end before the signal: off a terminal, fit runs without
     # Keras' per-step bar, and 50 tiny steps take well under the 0.3 s below.
     config = tiny_run_config(tmp_path, steps=2000, block=10, batch=8)
@@ -127,16 +135,12 @@ def test_ctrl_c_or_sigterm_says_where_the_same_command_resumes(tmp_path, signum)
             assert process.poll() is None, "run ended before it could be interrupted"
             time.sleep(0.05)
         time.sleep(0.3)
-        process.send_signal(signum)
+        process.send_signal(signal.SIGINT)
         stderr = process.communicate(timeout=60)[1]
     finally:
         process.kill()
     assert process.returncode == 130, stderr[-3000:]
-    last = stderr.strip().splitlines()[-1]
-    newest = newest_backup_block(backups)
-    assert re.fullmatch(rf"interrupted at step \d+; the same command resumes from step {newest * 10}", last), stderr
-    assert "Traceback" not in stderr
-    assert damage(str(backups / f"block-{newest:04d}.weights.h5")) is None  # the backup intact
+    assert_interrupted_cleanly(stderr, backups)
 
 
 def test_finetuning_keeps_a_finished_run(tmp_path):
