@@ -76,13 +76,11 @@ def test_wheel_installs_into_a_fresh_venv_and_its_commands_run(tmp_path):
         shown = subprocess.run([str(venv / "bin" / command), "--help"], cwd=outside, env=env,
                                capture_output=True, text=True, timeout=300)
         assert shown.returncode == 0 and "usage:" in shown.stdout, shown.stderr[-2000:]
-    built = subprocess.run([str(venv / "bin" / "python"), "-c",
-                            "import kerasbert; print(kerasbert.__file__); "
-                            "print(kerasbert.build_encoder('tiny', vocabulary_size=100).count_params())"],
-                           cwd=outside, env=env, capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-2000:]
-    path, parameters = built.stdout.split()[-2:]
-    assert path.startswith(site) and int(parameters) > 0  # the installed copy, not the clone's
+    # The installed copy, not the clone's (`import kerasbert` loads no TensorFlow: the run below
+    # is what shows its TensorFlow side works).
+    imported = subprocess.run([str(venv / "bin" / "python"), "-c", "import kerasbert; print(kerasbert.__file__)"],
+                              cwd=outside, env=env, capture_output=True, text=True, timeout=300)
+    assert imported.returncode == 0 and imported.stdout.strip().startswith(site), imported.stderr[-2000:]
 
     # A new user's first run: a shipped config by name, the data folder given, nothing else.
     env.pop("KERASBERT_DATA_DIR", None)
