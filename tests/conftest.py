@@ -20,6 +20,19 @@ TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
               "the", "cat", "dog", "sat", "ran", "on", "mat", "fast", "##s", "."]
 
 
+@pytest.fixture(scope="session")
+def tiny_export(tmp_path_factory):
+    """A tiny random fine-tuning run (pairs as one packed sequence) and its SavedModel, made
+    once per test process: (run folder, version folder). Tests read them; one that changes
+    an export copies it first."""
+    from helpers import tiny_model_dir
+    from kerasbert.export import export_saved_model
+
+    folder = tmp_path_factory.mktemp("tiny_export")
+    tiny_model_dir(str(folder / "run"), "cross")
+    return str(folder / "run"), export_saved_model(str(folder / "run"), str(folder / "exports"))
+
+
 @pytest.fixture
 def tiny_tokenizer():
     from kerasbert.tokenization import make_tokenizer

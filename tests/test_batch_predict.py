@@ -12,19 +12,14 @@ import pytest
 import tensorflow as tf
 
 from conftest import run_main, run_module
-from helpers import tiny_model_dir
 
 BEAM_WORKERS = ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "mat", "fast", "cats", "dogs"]
 
 
-@pytest.fixture(scope="module")
-def export(tmp_path_factory):
-    from kerasbert.export import export_saved_model
-
-    folder = tmp_path_factory.mktemp("batch")
-    tiny_model_dir(str(folder / "run"), "cross")
-    return export_saved_model(str(folder / "run"), str(folder / "exports"))
+@pytest.fixture
+def export(tiny_export):
+    return tiny_export[1]
 
 
 def sentences(count, seed):
@@ -51,7 +46,7 @@ def write_inputs(folder):
     return texts
 
 
-def test_results_match_the_saved_model_and_refused_rows_are_counted(export, tmp_path):
+def test_results_match_the_saved_model_and_refused_rows_are_counted(export, tmp_path, capsys):
     write_inputs(tmp_path / "in")
     prefix = str(tmp_path / "out" / "embed")
     args = ["pipelines.batch_predict", "--model_dir", export, "--signature", "embed", "--input",
@@ -78,28 +73,30 @@ def test_results_match_the_saved_model_and_refused_rows_are_counted(export, tmp_
     assert json.load(open(prefix + ".counts.json")) == {"read": 344, "scored": 340, "refused": 4, "empty": 0}
 
     # The embeddings indexed and searched: a sentence finds itself first, as exact search does.
-    out = run_module(["pipelines.build_index", "--embeddings", prefix, "--output", str(tmp_path / "index")]).stdout
+    # (In this process: the fresh processes of the run above and of test_pipeline_help are enough.)
+    out = run_main(["pipelines.build_index", "--embeddings", prefix, "--output", str(tmp_path / "index")], capsys,
+                   check=True).stdout
     assert "== indexed 340 vectors of 8 dimensions with scann" in out
     query = sentences(150, 1)[2]
-    found = json.loads(run_module(["pipelines.search", "--index", str(tmp_path / "index"), "--model_dir", export,
-                                   "--query", query, "--top_k", "3"]).stdout)
+    found = json.loads(run_main(["pipelines.search", "--index", str(tmp_path / "index"), "--model_dir", export,
+                                 "--query", query, "--top_k", "3"], capsys, check=True).stdout)
     assert found[0]["query"] == query and [hit["rank"] for hit in found[0]["results"]] == [1, 2, 3]
     best = found[0]["results"][0]
     assert best["cosine"] > 0.9999 and texts.count(best["text"]) and \
         np.allclose(expected[texts.index(best["text"])], expected[texts.index(query)], atol=1e-5)
 
-    again = run_module(args, check=False)
+    again = run_main(args, capsys)
     assert again.returncode == 2 and "results of an earlier run are there" in again.stderr
     assert "--overwrite" in again.stderr
 
 
-def test_pair_signature_as_tfrecord_output(export, tmp_path):
+def test_pair_signature_as_tfrecord_output(export, tmp_path, capsys):
     """A pair signature reads `text_a<TAB>text_b` lines; --output_format tfrecord writes tf.Examples."""
     pairs = list(zip(sentences(20, 5), sentences(20, 6)))
     (tmp_path / "pairs.txt").write_text("".join(f"{a}\t{b}\n" for a, b in pairs) + "only one field\n")
     prefix = str(tmp_path / "out" / "similarity")
-    run_module(["pipelines.batch_predict", "--model_dir", export, "--signature", "similarity", "--input",
-                str(tmp_path / "pairs.txt"), "--output", prefix, "--output_format", "tfrecord"])
+    run_main(["pipelines.batch_predict", "--model_dir", export, "--signature", "similarity", "--input",
+              str(tmp_path / "pairs.txt"), "--output", prefix, "--output_format", "tfrecord"], capsys, check=True)
     examples = [tf.train.Example.FromString(record) for path in glob.glob(prefix + "-*-of-*.tfrecord")
                 for record in tf.data.TFRecordDataset(path).as_numpy_iterator()]
     scores = {e.features.feature["id"].bytes_list.value[0].decode(): e.features.feature["score"].float_list.value[0]
@@ -111,12 +108,12 @@ def test_pair_signature_as_tfrecord_output(export, tmp_path):
     assert "1 tab-separated fields; the signature takes 2" in open(prefix + ".dead-letter.jsonl").read()
 
 
-def test_a_token_or_example_signature_is_refused_before_any_work(export, tmp_path):
+def test_a_token_or_example_signature_is_refused_before_any_work(export, tmp_path, capsys):
     (tmp_path / "x").write_text("the cat sat\n")
     for signature, message in (("embed_tokens", "takes token ids"), ("sentiment_classify", "serialized tf.Examples"),
                                ("nope", "has no signature 'nope'")):
-        result = run_module(["pipelines.batch_predict", "--model_dir", export, "--signature", signature,
-                             "--input", str(tmp_path / "x"), "--output", str(tmp_path / "o")], check=False)
+        result = run_main(["pipelines.batch_predict", "--model_dir", export, "--signature", signature,
+                           "--input", str(tmp_path / "x"), "--output", str(tmp_path / "o")], capsys)
         assert result.returncode == 2 and message in result.stderr, result.stderr[-1500:]
 
 

@@ -3,16 +3,14 @@ export, with every fault of `make bench-faults` (half-copied, deleted and corrup
 models.config changed and broken, SIGKILL and restart) and one bad request in twenty."""
 
 import json
+import os
+import shutil
 
 from conftest import run_module
-from helpers import tiny_model_dir
 
 
-def test_no_good_request_fails_outside_the_restart_window(tmp_path):
-    from kerasbert.export import export_saved_model
-
-    tiny_model_dir(str(tmp_path / "run"), "cross")
-    export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"))
+def test_no_good_request_fails_outside_the_restart_window(tmp_path, tiny_export):
+    shutil.copytree(os.path.dirname(tiny_export[1]), tmp_path / "exports")  # the faults change it
     out = tmp_path / "bench"
     run_module(["benchmarks.faults", "--export_base", str(tmp_path / "exports"), "--seconds", "10",
                 "--clients", "4", "--output_dir", str(out)], timeout=600)

@@ -5,16 +5,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import TEXTS_A, TEXTS_B, tiny_model_dir
+from helpers import TEXTS_A, TEXTS_B
 from kerasbert.errors import ConfigError
-from kerasbert.export import export_saved_model
 from kerasbert.finetuning.text_predictor import TextPredictor
 
 
-def test_predictions_equal_the_saved_models_signatures(tmp_path):
-    tiny_model_dir(str(tmp_path / "run"), pair_encoder="cross", sts_encoder="bi")
-    saved = tf.saved_model.load(export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports")))
-    predictor = TextPredictor.from_run(str(tmp_path / "run"))
+def test_predictions_equal_the_saved_models_signatures(tiny_export):
+    run, export = tiny_export
+    saved = tf.saved_model.load(export)
+    predictor = TextPredictor.from_run(run)
     calls = {"sst": (TEXTS_A,), "paraphrase": (TEXTS_A, TEXTS_B), "similarity": (TEXTS_A, TEXTS_B),
              "embed": (TEXTS_A,)}
     signatures = {"sst": "sentiment", "paraphrase": "paraphrase", "similarity": "similarity", "embed": "embed"}
