@@ -7,7 +7,7 @@ import os
 
 import tensorflow as tf
 
-from conftest import TINY_VOCAB, run_module, write_corpus
+from conftest import TINY_VOCAB, run_main, run_module, write_corpus
 from helpers import tiny_run_config
 
 
@@ -25,7 +25,7 @@ def shard_examples(folder):
     return {key: sorted(values) for key, values in by_document.items()}
 
 
-def test_two_workers_write_the_examples_one_process_cuts(tmp_path):
+def test_two_workers_write_the_examples_one_process_cuts(tmp_path, capsys):
     from kerasbert.config import PretrainConfig, load_config
     from kerasbert.data.corpus import load_corpus
     from kerasbert.pretraining.document_pairs import make_examples
@@ -64,5 +64,5 @@ def test_two_workers_write_the_examples_one_process_cuts(tmp_path):
     labels = [v[2] for values in written.values() for v in values if v[3] == 1.0]
     assert 0.35 < sum(labels) / len(labels) < 0.65  # true and random next segments, about half each
 
-    refused = run_module(args, check=False)
+    refused = run_main(args, capsys)  # refused before any work: no fresh process needed
     assert refused.returncode == 2 and "pass --overwrite" in refused.stderr
