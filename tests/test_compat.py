@@ -3,9 +3,14 @@ there, on the one release of each it was checked against. Upgrading either fails
 on purpose: read the private code again, then add the release to CHECKED_KERAS or
 CHECKED_KERAS_HUB."""
 
+import ast
+import glob
+import os
+
 import keras
 import keras_hub
 
+from conftest import ROOT
 from kerasbert.compat import keras as compat
 from kerasbert.compat import keras_hub as hub_compat
 
@@ -59,3 +64,28 @@ def test_the_private_optimizer_names_the_hooks_use_still_exist():
     assert callable(keras.optimizers.AdamW._clip_gradients)
     for name in ("_stateful_handle_finite_grads", "_stateful_handle_non_finite_grads"):
         assert callable(getattr(keras.optimizers.LossScaleOptimizer, name)), name
+
+
+def private_uses(source: str) -> list[str]:
+    """Private API a module's source touches: `x._name` on anything but self/cls, and imports
+    from `keras.src` or `keras_hub.src`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(ast.unparse(node))
+        elif isinstance(node, ast.ImportFrom) and ".src" in f"{node.module}.":
+            found.append(f"from {node.module}")
+        elif isinstance(node, ast.Import):
+            found += [f"import {alias.name}" for alias in node.names if ".src" in f"{alias.name}."]
+    return found
+
+
+def test_private_api_is_used_only_in_compat():
+    assert sorted(private_uses("optimizer._momentums\nfrom keras.src import ops\nimport keras_hub.src\nself._own")) \
+        == ["from keras.src", "import keras_hub.src", "optimizer._momentums"]
+    package = os.path.join(ROOT, "kerasbert")
+    outside = {os.path.relpath(path, ROOT): private_uses(open(path, encoding="utf-8").read())
+               for path in glob.glob(os.path.join(package, "**", "*.py"), recursive=True)
+               if not path.startswith(os.path.join(package, "compat") + os.sep)}
+    assert {path: uses for path, uses in outside.items() if uses} == {}
