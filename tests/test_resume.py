@@ -32,7 +32,7 @@ def kill_after_backup(process, backup_dir, blocks, signum=signal.SIGKILL):
             time.sleep(0.05)
         time.sleep(0.3)
         process.send_signal(signum)
-        process.wait(timeout=60)
+        process.wait(timeout=300)  # a hang guard: a loaded machine takes its time
     finally:
         process.kill()
     return process.returncode
@@ -136,7 +136,7 @@ def test_ctrl_c_says_where_the_same_command_resumes(tmp_path):
             time.sleep(0.05)
         time.sleep(0.3)
         process.send_signal(signal.SIGINT)
-        stderr = process.communicate(timeout=60)[1]
+        stderr = process.communicate(timeout=300)[1]  # a hang guard
     finally:
         process.kill()
     assert process.returncode == 130, stderr[-3000:]
