@@ -79,7 +79,7 @@ def monitoring_path(flags: ServerFlags) -> str | None:
 def run_server(flags: ServerFlags, ready: threading.Event | None = None,
                stop: threading.Event | None = None) -> None:
     """Starts the store, gRPC and REST; blocks until `stop` (or SIGTERM/SIGINT)."""
-    from serving.quiet import import_tensorflow
+    from serving.tensorflow_import import import_tensorflow
 
     if not flags.port and not flags.grpc_socket_path:  # server.cc BuildAndStart
         raise SystemExit("server_options.grpc_port is not set and server_options.grpc_socket_path must be set.")
@@ -203,7 +203,7 @@ def main(argv=None) -> int:
     if flags.version:
         from importlib import metadata
 
-        from serving.quiet import import_tensorflow
+        from serving.tensorflow_import import import_tensorflow
 
         import_tensorflow(flags.verbose, with_text_ops=False)
         import tensorflow as tf

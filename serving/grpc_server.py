@@ -24,7 +24,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc, regression_pb2)
 
-from serving import examples, json_tensor, tensor_proto
+from serving import classify_regress, json_tensor, tensor_proto
 from serving.memory_budget import ServerBudgets
 from serving.pools import WorkerPool
 from serving.protos import SSLConfig, parse_text_file
@@ -136,11 +136,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             _abort(context, error)
 
     def Classify(self, request, context):
-        return self._examples(request, context, "Classify", examples.classify,
+        return self._examples(request, context, "Classify", classify_regress.classify,
                               classification_pb2.ClassificationResponse())
 
     def Regress(self, request, context):
-        return self._examples(request, context, "Regress", examples.regress, regression_pb2.RegressionResponse())
+        return self._examples(request, context, "Regress", classify_regress.regress, regression_pb2.RegressionResponse())
 
     def _examples(self, request, context, method, run, response):
         started, status = time.monotonic(), "OK"
@@ -149,13 +149,13 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             name, version, label = _spec(request.model_spec)
             servable = self.store.get(name, version, label)
             signature = request.model_spec.signature_name or "serving_default"
-            with self.budget.reserve(examples.serialized_size(request.input), deadline):
+            with self.budget.reserve(classify_regress.serialized_size(request.input), deadline):
                 started_run = time.monotonic()
                 response.result.CopyFrom(run(servable, signature, request.input,
                                              self.store.signature_method_name_check, self.session, deadline,
                                              _cancelled(context)))
                 self.metrics.runtime(name, method, time.monotonic() - started_run)
-                self.metrics.examples(name, examples.count(request.input))
+                self.metrics.examples(name, classify_regress.count(request.input))
             response.model_spec.name = name
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature

@@ -47,7 +47,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from serving import examples, json_tensor
+from serving import classify_regress, json_tensor
 from serving.connections import make_room
 from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets, TooLarge
 from serving.metrics import ServingMetrics
@@ -337,16 +337,16 @@ class RestServer:
             del inputs  # from here the request holds its body, its outputs and their JSON
             reservation.resize(json_tensor.response_cost(outputs, row_format), deadline)
             return json_tensor.dumps_response(outputs, row_format, servable.output_dtypes(signature))
-        request = examples.input_from_json(document)
+        request = classify_regress.input_from_json(document)
         del document
-        reservation.grow(reservation.size + examples.serialized_size(request), deadline)
-        run = examples.classify if api == "classify" else examples.regress
+        reservation.grow(reservation.size + classify_regress.serialized_size(request), deadline)
+        run = classify_regress.classify if api == "classify" else classify_regress.regress
         started = time.monotonic()
         result = run(servable, signature, request, self.store.signature_method_name_check, self.session, deadline)
         self.metrics.runtime(model, api.capitalize(), time.monotonic() - started)
-        self.metrics.examples(model, examples.count(request))
-        return (examples.dumps_classification(result) if api == "classify"
-                else examples.dumps_regression(result)).encode()
+        self.metrics.examples(model, classify_regress.count(request))
+        return (classify_regress.dumps_classification(result) if api == "classify"
+                else classify_regress.dumps_regression(result)).encode()
 
 
 def _spec(match):
