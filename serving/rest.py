@@ -49,11 +49,12 @@ from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving import classify_regress, json_tensor
 from serving.connections import make_room
-from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets, TooLarge
+from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets
 from serving.metrics import ServingMetrics
 from serving.model_store import ModelStore
 from serving.pools import WorkerPool
-from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted, code_name, forget_frames, http_status
+from serving.status import (BodyTimeout, BodyTooLarge, DeadlineExceeded, FailedPrecondition, InvalidArgument,
+                            ResourceExhausted, code_name, forget_frames, http_status)
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +83,6 @@ def metadata_json(response) -> str:
     response.metadata["signature_def"].Unpack(signatures)
     return (f'{{\n"model_spec":{to_json(response.model_spec)},\n'
             f'"metadata": {{"signature_def": {to_json(signatures)}}}\n}}\n')
-
-
-class BodyTooLarge(InvalidArgument):
-    """413: the body is larger than --max_body_bytes."""
-
-
-class BodyTimeout(DeadlineExceeded):
-    """408: the body did not arrive before the request's deadline."""
 
 
 class _Refused(asyncio.Protocol):
@@ -185,12 +178,7 @@ class RestServer:
         return response
 
     def _error(self, error: Exception) -> web.Response:
-        if isinstance(error, (BodyTooLarge, TooLarge)):
-            status = 413
-        elif isinstance(error, BodyTimeout):
-            status = 408
-        else:
-            status = http_status(error)
+        status = http_status(error)
         if status == 500:
             log.error("internal error", exc_info=error)
         response = self._json(status, json.dumps({"error": str(error)}))
