@@ -1,4 +1,4 @@
-"""TF Serving's gRPC services (PredictionService, ModelService) over the shared model store.
+"""TF Serving's gRPC services (PredictionService, ModelService) over the shared model manager.
 
 Every request's tensors are checked before anything is built from them (tensor_proto):
 names against the signature, dtypes, shapes and sizes; what they will take in memory is
@@ -28,7 +28,8 @@ from serving import classify_regress, json_tensor, tensor_proto
 from serving.memory_budget import ServerBudgets
 from serving.pools import WorkerPool
 from serving.protos import SSLConfig, parse_text_file
-from serving.model_store import ModelStore, check_input_names
+from serving.manager import ModelManager
+from serving.servable import check_input_names
 from serving.metrics import ServingMetrics
 from serving.status import InvalidArgument, code_name, forget_frames, grpc_code
 
@@ -74,9 +75,9 @@ def check_output_filter(signature_def, output_filter) -> None:
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, store: ModelStore, session, budgets: ServerBudgets, metrics: ServingMetrics,
+    def __init__(self, manager: ModelManager, session, budgets: ServerBudgets, metrics: ServingMetrics,
                  tensor_content: bool = False):
-        self.store, self.session, self.budget, self.metrics = store, session, budgets.decoding, metrics
+        self.manager, self.session, self.budget, self.metrics = manager, session, budgets.decoding, metrics
         self.tensor_content = tensor_content  # --enable_serialization_as_tensor_content
 
     def _finish(self, name: str, method: str, started: float, status: str) -> None:
@@ -94,7 +95,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def _predict(self, request, deadline, cancelled):
         name, version, label = _spec(request.model_spec)
-        servable = self.store.get(name, version, label)
+        servable = self.manager.get(name, version, label)
         signature = request.model_spec.signature_name or "serving_default"
         specs = servable.input_specs(signature)
         check_input_names(specs, request.inputs)
@@ -131,7 +132,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         try:
             if list(request.metadata_field) != ["signature_def"]:
                 raise InvalidArgument("Metadata field signature_def is the only one supported")
-            return self.store.metadata(*_spec(request.model_spec))
+            return self.manager.metadata(*_spec(request.model_spec))
         except Exception as error:
             _abort(context, error)
 
@@ -147,12 +148,12 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         try:
             deadline = _deadline(context)
             name, version, label = _spec(request.model_spec)
-            servable = self.store.get(name, version, label)
+            servable = self.manager.get(name, version, label)
             signature = request.model_spec.signature_name or "serving_default"
             with self.budget.reserve(classify_regress.serialized_size(request.input), deadline):
                 started_run = time.monotonic()
                 response.result.CopyFrom(run(servable, signature, request.input,
-                                             self.store.signature_method_name_check, self.session, deadline,
+                                             self.manager.signature_method_name_check, self.session, deadline,
                                              _cancelled(context)))
                 self.metrics.runtime(name, method, time.monotonic() - started_run)
                 self.metrics.examples(name, classify_regress.count(request.input))
@@ -168,12 +169,12 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    def __init__(self, store: ModelStore):
-        self.store = store
+    def __init__(self, manager: ModelManager):
+        self.manager = manager
 
     def GetModelStatus(self, request, context):
         try:
-            return self.store.status(*_spec(request.model_spec))
+            return self.manager.status(*_spec(request.model_spec))
         except Exception as error:
             _abort(context, error)
 
@@ -235,7 +236,7 @@ def call_slots(max_threads: int, options: dict) -> int:
     return max_threads + 2 * options["grpc.max_concurrent_streams"]
 
 
-def make_grpc_server(store: ModelStore, port: int, session, budgets: ServerBudgets, host: str = "127.0.0.1",
+def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerBudgets, host: str = "127.0.0.1",
                      max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024,
                      channel_arguments: list[tuple] | None = None, metrics: ServingMetrics | None = None,
                      socket_path: str = "", credentials=None, health: bool = False, tensor_content: bool = False,
@@ -261,8 +262,8 @@ def make_grpc_server(store: ModelStore, port: int, session, budgets: ServerBudge
     server = grpc.server(WorkerPool(max_threads, "grpc"), options=list(options.items()),
                          maximum_concurrent_rpcs=call_slots(max_threads, options))
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(store, session, budgets, metrics or ServingMetrics(enabled=False), tensor_content), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(store), server)
+        PredictionService(manager, session, budgets, metrics or ServingMetrics(enabled=False), tensor_content), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
     health_servicer = None
     if health:
         health_servicer = health.HealthServicer(experimental_non_blocking=True)

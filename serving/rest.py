@@ -25,7 +25,7 @@ Every error body is {"error": "..."} with TF Serving's status code for it (statu
 a path outside /v1/ gets libevent's 404 page, as TF Serving's dispatcher sends it.
 
 Example:
-    >>> server = RestServer(store, session, ServerBudgets(64 << 20), port=8501)
+    >>> server = RestServer(manager, session, ServerBudgets(64 << 20), port=8501)
     >>> server.start()
     8501
 """
@@ -51,7 +51,7 @@ from serving import classify_regress, json_tensor
 from serving.connections import make_room
 from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets
 from serving.metrics import ServingMetrics
-from serving.model_store import ModelStore
+from serving.manager import ModelManager
 from serving.pools import WorkerPool
 from serving.status import (BodyTimeout, BodyTooLarge, DeadlineExceeded, FailedPrecondition, InvalidArgument,
                             ResourceExhausted, code_name, forget_frames, http_status)
@@ -96,11 +96,11 @@ class _Refused(asyncio.Protocol):
 class RestServer:
     """The REST front end, on its own event loop in a thread of its own."""
 
-    def __init__(self, store: ModelStore, session, budgets: ServerBudgets, port: int, host: str = "127.0.0.1",
+    def __init__(self, manager: ModelManager, session, budgets: ServerBudgets, port: int, host: str = "127.0.0.1",
                  max_body_bytes: int = 64 * 1024 * 1024, timeout_ms: int = 30000, num_threads: int = 8,
                  enable_cors: bool = False, max_connections: int = 1024, keepalive_timeout: float = 10.0,
                  metrics: ServingMetrics | None = None, metrics_path: str | None = None):
-        self.store, self.session, self.budgets = store, session, budgets
+        self.manager, self.session, self.budgets = manager, session, budgets
         self.host, self.port = host, port
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout_ms / 1000 if timeout_ms > 0 else None
@@ -241,8 +241,8 @@ class RestServer:
                     raise InvalidArgument("Missing model name in request.")
                 model, version, label = _spec(status)
                 api = "GetModelMetadata" if status["metadata"] else "GetModelStatus"
-                text = (metadata_json(self.store.metadata(model, version, label)) if status["metadata"]
-                        else to_json(self.store.status(model, version, label)))
+                text = (metadata_json(self.manager.metadata(model, version, label)) if status["metadata"]
+                        else to_json(self.manager.status(model, version, label)))
             else:
                 raise InvalidArgument(f"Malformed request: {method} {path}")
             response = self._json(200, text)
@@ -294,7 +294,7 @@ class RestServer:
         """Predict for a small body, on the event loop, with a session that runs asynchronously."""
         document = json_tensor.loads_request(body, deadline)
         signature = json_tensor.signature_name(document)
-        servable = self.store.get(model, version, label)
+        servable = self.manager.get(model, version, label)
         inputs, row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(signature))
         del document
         started = time.monotonic()
@@ -315,7 +315,7 @@ class RestServer:
         document = json_tensor.loads_request(body_holder.pop(), deadline)
         body_held.release()
         signature = json_tensor.signature_name(document)
-        servable = self.store.get(model, version, label)  # held until the response is built
+        servable = self.manager.get(model, version, label)  # held until the response is built
         if api == "predict":
             inputs, row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(signature))
             del document
@@ -330,7 +330,7 @@ class RestServer:
         reservation.grow(reservation.size + classify_regress.serialized_size(request), deadline)
         run = classify_regress.classify if api == "classify" else classify_regress.regress
         started = time.monotonic()
-        result = run(servable, signature, request, self.store.signature_method_name_check, self.session, deadline)
+        result = run(servable, signature, request, self.manager.signature_method_name_check, self.session, deadline)
         self.metrics.runtime(model, api.capitalize(), time.monotonic() - started)
         self.metrics.examples(model, classify_regress.count(request))
         return (classify_regress.dumps_classification(result) if api == "classify"

@@ -143,7 +143,7 @@ def test_only_tasks_of_the_same_inner_shape_share_a_batch():
 
 
 def test_a_bad_request_never_fails_the_good_ones_batched_with_it(tmp_path):
-    from serving.model_store import Servable
+    from serving.servable import Servable
     from serving_models import save_toy
 
     save_toy(str(tmp_path / "1"), scale=2.0)

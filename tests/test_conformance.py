@@ -267,7 +267,7 @@ def test_method_name_check_when_enabled(server, tmp_path):
 
     from serving import classify_regress
     from serving.status import InvalidArgument
-    from serving.model_store import Servable
+    from serving.servable import Servable
 
     save_half_plus_two(str(tmp_path / "1"))
     servable = Servable(M, 1, str(tmp_path / "1"))

@@ -386,12 +386,13 @@ def test_tensorflow_errors_keep_their_status_code():
 def test_version_folders_are_read_as_tf_serving_reads_them(tmp_path):
     """absl::SimpleAtoi: ASCII digits only ("²" is no version and breaks nothing); "007" is
     version 7, loaded from the folder "007"; later models in the config still load."""
-    from serving.model_store import ModelConfig, ModelStore
+    from serving.manager import ModelManager
+    from serving.source import ModelConfig
 
     save_hostile(str(tmp_path / "a" / "007"))
     save_hostile(str(tmp_path / "a" / "\u00b2"))
     save_hostile(str(tmp_path / "b" / "3"))
-    store = ModelStore([ModelConfig(name="a", base_path=str(tmp_path / "a")),
+    store = ModelManager([ModelConfig(name="a", base_path=str(tmp_path / "a")),
                         ModelConfig(name="b", base_path=str(tmp_path / "b"))])
     store.poll()
     assert store.get("a").version == 7 and store.get("a").path.endswith("007")
@@ -626,7 +627,7 @@ def test_model_work_is_cut_into_slices_and_a_request_past_the_maximum_is_refused
     past --max_request_batch_size are refused 400, naming the flag. Each call's activations
     are reserved from the request-memory budget, and take at most half of it."""
     from serving.memory_budget import MemoryBudget
-    from serving.model_store import Servable
+    from serving.servable import Servable
     from serving.session import DirectSession, ModelWorkLimits
     from serving.status import InvalidArgument
 
@@ -709,7 +710,7 @@ def test_inputs_of_unequal_rows_are_refused_without_batching_too(sliced):
 def test_tensorflow_error_messages_name_no_internal_function(tmp_path):
     """Finding 7: a TensorFlow op's error inside a signature read "{{function_node
     __inference_signature_wrapper_<lambda>_3395}} ..."; the op's own message is kept."""
-    from serving.model_store import Servable
+    from serving.servable import Servable
     from serving.status import TensorFlowError
 
     module = tf.Module()

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from serving.classify_regress import classify, input_from_json, regress
-from serving.model_store import Servable
+from serving.servable import Servable
 from serving.status import InvalidArgument
 from tests.serving_models import save_toy
 
