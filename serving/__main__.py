@@ -62,7 +62,7 @@ def make_session(flags: ServerFlags, budget=None):
     if flags.batching_parameters_file:
         with open(flags.batching_parameters_file) as f:
             text = f.read()
-    return BatchingSession(parse_batching_parameters(text))
+    return BatchingSession(parse_batching_parameters(text), model_work_limits(flags))
 
 
 def monitoring_path(flags: ServerFlags) -> str | None:

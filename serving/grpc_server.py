@@ -16,6 +16,7 @@ Clients use the official stubs unchanged:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -27,6 +28,7 @@ from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc,
 from serving import classify_regress, json_tensor, tensor_proto
 from serving.memory_budget import ServerBudgets
 from serving.pools import WorkerPool
+from serving.predict import Predictor
 from serving.protos import SSLConfig, parse_text_file
 from serving.manager import ModelManager
 from serving.servable import check_input_names
@@ -79,6 +81,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
                  tensor_content: bool = False):
         self.manager, self.session, self.budget, self.metrics = manager, session, budgets.decoding, metrics
         self.tensor_content = tensor_content  # --enable_serialization_as_tensor_content
+        self.predictor = Predictor(manager, session, metrics)
 
     def _finish(self, name: str, method: str, started: float, status: str) -> None:
         self.metrics.request(name, method, "GRPC", status, time.monotonic() - started)
@@ -94,36 +97,36 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             self._finish(request.model_spec.name, "Predict", started, status)
 
     def _predict(self, request, deadline, cancelled):
-        name, version, label = _spec(request.model_spec)
-        servable = self.manager.get(name, version, label)
+        spec = _spec(request.model_spec)
         signature = request.model_spec.signature_name or "serving_default"
-        specs = servable.input_specs(signature)
-        check_input_names(specs, request.inputs)
-        cost = 0
-        for key in sorted(request.inputs):
-            proto = request.inputs[key]
-            size = tensor_proto.materialized_bytes(proto, key)  # checks dtype and shape first
-            if size > self.budget.capacity:
-                raise tensor_proto.too_large(key, size, self.budget.capacity)
-            cost += size
-            if proto.dtype != specs[key].dtype.as_datatype_enum:
-                sent = json_tensor.dtype_name(tf.as_dtype(proto.dtype))
-                raise InvalidArgument(f"Expects arg[{key}] to be {json_tensor.dtype_name(specs[key].dtype)} but "
-                                      f"{sent} is provided")
-        check_output_filter(servable.signature_defs[signature], request.output_filter)
-        with self.budget.reserve(cost, deadline):
-            inputs = {key: tensor_proto.to_array(proto, key, self.budget.capacity)
-                      for key, proto in request.inputs.items()}
-            started = time.monotonic()
-            outputs = self.session.run(servable, signature, inputs, deadline, cancelled)
-            self.metrics.runtime(name, "Predict", time.monotonic() - started)
-            del inputs
+        with contextlib.ExitStack() as held:
+            def decode(servable):
+                """The request's tensors as arrays, checked first and their memory reserved."""
+                specs = servable.input_specs(signature)
+                check_input_names(specs, request.inputs)
+                cost = 0
+                for key in sorted(request.inputs):
+                    proto = request.inputs[key]
+                    size = tensor_proto.materialized_bytes(proto, key)  # checks dtype and shape first
+                    if size > self.budget.capacity:
+                        raise tensor_proto.too_large(key, size, self.budget.capacity)
+                    cost += size
+                    if proto.dtype != specs[key].dtype.as_datatype_enum:
+                        sent = json_tensor.dtype_name(tf.as_dtype(proto.dtype))
+                        raise InvalidArgument(f"Expects arg[{key}] to be {json_tensor.dtype_name(specs[key].dtype)} "
+                                              f"but {sent} is provided")
+                check_output_filter(servable.signature_defs[signature], request.output_filter)
+                held.enter_context(self.budget.reserve(cost, deadline))
+                return {key: tensor_proto.to_array(proto, key, self.budget.capacity)
+                        for key, proto in request.inputs.items()}
+
+            prediction = self.predictor.predict_blocking(spec, signature, decode, deadline, cancelled)
             response = predict_pb2.PredictResponse()
-            response.model_spec.name = name
-            response.model_spec.version.value = servable.version
+            response.model_spec.name = spec[0]
+            response.model_spec.version.value = prediction.servable.version
             response.model_spec.signature_name = signature
             wanted = set(request.output_filter)
-            for key, value in outputs.items():
+            for key, value in prediction.outputs.items():
                 if not wanted or key in wanted:
                     response.outputs[key].CopyFrom(tensor_proto.from_array(value, self.tensor_content))
             return response

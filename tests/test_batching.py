@@ -187,6 +187,26 @@ def test_large_batch_splitting_runs_pieces_and_joins_them_in_order():
     assert sorted(fake.batch_sizes) == [4, 8, 8]
 
 
+def test_max_execution_tokens_bounds_every_batch_as_it_bounds_a_request_alone():
+    """Issue 53: with batching on, --max_execution_tokens and --max_request_batch_size did not
+    apply (a batch of 64 rows of 64 tokens ran as one call). Now a request is cut into pieces,
+    and batches formed, of at most that many padded tokens (256: 4 rows of 64 here)."""
+    from serving.session import ModelWorkLimits
+
+    fake = Fake(times_ten)
+    batching = BatchingSession(parse_batching_parameters("max_batch_size { value: 64 } num_batch_threads { value: 1 } "
+                                                         "batch_timeout_micros { value: 200000 }"),
+                               ModelWorkLimits(max_request_batch_size=40, max_execution_tokens=256))
+    x = np.arange(20 * 64).reshape(20, 64)
+    assert np.array_equal(batching.run(fake, "sig", {"x": x})["y"], x * 10) and fake.batch_sizes == [4] * 5
+    fake.batch_sizes.clear()
+    results = concurrently([lambda i=i: batching.run(fake, "sig", {"x": np.full((1, 64), i)})["y"][0, 0]
+                            for i in range(8)])
+    assert results == [10 * i for i in range(8)] and sum(fake.batch_sizes) == 8 and max(fake.batch_sizes) <= 4
+    with pytest.raises(InvalidArgument, match="41 rows, more than the server's --max_request_batch_size=40"):
+        batching.run(fake, "sig", {"x": np.zeros((41, 64))})
+
+
 def test_a_task_past_its_deadline_is_dropped_not_run():
     """BatchingSession::ProcessBatch: a task whose deadline passed while queued is not run;
     a split request stops at the next piece, so a timed-out request leaves no work behind."""

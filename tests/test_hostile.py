@@ -656,16 +656,27 @@ def test_model_work_is_cut_into_slices_and_a_request_past_the_maximum_is_refused
     assert calls == [8, 2] and budget.peak == 8 * 64 * 1024 and budget.used == 0  # 512 tokens: half the budget
 
 
-@pytest.mark.parametrize("protocol", ["rest", "grpc-deadline", "grpc-cancel"])
+@pytest.mark.parametrize("protocol", ["rest", "rest-disconnect", "grpc-deadline", "grpc-cancel"])
 def test_work_stops_within_one_slice_after_a_504_or_a_cancellation(sliced, protocol):
     """Finding 2: a request answered 504 computed on for 38 s, and gRPC calls cancelled by
-    their clients held the model slots for 80 s. Now, without batching, the deadline and the
-    client are checked between slices (256 rows of `burn`, under a second here): the server's
-    CPU is idle once the slice under way has finished."""
+    their clients held the model slots for 80 s; a REST client that hung up was computed for
+    until the deadline. Now, without batching, the deadline and the client (a gRPC cancel, a
+    closed REST connection) are checked between slices (256 rows of `burn`, under a second
+    here): the server's CPU is idle once the slice under way has finished."""
     rows = np.full((8192, 64), 0.5, np.float32)  # 32 slices
     if protocol == "rest":
         status, body = post(sliced, "burn", {"inputs": rows.tolist()})
         assert status == 504 and "Deadline Exceeded" in body["error"], body
+    elif protocol == "rest-disconnect":
+        body = json.dumps({"signature_name": "burn", "inputs": rows.tolist()}).encode()
+        with socket.create_connection(("127.0.0.1", sliced.rest_port)) as client:
+            client.sendall(b"POST /v1/models/hostile:predict HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            time.sleep(0.3)  # the client leaves long before the 2 s deadline
+        time.sleep(1.1)  # the slice under way when it left
+        cpu = cpu_seconds(sliced.process.pid)
+        time.sleep(0.5)  # still before the deadline
+        assert cpu_seconds(sliced.process.pid) - cpu < 0.1
     else:
         channel = grpc.insecure_channel(f"127.0.0.1:{sliced.grpc_port}")
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)

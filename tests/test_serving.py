@@ -386,10 +386,10 @@ def test_rest_api_timeout_answers_deadline_exceeded(model_base):
     store.poll()
 
     class Slow(DirectSession):
-        def run(self, servable, signature, inputs, deadline=None):
+        def run(self, servable, signature, inputs, deadline=None, cancelled=None):
             if inputs["x"][0][0] < 0:  # the slow request
                 time.sleep(6.0)
-            return super().run(servable, signature, inputs, deadline)
+            return super().run(servable, signature, inputs, deadline, cancelled)
 
     # 2 s: a first TensorFlow call on a loaded machine can take most of a second.
     rest = RestServer(store, Slow(), ServerBudgets(1 << 20), port=0, timeout_ms=2000)
