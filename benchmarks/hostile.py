@@ -463,8 +463,9 @@ def abandoned_requests(server, rows: int) -> dict:
         tally = collections.Counter()
         cancel_round(tally, threading.Event())
         return ", ".join(f"{outcome}: {n}" for (_, outcome), n in tally.items())
-    return {"slice_rows": rows, "one_slice_s": one_slice_seconds(server.rest_port, rows), "after_504": {"request": name, **cpu_after(
-        server.process.pid, after_504)}, "after_cancel": cpu_after(server.process.pid, after_cancel)}
+    pid = server.process.pid
+    return {"slice_rows": rows, "one_slice_s": one_slice_seconds(server.rest_port, rows),
+            "after_504": {"request": name, **cpu_after(pid, after_504)}, "after_cancel": cpu_after(pid, after_cancel)}
 
 
 def render_markdown(results: dict) -> str:
@@ -481,18 +482,21 @@ def render_markdown(results: dict) -> str:
                   f"{calm['grpc']['outcomes'].get('correct', 0)} of {calm['grpc']['sent']} correct. Idle RSS "
                   f"{run['idle_rss_mib']:.0f} MiB.", "",
                   "| attack (beside the good clients) | good REST correct | good gRPC correct | p99 under attack / "
-                  "alone | peak RSS over idle (MiB) | what the attacks were answered |", "|---|---:|---:|---:|---:|---|"]
+                  "alone | peak RSS over idle (MiB) | what the attacks were answered |",
+                  "|---|---:|---:|---:|---:|---|"]
         for group, attack in run["attacks"].items():
             rest, grpc_run = attack["rest"], attack["grpc"]
             answers = "; ".join(f"{name}: " + ", ".join(f"{a}: {n}" for a, n in sorted(counts.items()))
                                 for name, counts in sorted(attack["answers"].items()))
             lines.append(f"| {group} | {rest['outcomes'].get('correct', 0)} of {rest['sent']} | "
                          f"{grpc_run['outcomes'].get('correct', 0)} of {grpc_run['sent']} | "
-                         f"{rest['p99_ms'] / calm['rest']['p99_ms']:.2f} | {attack['rss_growth_mib']:.0f} | {answers} |")
+                         f"{rest['p99_ms'] / calm['rest']['p99_ms']:.2f} | {attack['rss_growth_mib']:.0f} | "
+                         f"{answers} |")
         abandoned = run["abandoned"]
         lines += ["", f"- CPU-seconds the server spent after a 504 ({abandoned['after_504']['request']}, answered "
                   f"{abandoned['after_504']['answer']}): {abandoned['after_504']['cpu_s']:.2f}; after "
-                  f"{CANCELLED_CALLS} gRPC calls cancelled at {CANCEL_AFTER} s ({abandoned['after_cancel']['answer']}): "
+                  f"{CANCELLED_CALLS} gRPC calls cancelled at {CANCEL_AFTER} s "
+                  f"({abandoned['after_cancel']['answer']}): "
                   f"{abandoned['after_cancel']['cpu_s']:.2f} in all, "
                   f"{abandoned['after_cancel']['cpu_s'] / CANCELLED_CALLS:.2f} a call; one slice "
                   f"({abandoned['slice_rows']} texts on `embed`) alone takes {abandoned['one_slice_s']:.2f} s "
