@@ -403,17 +403,12 @@ def model_labels(page: str) -> list[str]:
     return sorted(set(re.findall(r'model(?:_name)?="([^"]*)"', page)))
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds `pid` has used (/proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def cpu_after(pid: int, start, settle: float = 3.0) -> dict:
     """`start()` sends one abandoned request and returns once the client has its answer (a
     504 or a 400) or has cancelled it; then the server's CPU-seconds over the next `settle`
     seconds, less what it spends idle over as long: the work it did for nobody."""
+    from benchmarks.serving import cpu_seconds
+
     before = cpu_seconds(pid)
     time.sleep(settle)
     idle = cpu_seconds(pid) - before

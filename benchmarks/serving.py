@@ -337,7 +337,7 @@ def render_markdown(results: dict) -> str:
               f"{statistics.median(on['ratio_runs']):.2f}, the median of three runs of {clients} clients "
               f"({', '.join(f'{r:.2f}' for r in on['ratio_runs'])}; goal: at least 0.8). Batches formed: "
               f"{monitoring['mean_batch_size']:.1f} sentences on average (from the metrics of the monitored "
-              f"server below). CPU per request in the 32-client run with the new version's load: server "
+              f"server below). CPU per request in the {clients}-client run with the new version's load: server "
               f"{1000 * on['many_clients']['server_cpu_per_request_s']:.2f} ms, load generator "
               f"{1000 * on['many_clients']['client_cpu_per_request_s']:.2f} ms (2 cores: "
               f"{2000 / on['many_clients']['requests_per_second']:.2f} ms of CPU per request in all).",
