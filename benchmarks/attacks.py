@@ -210,3 +210,24 @@ def rapid_reset(port: int, streams: int = 50_000, batch: int = 500) -> dict:
     done.set()
     sock.close()
     return {"streams": min(sent, streams), "seconds": seconds, "closed_by_server": closed_by_server}
+
+
+# --- Model work: big requests, cancelled calls (issue 53) ----------------------------------------
+
+
+def big_requests(model: str = "kerasbert") -> list[tuple[str, bytes]]:
+    """Small bodies (under 4 MiB) asking for unbounded model work, as issue 53 found them:
+    each must be answered 504 or 400 with the server's memory and CPU bounded meanwhile.
+    Raw REST requests, each closing its connection once answered."""
+    import json
+
+    def request(signature: str, document: dict) -> bytes:
+        body = json.dumps({"signature_name": signature, **document}).encode()
+        return (f"POST /v1/models/{model}:predict HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+    ids = [[7] * 512] * 800
+    return [("embed: 15,000 texts of 200 characters", request("embed", {"instances": ["a fine film " * 16] * 15_000})),
+            ("embed_tokens: [800, 512] ids", request("embed_tokens", {"inputs": {
+                "token_ids": ids, "segment_ids": [[0] * 512] * 800, "padding_mask": [[1] * 512] * 800}})),
+            ("embed: 100,000 one-character texts", request("embed", {"instances": ["a"] * 100_000}))]

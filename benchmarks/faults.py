@@ -36,7 +36,7 @@ import time
 import urllib.request
 
 from benchmarks.results import save_results
-from benchmarks.serving import SENTENCES
+from benchmarks.serving import SENTENCES, newest_version
 from serving.process import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -175,10 +175,9 @@ def copy_slowly(source: str, target: str, seconds: float) -> None:
 
 
 def run(export_base: str, seconds: float, clients: int, work: str) -> dict:
-    versions = [int(n) for n in os.listdir(export_base) if n.isdigit()]
-    if not versions:
+    source = newest_version(export_base)
+    if source is None:
         raise SystemExit(f"{export_base}: no version to serve; run make demo or pipelines.export first")
-    source = os.path.join(export_base, str(max(versions)))
     base, second = os.path.join(work, "kerasbert"), os.path.join(work, "second")
     shutil.copytree(source, os.path.join(base, "1"))
     shutil.copytree(source, os.path.join(second, "1"))

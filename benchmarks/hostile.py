@@ -1,34 +1,37 @@
 """Good clients beside hostile ones: what attacks cost the clients that behave.
 
-    python -m benchmarks.hostile --export_base saved_models/kerasbert [--seconds 60] [--clients 32]
+    python -m benchmarks.hostile --export_base saved_models/kerasbert [--seconds 20] [--batching on,off]
 
 The newest version under --export_base is copied to a scratch folder and served by
-`python -m serving` with batching on (serving/batching.config) and --max_body_bytes=4 MiB.
-`--clients` keep-alive REST clients send the `sentiment` signature, each its own
-sentences, and check every answer against the one that sentence got alone before the
-load began (label equal, probabilities within 1e-4): an answer carrying another
-client's row fails the check. They run `--calm_seconds` alone, then `--seconds` while
-a second process runs every attack of benchmarks.attacks in a loop: malformed framing
-(negative, non-numeric and conflicting Content-Length, smuggled chunked bodies, bad
-chunks, huge headers, lone surrogates, 5000-digit numbers), memory bombs (dense, nested
-and object bodies near the limit, one 10x over it), 400 slow connections that send
-headers and one byte, gRPC requests that declare huge tensors, use unknown names,
-malformed dtypes, duplicate output aliases, or run past a 2 ms deadline; and (issue 53)
-1,500 idle REST sockets and 1,500 idle gRPC sockets kept open (reopened as the server
-closes them), predicts for model names that do not exist (metrics are on), and HTTP/2
-rapid reset (50,000 HEADERS + RST_STREAM on one connection, again and again).
-`--grpc_clients` good gRPC clients, on a connection each, run beside the REST ones.
+`python -m serving` with --max_body_bytes=4 MiB and --rest_api_timeout_in_ms=10000, with
+batching (serving/batching.config) and without. `--clients` keep-alive REST clients send the
+`sentiment` signature, each its own sentences, and check every answer against the one that
+sentence got alone before the load began (label equal, probabilities within 1e-4): an answer
+carrying another client's row fails the check; `--grpc_clients` good gRPC clients, on a
+connection each, run beside them. They run `--calm_seconds` alone, then `--seconds` beside
+each attack group in turn, run in a loop by a second process (benchmarks.attacks): malformed
+framing (negative, non-numeric and conflicting Content-Length, smuggled chunked bodies, bad
+chunks, huge headers, lone surrogates, 5000-digit numbers), memory bombs (dense, nested and
+object bodies near the limit, one 10x over it), 400 slow connections that send headers and
+one byte, gRPC requests that declare huge tensors, use unknown names, malformed dtypes,
+duplicate output aliases, or run past a 2 ms deadline; and (issue 53) 1,500 idle REST and
+1,500 idle gRPC sockets kept open, predicts for model names that do not exist (metrics are
+on), HTTP/2 rapid reset (50,000 HEADERS + RST_STREAM on one connection, again and again),
+big-request bombs (15,000 texts, [800, 512] token ids, 100,000 one-character texts; two at
+once) and 8 gRPC calls of 2,000 sentences cancelled by their client after 0.5 s.
 
 Cores: with two or more, the server is pinned to the first half and the good clients and
 the attackers' process to the rest (each thread of the server's, after start-up), so the
 attackers take none of the server's CPU; the split is in the results. On one core they
 share it, and the p99 ratio then counts the attackers' CPU too.
 
-Reported: good requests answered correctly, REST and gRPC (goal: all), p99 under attack over
-p99 calm (goal: at most 2), the server's peak RSS over its idle RSS (goal: at most 2 GiB; and
-against 15 x --max_body_bytes), threads at the end against idle (goal: back to idle), metric
-series before and after (goal: no growth from client-chosen names), and what each attack was
-answered. Writes results.json and results.md. A short smoke run: --seconds 10 --calm_seconds 5.
+Reported per attack group, batching on and off: good requests answered correctly, REST and
+gRPC (goal: all), p99 beside the attack over p99 alone (goal: at most 2), the server's peak
+RSS over its RSS before the attack (goal: at most 2 GiB); then the CPU-seconds the server
+spends after a 504 and after a gRPC cancellation, with no other load, against one slice's
+time alone (goal: under it); threads at the end against idle, metric series before and
+after, request data held by budget. Writes results.json and results.md. A short smoke run:
+--seconds 5 --calm_seconds 5 --attacks framing,big_requests --batching off.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import time
 import urllib.request
 
 MAX_BODY = 4 * 1024 * 1024
+TIMEOUT_MS = 10_000  # --rest_api_timeout_in_ms: a big request's 504 comes within the run
 ADJECTIVES = ["gripping", "dull", "moving", "clumsy", "tender", "bloated", "witty", "tedious"]
 
 
@@ -198,10 +202,42 @@ def _grpc_attacks(grpc_port: int):
     return run
 
 
-# Issue 53's big-request bombs without batching and cancelled gRPC calls are to join here
-# (another change): a group name below and its loop in attack_forever's `loops`.
-ATTACK_GROUPS = ("framing", "bombs", "slow", "grpc", "idle_rest", "idle_grpc", "model_names", "rapid_reset")
+ATTACK_GROUPS = ("framing", "bombs", "slow", "grpc", "idle_rest", "idle_grpc", "model_names", "rapid_reset",
+                 "big_requests", "grpc_cancel")
 IDLE_SOCKETS = 1500  # per port: more than the server's 1,024 connections
+CANCELLED_CALLS = 8  # gRPC calls at once, each cancelled by its client after CANCEL_AFTER seconds
+CANCEL_AFTER = 0.5
+
+
+def cancelled_grpc_calls(grpc_port: int):
+    """Issue 53: 8 gRPC calls of 2,000 sentences each, cancelled by their client after 0.5 s.
+    Returns a function that makes one round and counts how each call ended in a tally."""
+    import grpc
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    from benchmarks.attacks import predict_request
+
+    request = predict_request("kerasbert", "sentiment", text=tf.make_tensor_proto(
+        np.array(["a long and winding film review of many words"] * 2000, object)))
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(f"127.0.0.1:{grpc_port}"))
+
+    def round_(tally, stop):
+        calls = [stub.Predict.future(request, timeout=60) for _ in range(CANCELLED_CALLS)]
+        stop.wait(CANCEL_AFTER)
+        for call in calls:
+            call.cancel()
+        for call in calls:
+            try:
+                call.result()
+                outcome = "OK"
+            except grpc.FutureCancelledError:
+                outcome = "cancelled by the client"
+            except grpc.RpcError as error:
+                outcome = error.code().name
+            tally[("gRPC: 8 calls of 2,000 sentences cancelled after 0.5 s", outcome)] += 1
+    return round_
 
 
 def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_GROUPS, cores=None,
@@ -209,7 +245,7 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_
     """Runs the attacks of `groups` in a loop until `stop` is set, on `cores` (default: any);
     sets `ready` once its imports are done and the attacks start; puts {attack: {answer:
     count}} in `results`."""
-    from benchmarks.attacks import (Target, closed_by_server, exchange, framing_attacks, idle_sockets,
+    from benchmarks.attacks import (Target, big_requests, closed_by_server, exchange, framing_attacks, idle_sockets,
                                     memory_bombs, rapid_reset, statuses)
 
     if cores:
@@ -257,6 +293,14 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_
             sock.close()
 
     grpc_run = _grpc_attacks(grpc_port) if "grpc" in groups else None  # imports TensorFlow: before `ready`
+    cancel_round = cancelled_grpc_calls(grpc_port) if "grpc_cancel" in groups else None
+
+    def grpc_cancel_loop():
+        local = collections.Counter()
+        while not stop.is_set():
+            cancel_round(local, stop)
+        with lock:
+            tally.update(local)
 
     def grpc_loop():
         local = collections.Counter()
@@ -309,8 +353,11 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_
              "slow": (slow_loop, ()), "grpc": (grpc_loop, ()),
              "idle_rest": (idle_loop, ("idle REST sockets (1,500 kept open)", rest_port)),
              "idle_grpc": (idle_loop, ("idle gRPC sockets (1,500 kept open)", grpc_port)),
-             "model_names": (model_names_loop, ()), "rapid_reset": (rapid_reset_loop, ())}
-    threads = [threading.Thread(target=loops[group][0], args=loops[group][1]) for group in groups]
+             "model_names": (model_names_loop, ()), "rapid_reset": (rapid_reset_loop, ()),
+             "big_requests": (raw_loop, (big_requests(), 40.0)), "grpc_cancel": (grpc_cancel_loop, ())}
+    # Two big-request loops at once: requests that overlap, as the issue's four did.
+    threads = [threading.Thread(target=loops[group][0], args=loops[group][1])
+               for group in groups for _ in range(2 if group == "big_requests" else 1)]
     for thread in threads:
         thread.start()
     if ready is not None:
@@ -356,130 +403,222 @@ def model_labels(page: str) -> list[str]:
     return sorted(set(re.findall(r'model(?:_name)?="([^"]*)"', page)))
 
 
+def cpu_after(pid: int, start, settle: float = 3.0) -> dict:
+    """`start()` sends one abandoned request and returns once the client has its answer (a
+    504 or a 400) or has cancelled it; then the server's CPU-seconds over the next `settle`
+    seconds, less what it spends idle over as long: the work it did for nobody."""
+    from benchmarks.serving import cpu_seconds
+
+    before = cpu_seconds(pid)
+    time.sleep(settle)
+    idle = cpu_seconds(pid) - before
+    answer = start()
+    after = cpu_seconds(pid)
+    time.sleep(settle)
+    return {"answer": answer, "cpu_s": max(0.0, cpu_seconds(pid) - after - idle)}
+
+
+def slice_rows(batching: bool) -> int:
+    """Texts of one call of the model: a batch (serving/batching.config's max_batch_size, 32)
+    with batching; without, a slice within --max_execution_tokens and half the budget of 12 x
+    --max_body_bytes (12 texts at 4 MiB, 16 KiB a token)."""
+    import numpy as np
+
+    from serving.session import ModelWorkLimits
+
+    return 32 if batching else ModelWorkLimits().slice_rows({"text": np.array([b"a"], object)}, 12 * MAX_BODY)
+
+
+def one_slice_seconds(port: int, rows: int) -> float:
+    """Seconds the server takes for a request of one slice alone (`rows` texts on `embed`),
+    the median of three."""
+    body = json.dumps({"signature_name": "embed", "instances": ["a fine film " * 16] * rows})
+    connection, times = http.client.HTTPConnection("127.0.0.1", port, timeout=60), []
+    for _ in range(3):
+        started = time.perf_counter()
+        connection.request("POST", "/v1/models/kerasbert:predict", body)
+        connection.getresponse().read()
+        times.append(time.perf_counter() - started)
+    return sorted(times)[1]
+
+
+def abandoned_requests(server, rows: int) -> dict:
+    """The server's CPU after a 504 (a big `embed` request past --rest_api_timeout_in_ms) and
+    after a gRPC cancellation (CANCELLED_CALLS calls cancelled after CANCEL_AFTER s), against
+    one slice's time."""
+    from benchmarks.attacks import big_requests, exchange, statuses
+
+    name, data = big_requests()[0]
+    cancel_round = cancelled_grpc_calls(server.grpc_port)
+
+    def after_504():
+        return ",".join(map(str, statuses(exchange(server.rest_port, data, 60.0)))) or "no answer"
+
+    def after_cancel():
+        tally = collections.Counter()
+        cancel_round(tally, threading.Event())
+        return ", ".join(f"{outcome}: {n}" for (_, outcome), n in tally.items())
+    pid = server.process.pid
+    return {"slice_rows": rows, "one_slice_s": one_slice_seconds(server.rest_port, rows),
+            "after_504": {"request": name, **cpu_after(pid, after_504)}, "after_cancel": cpu_after(pid, after_cancel)}
+
+
 def render_markdown(results: dict) -> str:
-    calm, attacked = results["calm"], results["attacked"]
-    correct = attacked["outcomes"].get("correct", 0)
-    lines = ["# Serving under attack (sentiment signature, batching on)", "", f"Command: `{results['command']}`  ",
-             f"Attacks: {', '.join(results['attack_groups'])}  ",
+    lines = ["# Serving under attack (sentiment signature; batching on and off)", "",
+             f"Command: `{results['command']}`  ",
              f"Cores: server {results['cores']['server']}, good clients and attackers {results['cores']['others']}"
              + ("" if results['cores']['server'] != results['cores']['others'] else " (shared: one core)") + "  ",
-             f"Machine: {results['machine']}  ", f"Model: {results['export']}", "",
-             "| run | seconds | good requests | answered correctly | other outcomes | p50 ms | p99 ms |",
-             "|---|---:|---:|---:|---|---:|---:|"]
-    for label, run in (("alone", calm), ("under attack", attacked)):
-        others = ", ".join(f"{k}: {v}" for k, v in run["outcomes"].items() if k != "correct") or "none"
-        lines.append(f"| {label} | {run['seconds']:.0f} | {run['sent']} | {run['outcomes'].get('correct', 0)} | "
-                     f"{others} | {run['p50_ms']:.1f} | {run['p99_ms']:.1f} |")
-    grpc_run = results["grpc_attacked"]
-    lines += ["", f"- Good requests answered correctly under attack: {correct} of {attacked['sent']} REST, "
-              f"{grpc_run['outcomes'].get('correct', 0)} of {grpc_run['sent']} gRPC "
-              f"({', '.join(f'{k}: {v}' for k, v in grpc_run['outcomes'].items() if k != 'correct') or 'no other outcome'};"
-              f" alone: {results['grpc_calm']['outcomes']}) (goal: all).",
-              f"- p99 under attack / alone: {attacked['p99_ms'] / calm['p99_ms']:.2f} (goal: at most 2).",
-              f"- Peak RSS over idle: {results['rss_growth_mib']:.1f} MiB = "
-              f"{results['rss_growth_mib'] * 2**20 / MAX_BODY:.1f} x --max_body_bytes (goals: at most 2 GiB, and "
-              f"at most 15 x --max_body_bytes); "
-              f"idle RSS {results['idle_rss_mib']:.0f} MiB. Request data held at most, by budget "
-              f"(the server's own accounting, since it started): "
-              + ", ".join(f"{name} {mib:.1f} MiB" for name, mib in results["budget_peaks_mib"].items())
-              + f"; all three together are capped at 14 x --max_body_bytes + 1 MiB = {14 * MAX_BODY / 2**20 + 1:.0f} MiB.",
-              f"- Threads: {results['idle_threads']} idle, {results['end_threads']} after the attack "
-              "(goal: back to idle).",
-              f"- Metric series: {results['series_before']} before the attack, {results['series_after']} after; "
-              f"model labels after: {', '.join(results['model_labels'])} (goal: only loaded models and "
-              "`(unknown)`, whatever names clients send).", "", "| attack | answers (count) |", "|---|---|"]
-    for name, answers in sorted(results["attacks"].items()):
-        lines.append(f"| {name} | {', '.join(f'{a}: {n}' for a, n in sorted(answers.items()))} |")
+             f"Machine: {results['machine']}  ", f"Model: {results['export']}", ""]
+    for mode, run in results["modes"].items():
+        calm = run["calm"]
+        lines += [f"## Batching {mode}", "",
+                  f"Alone: REST {calm['rest']['outcomes'].get('correct', 0)} of {calm['rest']['sent']} correct, "
+                  f"p50 {calm['rest']['p50_ms']:.1f} ms, p99 {calm['rest']['p99_ms']:.1f} ms; gRPC "
+                  f"{calm['grpc']['outcomes'].get('correct', 0)} of {calm['grpc']['sent']} correct. Idle RSS "
+                  f"{run['idle_rss_mib']:.0f} MiB.", "",
+                  "| attack (beside the good clients) | good REST correct | good gRPC correct | p99 under attack / "
+                  "alone | peak RSS over idle (MiB) | what the attacks were answered |",
+                  "|---|---:|---:|---:|---:|---|"]
+        for group, attack in run["attacks"].items():
+            rest, grpc_run = attack["rest"], attack["grpc"]
+            answers = "; ".join(f"{name}: " + ", ".join(f"{a}: {n}" for a, n in sorted(counts.items()))
+                                for name, counts in sorted(attack["answers"].items()))
+            lines.append(f"| {group} | {rest['outcomes'].get('correct', 0)} of {rest['sent']} | "
+                         f"{grpc_run['outcomes'].get('correct', 0)} of {grpc_run['sent']} | "
+                         f"{rest['p99_ms'] / calm['rest']['p99_ms']:.2f} | {attack['rss_growth_mib']:.0f} | "
+                         f"{answers} |")
+        abandoned = run["abandoned"]
+        lines += ["", f"- CPU-seconds the server spent after a 504 ({abandoned['after_504']['request']}, answered "
+                  f"{abandoned['after_504']['answer']}): {abandoned['after_504']['cpu_s']:.2f}; after "
+                  f"{CANCELLED_CALLS} gRPC calls cancelled at {CANCEL_AFTER} s "
+                  f"({abandoned['after_cancel']['answer']}): "
+                  f"{abandoned['after_cancel']['cpu_s']:.2f} in all, "
+                  f"{abandoned['after_cancel']['cpu_s'] / CANCELLED_CALLS:.2f} a call; one slice "
+                  f"({abandoned['slice_rows']} texts on `embed`) alone takes {abandoned['one_slice_s']:.2f} s "
+                  "(goal: under one slice's time a request).",
+                  f"- Threads: {run['idle_threads']} idle, {run['end_threads']} at the end (goal: back to idle). "
+                  f"Metric series: {run['series_before']} before the attacks, {run['series_after']} after; model "
+                  f"labels: {', '.join(run['model_labels'])} (goal: loaded models and `(unknown)` only).",
+                  "- Request data held at most, by budget: " + ", ".join(
+                      f"{name} {mib:.1f} MiB" for name, mib in run["budget_peaks_mib"].items())
+                  + f" (capped at 14 x --max_body_bytes + 1 MiB = {14 * MAX_BODY / 2**20 + 1:.0f} MiB).", ""]
+    lines.append("Goals: every good request answered correctly; p99 under attack at most 2x alone; peak RSS at most "
+                 "2 GiB over idle.")
     return "\n".join(lines) + "\n"
 
 
-def both_kinds(server, args, seconds: float, expected: dict) -> tuple[dict, dict]:
-    """The good REST and gRPC clients at once for `seconds`: (REST run, gRPC run)."""
+def both_kinds(server, args, seconds: float, expected: dict) -> dict:
+    """The good REST and gRPC clients at once for `seconds`."""
     grpc_run = {}
     grpc_thread = threading.Thread(target=lambda: grpc_run.update(
         good_grpc_clients(server.grpc_port, args.grpc_clients, seconds, expected)))
     grpc_thread.start()
     rest_run = {"seconds": seconds, **good_clients(server.rest_port, args.clients, seconds, expected)}
     grpc_thread.join()
-    return rest_run, grpc_run
+    return {"rest": rest_run, "grpc": grpc_run}
+
+
+def under_attack(server, args, group: str, expected: dict, cores: set[int]) -> dict:
+    """The good clients for --seconds while a process pinned to `cores` runs one attack group."""
+    pid = server.process.pid
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")  # the peak RSS from here on
+    idle_rss = proc_status(pid)["VmRSS"]
+    context = multiprocessing.get_context("spawn")
+    stop, ready, queue = context.Event(), context.Event(), context.Queue()
+    attackers = context.Process(target=attack_forever, args=(server.rest_port, server.grpc_port, stop, queue,
+                                                             (group,), cores, ready))
+    attackers.start()
+    if not ready.wait(300):
+        raise RuntimeError("the attackers' process did not start within 300 s")
+    time.sleep(1)  # the attack under way
+    run = both_kinds(server, args, args.seconds, expected)
+    stop.set()
+    run["answers"] = queue.get(timeout=120)
+    attackers.join(60)
+    run["rss_growth_mib"] = (proc_status(pid)["VmHWM"] - idle_rss) / 1024
+    print(f"   {group}: REST {run['rest']['outcomes']}, p99 {run['rest']['p99_ms']:.0f} ms, "
+          f"RSS +{run['rss_growth_mib']:.0f} MiB", flush=True)
+    return run
+
+
+def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str) -> dict:
+    """One server (batching on or off): the good clients alone, then beside each attack group
+    in turn, then the abandoned-request probes."""
+    from serving.process import LocalServer
+
+    flags = [f"--max_body_bytes={MAX_BODY}", f"--monitoring_config_file={monitoring}",
+             f"--rest_api_timeout_in_ms={TIMEOUT_MS}"]
+    if batching:
+        flags += ["--enable_batching", "--batching_parameters_file=serving/batching.config"]
+    with LocalServer("kerasbert", base, extra_flags=flags) as server:
+        server.wait_for_version()
+        pid = server.process.pid
+        connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=60)
+        expected = {}
+        for client in range(args.clients):
+            for sentence in sentences_of(client):
+                status, expected[sentence] = predict(connection, sentence)
+                assert status == 200, expected[sentence]
+        server_cores, other_cores = split_cores()
+        pin_process(pid, server_cores)
+        os.sched_setaffinity(0, other_cores)  # the good clients (threads started from here on inherit it)
+        metrics_url = f"http://127.0.0.1:{server.rest_port}/monitoring/prometheus/metrics"
+        print(f"== batching {'on' if batching else 'off'}: {args.calm_seconds:.0f} s without attackers", flush=True)
+        run = {"calm": both_kinds(server, args, args.calm_seconds, expected)}
+        time.sleep(2)
+        idle = proc_status(pid)
+        with urllib.request.urlopen(metrics_url) as page:
+            run["series_before"] = series_count(page.read().decode())
+        run["attacks"] = {group: under_attack(server, args, group, expected, other_cores) for group in groups}
+        time.sleep(5)  # connections closed, threads back
+        end = proc_status(pid)
+        run["abandoned"] = abandoned_requests(server, slice_rows(batching))
+        with urllib.request.urlopen(metrics_url) as page:
+            text = page.read().decode()
+        run.update(budget_peaks_mib=budget_peaks(text), series_after=series_count(text),
+                   model_labels=model_labels(text), idle_rss_mib=idle["VmRSS"] / 1024,
+                   idle_threads=idle["Threads"], end_threads=end["Threads"])
+        run["cores"] = {"server": sorted(server_cores), "others": sorted(other_cores)}
+        os.sched_setaffinity(0, server_cores | other_cores)
+    return run
 
 
 def main(argv=None) -> int:
     from benchmarks.results import save_results
     from benchmarks.serving import private_copy_of_newest
-    from serving.process import LocalServer
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.hostile", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export_base", default="saved_models/kerasbert", help="Exported model base path.")
     parser.add_argument("--output_dir", default="runs/bench-hostile", help="Results folder.")
-    parser.add_argument("--seconds", type=float, default=60.0, help="Length of the run under attack.")
+    parser.add_argument("--seconds", type=float, default=20.0, help="Length of the run beside each attack group.")
     parser.add_argument("--calm_seconds", type=float, default=20.0, help="Length of the run without attackers.")
     parser.add_argument("--clients", type=int, default=32, help="Concurrent good REST clients.")
     parser.add_argument("--grpc_clients", type=int, default=4, help="Concurrent good gRPC clients, a connection each.")
     parser.add_argument("--attacks", default=",".join(ATTACK_GROUPS),
                         help=f"Which attacks run, comma-separated, of {', '.join(ATTACK_GROUPS)} (default: all).")
+    parser.add_argument("--batching", default="on,off", help="Servers to attack: on, off or on,off (default).")
     args = parser.parse_args(argv)
     groups = tuple(group for group in args.attacks.split(",") if group)
     if not set(groups) <= set(ATTACK_GROUPS):
         parser.error(f"--attacks takes {', '.join(ATTACK_GROUPS)}. Received: {args.attacks!r}")
+    modes = [mode for mode in args.batching.split(",") if mode]
+    if not modes or not set(modes) <= {"on", "off"}:
+        parser.error(f"--batching takes on, off or on,off. Received: {args.batching!r}")
     copy = private_copy_of_newest(args.export_base, "kerasbert-bench-hostile-")
     if copy is None:
         return 2
     base, export = copy
     os.makedirs(args.output_dir, exist_ok=True)
-    results = {"export": export, "max_body_bytes": MAX_BODY,
-               "attack_groups": list(groups)}
+    results = {"export": export, "max_body_bytes": MAX_BODY, "attack_groups": list(groups), "modes": {}}
     monitoring = base + "-monitoring.config"
     with open(monitoring, "w") as f:
         f.write("prometheus_config { enable: true }")
-    flags = ["--enable_batching", "--batching_parameters_file=serving/batching.config", f"--max_body_bytes={MAX_BODY}",
-             f"--monitoring_config_file={monitoring}"]
     try:
-        with LocalServer("kerasbert", base, extra_flags=flags) as server:
-            server.wait_for_version()
-            pid = server.process.pid
-            connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=60)
-            expected = {}
-            for client in range(args.clients):
-                for sentence in sentences_of(client):
-                    status, expected[sentence] = predict(connection, sentence)
-                    assert status == 200, expected[sentence]
-            server_cores, other_cores = split_cores()
-            pin_process(pid, server_cores)
-            os.sched_setaffinity(0, other_cores)  # the good clients (threads started from here on inherit it)
-            results["cores"] = {"server": sorted(server_cores), "others": sorted(other_cores)}
-            metrics_url = f"http://127.0.0.1:{server.rest_port}/monitoring/prometheus/metrics"
-            print(f"== {len(expected)} reference answers; {args.calm_seconds:.0f} s without attackers", flush=True)
-            results["calm"], results["grpc_calm"] = both_kinds(server, args, args.calm_seconds, expected)
-            time.sleep(2)
-            idle = proc_status(pid)
-            with open(f"/proc/{pid}/clear_refs", "w") as f:
-                f.write("5")  # the peak RSS from here on
-            print(f"== {args.seconds:.0f} s under attack", flush=True)
-            context = multiprocessing.get_context("spawn")
-            stop, ready, queue = context.Event(), context.Event(), context.Queue()
-            with urllib.request.urlopen(metrics_url) as page:
-                results["series_before"] = series_count(page.read().decode())
-            attackers = context.Process(target=attack_forever,
-                                        args=(server.rest_port, server.grpc_port, stop, queue, groups, other_cores,
-                                              ready))
-            attackers.start()
-            if not ready.wait(300):
-                raise RuntimeError("the attackers' process did not start within 300 s")
-            time.sleep(1)  # the attacks under way
-            results["attacked"], results["grpc_attacked"] = both_kinds(server, args, args.seconds, expected)
-            stop.set()
-            results["attacks"] = queue.get(timeout=120)
-            attackers.join(60)
-            time.sleep(5)  # connections closed, threads back
-            end = proc_status(pid)
-            with urllib.request.urlopen(metrics_url) as page:
-                text = page.read().decode()
-            results["budget_peaks_mib"], results["series_after"] = budget_peaks(text), series_count(text)
-            results["model_labels"] = model_labels(text)
-            results.update(idle_rss_mib=idle["VmRSS"] / 1024, rss_growth_mib=(end["VmHWM"] - idle["VmRSS"]) / 1024,
-                           idle_threads=idle["Threads"], end_threads=end["Threads"])
+        for mode in modes:
+            results["modes"][mode] = serve_and_attack(base, args, groups, mode == "on", monitoring)
+            results["cores"] = results["modes"][mode].pop("cores")
     finally:
         shutil.rmtree(base, ignore_errors=True)
         os.remove(monitoring)

@@ -12,9 +12,12 @@ answered, and whether any request failed meanwhile. The servers load it in full 
 warm-up), except a third batching run with `--warm_standby`. Then two batching servers, one
 exporting Prometheus metrics (--monitoring_config_file) scraped every second, are loaded in
 turn, three slices of a quarter of --seconds each: the ratio of their median requests/s is
-the cost of monitoring. The batching run's requests/s is set
-against the SavedModel called in process on batches of 32 of the same sentences, with the
-CPU the server and the load generator spent per request. Writes results.json and results.md.
+the cost of monitoring. The batching server's requests/s in three more runs of half of
+--seconds, with nothing else going on, is set against the SavedModel called in process on
+batches of 32 of the same sentences (the median of the three is the server-over-model ratio),
+with the CPU the server and the load generator spent per request. Last, the batching server
+runs in this process under cProfile for a quarter of --seconds (`cpu_by_stage`): the CPU
+per request by stage and the batch sizes formed. Writes results.json and results.md.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+
+from serving.source import parse_version
 
 SENTENCES = ["a gripping , funny and moving film .", "the plot is thin and the acting is worse .",
              "an ordinary thriller with one great scene .", "I have rarely been this bored in a cinema ."]
@@ -210,6 +215,96 @@ def monitoring_cost(base: str, clients: int, seconds: float, rounds: int = 3) ->
             if pages else float("nan")}
 
 
+# Stages of a batched REST predict, by the functions that do them (file, function name).
+STAGES = {"JSON request parsing": [("json_tensor.py", "loads_request"), ("rest.py", "__call__"),
+                                   ("json_tensor.py", "decode_cost")],
+          "Predict and batching (door checks, queue, merge, split)": [("batching.py", "submit")],
+          "model call from Python (Servable.run)": [("servable.py", "run")],
+          "JSON response writing": [("json_tensor.py", "dumps_response")]}
+
+
+def _client_load(port: int, clients: int, seconds: float, queue) -> None:
+    queue.put(load(port, clients, seconds))
+
+
+def cpu_by_stage(base: str, clients: int, seconds: float) -> dict:
+    """The batching REST server run in this process under cProfile (CPU time: each thread's
+    own, time.thread_time) while `clients` clients in another process load it for `seconds`:
+    CPU per request by stage (STAGES; the rest of the event loop thread's CPU is HTTP, aiohttp
+    and asyncio), and the batch sizes formed. Profiling slows Python code (not TensorFlow's),
+    so the Python stages' shares are upper bounds."""
+    import cProfile
+    import multiprocessing
+    from collections import Counter
+
+    import tensorflow_text  # noqa: F401  (the export's ops)
+
+    from serving.batching import BatchingSession, parse_batching_parameters
+    from serving.manager import ModelManager
+    from serving.memory_budget import ServerBudgets
+    from serving.rest import RestServer
+    from serving.session import ModelWorkLimits
+    from serving.source import single_model_config
+
+    profiles, original_run = {}, threading.Thread.run
+
+    def profiled_run(thread):  # every server thread under its own CPU-time profiler
+        profile = cProfile.Profile(time.thread_time)
+        profiles[thread.name] = profile
+        profile.runcall(original_run, thread)
+
+    manager = ModelManager([single_model_config("kerasbert", base)])
+    manager.poll()
+    with open("serving/batching.config") as f:
+        text = f.read()
+    threading.Thread.run = profiled_run
+    try:
+        session = BatchingSession(parse_batching_parameters(text), ModelWorkLimits())
+        server = RestServer(manager, session, ServerBudgets(64 << 20), port=0)
+        port = server.start()
+    finally:
+        threading.Thread.run = original_run
+    sizes = Counter()
+    session.on_batch = lambda queued, task_rows, rows, padded: sizes.update([rows])
+    load(port, 4, 3)  # warm up
+    sizes.clear()
+    for profile in profiles.values():
+        profile.clear()
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    cpu_before = time.process_time()
+    clients_process = context.Process(target=_client_load, args=(port, clients, seconds, queue))
+    clients_process.start()
+    run = queue.get(timeout=seconds + 120)
+    process_cpu = time.process_time() - cpu_before
+    clients_process.join(30)
+    for profile in profiles.values():
+        profile.create_stats()  # {(file, line, function): (calls, calls, own time, cumulative, callers)}
+    stats = {name: profile.stats for name, profile in profiles.items()}
+    requests = max(run["requests"], 1)
+
+    def cumulative(where: list[tuple[str, str]], threads=None) -> float:
+        return sum(ct for name, s in stats.items() if threads is None or name in threads
+                   for (file, _, function), (_, _, _, ct, _) in s.items()
+                   if (os.path.basename(file), function) in where)
+
+    def own(name: str) -> float:  # a thread's CPU, less what cProfile books to lock waits
+        return sum(tt for (_, _, function), (_, _, tt, _, _) in stats.get(name, {}).items()
+                   if "acquire" not in function)
+
+    batch_threads = [name for name in stats if name.startswith("batch-")]
+    per_stage = {stage: cumulative(where) for stage, where in STAGES.items()}
+    per_stage["Predict and batching (door checks, queue, merge, split)"] += (
+        sum(map(own, batch_threads)) - cumulative(STAGES["model call from Python (Servable.run)"], batch_threads))
+    per_stage["HTTP, aiohttp, asyncio (the rest of the event loop thread)"] = own("rest-loop") - sum(
+        cumulative(where, ["rest-loop"]) for where in STAGES.values())
+    per_stage["TensorFlow's own threads (the model's kernels)"] = process_cpu - sum(own(name) for name in stats)
+    return {"requests": run["requests"], "requests_per_second": run["requests_per_second"],
+            "cpu_ms_per_request": {stage: 1000 * seconds_ / requests for stage, seconds_ in per_stage.items()},
+            "batch_sizes": dict(sorted(sizes.items())),
+            "mean_batch_size": sum(k * v for k, v in sizes.items()) / max(sum(sizes.values()), 1)}
+
+
 def render_markdown(results: dict) -> str:
     off, on, standby = (results[key] for key, _, _ in MODES)
     monitoring = results["monitoring"]
@@ -238,13 +333,13 @@ def render_markdown(results: dict) -> str:
               f"after a full load and warm-up; {standby.get('new_version_served_after_s', float('nan')):.2f} s "
               f"from the warm standby copy (batching on, `--warm_standby`). Failed requests in all runs: "
               f"{errors}.",
-              f"Server against the model alone ({clients} clients, batching on): "
-              f"{on['many_clients']['requests_per_second']:.1f} requests/s (one sentence each) over "
-              f"{results['in_process_batch_sentences_per_second']:.1f} sentences/s of the SavedModel called in "
-              f"process on batches of 32 of the same sentences: "
-              f"{on['many_clients']['requests_per_second'] / results['in_process_batch_sentences_per_second']:.2f} "
-              f"(goal: at least 0.8). Batches formed: {monitoring['mean_batch_size']:.1f} sentences on "
-              f"average (from the metrics of the monitored server below). CPU per request: server "
+              f"Server against the model alone ({clients} clients, batching on): requests/s (one sentence each) "
+              f"over {results['in_process_batch_sentences_per_second']:.1f} sentences/s of the SavedModel called "
+              f"in process on batches of 32 of the same sentences: "
+              f"{statistics.median(on['ratio_runs']):.2f}, the median of three runs of {clients} clients "
+              f"({', '.join(f'{r:.2f}' for r in on['ratio_runs'])}; goal: at least 0.8). Batches formed: "
+              f"{monitoring['mean_batch_size']:.1f} sentences on average (from the metrics of the monitored "
+              f"server below). CPU per request in the {clients}-client run with the new version's load: server "
               f"{1000 * on['many_clients']['server_cpu_per_request_s']:.2f} ms, load generator "
               f"{1000 * on['many_clients']['client_cpu_per_request_s']:.2f} ms (2 cores: "
               f"{2000 / on['many_clients']['requests_per_second']:.2f} ms of CPU per request in all).",
@@ -253,13 +348,21 @@ def render_markdown(results: dict) -> str:
               f"each: {monitoring['ratio']:.3f} of the requests/s (medians; goal: at least 0.97). Requests/s off: "
               f"{', '.join(f'{r:.0f}' for r in monitoring['requests_per_second']['off'])}; on: "
               f"{', '.join(f'{r:.0f}' for r in monitoring['requests_per_second']['on'])}.", ""]
-    return "\n".join(lines)
+    stages = results["stages"]
+    lines += [f"Where a batched request's CPU goes: the batching server run in process under cProfile (CPU "
+              f"time per thread), {clients} clients in another process, {stages['requests']} requests "
+              f"({stages['requests_per_second']:.0f}/s, profiled). Batches formed (size: count): "
+              f"{', '.join(f'{k}: {v}' for k, v in stages['batch_sizes'].items())}; mean "
+              f"{stages['mean_batch_size']:.1f}.", "", "| stage | CPU ms per request |", "|---|---:|"]
+    lines += [f"| {stage} | {ms:.2f} |" for stage, ms in stages["cpu_ms_per_request"].items()]
+    return "\n".join(lines) + "\n"
 
 
 def newest_version(export_base: str) -> str | None:
     """The path of the highest numbered version under `export_base`, or None."""
-    versions = sorted(int(v) for v in os.listdir(export_base) if v.isdigit()) if os.path.isdir(export_base) else []
-    return os.path.join(export_base, str(versions[-1])) if versions else None
+    names = os.listdir(export_base) if os.path.isdir(export_base) else []
+    versions = {parse_version(name): name for name in names if parse_version(name) is not None}
+    return os.path.join(export_base, versions[max(versions)]) if versions else None
 
 
 def private_copy_of_newest(export_base: str, prefix: str) -> tuple[str, str] | None:
@@ -308,7 +411,7 @@ def main(argv=None) -> int:
             dropped_at = []
 
             def drop_new_version():
-                newest = max(int(v) for v in os.listdir(base) if v.isdigit())
+                newest = int(os.path.basename(newest_version(base)))
                 shutil.copytree(os.path.join(base, "1"), os.path.join(base, ".building"))
                 dropped_at.append(time.perf_counter())
                 os.rename(os.path.join(base, ".building"), os.path.join(base, str(newest + 1)))
@@ -320,12 +423,17 @@ def main(argv=None) -> int:
             many["client_cpu_per_request_s"] = (time.process_time() - client_cpu) / max(many["requests"], 1)
             time.sleep(0.5)  # let the watcher record its answer
             results[key] = {"one_client": single, "many_clients": many, **swap}
+            if key == "batching":  # the server-over-model ratio: three runs with nothing else going on
+                results[key]["ratio_runs"] = [load(port, args.clients, args.seconds / 2)["requests_per_second"]
+                                              / results["in_process_batch_sentences_per_second"] for _ in range(3)]
             print(f"   {key}: {many['requests_per_second']:.1f} req/s at {args.clients} clients, "
                   f"p50 {many['p50_ms']:.1f} ms, p99 {many['p99_ms']:.1f} ms, errors {many['errors']}; "
                   f"1 client p50 {single['p50_ms']:.2f} ms; new version served after "
                   f"{swap.get('new_version_served_after_s', float('nan')):.2f} s", flush=True)
     print("   monitoring on and off, in turn", flush=True)
     results["monitoring"] = monitoring_cost(base, args.clients, args.seconds / 4)
+    print("   CPU by stage (batching, profiled in process)", flush=True)
+    results["stages"] = cpu_by_stage(base, args.clients, args.seconds / 4)
     shutil.rmtree(base, ignore_errors=True)
     save_results(args.output_dir, results, "benchmarks.serving", render_markdown)
     print(render_markdown(results))

@@ -19,8 +19,8 @@ parser.add_argument("--grpc_port", type=int, default=8500, help="Its gRPC port."
 args = parser.parse_args()
 
 # After the flags, so that --help answers before TensorFlow loads (without its C++ start-up
-# lines: serving.quiet; KERASBERT_VERBOSE=1 shows them).
-from serving.quiet import import_tensorflow  # noqa: E402
+# lines: serving.tensorflow_import; KERASBERT_VERBOSE=1 shows them).
+from serving.tensorflow_import import import_tensorflow  # noqa: E402
 
 import_tensorflow(with_text_ops=False)
 import grpc  # noqa: E402

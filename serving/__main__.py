@@ -23,13 +23,13 @@ from serving.flags import ServerFlags, parse_channel_arguments, parse_flags, rep
 log = logging.getLogger("serving")
 
 
-def watch_model_config(store, path: str, poll_seconds: float, applied: str | None,
+def watch_model_config(manager, path: str, poll_seconds: float, applied: str | None,
                        stop: threading.Event | None = None) -> None:
-    """Re-reads `path` every `poll_seconds` and applies a changed config to `store`, as TF
+    """Re-reads `path` every `poll_seconds` and applies a changed config to `manager`, as TF
     Serving's --model_config_file_poll_wait_seconds does. A file that is missing, unreadable
     or does not parse is reported and the config in force kept; the watch goes on.
-    `applied` is the text the store was built from."""
-    from serving.model_store import parse_model_config_text
+    `applied` is the text the manager was built from."""
+    from serving.source import parse_model_config_text
 
     stop = stop or threading.Event()
     while not stop.wait(poll_seconds):
@@ -42,7 +42,7 @@ def watch_model_config(store, path: str, poll_seconds: float, applied: str | Non
         if text == applied:
             continue
         try:
-            store.reconfigure(parse_model_config_text(text, reloading=True))
+            manager.reconfigure(parse_model_config_text(text, reloading=True))
             log.info("applied the changed model config %s", path)
         except Exception as error:  # a bad edit must not take the server down
             log.error("keeping the model config in force: %s: %s", path, error)
@@ -62,7 +62,7 @@ def make_session(flags: ServerFlags, budget=None):
     if flags.batching_parameters_file:
         with open(flags.batching_parameters_file) as f:
             text = f.read()
-    return BatchingSession(parse_batching_parameters(text))
+    return BatchingSession(parse_batching_parameters(text), model_work_limits(flags))
 
 
 def monitoring_path(flags: ServerFlags) -> str | None:
@@ -78,8 +78,8 @@ def monitoring_path(flags: ServerFlags) -> str | None:
 
 def run_server(flags: ServerFlags, ready: threading.Event | None = None,
                stop: threading.Event | None = None) -> None:
-    """Starts the store, gRPC and REST; blocks until `stop` (or SIGTERM/SIGINT)."""
-    from serving.quiet import import_tensorflow
+    """Starts the manager, gRPC and REST; blocks until `stop` (or SIGTERM/SIGINT)."""
+    from serving.tensorflow_import import import_tensorflow
 
     if not flags.port and not flags.grpc_socket_path:  # server.cc BuildAndStart
         raise SystemExit("server_options.grpc_port is not set and server_options.grpc_socket_path must be set.")
@@ -95,7 +95,8 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     from serving.grpc_server import make_grpc_server, server_credentials
     from serving.memory_budget import ServerBudgets
     from serving.metrics import ServingMetrics
-    from serving.model_store import ModelStore, parse_model_config_text, single_model_config
+    from serving.manager import ModelManager
+    from serving.source import parse_model_config_text, single_model_config
     from serving.rest import RestServer
 
     report_ignored(flags)
@@ -110,15 +111,15 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     else:
         configs = [single_model_config(flags.model_name, flags.model_base_path)]
     tags = tuple(tag.strip() for tag in flags.saved_model_tags.split(",") if tag.strip()) or ("serve",)
-    store = ModelStore(configs, flags.file_system_poll_wait_seconds, warmup=flags.enable_model_warmup,
+    manager = ModelManager(configs, flags.file_system_poll_wait_seconds, warmup=flags.enable_model_warmup,
                        standby=flags.warm_standby, max_load_retries=flags.max_num_load_retries,
                        load_retry_seconds=flags.load_retry_interval_micros / 1e6,
                        signature_method_name_check=flags.enable_signature_method_name_check, tags=tags,
                        num_load_threads=flags.num_load_threads, metrics=metrics)
-    store.start()
+    manager.start()
     stop = stop or threading.Event()
     if flags.model_config_file and flags.model_config_file_poll_wait_seconds > 0:
-        threading.Thread(target=watch_model_config, args=(store, flags.model_config_file,
+        threading.Thread(target=watch_model_config, args=(manager, flags.model_config_file,
                                                           flags.model_config_file_poll_wait_seconds, config_text,
                                                           stop),
                          name="model-config-poll", daemon=True).start()
@@ -126,7 +127,7 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
         for config in configs:
             for label, version in config.version_labels.items():
                 try:
-                    store.get(config.name, version)
+                    manager.get(config.name, version)
                 except LookupError:
                     raise SystemExit(f"Model {config.name}: label {label!r} points to version {version}, "
                                      "which is not available; pass "
@@ -139,7 +140,7 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     metrics.watch_budgets(budgets)
     caps = descriptor_caps(flags.rest_api_max_connections, flags.grpc_max_connections)  # fds left for model loads
     grpc_server, grpc_port, health = make_grpc_server(
-        store, flags.port, session, budgets, flags.host, max_threads=flags.grpc_max_threads,
+        manager, flags.port, session, budgets, flags.host, max_threads=flags.grpc_max_threads,
         max_message_bytes=flags.max_body_bytes, channel_arguments=parse_channel_arguments(flags.grpc_channel_arguments),
         metrics=metrics, socket_path=flags.grpc_socket_path, credentials=credentials,
         health=flags.enable_grpc_healthcheck_service, tensor_content=flags.enable_serialization_as_tensor_content,
@@ -155,7 +156,7 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
         log.error("server_options.http_port cannot be same as grpc_port. Please use a different port for "
                   "HTTP/REST API. Skipped exporting HTTP/REST API.")
     elif flags.rest_api_port:
-        rest_server = RestServer(store, session, budgets, flags.rest_api_port, flags.host, flags.max_body_bytes,
+        rest_server = RestServer(manager, session, budgets, flags.rest_api_port, flags.host, flags.max_body_bytes,
                                  flags.rest_api_timeout_in_ms, flags.rest_api_num_threads,
                                  enable_cors=flags.rest_api_enable_cors_support,
                                  max_connections=caps.rest, keepalive_timeout=flags.rest_api_idle_timeout_in_ms / 1000,
@@ -175,7 +176,7 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     log.info("shutting down")
     if health is not None:
         health.enter_graceful_shutdown()  # NOT_SERVING, told to every watcher, before the ports close
-    store.stop()
+    manager.stop()
     if rest_server is not None:
         rest_server.stop()
     grpc_server.stop(grace=2).wait()
@@ -203,7 +204,7 @@ def main(argv=None) -> int:
     if flags.version:
         from importlib import metadata
 
-        from serving.quiet import import_tensorflow
+        from serving.tensorflow_import import import_tensorflow
 
         import_tensorflow(flags.verbose, with_text_ops=False)
         import tensorflow as tf

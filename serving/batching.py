@@ -14,6 +14,10 @@ must have the batch's rows in its 0th dimension, or the batch fails
 first row of its last task. With `enable_large_batch_splitting`, a task larger than
 `max_execution_batch_size` runs as several pieces.
 
+Model work is bounded as without batching (session.ModelWorkLimits): a request of more
+rows than --max_request_batch_size is refused, one of more padded tokens than
+--max_execution_tokens runs as several pieces, and no batch holds more padded tokens.
+
 Deadlines travel with each task: one whose deadline passed while it waited is dropped,
 not run (RESOURCE_EXHAUSTED, TF Serving's "Run() timeout exceeded while waiting in
 batching queue"), and a split task stops at the next piece. Past `max_enqueued_batches`
@@ -38,7 +42,7 @@ import time
 import numpy as np
 
 from serving.protos import BatchingParameters, parse_text
-from serving.session import check_deadline
+from serving.session import ModelWorkLimits, check_deadline
 from serving.status import Cancelled, DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted
 
 
@@ -104,9 +108,10 @@ class _Request:
 class _Task:
     """One piece of a request: rows of its inputs that run in one batch."""
 
-    def __init__(self, request: _Request, index: int, inputs: dict[str, np.ndarray]):
+    def __init__(self, request: _Request, index: int, inputs: dict[str, np.ndarray], row_tokens: int):
         self.request, self.index, self.inputs = request, index, inputs
         self.size = batch_size_of(inputs)
+        self.row_tokens = row_tokens  # padded tokens of one of its rows (ModelWorkLimits.row_tokens)
         self.shapes = tuple(sorted((name, array.shape[1:], array.dtype.str) for name, array in inputs.items()))
         self.arrived = time.monotonic()
 
@@ -114,7 +119,8 @@ class _Task:
 class BatchingSession:
     """Callable as the direct session is: run(servable, signature, inputs, deadline)."""
 
-    def __init__(self, parameters):
+    def __init__(self, parameters, limits: ModelWorkLimits | None = None):
+        self.limits = limits or ModelWorkLimits()
         self.max_batch_size = _value(parameters, "max_batch_size", 1000)
         self.timeout = _value(parameters, "batch_timeout_micros", 0) / 1e6
         self.splitting = _value(parameters, "enable_large_batch_splitting", False)
@@ -148,7 +154,7 @@ class BatchingSession:
         return outputs
 
     async def run_async(self, servable, signature: str, inputs: dict[str, np.ndarray],
-                        deadline: float | None = None) -> dict[str, np.ndarray]:
+                        deadline: float | None = None, cancelled=None) -> dict[str, np.ndarray]:
         """`run` for an event loop: no thread waits while the request is queued and run."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -158,7 +164,7 @@ class BatchingSession:
                 if not future.done():
                     future.set_exception(error) if error is not None else future.set_result(outputs)
             loop.call_soon_threadsafe(settle)
-        self.submit(servable, signature, inputs, deadline, finished)
+        self.submit(servable, signature, inputs, deadline, finished, cancelled)
         return await future
 
     def submit(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None,
@@ -168,15 +174,18 @@ class BatchingSession:
         true (its gRPC client left) drops its pieces not yet run, as a passed deadline does."""
         inputs = servable.check_inputs(signature, inputs)  # a bad request fails alone, here
         size = batch_size_of(inputs)
+        self.limits.check_request(size)
         if size > self.max_batch_size:  # shared_batch_scheduler refuses it likewise
             raise InvalidArgument(f"Task size {size} is larger than maximum input batch size {self.max_batch_size}")
         check_deadline(deadline, cancelled=cancelled)
         if size == 0:  # no rows to batch
             on_done(servable.run(signature, inputs), None)
             return
-        starts = list(range(0, size, self.max_execution))
+        step = min(self.max_execution, self.limits.slice_rows(inputs))
+        starts = list(range(0, size, step))
         request = _Request(len(starts), deadline, on_done, cancelled)
-        tasks = [_Task(request, i, {n: a[s:s + self.max_execution] for n, a in inputs.items()})
+        row_tokens = self.limits.row_tokens(inputs)
+        tasks = [_Task(request, i, {n: a[s:s + step] for n, a in inputs.items()}, row_tokens)
                  for i, s in enumerate(starts)]
         key = (servable, signature)
         with self._condition:
@@ -210,7 +219,7 @@ class BatchingSession:
                     if not queue:
                         continue
                     left = queue[0].arrived + self.timeout - now
-                    if sum(t.size for t in queue) >= self.max_execution or left <= 0:
+                    if sum(t.size for t in queue) >= self._batch_rows(queue[0]) or left <= 0:
                         ready = key
                         break
                     wait = left if wait is None else min(wait, left)
@@ -231,17 +240,26 @@ class BatchingSession:
         while queue and (queue[0].request.error is not None or queue[0].request.expired(now)):
             _drop(queue.popleft())
 
+    def _batch_rows(self, head: _Task) -> int:
+        """Rows of a batch at most, for a batch of tasks like `head`: max_execution_batch_size,
+        and --max_execution_tokens padded tokens."""
+        return min(self.max_execution, max(1, self.limits.max_execution_tokens // head.row_tokens))
+
     def _form_batch(self, queue: collections.deque) -> list[_Task]:
-        """The head task and, in order, those after it that fit and share its shapes."""
+        """The head task and, in order, those after it that fit (in rows, and in padded tokens:
+        a batch's rows are as wide as its widest) and share its shapes."""
         head, now = queue.popleft(), time.monotonic()
-        tasks, rows, kept = [head], head.size, collections.deque()
-        while queue and rows < self.max_execution:
+        tasks, rows, widest, kept = [head], head.size, head.row_tokens, collections.deque()
+        while queue and rows < self._batch_rows(head):
             task = queue.popleft()
+            wider = max(widest, task.row_tokens)
             if task.request.error is not None or task.request.expired(now):
                 _drop(task)
-            elif rows + task.size <= self.max_execution and (self.pad_lengths or task.shapes == head.shapes):
+            elif (rows + task.size <= self.max_execution
+                  and (rows + task.size) * wider <= self.limits.max_execution_tokens
+                  and (self.pad_lengths or task.shapes == head.shapes)):
                 tasks.append(task)
-                rows += task.size
+                rows, widest = rows + task.size, wider
             else:
                 kept.append(task)
         queue.extendleft(reversed(kept))

@@ -127,7 +127,7 @@ class ServingClient:
     def _predict_grpc(self, signature, inputs):
         import grpc
 
-        from serving.quiet import import_tensorflow
+        from serving.tensorflow_import import import_tensorflow
 
         import_tensorflow(self.verbose, with_text_ops=False)  # for its TensorProto helpers, quietly
         import tensorflow as tf

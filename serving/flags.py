@@ -147,8 +147,8 @@ FLAGS = [
          "kerasbert"),
     Flag("warm_standby", False, "keep a spare loaded copy of each model, so a new version with the same graph "
                                 "only restores weights (one more copy of the weights in memory)", "kerasbert"),
-    # Model work per request (serving/session.py): bounds with batching off; with it, the
-    # batching parameters' max_batch_size and max_execution_batch_size bound rows instead.
+    # Model work per request (serving/session.py), batching on or off; with batching, the
+    # batching parameters' max_batch_size and max_execution_batch_size bound rows too.
     Flag("max_request_batch_size", _LIMITS.max_request_batch_size,
          "rows of one request at most (the 0th dimension its inputs share); more are refused 400", "kerasbert"),
     Flag("max_execution_batch_size", _LIMITS.max_execution_batch_size,

@@ -1,4 +1,4 @@
-"""TF Serving's gRPC services (PredictionService, ModelService) over the shared model store.
+"""TF Serving's gRPC services (PredictionService, ModelService) over the shared model manager.
 
 Every request's tensors are checked before anything is built from them (tensor_proto):
 names against the signature, dtypes, shapes and sizes; what they will take in memory is
@@ -16,6 +16,7 @@ Clients use the official stubs unchanged:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -24,11 +25,13 @@ import tensorflow as tf
 from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc, regression_pb2)
 
-from serving import examples, json_tensor, tensor_proto
+from serving import classify_regress, json_tensor, tensor_proto
 from serving.memory_budget import ServerBudgets
 from serving.pools import WorkerPool
+from serving.predict import Predictor
 from serving.protos import SSLConfig, parse_text_file
-from serving.model_store import ModelStore, check_input_names
+from serving.manager import ModelManager
+from serving.servable import check_input_names
 from serving.metrics import ServingMetrics
 from serving.status import InvalidArgument, code_name, forget_frames, grpc_code
 
@@ -74,10 +77,11 @@ def check_output_filter(signature_def, output_filter) -> None:
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, store: ModelStore, session, budgets: ServerBudgets, metrics: ServingMetrics,
+    def __init__(self, manager: ModelManager, session, budgets: ServerBudgets, metrics: ServingMetrics,
                  tensor_content: bool = False):
-        self.store, self.session, self.budget, self.metrics = store, session, budgets.decoding, metrics
+        self.manager, self.session, self.budget, self.metrics = manager, session, budgets.decoding, metrics
         self.tensor_content = tensor_content  # --enable_serialization_as_tensor_content
+        self.predictor = Predictor(manager, session, metrics)
 
     def _finish(self, name: str, method: str, started: float, status: str) -> None:
         self.metrics.request(name, method, "GRPC", status, time.monotonic() - started)
@@ -93,36 +97,36 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             self._finish(request.model_spec.name, "Predict", started, status)
 
     def _predict(self, request, deadline, cancelled):
-        name, version, label = _spec(request.model_spec)
-        servable = self.store.get(name, version, label)
+        spec = _spec(request.model_spec)
         signature = request.model_spec.signature_name or "serving_default"
-        specs = servable.input_specs(signature)
-        check_input_names(specs, request.inputs)
-        cost = 0
-        for key in sorted(request.inputs):
-            proto = request.inputs[key]
-            size = tensor_proto.materialized_bytes(proto, key)  # checks dtype and shape first
-            if size > self.budget.capacity:
-                raise tensor_proto.too_large(key, size, self.budget.capacity)
-            cost += size
-            if proto.dtype != specs[key].dtype.as_datatype_enum:
-                sent = json_tensor.dtype_name(tf.as_dtype(proto.dtype))
-                raise InvalidArgument(f"Expects arg[{key}] to be {json_tensor.dtype_name(specs[key].dtype)} but "
-                                      f"{sent} is provided")
-        check_output_filter(servable.signature_defs[signature], request.output_filter)
-        with self.budget.reserve(cost, deadline):
-            inputs = {key: tensor_proto.to_array(proto, key, self.budget.capacity)
-                      for key, proto in request.inputs.items()}
-            started = time.monotonic()
-            outputs = self.session.run(servable, signature, inputs, deadline, cancelled)
-            self.metrics.runtime(name, "Predict", time.monotonic() - started)
-            del inputs
+        with contextlib.ExitStack() as held:
+            def decode(servable):
+                """The request's tensors as arrays, checked first and their memory reserved."""
+                specs = servable.input_specs(signature)
+                check_input_names(specs, request.inputs)
+                cost = 0
+                for key in sorted(request.inputs):
+                    proto = request.inputs[key]
+                    size = tensor_proto.materialized_bytes(proto, key)  # checks dtype and shape first
+                    if size > self.budget.capacity:
+                        raise tensor_proto.too_large(key, size, self.budget.capacity)
+                    cost += size
+                    if proto.dtype != specs[key].dtype.as_datatype_enum:
+                        sent = json_tensor.dtype_name(tf.as_dtype(proto.dtype))
+                        raise InvalidArgument(f"Expects arg[{key}] to be {json_tensor.dtype_name(specs[key].dtype)} "
+                                              f"but {sent} is provided")
+                check_output_filter(servable.signature_defs[signature], request.output_filter)
+                held.enter_context(self.budget.reserve(cost, deadline))
+                return {key: tensor_proto.to_array(proto, key, self.budget.capacity)
+                        for key, proto in request.inputs.items()}
+
+            prediction = self.predictor.predict_blocking(spec, signature, decode, deadline, cancelled)
             response = predict_pb2.PredictResponse()
-            response.model_spec.name = name
-            response.model_spec.version.value = servable.version
+            response.model_spec.name = spec[0]
+            response.model_spec.version.value = prediction.servable.version
             response.model_spec.signature_name = signature
             wanted = set(request.output_filter)
-            for key, value in outputs.items():
+            for key, value in prediction.outputs.items():
                 if not wanted or key in wanted:
                     response.outputs[key].CopyFrom(tensor_proto.from_array(value, self.tensor_content))
             return response
@@ -131,31 +135,31 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         try:
             if list(request.metadata_field) != ["signature_def"]:
                 raise InvalidArgument("Metadata field signature_def is the only one supported")
-            return self.store.metadata(*_spec(request.model_spec))
+            return self.manager.metadata(*_spec(request.model_spec))
         except Exception as error:
             _abort(context, error)
 
     def Classify(self, request, context):
-        return self._examples(request, context, "Classify", examples.classify,
+        return self._examples(request, context, "Classify", classify_regress.classify,
                               classification_pb2.ClassificationResponse())
 
     def Regress(self, request, context):
-        return self._examples(request, context, "Regress", examples.regress, regression_pb2.RegressionResponse())
+        return self._examples(request, context, "Regress", classify_regress.regress, regression_pb2.RegressionResponse())
 
     def _examples(self, request, context, method, run, response):
         started, status = time.monotonic(), "OK"
         try:
             deadline = _deadline(context)
             name, version, label = _spec(request.model_spec)
-            servable = self.store.get(name, version, label)
+            servable = self.manager.get(name, version, label)
             signature = request.model_spec.signature_name or "serving_default"
-            with self.budget.reserve(examples.serialized_size(request.input), deadline):
+            with self.budget.reserve(classify_regress.serialized_size(request.input), deadline):
                 started_run = time.monotonic()
                 response.result.CopyFrom(run(servable, signature, request.input,
-                                             self.store.signature_method_name_check, self.session, deadline,
+                                             self.manager.signature_method_name_check, self.session, deadline,
                                              _cancelled(context)))
                 self.metrics.runtime(name, method, time.monotonic() - started_run)
-                self.metrics.examples(name, examples.count(request.input))
+                self.metrics.examples(name, classify_regress.count(request.input))
             response.model_spec.name = name
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature
@@ -168,12 +172,12 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    def __init__(self, store: ModelStore):
-        self.store = store
+    def __init__(self, manager: ModelManager):
+        self.manager = manager
 
     def GetModelStatus(self, request, context):
         try:
-            return self.store.status(*_spec(request.model_spec))
+            return self.manager.status(*_spec(request.model_spec))
         except Exception as error:
             _abort(context, error)
 
@@ -235,7 +239,7 @@ def call_slots(max_threads: int, options: dict) -> int:
     return max_threads + 2 * options["grpc.max_concurrent_streams"]
 
 
-def make_grpc_server(store: ModelStore, port: int, session, budgets: ServerBudgets, host: str = "127.0.0.1",
+def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerBudgets, host: str = "127.0.0.1",
                      max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024,
                      channel_arguments: list[tuple] | None = None, metrics: ServingMetrics | None = None,
                      socket_path: str = "", credentials=None, health: bool = False, tensor_content: bool = False,
@@ -261,8 +265,8 @@ def make_grpc_server(store: ModelStore, port: int, session, budgets: ServerBudge
     server = grpc.server(WorkerPool(max_threads, "grpc"), options=list(options.items()),
                          maximum_concurrent_rpcs=call_slots(max_threads, options))
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(store, session, budgets, metrics or ServingMetrics(enabled=False), tensor_content), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(store), server)
+        PredictionService(manager, session, budgets, metrics or ServingMetrics(enabled=False), tensor_content), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
     health_servicer = None
     if health:
         health_servicer = health.HealthServicer(experimental_non_blocking=True)

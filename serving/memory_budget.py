@@ -28,15 +28,10 @@ import asyncio
 import threading
 import time
 
-from serving.status import ResourceExhausted
+from serving.status import ResourceExhausted, TooLarge
 
 # A REST body of at most this many bytes (by its Content-Length) is received in the small lane.
 SMALL_BODY_BYTES = 64 * 1024
-
-
-class TooLarge(ResourceExhausted):
-    """A request that would need more than a whole budget: it can never be served (REST
-    answers 413 Payload Too Large)."""
 
 
 class _Waiter:

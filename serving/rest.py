@@ -25,7 +25,7 @@ Every error body is {"error": "..."} with TF Serving's status code for it (statu
 a path outside /v1/ gets libevent's 404 page, as TF Serving's dispatcher sends it.
 
 Example:
-    >>> server = RestServer(store, session, ServerBudgets(64 << 20), port=8501)
+    >>> server = RestServer(manager, session, ServerBudgets(64 << 20), port=8501)
     >>> server.start()
     8501
 """
@@ -47,13 +47,15 @@ from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from serving import examples, json_tensor
+from serving import classify_regress, json_tensor
 from serving.connections import make_room
-from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets, TooLarge
+from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets
 from serving.metrics import ServingMetrics
-from serving.model_store import ModelStore
+from serving.manager import ModelManager
 from serving.pools import WorkerPool
-from serving.status import DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted, code_name, forget_frames, http_status
+from serving.predict import Predictor
+from serving.status import (BodyTimeout, BodyTooLarge, DeadlineExceeded, FailedPrecondition, InvalidArgument,
+                            ResourceExhausted, code_name, forget_frames, http_status)
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +86,6 @@ def metadata_json(response) -> str:
             f'"metadata": {{"signature_def": {to_json(signatures)}}}\n}}\n')
 
 
-class BodyTooLarge(InvalidArgument):
-    """413: the body is larger than --max_body_bytes."""
-
-
-class BodyTimeout(DeadlineExceeded):
-    """408: the body did not arrive before the request's deadline."""
-
-
 class _Refused(asyncio.Protocol):
     """A connection over the limit while every other has a request under way: closed as
     soon as it is accepted."""
@@ -103,17 +97,18 @@ class _Refused(asyncio.Protocol):
 class RestServer:
     """The REST front end, on its own event loop in a thread of its own."""
 
-    def __init__(self, store: ModelStore, session, budgets: ServerBudgets, port: int, host: str = "127.0.0.1",
+    def __init__(self, manager: ModelManager, session, budgets: ServerBudgets, port: int, host: str = "127.0.0.1",
                  max_body_bytes: int = 64 * 1024 * 1024, timeout_ms: int = 30000, num_threads: int = 8,
                  enable_cors: bool = False, max_connections: int = 1024, keepalive_timeout: float = 10.0,
                  metrics: ServingMetrics | None = None, metrics_path: str | None = None):
-        self.store, self.session, self.budgets = store, session, budgets
+        self.manager, self.session, self.budgets = manager, session, budgets
         self.host, self.port = host, port
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout_ms / 1000 if timeout_ms > 0 else None
         self.enable_cors = enable_cors
         self.max_connections, self.keepalive_timeout = max_connections, keepalive_timeout
         self.metrics = metrics or ServingMetrics(enabled=False)
+        self.predictor = Predictor(manager, session, self.metrics)
         self.metrics_path = metrics_path  # where Prometheus scrapes (None: not exported)
         self.pool = WorkerPool(num_threads, "rest")
         self.loop = uvloop.new_event_loop()  # libuv's loop, in C: less time per request than asyncio's own
@@ -185,12 +180,7 @@ class RestServer:
         return response
 
     def _error(self, error: Exception) -> web.Response:
-        if isinstance(error, (BodyTooLarge, TooLarge)):
-            status = 413
-        elif isinstance(error, BodyTimeout):
-            status = 408
-        else:
-            status = http_status(error)
+        status = http_status(error)
         if status == 500:
             log.error("internal error", exc_info=error)
         response = self._json(status, json.dumps({"error": str(error)}))
@@ -226,15 +216,16 @@ class RestServer:
                 body_held = self.budgets.bodies(request.content_length).reserve(0, deadline)
                 body = await self._read_body(request, body_held, deadline)
                 reservation = await self.budgets.decoding.reserve_async(json_tensor.decode_cost(body), deadline)
-                if api == "predict" and len(body) <= SMALL_BODY_BYTES and hasattr(self.session, "run_async"):
+                cancelled = _client_gone(request)
+                if api == "predict" and len(body) <= SMALL_BODY_BYTES and self.predictor.runs_on_loop:
                     # Small and batched: decoded and answered on the event loop, queued for its
                     # batch without a thread waiting on it (two hand-offs between threads fewer).
                     body_held.release()
-                    call = asyncio.ensure_future(self._predict_here(model, version, label, body, reservation,
-                                                                    deadline))
+                    call = asyncio.ensure_future(self._predict_on_loop((model, version, label), body, reservation,
+                                                                       deadline, cancelled))
                 else:
-                    call = self.loop.run_in_executor(self.pool, self._model_call, api, model, version, label,
-                                                     [body], body_held, reservation, deadline)
+                    call = self.loop.run_in_executor(self.pool, self._call_on_pool, api, (model, version, label),
+                                                     [body], body_held, reservation, deadline, cancelled)
                 del body
                 # The request's memory is in use until its call returns, even if the client was
                 # answered 504 before: the reservations are released then, not when the answer is sent.
@@ -253,8 +244,8 @@ class RestServer:
                     raise InvalidArgument("Missing model name in request.")
                 model, version, label = _spec(status)
                 api = "GetModelMetadata" if status["metadata"] else "GetModelStatus"
-                text = (metadata_json(self.store.metadata(model, version, label)) if status["metadata"]
-                        else to_json(self.store.status(model, version, label)))
+                text = (metadata_json(self.manager.metadata(model, version, label)) if status["metadata"]
+                        else to_json(self.manager.status(model, version, label)))
             else:
                 raise InvalidArgument(f"Malformed request: {method} {path}")
             response = self._json(200, text)
@@ -301,52 +292,67 @@ class RestServer:
                                         f"{reservation.budget.used} of {reservation.budget.capacity} bytes in use")
             body += chunk
 
-    async def _predict_here(self, model: str, version, label, body: bytes, reservation,
-                            deadline: float | None) -> bytes:
+    async def _predict_on_loop(self, spec: tuple, body: bytes, reservation, deadline: float | None,
+                               cancelled) -> bytes:
         """Predict for a small body, on the event loop, with a session that runs asynchronously."""
-        document = json_tensor.loads_request(body, deadline)
-        signature = json_tensor.signature_name(document)
-        servable = self.store.get(model, version, label)
-        inputs, row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(signature))
-        del document
-        started = time.monotonic()
-        outputs = await self.session.run_async(servable, signature, inputs, deadline)
-        self.metrics.runtime(model, "Predict", time.monotonic() - started)
-        del inputs
-        cost = json_tensor.response_cost(outputs, row_format)
+        request = JsonPredictInputs(json_tensor.loads_request(body, deadline))
+        prediction = await self.predictor.predict(spec, request.signature, request, deadline, cancelled, on_loop=True)
+        cost = json_tensor.response_cost(prediction.outputs, request.row_format)
         await reservation.resize_async(cost, deadline)
-        dtypes = servable.output_dtypes(signature)
+        answer = (prediction.outputs, request.row_format, prediction.servable.output_dtypes(request.signature))
         if cost <= SMALL_RESPONSE_COST:
-            return json_tensor.dumps_response(outputs, row_format, dtypes)
-        return await self.loop.run_in_executor(self.pool, json_tensor.dumps_response, outputs, row_format, dtypes)
+            return json_tensor.dumps_response(*answer)
+        return await self.loop.run_in_executor(self.pool, json_tensor.dumps_response, *answer)
 
-    def _model_call(self, api: str, model: str, version, label, body_holder: list, body_held, reservation,
-                    deadline: float | None) -> bytes:
+    def _call_on_pool(self, api: str, spec: tuple, body_holder: list, body_held, reservation,
+                      deadline: float | None, cancelled) -> bytes:
         """Predict, classify or regress: JSON in, JSON out (runs on the pool). `body_holder`
         holds the only other reference to the body, so it is freed once parsed."""
         document = json_tensor.loads_request(body_holder.pop(), deadline)
         body_held.release()
-        signature = json_tensor.signature_name(document)
-        servable = self.store.get(model, version, label)  # held until the response is built
         if api == "predict":
-            inputs, row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(signature))
+            request = JsonPredictInputs(document)
             del document
-            started = time.monotonic()
-            outputs = self.session.run(servable, signature, inputs, deadline)
-            self.metrics.runtime(model, "Predict", time.monotonic() - started)
-            del inputs  # from here the request holds its body, its outputs and their JSON
-            reservation.resize(json_tensor.response_cost(outputs, row_format), deadline)
-            return json_tensor.dumps_response(outputs, row_format, servable.output_dtypes(signature))
-        request = examples.input_from_json(document)
+            prediction = self.predictor.predict_blocking(spec, request.signature, request, deadline, cancelled)
+            # from here the request holds its outputs and their JSON
+            reservation.resize(json_tensor.response_cost(prediction.outputs, request.row_format), deadline)
+            return json_tensor.dumps_response(prediction.outputs, request.row_format,
+                                              prediction.servable.output_dtypes(request.signature))
+        signature = json_tensor.signature_name(document)
+        servable = self.manager.get(*spec)  # held until the response is built
+        request = classify_regress.input_from_json(document)
         del document
-        reservation.grow(reservation.size + examples.serialized_size(request), deadline)
-        run = examples.classify if api == "classify" else examples.regress
+        reservation.grow(reservation.size + classify_regress.serialized_size(request), deadline)
+        run = classify_regress.classify if api == "classify" else classify_regress.regress
         started = time.monotonic()
-        result = run(servable, signature, request, self.store.signature_method_name_check, self.session, deadline)
-        self.metrics.runtime(model, api.capitalize(), time.monotonic() - started)
-        self.metrics.examples(model, examples.count(request))
-        return (examples.dumps_classification(result) if api == "classify"
-                else examples.dumps_regression(result)).encode()
+        result = run(servable, signature, request, self.manager.signature_method_name_check, self.session, deadline,
+                     cancelled)
+        self.metrics.runtime(spec[0], api.capitalize(), time.monotonic() - started)
+        self.metrics.examples(spec[0], classify_regress.count(request))
+        return (classify_regress.dumps_classification(result) if api == "classify"
+                else classify_regress.dumps_regression(result)).encode()
+
+
+class JsonPredictInputs:
+    """A REST Predict body's inputs, decoded (json_tensor) for the servable Predict finds;
+    `row_format` then says how the answer is written. The document is dropped once decoded."""
+
+    def __init__(self, document: dict):
+        self.document, self.signature, self.row_format = document, json_tensor.signature_name(document), None
+
+    def __call__(self, servable) -> dict:
+        document, self.document = self.document, None
+        inputs, self.row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(self.signature))
+        return inputs
+
+
+def _client_gone(request: web.Request):
+    """True once the REST client has closed its connection: the session asks between slices of
+    model work, as it asks a gRPC call whether it was cancelled."""
+    def gone() -> bool:
+        transport = request.transport
+        return transport is None or transport.is_closing()
+    return gone
 
 
 def _spec(match):

@@ -66,12 +66,27 @@ class DeadlineExceeded(ServingError, TimeoutError):
     code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
-class Unavailable(ServingError):
-    code = grpc.StatusCode.UNAVAILABLE
-
-
 class Cancelled(ServingError):
+    """The client cancelled the request (a gRPC cancel, a REST client that disconnected)."""
     code = grpc.StatusCode.CANCELLED
+
+
+class BodyTooLarge(InvalidArgument):
+    """A REST body larger than --max_body_bytes (HTTP 413)."""
+
+
+class BodyTimeout(DeadlineExceeded):
+    """A REST body that did not arrive before the request's deadline (HTTP 408)."""
+
+
+class TooLarge(ResourceExhausted):
+    """A request that would need more than a whole memory budget: it can never be served
+    (HTTP 413 Payload Too Large; RESOURCE_EXHAUSTED over gRPC)."""
+
+
+# Kinds whose HTTP status is not their code's: REST's own answers about a request's body
+# or size, as an HTTP server gives them (TF Serving's libevent answers 413 and 408 so).
+_HTTP_STATUS_OF_KIND = ((BodyTooLarge, 413), (TooLarge, 413), (BodyTimeout, 408))
 
 
 class TensorFlowError(ServingError):
@@ -99,11 +114,15 @@ def code_name(error: Exception | None) -> str:
 
 
 def http_status(error: Exception) -> int:
+    """The status REST answers `error` with: its kind's own, else its code's (ToHTTPStatusCode).
+
+    >>> http_status(BodyTimeout("no body")), http_status(DeadlineExceeded("late"))
+    (408, 504)
+    """
+    for kind, status in _HTTP_STATUS_OF_KIND:
+        if isinstance(error, kind):
+            return status
     return _HTTP_STATUS[grpc_code(error)]
-
-
-def http_status_of_code(code: grpc.StatusCode) -> int:
-    return _HTTP_STATUS[code]
 
 
 def forget_frames(error: BaseException) -> None:

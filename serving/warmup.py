@@ -18,7 +18,7 @@ import os
 import tensorflow as tf
 from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2
 
-from serving import examples
+from serving import classify_regress
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 MAX_RECORDS = 1000  # TF Serving's limit on warm-up records per version
@@ -49,7 +49,7 @@ def replay_warmup_requests(servable, check_method_name: bool = False) -> int:
             inputs = {key: tf.make_ndarray(proto) for key, proto in request.inputs.items()}
             servable.run(signature, servable.check_inputs(signature, inputs))
         elif isinstance(request, classification_pb2.ClassificationRequest):
-            examples.classify(servable, signature, request.input, check_method_name)
+            classify_regress.classify(servable, signature, request.input, check_method_name)
         else:
-            examples.regress(servable, signature, request.input, check_method_name)
+            classify_regress.regress(servable, signature, request.input, check_method_name)
     return len(requests)

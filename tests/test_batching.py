@@ -143,7 +143,7 @@ def test_only_tasks_of_the_same_inner_shape_share_a_batch():
 
 
 def test_a_bad_request_never_fails_the_good_ones_batched_with_it(tmp_path):
-    from serving.model_store import Servable
+    from serving.servable import Servable
     from serving_models import save_toy
 
     save_toy(str(tmp_path / "1"), scale=2.0)
@@ -185,6 +185,26 @@ def test_large_batch_splitting_runs_pieces_and_joins_them_in_order():
                        "max_execution_batch_size { value: 8 }")
     assert batching.run(fake, "sig", {"x": np.arange(20)})["y"].tolist() == list(range(0, 200, 10))
     assert sorted(fake.batch_sizes) == [4, 8, 8]
+
+
+def test_max_execution_tokens_bounds_every_batch_as_it_bounds_a_request_alone():
+    """Issue 53: with batching on, --max_execution_tokens and --max_request_batch_size did not
+    apply (a batch of 64 rows of 64 tokens ran as one call). Now a request is cut into pieces,
+    and batches formed, of at most that many padded tokens (256: 4 rows of 64 here)."""
+    from serving.session import ModelWorkLimits
+
+    fake = Fake(times_ten)
+    batching = BatchingSession(parse_batching_parameters("max_batch_size { value: 64 } num_batch_threads { value: 1 } "
+                                                         "batch_timeout_micros { value: 200000 }"),
+                               ModelWorkLimits(max_request_batch_size=40, max_execution_tokens=256))
+    x = np.arange(20 * 64).reshape(20, 64)
+    assert np.array_equal(batching.run(fake, "sig", {"x": x})["y"], x * 10) and fake.batch_sizes == [4] * 5
+    fake.batch_sizes.clear()
+    results = concurrently([lambda i=i: batching.run(fake, "sig", {"x": np.full((1, 64), i)})["y"][0, 0]
+                            for i in range(8)])
+    assert results == [10 * i for i in range(8)] and sum(fake.batch_sizes) == 8 and max(fake.batch_sizes) <= 4
+    with pytest.raises(InvalidArgument, match="41 rows, more than the server's --max_request_batch_size=40"):
+        batching.run(fake, "sig", {"x": np.zeros((41, 64))})
 
 
 def test_a_task_past_its_deadline_is_dropped_not_run():

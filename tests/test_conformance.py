@@ -265,21 +265,21 @@ def test_method_name_check_when_enabled(server, tmp_path):
     a TF2 signature (method_name predict) is refused by :classify and :regress."""
     from tensorflow_serving.apis import input_pb2
 
-    from serving import examples
+    from serving import classify_regress
     from serving.status import InvalidArgument
-    from serving.model_store import Servable
+    from serving.servable import Servable
 
     save_half_plus_two(str(tmp_path / "1"))
     servable = Servable(M, 1, str(tmp_path / "1"))
     request = input_pb2.Input()
     request.example_list.examples.add().features.feature["x"].float_list.value.append(80.0)
-    assert examples.regress(servable, "regress_x_to_y", request).regressions[0].value == 42.0
+    assert classify_regress.regress(servable, "regress_x_to_y", request).regressions[0].value == 42.0
     with pytest.raises(InvalidArgument, match="Expected regression signature method_name to be "
                                               "tensorflow/serving/regress. Was: tensorflow/serving/predict"):
-        examples.regress(servable, "regress_x_to_y", request, check_method_name=True)
+        classify_regress.regress(servable, "regress_x_to_y", request, check_method_name=True)
     with pytest.raises(InvalidArgument, match="Expected classification signature method_name to be "
                                               "tensorflow/serving/classify. Was: tensorflow/serving/predict"):
-        examples.classify(servable, "classify_x_to_y", request, check_method_name=True)
+        classify_regress.classify(servable, "classify_x_to_y", request, check_method_name=True)
 
 
 def test_get_model_metadata(server):

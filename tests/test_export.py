@@ -15,7 +15,7 @@ from conftest import ROOT
 from helpers import TEXTS_A, TEXTS_B, expected_outputs, tiny_model_dir
 from kerasbert.export import export_saved_model
 from kerasbert.tasks import BUILTIN_TASKS as TASKS
-from serving.model_store import program_key
+from serving.servable import program_key
 from serving.warmup import read_warmup_requests
 
 def serialized_examples(**texts):
@@ -120,7 +120,7 @@ def test_an_export_killed_mid_write_leaves_nothing_a_server_would_load(tmp_path)
     import signal
     import time
 
-    from serving.model_store import ModelStore
+    from serving.source import versions_on_disk
 
     tiny_model_dir(str(tmp_path / "run"), "cross")
     base = tmp_path / "exports"
@@ -138,7 +138,7 @@ def test_an_export_killed_mid_write_leaves_nothing_a_server_would_load(tmp_path)
     assert process.returncode == -signal.SIGKILL
     left = os.listdir(base)
     assert len(left) == 1 and left[0].startswith(".1-building-")  # hidden, not a version
-    assert ModelStore.versions_on_disk(str(base)) == {}  # what a polling server would load
+    assert versions_on_disk(str(base)) == {}  # what a polling server would load
     # The next export takes version 1 and clears what the killed one left.
     assert export_saved_model(str(tmp_path / "run"), str(base)) == str(base / "1")
     assert os.listdir(base) == ["1"]

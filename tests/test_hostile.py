@@ -386,12 +386,13 @@ def test_tensorflow_errors_keep_their_status_code():
 def test_version_folders_are_read_as_tf_serving_reads_them(tmp_path):
     """absl::SimpleAtoi: ASCII digits only ("²" is no version and breaks nothing); "007" is
     version 7, loaded from the folder "007"; later models in the config still load."""
-    from serving.model_store import ModelConfig, ModelStore
+    from serving.manager import ModelManager
+    from serving.source import ModelConfig
 
     save_hostile(str(tmp_path / "a" / "007"))
     save_hostile(str(tmp_path / "a" / "\u00b2"))
     save_hostile(str(tmp_path / "b" / "3"))
-    store = ModelStore([ModelConfig(name="a", base_path=str(tmp_path / "a")),
+    store = ModelManager([ModelConfig(name="a", base_path=str(tmp_path / "a")),
                         ModelConfig(name="b", base_path=str(tmp_path / "b"))])
     store.poll()
     assert store.get("a").version == 7 and store.get("a").path.endswith("007")
@@ -626,7 +627,7 @@ def test_model_work_is_cut_into_slices_and_a_request_past_the_maximum_is_refused
     past --max_request_batch_size are refused 400, naming the flag. Each call's activations
     are reserved from the request-memory budget, and take at most half of it."""
     from serving.memory_budget import MemoryBudget
-    from serving.model_store import Servable
+    from serving.servable import Servable
     from serving.session import DirectSession, ModelWorkLimits
     from serving.status import InvalidArgument
 
@@ -655,16 +656,27 @@ def test_model_work_is_cut_into_slices_and_a_request_past_the_maximum_is_refused
     assert calls == [8, 2] and budget.peak == 8 * 64 * 1024 and budget.used == 0  # 512 tokens: half the budget
 
 
-@pytest.mark.parametrize("protocol", ["rest", "grpc-deadline", "grpc-cancel"])
+@pytest.mark.parametrize("protocol", ["rest", "rest-disconnect", "grpc-deadline", "grpc-cancel"])
 def test_work_stops_within_one_slice_after_a_504_or_a_cancellation(sliced, protocol):
     """Finding 2: a request answered 504 computed on for 38 s, and gRPC calls cancelled by
-    their clients held the model slots for 80 s. Now, without batching, the deadline and the
-    client are checked between slices (256 rows of `burn`, under a second here): the server's
-    CPU is idle once the slice under way has finished."""
+    their clients held the model slots for 80 s; a REST client that hung up was computed for
+    until the deadline. Now, without batching, the deadline and the client (a gRPC cancel, a
+    closed REST connection) are checked between slices (256 rows of `burn`, under a second
+    here): the server's CPU is idle once the slice under way has finished."""
     rows = np.full((8192, 64), 0.5, np.float32)  # 32 slices
     if protocol == "rest":
         status, body = post(sliced, "burn", {"inputs": rows.tolist()})
         assert status == 504 and "Deadline Exceeded" in body["error"], body
+    elif protocol == "rest-disconnect":
+        body = json.dumps({"signature_name": "burn", "inputs": rows.tolist()}).encode()
+        with socket.create_connection(("127.0.0.1", sliced.rest_port)) as client:
+            client.sendall(b"POST /v1/models/hostile:predict HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            time.sleep(0.3)  # the client leaves long before the 2 s deadline
+        time.sleep(1.1)  # the slice under way when it left
+        cpu = cpu_seconds(sliced.process.pid)
+        time.sleep(0.5)  # still before the deadline
+        assert cpu_seconds(sliced.process.pid) - cpu < 0.1
     else:
         channel = grpc.insecure_channel(f"127.0.0.1:{sliced.grpc_port}")
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
@@ -709,7 +721,7 @@ def test_inputs_of_unequal_rows_are_refused_without_batching_too(sliced):
 def test_tensorflow_error_messages_name_no_internal_function(tmp_path):
     """Finding 7: a TensorFlow op's error inside a signature read "{{function_node
     __inference_signature_wrapper_<lambda>_3395}} ..."; the op's own message is kept."""
-    from serving.model_store import Servable
+    from serving.servable import Servable
     from serving.status import TensorFlowError
 
     module = tf.Module()

@@ -8,7 +8,9 @@ import pytest
 import tensorflow as tf
 
 from kerasbert.warmup_requests import predict_request, write_warmup_requests
-from serving.model_store import ModelConfig, ModelStore, program_key
+from serving.manager import ModelManager
+from serving.servable import program_key
+from serving.source import ModelConfig
 from serving.warmup import read_warmup_requests, replay_warmup_requests
 from tests.serving_models import Counted, save_toy
 
@@ -23,7 +25,7 @@ def test_warmup_requests_run_before_the_version_is_served(tmp_path):
     save_counted(tmp_path / "m" / "1", warmups=2)
     assert len(read_warmup_requests(str(tmp_path / "m" / "1"))) == 2
     for warmup, calls in ((True, 2), (False, 0)):
-        store = ModelStore([ModelConfig(name="m", base_path=str(tmp_path / "m"))], warmup=warmup)
+        store = ModelManager([ModelConfig(name="m", base_path=str(tmp_path / "m"))], warmup=warmup)
         store.poll()
         assert store.get("m").loaded.calls.numpy() == calls
 
@@ -32,7 +34,7 @@ def test_a_broken_warmup_file_fails_the_load_not_the_server(tmp_path):
     save_counted(tmp_path / "m" / "1", warmups=1)
     bad = predict_request("no_such_signature", {"x": np.ones(1, np.float32)})
     write_warmup_requests(str(tmp_path / "m" / "1"), [bad])
-    store = ModelStore([ModelConfig(name="m", base_path=str(tmp_path / "m"))])
+    store = ModelManager([ModelConfig(name="m", base_path=str(tmp_path / "m"))])
     store.poll()
     status = store.status("m").model_version_status[0]
     assert status.status.error_code == 13 and "no_such_signature" in status.status.error_message
@@ -43,7 +45,7 @@ def test_a_failed_load_is_tried_again_after_the_retry_interval(tmp_path, caplog)
     save_counted(tmp_path / "whole" / "1", warmups=0)
     (tmp_path / "m" / "1").mkdir(parents=True)
     (tmp_path / "m" / "1" / "saved_model.pb").write_bytes((tmp_path / "whole" / "1" / "saved_model.pb").read_bytes())
-    store = ModelStore([ModelConfig(name="m", base_path=str(tmp_path / "m"))], max_load_retries=2,
+    store = ModelManager([ModelConfig(name="m", base_path=str(tmp_path / "m"))], max_load_retries=2,
                        load_retry_seconds=1.0)
     store.poll()
     assert store.status("m").model_version_status[0].status.error_code == 13
@@ -62,9 +64,9 @@ def test_a_failed_load_is_tried_again_after_the_retry_interval(tmp_path, caplog)
     (tmp_path / "m" / "2" / "saved_model.pb").write_bytes(b"not a SavedModel")
     config = ModelConfig(name="m", base_path=str(tmp_path / "m"))
     config.model_version_policy.all.SetInParent()
-    store = ModelStore([config], max_load_retries=2, load_retry_seconds=0.0)
+    store = ModelManager([config], max_load_retries=2, load_retry_seconds=0.0)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="serving.model_store"):
+    with caplog.at_level(logging.INFO, logger="serving.manager"):
         for _ in range(5):
             store.poll()
     assert caplog.text.count("failed to load m version 2") == 3 and "no tries left" in caplog.text
@@ -90,12 +92,12 @@ def test_standby_copy_takes_a_new_version_with_the_same_program(tmp_path, caplog
     save_toy(str(base / "1"), scale=2.0)
     config = ModelConfig(name="toy", base_path=str(base))
     config.model_version_policy.all.SetInParent()
-    store = ModelStore([config], standby=True)
+    store = ModelManager([config], standby=True)
     store.poll()
     wait_for_spare(store, "toy")
     save_toy(str(base / "2"), scale=3.0)  # retrained weights, same graph
     assert program_key(str(base / "1")) == program_key(str(base / "2"))
-    with caplog.at_level(logging.INFO, logger="serving.model_store"):
+    with caplog.at_level(logging.INFO, logger="serving.manager"):
         store.poll()
     assert "toy version 2: weights restored into the standby copy" in caplog.text
     x = {"x": np.array([[1.0, 2.0]], np.float32)}
@@ -108,7 +110,7 @@ def test_standby_copy_takes_a_new_version_with_the_same_program(tmp_path, caplog
     save_counted(base / "3", warmups=1)
     assert program_key(str(base / "3")) != program_key(str(base / "2"))
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="serving.model_store"):
+    with caplog.at_level(logging.INFO, logger="serving.manager"):
         store.poll()
     assert "restored into the standby copy" not in caplog.text
     assert store.get("toy", 3).loaded.calls.numpy() == 1
@@ -123,7 +125,7 @@ def test_classify_and_regress_warmup_records_replay(tmp_path):
         request.model_spec.signature_name = signature
         request.input.example_list.examples.add().features.feature["x"].float_list.value.extend([1.0, 2.0])
     write_warmup_requests(str(tmp_path / "toy" / "1"), requests)
-    store = ModelStore([ModelConfig(name="toy", base_path=str(tmp_path / "toy"))])
+    store = ModelManager([ModelConfig(name="toy", base_path=str(tmp_path / "toy"))])
     store.poll()
     assert store.status("toy").model_version_status[0].status.error_code == 0
     assert replay_warmup_requests(store.get("toy")) == 2
@@ -143,7 +145,7 @@ def test_the_served_version_stays_until_a_newer_one_serves(tmp_path):
     base = tmp_path / "toy"
     for version in (1, 2):
         save_toy(str(base / str(version)), scale=version)
-    store = ModelStore([ModelConfig(name="toy", base_path=str(base))], load_retry_seconds=3600)
+    store = ModelManager([ModelConfig(name="toy", base_path=str(base))], load_retry_seconds=3600)
     store.poll()
     assert store.get("toy").version == 2
 
@@ -183,7 +185,7 @@ def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, ca
     import threading
 
     from serving.__main__ import watch_model_config
-    from serving.model_store import parse_model_config_text
+    from serving.source import parse_model_config_text
 
     for name in ("a", "b"):
         for version in (1, 2):
@@ -191,7 +193,7 @@ def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, ca
     config_file = tmp_path / "models.config"
     one = f'model_config_list {{ config {{ name: "a" base_path: "{tmp_path / "a"}" model_platform: "tensorflow" }} }}'
     config_file.write_text(one)
-    store = ModelStore(parse_model_config_text(one))
+    store = ModelManager(parse_model_config_text(one))
     store.poll()
     threading.Thread(target=watch_model_config, args=(store, str(config_file), 0.05, one), daemon=True).start()
 
@@ -225,7 +227,7 @@ def test_a_server_with_no_versions_to_serve_says_so_at_every_poll(tmp_path, capl
     def said():
         return [r.getMessage() for r in caplog.records if f"base path {base_path}" in r.getMessage()]
 
-    with caplog.at_level(logging.WARNING, logger="serving.model_store"):
+    with caplog.at_level(logging.WARNING, logger="serving.source"):
         server = Server(model_name="toy", model_base_path=base_path, file_system_poll_wait_seconds=1)
         try:
             started = time.monotonic()

@@ -301,11 +301,12 @@ class Slow:
 
 @pytest.fixture(scope="module")
 def toy_store(tmp_path_factory):
-    from serving.model_store import ModelConfig, ModelStore
+    from serving.manager import ModelManager
+    from serving.source import ModelConfig
 
     base = tmp_path_factory.mktemp("store") / "toy"
     save_toy(str(base / "1"), 2.0)
-    store = ModelStore([ModelConfig(name="toy", base_path=str(base))])
+    store = ModelManager([ModelConfig(name="toy", base_path=str(base))])
     store.poll()
     return store
 
@@ -452,29 +453,31 @@ def test_cors_headers_with_rest_api_enable_cors_support(toy_store):
 
 
 def test_saved_model_tags_choose_the_meta_graph(tmp_path):
-    from serving.model_store import ModelConfig, ModelStore
+    from serving.manager import ModelManager
+    from serving.source import ModelConfig
 
     save_hostile(str(tmp_path / "m" / "1"))
-    store = ModelStore([ModelConfig(name="m", base_path=str(tmp_path / "m"))], tags=("serve", "gpu"),
+    store = ModelManager([ModelConfig(name="m", base_path=str(tmp_path / "m"))], tags=("serve", "gpu"),
                        load_retry_seconds=3600)
     store.poll()
     status = store.status("m").model_version_status[0]
     assert status.state == status.END and "tags ['gpu', 'serve'] could not be found" in status.status.error_message
-    store = ModelStore([ModelConfig(name="m", base_path=str(tmp_path / "m"))], tags=("serve",))
+    store = ModelManager([ModelConfig(name="m", base_path=str(tmp_path / "m"))], tags=("serve",))
     store.poll()
     assert store.get("m").version == 1
 
 
 def test_num_load_threads_loads_that_many_versions_at_once(tmp_path, monkeypatch):
-    from serving import model_store
-    from serving.model_store import ModelConfig, ModelStore
+    from serving import manager as manager_module
+    from serving.manager import ModelManager
+    from serving.source import ModelConfig
 
     for name in "abcd":
         save_toy(str(tmp_path / name / "1"), 2.0)
     configs = [ModelConfig(name=name, base_path=str(tmp_path / name)) for name in "abcd"]
     for threads, expected in ((0, 1), (2, 2)):
         running, most, lock = [0], [0], threading.Lock()
-        load = model_store.ModelStore._load
+        load = manager_module.ModelManager._load
 
         def counted_load(self, *args, load=load, running=running, most=most):
             with lock:
@@ -487,8 +490,8 @@ def test_num_load_threads_loads_that_many_versions_at_once(tmp_path, monkeypatch
                 with lock:
                     running[0] -= 1
 
-        monkeypatch.setattr(model_store.ModelStore, "_load", counted_load)
-        store = ModelStore(configs, num_load_threads=threads)
+        monkeypatch.setattr(manager_module.ModelManager, "_load", counted_load)
+        store = ModelManager(configs, num_load_threads=threads)
         store.poll()
         monkeypatch.undo()
         assert most[0] == expected and all(store.get(name).version == 1 for name in "abcd")

@@ -277,7 +277,7 @@ def test_cli_flags_and_shipped_configs_parse():
     with pytest.raises(SystemExit):
         parse_flags(["--model_base_path=/x", "--batching_parameters_file=b"])  # needs --enable_batching
     from serving.batching import parse_batching_parameters
-    from serving.model_store import parse_model_config_text
+    from serving.source import parse_model_config_text
     configs = parse_model_config_text(open(os.path.join(ROOT, "serving", "models.config")).read())
     assert configs[0].name == "kerasbert" and configs[0].model_version_policy.latest.num_versions == 2
     parameters = parse_batching_parameters(open(os.path.join(ROOT, "serving", "batching.config")).read())
@@ -377,18 +377,19 @@ def test_rest_api_timeout_answers_deadline_exceeded(model_base):
     """--rest_api_timeout_in_ms: a predict still running past it is answered 504, as TF Serving
     answers DEADLINE_EXCEEDED; the server goes on serving."""
     from serving.memory_budget import ServerBudgets
-    from serving.model_store import ModelConfig, ModelStore
+    from serving.manager import ModelManager
+    from serving.source import ModelConfig
     from serving.rest import RestServer
     from serving.session import DirectSession
 
-    store = ModelStore([ModelConfig(name="toy", base_path=str(model_base))])
+    store = ModelManager([ModelConfig(name="toy", base_path=str(model_base))])
     store.poll()
 
     class Slow(DirectSession):
-        def run(self, servable, signature, inputs, deadline=None):
+        def run(self, servable, signature, inputs, deadline=None, cancelled=None):
             if inputs["x"][0][0] < 0:  # the slow request
                 time.sleep(6.0)
-            return super().run(servable, signature, inputs, deadline)
+            return super().run(servable, signature, inputs, deadline, cancelled)
 
     # 2 s: a first TensorFlow call on a loaded machine can take most of a second.
     rest = RestServer(store, Slow(), ServerBudgets(1 << 20), port=0, timeout_ms=2000)

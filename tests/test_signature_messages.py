@@ -4,8 +4,8 @@ signatures the model has (TF Serving's message first, so clients matching it sti
 import pytest
 import tensorflow as tf
 
-from serving.examples import classify, input_from_json, regress
-from serving.model_store import Servable
+from serving.classify_regress import classify, input_from_json, regress
+from serving.servable import Servable
 from serving.status import InvalidArgument
 from tests.serving_models import save_toy
 

@@ -1,4 +1,5 @@
-"""Loaded SavedModel versions, shared by the REST and gRPC front ends.
+"""The manager of loaded versions (TF Serving's AspiredVersionsManager behind ServerCore),
+shared by the REST and gRPC front ends.
 
 Each configured model has a base path of integer version folders and a version
 policy (TF Serving's: latest N, all, or specific versions) plus optional labels.
@@ -10,134 +11,38 @@ that fails to load is tried again later (5 more times, a minute apart, by defaul
 
 As TF Serving does, a version's warm-up requests (`assets.extra/
 tf_serving_warmup_requests`) are replayed before it is served. With `standby`, the
-store also keeps one spare, loaded and warmed copy of each model's newest version.
+manager also keeps one spare, loaded and warmed copy of each model's newest version.
 A new version with the same program (the fingerprint's graph, signature and object
 hashes, and the same assets: a retrained model, re-exported) then only needs its
 weights restored into the spare, about 0.3 s, instead of a full load and warm-up.
 The spare costs one more copy of the weights in memory.
 
+Which versions exist and are wanted is the source's (serving/source.py); a loaded
+version is a `Servable` (serving/servable.py).
+
 Example:
-    >>> store = ModelStore(parse_model_config_text(open("serving/models.config").read()))
-    >>> store.poll()
-    >>> servable = store.get("kerasbert", version=None, label="stable")
-    >>> servable.predict("sentiment", {"text": np.array([b"great"], object)})
+    >>> manager = ModelManager(parse_model_config_text(open("serving/models.config").read()))
+    >>> manager.poll()
+    >>> servable = manager.get("kerasbert", version=None, label="stable")
+    >>> servable.run("sentiment", servable.check_inputs("sentiment", {"text": np.array([b"great"], object)}))
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import hashlib
 import logging
-import os
 import threading
 import time
 from typing import NamedTuple
 
-import numpy as np
-import tensorflow as tf
-from google.protobuf import text_format
-from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
-from tensorflow_serving.config import model_server_config_pb2
 
-from serving.status import InvalidArgument, NotFound, TensorFlowError, tf_error_message
+from serving.servable import Servable, program_key
+from serving.source import ModelConfig, aspired_versions
+from serving.status import InvalidArgument, NotFound
 from serving.warmup import replay_warmup_requests
 
 log = logging.getLogger(__name__)
-ModelConfig = model_server_config_pb2.ModelConfig
-
-
-def parse_model_config_text(text: str, reloading: bool = False) -> list[ModelConfig]:
-    """A `--model_config_file` (ModelServerConfig text proto) as ModelConfig messages.
-
-    When `reloading` a running server's config, a file without a `model_config_list` (an
-    empty file, or one caught between truncation and writing) is refused, as
-    ServerCore::ReloadConfig refuses it (server_core.cc: "It is only legal to transition
-    from one ModelConfigList to another"); at start-up it means no models.
-
-    >>> [c.name for c in parse_model_config_text('model_config_list { config { name: "a" } }')]
-    ['a']
-    """
-    config = model_server_config_pb2.ModelServerConfig()
-    text_format.Parse(text, config)
-    if reloading and not config.HasField("model_config_list"):
-        raise ValueError("Cannot transition to requested config. It is only legal to transition "
-                         "from one ModelConfigList to another.")
-    return list(config.model_config_list.config)
-
-
-def parse_version(folder: str) -> int | None:
-    """A version folder's number as TF Serving reads it (absl::SimpleAtoi into an int64):
-    ASCII digits with an optional sign and surrounding ASCII white space; None otherwise.
-
-    >>> parse_version("007"), parse_version("12"), parse_version("\u00b2"), parse_version("1.5")
-    (7, 12, None, None)
-    """
-    text = folder.strip(" \t\n\v\f\r")
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits or not digits.isascii() or not digits.isdigit():
-        return None
-    number = int(text)
-    return number if -(2**63) <= number < 2**63 else None
-
-
-def single_model_config(name: str, base_path: str) -> ModelConfig:
-    """What `--model_name` and `--model_base_path` mean: one model, latest version."""
-    return ModelConfig(name=name, base_path=base_path, model_platform="tensorflow")
-
-
-def no_versions_message(name: str, base_path: str) -> str:
-    """What the poll logs when `base_path` gives `name` no version to serve: TF Serving's words
-    (file_system_storage_path_source.cc) for a missing base path and for one without version
-    folders, and for a version folder given as the base path, its parent to pass instead.
-
-    >>> no_versions_message("m", "/no/such/path")
-    'FileSystemStoragePathSource encountered a filesystem access error: Could not find base path /no/such/path for servable m with error NOT_FOUND: /no/such/path; No such file or directory'
-    """
-    if not os.path.isdir(base_path):
-        what = "Not a directory" if os.path.exists(base_path) else "No such file or directory"
-        return (f"FileSystemStoragePathSource encountered a filesystem access error: Could not find base path "
-                f"{base_path} for servable {name} with error NOT_FOUND: {base_path}; {what}")
-    message = (f"No versions of servable {name} found under base path {base_path}. Did you forget to name "
-               "your leaf directory as a number (eg. '/1/')?")
-    if os.path.isfile(os.path.join(base_path, "saved_model.pb")):
-        parent = os.path.dirname(os.path.normpath(base_path)) or "."
-        message += (f" {base_path} holds a SavedModel itself: it is a version folder; pass its parent, "
-                    f"{parent}, as the base path")
-    return message
-
-
-def program_key(path: str) -> tuple | None:
-    """What two versions share when one may reuse the other's loaded graph.
-
-    None when the SavedModel has no fingerprint.pb (written since TF 2.12).
-    """
-    try:
-        fingerprint = tf.saved_model.experimental.read_fingerprint(path)
-    except (FileNotFoundError, tf.errors.NotFoundError):
-        return None
-    assets = hashlib.sha256()
-    for folder, _, files in sorted(os.walk(os.path.join(path, "assets"))):
-        for file in sorted(files):
-            assets.update(os.path.relpath(os.path.join(folder, file), path).encode())
-            with open(os.path.join(folder, file), "rb") as f:
-                assets.update(hashlib.sha256(f.read()).digest())
-    return (fingerprint.graph_def_program_hash, fingerprint.signature_def_hash,
-            fingerprint.saved_object_graph_hash, assets.hexdigest())
-
-
-def serving_meta_graph(path: str, tags: tuple[str, ...] = ("serve",)):
-    """The MetaGraphDef of the SavedModel at `path` whose tags are `tags`, read from its proto
-    (the schema TF Serving reads too) rather than through TF's private saved_model_utils."""
-    saved_model = saved_model_pb2.SavedModel()
-    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
-        saved_model.ParseFromString(f.read())
-    for meta_graph in saved_model.meta_graphs:
-        if set(meta_graph.meta_info_def.tags) == set(tags):
-            return meta_graph
-    found = [sorted(m.meta_info_def.tags) for m in saved_model.meta_graphs]
-    raise ValueError(f"{path}: MetaGraphDef associated with tags {sorted(tags)} could not be found in "
-                     f"SavedModel (it has {found})")
 
 
 class LoadFailure(NamedTuple):
@@ -147,97 +52,7 @@ class LoadFailure(NamedTuple):
     next_try: float  # time.monotonic()
 
 
-class Servable:
-    """One loaded version: its signatures and their input/output dtypes.
-
-    With `loaded` (an object tf.saved_model.load returned for a version with the same
-    program_key), the version's weights are restored into it instead of loading anew.
-    """
-
-    def __init__(self, name: str, version: int, path: str, loaded=None, tags: tuple[str, ...] = ("serve",)):
-        self.name, self.version, self.path = name, version, path
-        self.meta_graph = serving_meta_graph(path, tags)  # first: a missing tag set fails here, clearly
-        if loaded is None:
-            loaded = tf.saved_model.load(path, tags=list(tags))
-        else:
-            variables = os.path.join(path, "variables", "variables")
-            tf.train.Checkpoint(root=loaded).read(variables).assert_existing_objects_matched()
-        self.loaded = loaded
-        self.signature_defs = self.meta_graph.signature_def
-
-    def signature_names(self) -> list[str]:
-        """The signatures a request can name (not the SavedModel's __saved_model_init_op)."""
-        return sorted(name for name in self.signature_defs if not name.startswith("__"))
-
-    def signature(self, name: str):
-        if name not in self.loaded.signatures:
-            raise InvalidArgument(f"Serving signature name: \"{name}\" not found in signature def (the model's "
-                                  f"signatures: {', '.join(self.signature_names())})")
-        return self.loaded.signatures[name]
-
-    def input_specs(self, name: str) -> dict[str, tf.TensorSpec]:
-        return dict(sorted(self.signature(name).structured_input_signature[1].items()))
-
-    def input_dtypes(self, name: str) -> dict[str, tf.DType]:
-        return {key: spec.dtype for key, spec in self.input_specs(name).items()}
-
-    def output_dtypes(self, name: str) -> dict[str, tf.DType]:
-        return {key: spec.dtype for key, spec in self.signature(name).structured_outputs.items()}
-
-    def check_inputs(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """`inputs` as arrays of the signature's dtypes; InvalidArgument for a wrong name, type
-        or shape. Arrays that already have the right dtype are not copied.
-
-        A batching server checks each request so, before it joins a batch: one bad request
-        must not fail the others it would be batched with.
-        """
-        specs = self.input_specs(signature)
-        check_input_names(specs, inputs)
-        arrays = {}
-        for key, spec in specs.items():
-            array = inputs[key]
-            wanted = object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
-            if not isinstance(array, np.ndarray) or array.dtype != wanted:
-                try:
-                    array = tf.constant(array, dtype=spec.dtype).numpy()
-                except (TypeError, ValueError) as error:
-                    raise InvalidArgument(f"Input {key}: {error}") from None
-            if not spec.shape.is_compatible_with(array.shape):
-                raise InvalidArgument(f"Input {key}: shape {list(array.shape)} does not match the "
-                                      f"signature's {spec.shape.as_list()}")
-            arrays[key] = array
-        return arrays
-
-    def run(self, signature: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """One call of the signature on arrays that check_inputs returned."""
-        function = self.signature(signature)
-        try:
-            outputs = function(**{key: tf.constant(array) for key, array in arrays.items()})
-        except tf.errors.OpError as error:  # its own status: InvalidArgument, ResourceExhausted, ...
-            raise TensorFlowError(error) from None
-        except (TypeError, ValueError) as error:
-            raise InvalidArgument(tf_error_message(error)) from None
-        return {key: value.numpy() for key, value in outputs.items()}
-
-
-def check_input_names(expected, sent) -> None:
-    """TF Serving's checks of a request's input names (predict_util.cc VerifyRequestInputsSize,
-    then saved_model GetInputValues): the counts first, then each name sent."""
-    expected, sent = sorted(expected), sorted(sent)
-    if len(sent) != len(expected):
-        extra = [name for name in sent if name not in expected]
-        missing = [name for name in expected if name not in sent]
-        raise InvalidArgument(
-            f"input size does not match signature: {len(sent)}!={len(expected)} len({{{','.join(sent)}}}) != "
-            f"len({{{','.join(expected)}}}). Sent extra: {{{','.join(extra)}}}. Missing but required: "
-            f"{{{','.join(missing)}}}.")
-    for name in sent:
-        if name not in expected:
-            raise InvalidArgument(f"input tensor alias not found in signature: {name}. Inputs expected to be in "
-                                  f"the set {{{','.join(expected)}}}.")
-
-
-class ModelStore:
+class ModelManager:
     """Versions of every configured model, kept in line with their base paths."""
 
     def __init__(self, configs: list[ModelConfig], poll_seconds: float = 1.0, warmup: bool = True,
@@ -266,35 +81,7 @@ class ModelStore:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    # --- Version bookkeeping --------------------------------------------------------
-
-    @staticmethod
-    def versions_on_disk(base_path: str) -> dict[int, str]:
-        """{version: its folder's name}, for folders holding a saved_model.pb. Two folders with
-        one number ("7" and "007"): the last in name order is used, as TF Serving uses one."""
-        if not os.path.isdir(base_path):
-            return {}
-        found: dict[int, str] = {}
-        for name in sorted(os.listdir(base_path)):
-            version = parse_version(name)
-            if version is None or not os.path.isfile(os.path.join(base_path, name, "saved_model.pb")):
-                continue
-            if version in found:
-                log.warning("Duplicate version directories detected. Version %d will be loaded from %s, %s "
-                            "will be ignored.", version, name, found[version])
-            found[version] = name
-        return dict(sorted(found.items()))
-
-    @staticmethod
-    def wanted_versions(config: ModelConfig, on_disk: list[int]) -> list[int]:
-        policy = config.model_version_policy
-        kind = policy.WhichOneof("policy_choice")
-        if kind == "all":
-            return on_disk
-        if kind == "specific":
-            return [v for v in on_disk if v in set(policy.specific.versions)]
-        count = policy.latest.num_versions if kind == "latest" and policy.latest.num_versions else 1
-        return on_disk[-count:]
+    # --- Versions ---------------------------------------------------------------------
 
     @staticmethod
     def versions_to_unload(wanted: list[int], loaded: list[int]) -> list[int]:
@@ -303,9 +90,9 @@ class ModelStore:
         is wanted at all; until then the newest of them keeps serving. A new version that is
         half-copied or broken, or the served version's folder deleted, then loses no request.
 
-        >>> ModelStore.versions_to_unload(wanted=[3], loaded=[1, 2])  # 3 not loaded (yet)
+        >>> ModelManager.versions_to_unload(wanted=[3], loaded=[1, 2])  # 3 not loaded (yet)
         [1]
-        >>> ModelStore.versions_to_unload(wanted=[3], loaded=[2, 3])
+        >>> ModelManager.versions_to_unload(wanted=[3], loaded=[2, 3])
         [2]
         """
         unwanted = sorted(v for v in loaded if v not in wanted)
@@ -314,19 +101,14 @@ class ModelStore:
         return unwanted[:-1]
 
     def poll(self) -> None:
-        """Loads wanted versions not yet loaded; unloads loaded ones no longer wanted. A base
-        path that is missing or holds no version folder is logged at every pass, as TF Serving's
-        file-system source does."""
+        """Loads wanted versions (the source's aspired_versions) not yet loaded; unloads loaded
+        ones no longer wanted."""
         with self._poll_lock:  # one pass at a time: the poll thread's, or a reconfigure's
             wanted, loads = {}, []
             for name, config in self.configs.items():
-                folders = self.versions_on_disk(config.base_path)
-                if not folders:  # TF Serving logs a missing base path as an error, no versions as a warning
-                    report = log.warning if os.path.isdir(config.base_path) else log.error
-                    report("%s", no_versions_message(name, config.base_path))
-                wanted[name] = self.wanted_versions(config, list(folders))
-                loads += [(name, version, os.path.join(config.base_path, folders[version]))
-                          for version in wanted[name]
+                paths = aspired_versions(config)
+                wanted[name] = list(paths)
+                loads += [(name, version, paths[version]) for version in wanted[name]
                           if version not in self._servables[name] and self._load_due(name, version)]
             if self.num_load_threads > 0 and len(loads) > 1:
                 with concurrent.futures.ThreadPoolExecutor(self.num_load_threads, thread_name_prefix="load") as pool:

@@ -1,0 +1,126 @@
+"""The source of servable versions, as TF Serving's FileSystemStoragePathSource is: which
+models the config names (`--model_config_file`, or `--model_name` with
+`--model_base_path`), which integer version folders each base path holds, and which of them
+its version policy (latest N, all, specific) wants loaded. It reads; it loads nothing
+(serving/manager.py does).
+
+Example:
+    >>> [c.name for c in parse_model_config_text('model_config_list { config { name: "a" } }')]
+    ['a']
+    >>> wanted_versions(ModelConfig(name="a"), [1, 2, 3])  # no policy: the latest
+    [3]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from google.protobuf import text_format
+from tensorflow_serving.config import model_server_config_pb2
+
+log = logging.getLogger(__name__)
+ModelConfig = model_server_config_pb2.ModelConfig
+
+
+def parse_model_config_text(text: str, reloading: bool = False) -> list[ModelConfig]:
+    """A `--model_config_file` (ModelServerConfig text proto) as ModelConfig messages.
+
+    When `reloading` a running server's config, a file without a `model_config_list` (an
+    empty file, or one caught between truncation and writing) is refused, as
+    ServerCore::ReloadConfig refuses it (server_core.cc: "It is only legal to transition
+    from one ModelConfigList to another"); at start-up it means no models.
+
+    >>> [c.name for c in parse_model_config_text('model_config_list { config { name: "a" } }')]
+    ['a']
+    """
+    config = model_server_config_pb2.ModelServerConfig()
+    text_format.Parse(text, config)
+    if reloading and not config.HasField("model_config_list"):
+        raise ValueError("Cannot transition to requested config. It is only legal to transition "
+                         "from one ModelConfigList to another.")
+    return list(config.model_config_list.config)
+
+
+def parse_version(folder: str) -> int | None:
+    """A version folder's number as TF Serving reads it (absl::SimpleAtoi into an int64):
+    ASCII digits with an optional sign and surrounding ASCII white space; None otherwise.
+
+    >>> parse_version("007"), parse_version("12"), parse_version("\u00b2"), parse_version("1.5")
+    (7, 12, None, None)
+    """
+    text = folder.strip(" \t\n\v\f\r")
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > 19:  # beyond int64 (and int() reads at most 4,300 digits)
+        return None
+    number = -int(significant) if text[0] == "-" else int(significant)
+    return number if -(2**63) <= number < 2**63 else None
+
+
+def single_model_config(name: str, base_path: str) -> ModelConfig:
+    """What `--model_name` and `--model_base_path` mean: one model, latest version."""
+    return ModelConfig(name=name, base_path=base_path, model_platform="tensorflow")
+
+
+def no_versions_message(name: str, base_path: str) -> str:
+    """What the poll logs when `base_path` gives `name` no version to serve: TF Serving's words
+    (file_system_storage_path_source.cc) for a missing base path and for one without version
+    folders, and for a version folder given as the base path, its parent to pass instead.
+
+    >>> no_versions_message("m", "/no/such/path")
+    'FileSystemStoragePathSource encountered a filesystem access error: Could not find base path /no/such/path for servable m with error NOT_FOUND: /no/such/path; No such file or directory'
+    """
+    if not os.path.isdir(base_path):
+        what = "Not a directory" if os.path.exists(base_path) else "No such file or directory"
+        return (f"FileSystemStoragePathSource encountered a filesystem access error: Could not find base path "
+                f"{base_path} for servable {name} with error NOT_FOUND: {base_path}; {what}")
+    message = (f"No versions of servable {name} found under base path {base_path}. Did you forget to name "
+               "your leaf directory as a number (eg. '/1/')?")
+    if os.path.isfile(os.path.join(base_path, "saved_model.pb")):
+        parent = os.path.dirname(os.path.normpath(base_path)) or "."
+        message += (f" {base_path} holds a SavedModel itself: it is a version folder; pass its parent, "
+                    f"{parent}, as the base path")
+    return message
+
+
+def versions_on_disk(base_path: str) -> dict[int, str]:
+    """{version: its folder's name}, for folders holding a saved_model.pb. Two folders with
+    one number ("7" and "007"): the last in name order is used, as TF Serving uses one."""
+    if not os.path.isdir(base_path):
+        return {}
+    found: dict[int, str] = {}
+    for name in sorted(os.listdir(base_path)):
+        version = parse_version(name)
+        if version is None or not os.path.isfile(os.path.join(base_path, name, "saved_model.pb")):
+            continue
+        if version in found:
+            log.warning("Duplicate version directories detected. Version %d will be loaded from %s, %s "
+                        "will be ignored.", version, name, found[version])
+        found[version] = name
+    return dict(sorted(found.items()))
+
+def wanted_versions(config: ModelConfig, on_disk: list[int]) -> list[int]:
+    """The versions of `on_disk` (ascending) that the config's version policy wants served."""
+    policy = config.model_version_policy
+    kind = policy.WhichOneof("policy_choice")
+    if kind == "all":
+        return on_disk
+    if kind == "specific":
+        return [v for v in on_disk if v in set(policy.specific.versions)]
+    count = policy.latest.num_versions if kind == "latest" and policy.latest.num_versions else 1
+    return on_disk[-count:]
+
+
+def aspired_versions(config: ModelConfig) -> dict[int, str]:
+    """{version: its folder's path} for the versions the config wants served now. A base path
+    that is missing or holds no version folder is logged at every call, as TF Serving's
+    file-system source logs it at every poll (a missing path an error, no versions a warning)."""
+    folders = versions_on_disk(config.base_path)
+    if not folders:
+        report = log.warning if os.path.isdir(config.base_path) else log.error
+        report("%s", no_versions_message(config.name, config.base_path))
+    return {version: os.path.join(config.base_path, folders[version])
+            for version in wanted_versions(config, list(folders))}
