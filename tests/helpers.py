@@ -110,3 +110,26 @@ def start_run(tmp_path, data, skip=False):
     data = data.skip(run.start_step)
     run.prepare(model, lambda optimizer: model.compile(optimizer=optimizer, loss="mse"), data)
     return run, model, data
+
+
+FAMILY_TAGS = ("O", "B-ANIMAL", "I-ANIMAL", "B-LOC", "I-LOC")
+
+
+def tiny_families_export(path, seed=1):
+    """A SavedModel version folder with the `entities` and `answer` signatures (and their
+    token variants) of a tiny random tagger and reader on one encoder; returns the
+    in-memory module whose signatures were saved. Windows: 16 tokens, stride 4, at most 3."""
+    from kerasbert.families.span_qa import SpanGraph, build_span_model
+    from kerasbert.families.span_qa_export import SpanSignatures
+    from kerasbert.families.tagging import TaggingGraph, build_tagging_model
+    from kerasbert.families.tagging_export import TaggingSignatures
+
+    keras.utils.set_random_seed(seed)
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
+    module = tf.Module()
+    module.tagging = TaggingSignatures(build_tagging_model(encoder, len(FAMILY_TAGS)),
+                                       TaggingGraph(TINY_VOCAB, FAMILY_TAGS, sequence_length=16))
+    module.span = SpanSignatures(build_span_model(encoder), SpanGraph(TINY_VOCAB, sequence_length=16, doc_stride=4,
+                                                                      max_query_length=4, max_windows=3))
+    tf.saved_model.save(module, str(path), signatures={**module.tagging.signatures(), **module.span.signatures()})
+    return module
