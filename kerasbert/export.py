@@ -14,6 +14,10 @@ kind (`kerasbert.tasks`); for the default tasks:
     paraphrase (text_a, text_b)  -> probability (batch,), label int64, class_name      (pair_binary)
     similarity (text_a, text_b)  -> score (batch,) in [0, 5]                           (pair_score)
     embed      (text)            -> embedding (batch, hidden)
+and for the families (`ner`, `squad`; kerasbert/families/*_export.py, docs/families.md):
+    entities   (text)              -> entity_text, entity_type, entity_start, entity_end,
+                                      entity_score (batch, n), num_entities; word tags (tags)
+    answer     (question, context) -> answer, answer_start, answer_end, score (batch,)    (span)
 (a pair_classes task: text_a, text_b -> probabilities, label, class_name; a score task:
 text -> score)
 and `<name>_tokens` variants taking token_ids, segment_ids, padding_mask (int32,
@@ -50,6 +54,7 @@ from kerasbert.compat.keras import ordered_export_archive
 from kerasbert.durable import publish
 from kerasbert.config import to_dict
 from kerasbert.finetuning.data import TaskPreprocessor
+from kerasbert.finetuning.evaluation import family_signatures
 from kerasbert.finetuning.load import load_finetuned
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tasks import Task
@@ -67,8 +72,8 @@ _VERSION = re.compile(r"^[0-9]+$")  # a version folder: ASCII digits (str.isdigi
 
 
 def serving_methods(tasks) -> dict[str, str]:
-    """The method_name of each task's :classify or :regress signature."""
-    return {task.signature_names[2]: task.serving_method for task in tasks}
+    """The method_name of each task's :classify or :regress signature (the families have none)."""
+    return {task.signature_names[2]: task.serving_method for task in tasks if not task.is_family}
 
 
 def token_specs(suffix: str = "") -> list[tf.TensorSpec]:
@@ -113,7 +118,8 @@ def warmup_requests(signatures, tasks) -> list:
     """One PredictRequest per text signature among `signatures`, in their order, replayed by
     servers when they load the version."""
     sentence, other = [b"a warm-up sentence ."], [b"another warm-up sentence ."]
-    inputs = {task.head: {"text_a": sentence, "text_b": other} if task.is_pair else {"text": sentence}
+    inputs = {task.head: {"text_a": sentence, "text_b": other} if task.is_pair else
+              {"question": [b"what is warmed up ?"], "context": sentence} if task.kind == "span" else {"text": sentence}
               for task in tasks}
     inputs["embed"] = {"text": sentence}
     return [predict_request(signature, inputs[signature]) for signature in signatures if signature in inputs]
@@ -206,7 +212,8 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=None, compute
     if missing or not tasks or len(set(tasks)) != len(tasks):
         raise ConfigError(f"The tasks to export are some of the model's {model.tasks}, each once. Received: {tasks}")
     graph = ServingGraph(model, preprocessor, compute_dtype)
-    by_task = {task: graph.task_signatures(task) for task in tasks}
+    by_task = {task: family_signatures(model, preprocessor, task).functions(model.task_specs[task].head)
+               if model.task_specs[task].is_family else graph.task_signatures(task) for task in tasks}
     heads = {task: model.task_specs[task].head for task in tasks}
     functions = {heads[task]: by_task[task][heads[task]] for task in tasks}
     functions["embed"] = (lambda text: {"embedding": graph.embed_text(text)}, [TEXT])
@@ -268,6 +275,9 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     if compute_dtype not in (None, "float32", "bfloat16"):
         raise ConfigError(f"compute_dtype must be float32 or bfloat16. Received: {compute_dtype!r}")
     functions = serving_functions(model, preprocessor, tasks, None if compute_dtype == "float32" else compute_dtype)
+    for spec in model.task_specs.values():  # the families' offset tokenizers: their tables too
+        if spec.is_family and spec.head in functions:
+            archive.track(preprocessor.graph_of(spec))
     for name, (function, signature) in functions.items():
         archive.add_endpoint(name, tf.function(function), input_signature=signature)
 

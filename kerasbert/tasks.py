@@ -13,10 +13,24 @@ export.py):
     pair_binary   text a, b    probability of the 2nd class    binary x-e  accuracy, f1
     score         one text     score in [min_score, max_score] mse         pearson, spearman
     pair_score    text a, b    score in [min_score, max_score] mse         pearson, spearman
+    tags          one text     a tag per word (first piece)    masked x-e  f1, precision, recall (entities)
+    span          question,    the answer's first and last     start + end f1, exact_match (SQuAD's)
+                  context      piece in the context            x-entropy
 
 Signatures of a task (head `h`, the task's name unless declared): `h` (text in), `h_tokens`
 (token ids in), and `h_classify` (the classes kinds) or `h_regress` (the score kinds) for
-TF Serving's :classify and :regress.
+TF Serving's :classify and :regress. The families (kerasbert/families/) have `h` and
+`h_tokens` only: `entities` (text -> entities with character offsets) for `ner`, `answer`
+(question, context -> the answer, a slice of the context) for `squad`.
+
+The families' files: a tags task reads CoNLL column files (format `conll`: the word first,
+its tag last, blank lines between sentences) and its `labels` are its tag names (`O`
+first; from the training file when not declared); a span task reads SQuAD v1.1's JSON
+(format `squad`). Their settings are fields: `sequence_length` (0: the run's
+`data.max_sequence_length`), and for span tasks `doc_stride`, `max_query_length`,
+`max_answer_length` and `max_windows` (the longest context answered, in windows).
+Their scores are fractions in [0, 1] like every other metric: SQuAD's official script
+prints `squad_f1` and `squad_exact_match` in percent (100x).
 
 Classes: `labels` are the label column's values in class order and `class_names` the names
 served for them; either gives the other, and with neither the labels found in the training
@@ -46,9 +60,11 @@ from typing import Any, Iterable
 
 from kerasbert.errors import ConfigError
 
-KINDS = ("classes", "pair_classes", "pair_binary", "score", "pair_score")
+KINDS = ("classes", "pair_classes", "pair_binary", "score", "pair_score", "tags", "span")
 CLASSES_KINDS = ("classes", "pair_classes", "pair_binary")
-FORMATS = ("csv", "tsv", "jsonl")
+FAMILY_KINDS = ("tags", "span")  # BERT's token-level families (kerasbert/families/)
+FORMATS = ("csv", "tsv", "jsonl", "conll", "squad")
+FAMILY_FORMATS = {"tags": "conll", "span": "squad"}  # each family's one format
 # The shipped files' TSV layouts, told apart by their header: the CS224N files start with an
 # empty column name (and are CSV-quoted); GLUE's do not (and are not quoted).
 LAYOUTS = ("cs224n", "glue")
@@ -93,8 +109,8 @@ class Task:
     text_b: str = ""
     label: str = "label"  # the label column
     id: str = ""  # an id column, kept in predictions ("" = the line number)
-    format: str = ""  # csv | tsv | jsonl; "" = from the file's extension
-    labels: tuple[str, ...] = ()  # the label column's values, in class order
+    format: str = ""  # csv | tsv | jsonl | conll | squad; "" = from the kind or the file's extension
+    labels: tuple[str, ...] = ()  # the label column's values, in class order; a tags task's tag names
     class_names: tuple[str, ...] = ()  # the names served for the classes
     min_score: float | None = None  # score kinds: the range (None = the training labels')
     max_score: float | None = None
@@ -102,6 +118,13 @@ class Task:
     title: str = ""  # for plots and reports ("" = name)
     clean: str = ""  # a cleaner of kerasbert.data.cleaning.CLEANERS ("" = spaces only)
     layouts: dict[str, Columns] = dataclasses.field(default_factory=dict)  # shipped TSV layouts
+    # The families (tags, span): the packed length (0 = the run's data.max_sequence_length),
+    # and a span task's context windows, question cut, longest answer (pieces), most windows.
+    sequence_length: int = 0
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    max_windows: int = 16
 
     def __post_init__(self):
         fix = object.__setattr__  # frozen: normalise the declaration's values once
@@ -130,6 +153,12 @@ class Task:
             fail(f"clean must be ptb, twice_quoted, review or empty. Received: {self.clean!r}")
         if self.format and self.format not in FORMATS:
             fail(f"format must be one of {FORMATS} (or empty: from the extension). Received: {self.format!r}")
+        if self.is_family:
+            self._check_family(fail)
+            return
+        if self.format in FAMILY_FORMATS.values():
+            fail(f"format {self.format!r} is a {'tags' if self.format == 'conll' else 'span'} task's, not a "
+                 f"{self.kind} task's")
         if not self.layouts:
             wanted = ("text_a", "text_b") if self.is_pair else ("text",)
             unwanted = ("text",) if self.is_pair else ("text_a", "text_b")
@@ -154,7 +183,30 @@ class Task:
         elif self.min_score is not None and self.max_score is not None and not self.min_score < self.max_score:
             fail(f"min_score must be below max_score. Received: {self.min_score:g}, {self.max_score:g}")
 
+    def _check_family(self, fail):
+        if self.format and self.format != FAMILY_FORMATS[self.kind]:
+            fail(f"a {self.kind} task reads {FAMILY_FORMATS[self.kind]} files. Received: format={self.format!r}")
+        if any((self.text, self.text_a, self.text_b, self.layouts, self.class_names)):
+            fail(f"a {self.kind} task has no columns, layouts or class_names: its files' format says where "
+                 "everything is")
+        if self.kind == "tags" and self.labels and (self.labels[0] != "O" or len(self.labels) < 2):
+            fail(f"a tags task's labels are its tag names, 'O' first, then IOB2 tags. Received: {list(self.labels)}")
+        if self.kind == "span" and self.labels:
+            fail(f"a span task has no labels (its answers are slices of the context). Received: {list(self.labels)}")
+        if self.sequence_length and not 8 <= self.sequence_length <= 512:
+            fail(f"sequence_length must be 0 (the run's) or in [8, 512]. Received: {self.sequence_length}")
+        numbers = {"doc_stride": self.doc_stride, "max_query_length": self.max_query_length,
+                   "max_answer_length": self.max_answer_length, "max_windows": self.max_windows}
+        bad = {key: value for key, value in numbers.items() if not (isinstance(value, int) and value >= 1)}
+        if bad:
+            fail(f"{', '.join(bad)} must be positive integers. Received: {bad}")
+
     # --- What follows from the kind ------------------------------------------------------
+
+    @property
+    def is_family(self) -> bool:
+        """A token-level family (tags, span): no sentence head, its own reader and signatures."""
+        return self.kind in FAMILY_KINDS
 
     @property
     def is_pair(self) -> bool:
@@ -167,8 +219,10 @@ class Task:
     @property
     def is_resolved(self) -> bool:
         """Whether the classes (or the score range) are known; else the training file gives them."""
-        if self.is_classes:
+        if self.is_classes or self.kind == "tags":
             return bool(self.labels or self.class_names)
+        if self.kind == "span":
+            return True
         return self.min_score is not None and self.max_score is not None
 
     @property
@@ -189,12 +243,16 @@ class Task:
     def metric_names(self) -> tuple[str, ...]:
         """The keys this task adds to metrics.json; the first is its headline."""
         names = {"pair_binary": ("accuracy", "f1"), "score": ("pearson", "spearman"),
-                 "pair_score": ("pearson", "spearman")}.get(self.kind, ("accuracy",))
+                 "pair_score": ("pearson", "spearman"), "tags": ("f1", "precision", "recall"),
+                 "span": ("f1", "exact_match")}.get(self.kind, ("accuracy",))
         return tuple(f"{self.name}_{metric}" for metric in names)
 
     @property
     def signature_names(self) -> tuple[str, ...]:
-        """Text signature, token-id signature, and the :classify or :regress one."""
+        """Text signature, token-id signature, and the :classify or :regress one (not for
+        the families)."""
+        if self.is_family:
+            return (self.head, f"{self.head}_tokens")
         return (self.head, f"{self.head}_tokens", f"{self.head}_{'classify' if self.is_classes else 'regress'}")
 
     @property
@@ -203,9 +261,9 @@ class Task:
         return "tensorflow/serving/" + ("classify" if self.is_classes else "regress")
 
     def headline(self, metrics: dict[str, float]) -> float:
-        """This task's part of `overall`, in [0, 1]: accuracy, or (pearson + 1) / 2."""
+        """This task's part of `overall`, in [0, 1]: accuracy, entity or SQuAD F1, or (pearson + 1) / 2."""
         value = metrics[self.metric_names[0]]
-        return value if self.is_classes else (value + 1) / 2
+        return value if self.is_classes or self.is_family else (value + 1) / 2
 
     def columns_for(self, layout: str) -> Columns | None:
         """The columns to read from a file of `layout` (a shipped TSV layout, or a FORMAT)."""
@@ -228,6 +286,8 @@ class Task:
         """
         if self.is_resolved:
             return self
+        if self.kind == "tags":  # tag names, in their order (kerasbert.families.conll.tag_names)
+            return dataclasses.replace(self, labels=tuple(train_labels))
         if self.is_classes:
             keys = {label_key(value) for value in train_labels}
             numbers = all(_number(key) is not None for key in keys)
@@ -301,6 +361,8 @@ def file_format(task: Task, path: str) -> str:
         return "tsv"
     if task.format:
         return task.format
+    if task.is_family:
+        return FAMILY_FORMATS[task.kind]
     extension = os.path.splitext(path)[1].lower().lstrip(".")
     if extension in FORMATS:
         return extension
@@ -333,6 +395,11 @@ BUILTIN_TASKS: dict[str, Task] = {task.name: task for task in (
     Task("sst2", "classes", "glue/SST-2/train.tsv", "glue/SST-2/dev.tsv", head="binary_sentiment", title="SST-2",
          layouts={"glue": Columns("sentence", None, "label")},
          labels=("0", "1"), class_names=("negative", "positive")),
+    # BERT's other two families: CoNLL-2003 named entities (tag names from the training file)
+    # and SQuAD v1.1 extractive question answering.
+    Task("ner", "tags", "conll2003/train.txt", "conll2003/dev.txt", head="entities", title="CoNLL-2003 NER"),
+    Task("squad", "span", "squad/train.json", "squad/dev.json", head="answer", title="SQuAD v1.1",
+         sequence_length=384),
 )}
 # What a run trains when its config does not say: the reference study's three tasks.
 DEFAULT_TASKS = ("sst", "para", "sts")
@@ -342,7 +409,7 @@ def task_names() -> tuple[str, ...]:
     """The shipped tasks' names (a config refers to them by name).
 
     >>> task_names()
-    ('sst', 'para', 'sts', 'cfimdb', 'sst2')
+    ('sst', 'para', 'sts', 'cfimdb', 'sst2', 'ner', 'squad')
     """
     return tuple(BUILTIN_TASKS)
 

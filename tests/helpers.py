@@ -59,6 +59,16 @@ def expected_outputs(model, pre):
     }, {"sst": sst, "para": para, "sts": sts}
 
 
+def save_family_functions(path, model, graph, functions):
+    """Saves a family's serving functions ({name: (function, input signature)}) of `model`
+    over its `graph` as a SavedModel at `path`, as kerasbert.export does for a run's tasks."""
+    module = tf.Module()
+    module.model, module.graph = model, graph  # the variables, and the tokenizer's tables
+    signatures = {name: tf.function(function, input_signature=signature).get_concrete_function()
+                  for name, (function, signature) in functions.items()}
+    tf.saved_model.save(module, path, signatures=signatures)
+
+
 def tiny_run_config(tmp_path, steps=20, block=10, batch=8):
     corpus = write_corpus(str(tmp_path / "corpus.txt"))
     heldout = write_corpus(str(tmp_path / "heldout.txt"), num_documents=10, seed=1)

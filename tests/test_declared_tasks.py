@@ -4,11 +4,12 @@ to evaluate and export."""
 
 import csv
 import json
+import os
 
 import numpy as np
 import pytest
 
-from conftest import run_main
+from conftest import DATA_DIR, run_main
 from kerasbert.config import ConfigError, FinetuneConfig, load_config
 from kerasbert.data.rows import DataError
 from kerasbert.data.tasks import read_task_file, read_training_file
@@ -239,3 +240,131 @@ def test_each_kind_reads_from_each_format(tmp_path, kind, file_format):
         assert task.served_names == tuple(values) and [e.label for e in result.examples[:3]] == [0, 1, 2 % len(values)]
     else:
         assert (task.min_score, task.max_score) == (0.5, 4.0) and result.examples[2].label == 4.0
+
+
+# --- The families: tags (CoNLL files) and span (SQuAD JSON) beside a sentence task ----------------
+
+PEOPLE, PLACES = ["Peter Blackburn", "Anna", "John Smith", "Maria"], ["Paris", "New York", "Berlin", "Rome"]
+
+
+def write_conll(path, count, damaged=False):
+    """`count` sentences "<person> visited <place> ." in CoNLL-2003's four columns."""
+    lines = ["-DOCSTART- -X- -X- O", ""]
+    for i in range(count):
+        person, place = PEOPLE[i % 4].split(), PLACES[(i // 4) % 4].split()
+        tags = [("B-" if j == 0 else "I-") + "PER" for j in range(len(person))] + ["O"] + \
+            [("B-" if j == 0 else "I-") + "LOC" for j in range(len(place))] + ["O"]
+        lines += [f"{word} NNP B-NP {tag}" for word, tag in zip(person + ["visited"] + place + ["."], tags)] + [""]
+    if damaged:  # a line of 3 fields in a file of 4: its sentence is skipped and counted
+        lines += ["Bad NN O", "line NN B-NP O", ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return str(path)
+
+
+def write_squad(path, count, off_offset=False):
+    """`count` questions "Where did <person> go?" on "<person> visited <place> last year."."""
+    paragraphs = []
+    for i in range(count):
+        person, place = PEOPLE[i % 4], PLACES[(i // 4) % 4]
+        context = f"{person} visited {place} last year, and {PEOPLE[(i + 1) % 4]} stayed home."
+        answers = [{"text": place, "answer_start": context.index(place)}]
+        if off_offset and i == 0:  # an answer whose offset does not point at its text: counted, skipped
+            answers.append({"text": place, "answer_start": 0})
+        paragraphs.append({"context": context, "qas": [{"id": f"q{i}", "question": f"Where did {person} go?",
+                                                         "answers": answers}]})
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "T", "paragraphs": paragraphs}]}),
+                    encoding="utf-8")
+    return str(path)
+
+
+def test_the_family_kinds_are_declared_and_read(tmp_path, caplog, capsys):
+    ner, squad = declare_tasks("ner,squad").values()
+    assert (ner.kind, ner.head, ner.signature_names, ner.metric_names) == \
+        ("tags", "entities", ("entities", "entities_tokens"), ("ner_f1", "ner_precision", "ner_recall"))
+    assert (squad.kind, squad.signature_names, squad.metric_names) == \
+        ("span", ("answer", "answer_tokens"), ("squad_f1", "squad_exact_match"))
+    task, result = read_training_file(ner, write_conll(tmp_path / "train.txt", 24, damaged=True))
+    assert task.labels == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER") and (len(result.examples), result.skipped) == (24, 1)
+    assert "train.txt:143: skipped damaged row (3 fields, the file's first word line has 4)" in caplog.text
+    task, result = read_training_file(squad, write_squad(tmp_path / "train.json", 12, off_offset=True))
+    assert (len(result.examples), result.skipped, result.skipped_answers) == (12, 0, 1)
+    from kerasbert.finetuning.data import sample_examples
+    sample_examples(result)
+    assert "1 answer(s) whose answer_start does not point at their text" in capsys.readouterr().out
+    mine = declare_tasks({"people": {"kind": "tags", "train_file": "p.conll"}, "qa": {"kind": "span",
+                                                                                  "max_answer_length": 8}})
+    assert mine["people"].is_resolved is False and mine["qa"].max_answer_length == 8
+    with pytest.raises(TaskError, match="a tags task reads conll files. Received: format='csv'"):
+        Task("t", "tags", format="csv")
+    with pytest.raises(TaskError, match="a span task has no columns"):
+        Task("q", "span", text="question")
+    with pytest.raises(TaskError, match="'O' first"):
+        Task("t", "tags", labels=("B-PER", "O"))
+    config = load_config(FinetuneConfig, None, ["tasks=sst,ner"])
+    assert list(config.tasks) == ["sst", "ner"] and config.tasks["ner"].train_file == "conll2003/train.txt"
+
+
+def test_a_run_with_sentence_tags_and_span_tasks_trains_scores_reloads_and_exports(tmp_path, capsys, tiny_checkpoint):
+    import tensorflow as tf
+
+    from kerasbert.families.span_qa import predict_answers
+    from kerasbert.families.tagging import predict_tags
+    from kerasbert.finetuning.evaluation import predict_examples
+    from kerasbert.finetuning.load import load_finetuned
+
+    data = tmp_path / "data"
+    data.mkdir()
+    sst = os.path.join(DATA_DIR, "cs224n", "sst-dev.tsv")
+    config = {"tasks": {"sst": {"train_file": sst, "dev_file": sst},
+                        "ner": {"train_file": write_conll(data / "ner-train.txt", 24),
+                                "dev_file": write_conll(data / "ner-dev.txt", 12)},
+                        "squad": {"train_file": write_squad(data / "squad-train.json", 16),
+                                  "dev_file": write_squad(data / "squad-dev.json", 8), "sequence_length": 24,
+                                  "doc_stride": 4, "max_query_length": 8}},
+              "data": {"max_sequence_length": 32, "max_train_examples": 24, "max_dev_examples": 16},
+              "schedule": {"sampling": "round_robin"},
+              "train": {"batch_size": 4, "total_steps": 6, "steps_per_block": 3, "learning_rate": 1e-3}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    output, export_base = tmp_path / "out", tmp_path / "export"
+    run_main(["pipelines.finetune", "--config", str(tmp_path / "config.json"), "--data_dir", str(data),
+              "--init_checkpoint", tiny_checkpoint, "--output_dir", str(output)], capsys, check=True)
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert {"sst_accuracy", "ner_f1", "ner_precision", "ner_recall", "ner_f1_PER", "ner_f1_LOC", "squad_f1",
+            "squad_exact_match", "overall"} <= set(metrics)
+    assert all(0 <= metrics[key] <= 1 for key in ("ner_f1", "squad_f1", "squad_exact_match"))
+    assert set(metrics["per_class"]["ner"]) == {"LOC", "PER"} and metrics["per_class"]["ner"]["PER"]["support"] == 12
+    assert "| entity type | precision | recall | F1 | dev entities |" in (output / "report.md").read_text()
+    assert (output / "predictions" / "squad-dev.tsv").read_text().splitlines()[1].startswith("q0\tParis\t")
+
+    # Reloaded from its folder, scored by pipelines.evaluate as the run scored it.
+    _, model, preprocessor = load_finetuned(str(output))
+    assert model.task_specs["ner"].labels == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
+    for task, key in (("ner", "ner_f1"), ("squad", "squad_f1")):
+        evaluated = run_main(["pipelines.evaluate", "--run_dir", str(output), "--task", task, "--data_dir",
+                              str(data)], capsys, check=True)
+        assert json.loads(evaluated.stdout)[key] == pytest.approx(metrics[key])
+
+    # The export: both families' signatures beside sst's, answering as the in-memory model does.
+    run_main(["pipelines.export", "--model_dir", str(output), "--export_base", str(export_base)], capsys, check=True)
+    loaded = tf.saved_model.load(str(export_base / "1"))
+    assert {"sentiment", "entities", "entities_tokens", "answer", "answer_tokens"} <= set(loaded.signatures)
+    sentences = read_training_file(model.task_specs["ner"], str(data / "ner-dev.txt"))[1].examples
+    questions = read_training_file(model.task_specs["squad"], str(data / "squad-dev.json"))[1].examples
+    assert predict_tags(loaded.signatures["entities"], sentences) == predict_examples(model, preprocessor, "ner",
+                                                                                      sentences)
+    answers = predict_answers(loaded.signatures["answer"], questions)
+    assert [answers[q.uid] for q in questions] == predict_examples(model, preprocessor, "squad", questions)
+    texts = ["Peter Blackburn visited Paris .", "", "Anna  visited New York, and Maria stayed"]
+    found = {k: v.numpy() for k, v in loaded.signatures["entities"](text=tf.constant(texts)).items()}
+    for text, count, row, kinds, starts, ends, scores in zip(
+            texts, found["num_entities"], found["entity_text"], found["entity_type"], found["entity_start"],
+            found["entity_end"], found["entity_score"]):
+        assert [text[s:e] for s, e in zip(starts[:count], ends[:count])] == [t.decode() for t in row[:count]]
+        assert set(row[count:]) <= {b""} and set(kinds[count:]) <= {b""} and set(starts[count:]) <= {-1}
+        assert set(ends[count:]) <= {-1} and set(scores[count:]) <= {0.0}
+    contexts = ["Anna visited Rome last year, and Maria stayed home.", "Maria visited Berlin last year."]
+    answer = {k: v.numpy() for k, v in loaded.signatures["answer"](
+        question=tf.constant(["Where did Anna go?", "Where did Maria go?"]), context=tf.constant(contexts)).items()}
+    assert [c[s:e] for c, s, e in zip(contexts, answer["answer_start"], answer["answer_end"])] == \
+        [a.decode() for a in answer["answer"]]
+    assert answer["score"].dtype == np.float32 and answer["answer_start"].dtype == np.int64

@@ -14,12 +14,16 @@ import tensorflow as tf
 import kerasbert
 from conftest import DATA_DIR, ROOT
 from kerasbert.data.rows import DataError
-from kerasbert.families.span_qa import (SpanGraph, answer_pieces, build_span_model, predict_answers, span_dataset,
-                                        span_features, span_loss)
+from helpers import save_family_functions
+from kerasbert.families.span_qa import SpanGraph, answer_pieces, predict_answers, span_features, span_loss
 from kerasbert.families.span_qa_export import SpanSignatures, best_spans
 from kerasbert.families.squad import (Answer, QaExample, exact_match, normalize_answer, read_squad, squad_scores,
                                       token_f1)
+from kerasbert.finetuning.data import TaskPreprocessor, family_dataset
+from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.packing import ENCODER_KEYS
+from kerasbert.tasks import Task
+from kerasbert.tokenization import make_tokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "where", "is", "the", "cat", "sat", "on", "mat", "in",
          "paris", "cafe", "new", "york", ".", "?", "##s"]
@@ -129,16 +133,19 @@ def test_best_span_respects_order_length_and_the_allowed_pieces():
     assert best["probability"].numpy()[0] == pytest.approx(probability, rel=1e-5)
 
 
-def test_a_tiny_reader_learns_a_few_answers():
+def test_a_tiny_multitask_model_learns_a_few_answers_through_its_span_head():
     keras.utils.set_random_seed(2)
     examples = [QaExample("a", "Where is the cat?", "the cat sat in Paris", [Answer("Paris", 15)]),
                 QaExample("b", "Where is the mat?", "the mat is in New York", [Answer("New York", 14)])] * 4
-    data = span_dataset(span_features(graph(sequence_length=16, doc_stride=4), examples), batch_size=4,
-                        shuffle_seed=1)
-    model = build_span_model(kerasbert.build_encoder("tiny", vocabulary_size=len(VOCAB)))
-    assert model(next(iter(data))[0]).shape == (4, 16, 2)
-    model.compile(keras.optimizers.Adam(3e-3), loss=span_loss)
-    history = model.fit(data, epochs=8, verbose=0).history["loss"]
+    task = Task("qa", "span", sequence_length=16, doc_stride=4, max_query_length=3, max_answer_length=4)
+    data = family_dataset(task, examples, TaskPreprocessor(make_tokenizer(VOCAB), 32), batch_size=4, training=True,
+                          seed=1)
+    x, y = next(iter(data))
+    assert x["token_ids"].shape == (4, 16) and y.shape == (4, 2)
+    model = MultitaskBert(kerasbert.build_encoder("tiny", vocabulary_size=len(VOCAB)), tasks=(task,))
+    assert model.head_output("qa", x).shape == (4, 16, 2)
+    model.compile(keras.optimizers.Adam(3e-3))
+    history = model.fit(data, steps_per_epoch=2, epochs=8, verbose=0).history["loss"]
     assert history[-1] < 0.5 * history[0]
 
 
@@ -184,7 +191,7 @@ def test_answer_signature_finds_the_best_span_over_all_windows():
     by_tokens = signatures.answer_tokens(*(windows[key][7:8] for key in ENCODER_KEYS))
     assert (by_tokens["start_position"].numpy()[0], by_tokens["end_position"].numpy()[0]) == (8, 9)
     examples = [QaExample(str(i), q, c, [Answer("x", 0)]) for i, (q, c) in enumerate(zip(QUESTIONS, CONTEXTS))]
-    assert predict_answers(signatures, examples) == {"0": "New  York", "1": "Paris", "2": "Paris"}
+    assert predict_answers(signatures.answer, examples) == {"0": "New  York", "1": "Paris", "2": "Paris"}
 
 
 @pytest.fixture(scope="module")
@@ -205,9 +212,10 @@ def test_bad_input_is_a_clear_error(short_reader, question, context, message):
 
 
 def test_saved_answer_signature_in_a_fresh_tf_only_process_matches(tmp_path):
-    signatures = SpanSignatures(fixed_reader(), graph())
+    model = fixed_reader()
+    signatures = SpanSignatures(model, graph())
     path = str(tmp_path / "export" / "1")
-    tf.saved_model.save(signatures, path, signatures=signatures.signatures())
+    save_family_functions(path, model, signatures.graph, signatures.functions("answer"))
     tokens = {key: [[2, 5, 3, 13, 3]] for key in ENCODER_KEYS}
     tokens["segment_ids"], tokens["padding_mask"] = [[0, 0, 0, 1, 1]], [[1] * 5]
     calls = {"answer": {"question": QUESTIONS, "context": CONTEXTS}, "answer_tokens": tokens}

@@ -16,10 +16,14 @@ from conftest import DATA_DIR, ROOT
 from kerasbert.data.rows import DataError
 from kerasbert.families.conll import Sentence, read_conll, tag_names, to_iob2
 from kerasbert.families.conlleval import entities, entity_scores
-from kerasbert.families.tagging import (IGNORED, TaggingGraph, build_tagging_model, masked_tag_loss,
-                                        predict_tags, tagging_dataset, tagging_features)
+from helpers import save_family_functions
+from kerasbert.families.tagging import IGNORED, TaggingGraph, masked_tag_loss, predict_tags, tagging_features
 from kerasbert.families.tagging_export import TaggingSignatures
+from kerasbert.finetuning.data import TaskPreprocessor, family_dataset
+from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.packing import ENCODER_KEYS
+from kerasbert.tasks import Task
+from kerasbert.tokenization import make_tokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "in", "paris", "##s", ".",
          "rex", "cafe", "new", "york"]
@@ -119,16 +123,21 @@ def test_masked_loss_is_the_mean_over_labelled_tokens_only():
     assert float(masked_tag_loss(tf.constant([[IGNORED, IGNORED]]), logits[:, :2])) == 0.0
 
 
-def test_a_tiny_tagger_learns_a_few_sentences():
+def test_a_tiny_multitask_model_learns_a_few_sentences_through_its_tags_head():
     keras.utils.set_random_seed(1)
     sentences = [Sentence(["the", "cat", "sat", "in", "Paris"], ["O", "B-ANIMAL", "O", "O", "B-LOC"], 1),
                  Sentence(["Rex", "sat", "in", "New", "York"], ["B-ANIMAL", "O", "O", "B-LOC", "I-LOC"], 2),
                  Sentence(["the", "dogs", "sat"], ["O", "B-ANIMAL", "O"], 3)] * 4
-    data = tagging_dataset(tagging_features(graph(), sentences), batch_size=4, shuffle_seed=1)
-    model = build_tagging_model(kerasbert.build_encoder("tiny", vocabulary_size=len(VOCAB)), len(TAGS))
-    assert model(next(iter(data))[0]).shape == (4, 16, len(TAGS))
-    model.compile(keras.optimizers.Adam(3e-3), loss=masked_tag_loss)
-    history = model.fit(data, epochs=8, verbose=0).history["loss"]
+    task = Task("animals", "tags", labels=TAGS)
+    data = family_dataset(task, sentences, TaskPreprocessor(make_tokenizer(VOCAB), 16), batch_size=4, training=True,
+                          seed=1)
+    x, y = next(iter(data))
+    width = int(tf.reduce_max(tf.reduce_sum(x["padding_mask"], axis=1)))  # trimmed to its longest sentence
+    assert x["token_ids"].shape == y.shape == (4, width) and width <= 7
+    model = MultitaskBert(kerasbert.build_encoder("tiny", vocabulary_size=len(VOCAB)), tasks=(task,))
+    assert model.head_output("animals", x).shape == (4, width, len(TAGS))
+    model.compile(keras.optimizers.Adam(3e-3))
+    history = model.fit(data, steps_per_epoch=3, epochs=8, verbose=0).history["loss"]
     assert history[-1] < 0.5 * history[0]
 
 
@@ -172,8 +181,13 @@ def check_entities(outputs):
     np.testing.assert_allclose(np.asarray(outputs["entity_score"])[0], [score, score, 0.0], rtol=1e-5)
 
 
+def decoder(sequence_length=16):
+    model = fixed_tagger()
+    return TaggingSignatures(model, graph(sequence_length)), model
+
+
 def test_entities_signature_gives_entities_with_character_offsets():
-    signatures = TaggingSignatures(fixed_tagger(), graph())
+    signatures, _ = decoder()
     outputs = {key: value.numpy() for key, value in signatures.entities(tf.constant(TEXTS)).items()}
     check_entities(outputs)
     assert outputs["num_untagged_words"].tolist() == [0, 0, 0, 0]
@@ -184,17 +198,17 @@ def test_entities_signature_gives_entities_with_character_offsets():
         signatures.entities(tf.constant([b"caf\xe9"]))
     # Scoring goes through the same signature: predicted tags per word, untagged words as O.
     sentences = [Sentence(["Rex", "sat", "in", "Paris"], ["B-ANIMAL", "O", "O", "B-LOC"], 1)]
-    assert predict_tags(signatures, sentences) == [["B-ANIMAL", "O", "O", "B-LOC"]]
-    short = TaggingSignatures(fixed_tagger(), graph(sequence_length=4))
-    assert predict_tags(short, sentences) == [["B-ANIMAL", "O", "O", "O"]]
+    assert predict_tags(signatures.entities, sentences) == [["B-ANIMAL", "O", "O", "B-LOC"]]
+    short, _ = decoder(sequence_length=4)
+    assert predict_tags(short.entities, sentences) == [["B-ANIMAL", "O", "O", "O"]]
     assert short.entities(tf.constant(["Rex sat in Paris"]))["num_untagged_words"].numpy().tolist() == [2]
 
 
 def test_saved_entities_signature_in_a_fresh_tf_only_process_matches(tmp_path):
-    signatures = TaggingSignatures(fixed_tagger(), graph())
+    signatures, model = decoder()
     path = str(tmp_path / "export" / "1")
-    tf.saved_model.save(signatures, path, signatures=signatures.signatures())
-    calls = {"entities": {"text": TEXTS}, "tags_tokens": {"token_ids": [[2, 13, 8, 3]], "segment_ids": [[0] * 4],
+    save_family_functions(path, model, signatures.graph, signatures.functions("entities"))
+    calls = {"entities": {"text": TEXTS}, "entities_tokens": {"token_ids": [[2, 13, 8, 3]], "segment_ids": [[0] * 4],
                                                           "padding_mask": [[1] * 4]}}
     (tmp_path / "calls.json").write_text(json.dumps(calls))
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "load_export.py"), path,
@@ -211,4 +225,4 @@ def test_saved_entities_signature_in_a_fresh_tf_only_process_matches(tmp_path):
     check_entities(loaded)
     in_memory = signatures.entities(tf.constant(TEXTS))
     np.testing.assert_allclose(loaded["entity_score"], in_memory["entity_score"].numpy(), rtol=1e-6)
-    assert out["tags_tokens"]["tag"] == ["O", "B-ANIMAL", "O", "O"]
+    assert out["entities_tokens"]["tag"] == ["O", "B-ANIMAL", "O", "O"]

@@ -35,6 +35,8 @@ import math
 from kerasbert.data.cleaning import CLEANERS
 from kerasbert.data.rows import (MAX_FIELD_CHARS, Damaged, DataError, Table, check_damage, file_exists,  # noqa: F401
                                  read_tsv_text, read_utf8, text_lines)
+from kerasbert.families.conll import read_conll, tag_names
+from kerasbert.families.squad import read_squad
 from kerasbert.tasks import BUILTIN_TASKS, Task, file_format, get_task, label_key
 
 
@@ -61,9 +63,10 @@ class Row:
 
 @dataclasses.dataclass(frozen=True)
 class ReadResult:
-    examples: list[Example]
-    skipped: int  # damaged rows skipped
+    examples: list  # Examples; a tags task's Sentences, a span task's QaExamples (kerasbert.families)
+    skipped: int  # damaged rows skipped (a tags file's sentences, a span file's questions)
     path: str
+    skipped_answers: int = 0  # a span file's answers whose offset does not match their text
 
 
 @dataclasses.dataclass
@@ -88,6 +91,8 @@ def read_task_file(task: "str | Task", path: str, max_bad_fraction: float = 0.1)
     task's, or when more than `max_bad_fraction` of the rows are damaged.
     """
     task = get_task(task)
+    if task.is_family:
+        return read_family_file(task, path, max_bad_fraction)
     if not task.is_resolved:
         raise ValueError(f"task {task.name!r} has no classes (or score range) yet: read its training "
                          "file with read_task_rows and take them from it (Task.resolved)")
@@ -105,6 +110,9 @@ def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> 
         >>> task.labels, len(dev.examples), dev.skipped
         (('0', '1'), 1999, 1)
     """
+    if task.is_family:
+        result = read_family_file(task, path, max_bad_fraction)
+        return (task.resolved(tag_names(result.examples)) if task.kind == "tags" else task), result
     table = read_task_rows(task, path)
     if not task.is_resolved:
         values = _class_labels(table) if task.is_classes else _score_labels(table)
@@ -122,6 +130,23 @@ def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> 
             raise DataError(f"{path}: column {table.column!r} has no training example of class(es) {unseen} "
                             f"of task {task.name!r}")
     return task, result
+
+
+def read_family_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> ReadResult:
+    """A tags task's CoNLL file (its Sentences) or a span task's SQuAD file (its QaExamples,
+    every reference answer kept), damaged sentences, questions and answers counted.
+
+    >>> result = read_family_file(get_task("ner"), "../shared/data/conll2003/dev.txt")
+    >>> len(result.examples), result.examples[0].tags[:3]
+    (3250, ['O', 'O', 'B-ORG'])
+    """
+    if not file_exists(path):
+        raise DataError(f"{path}: file not found")
+    if task.kind == "tags":
+        conll = read_conll(path, max_bad_fraction)
+        return ReadResult(conll.sentences, conll.skipped, path)
+    squad = read_squad(path, max_bad_fraction)
+    return ReadResult(squad.examples, squad.skipped, path, squad.bad_answers)
 
 
 def read_task_rows(task: Task, path: str) -> TaskRows:

@@ -13,24 +13,24 @@ Interface for the task system (plain values in, no config objects):
                context, answers)])
     graph:     SpanGraph(vocabulary, sequence_length=384, doc_stride=128, max_query_length=64,
                max_answer_length=30, max_windows=16)
-    features:  span_features(graph, examples) -> SpanFeatures (numpy arrays, counts)
-    data:      span_dataset(features, batch_size, shuffle_seed=None) -> tf.data of (x, y):
-               x {"token_ids", "segment_ids", "padding_mask"}: int32 (batch, sequence_length),
-               y int32 (batch, 2): the answer's (start, end) token positions, (0, 0) for none
-    model:     build_span_model(encoder) -> keras.Model, x -> logits (batch, seq, 2): start, end
-    loss:      span_loss(y, logits)  (mean of the start and end cross-entropies)
-    predict:   predict_answers(signatures, examples) -> {uid: answer text} (through the export's graph)
+    features:  span_features(graph, examples) -> SpanFeatures (numpy arrays, counts): token_ids,
+               segment_ids, padding_mask, and positions int32 (windows, 2): the answer's (start,
+               end) token positions, (0, 0) for none
+    loss:      span_loss(y, logits)  (mean of the start and end cross-entropies; logits
+               (batch, seq, 2): start, end)
+    predict:   predict_answers(answer, examples) -> {uid: answer text} (through the export's graph)
     metrics:   kerasbert.families.squad.squad_scores(predictions, {uid: [reference texts]})
                -> {"squad_exact_match", "squad_f1"}
-    export:    kerasbert.families.span_qa_export.SpanSignatures(model, graph): `answer` (question,
-               context) and `answer_tokens` (token_ids, segment_ids, padding_mask); see that module.
+    export:    kerasbert.families.span_qa_export.SpanSignatures(predict, graph): `answer` (question,
+               context) and its token-id variant; see that module.
+
+The task system (a task of kind `span`, kerasbert/tasks.py) trains it: its batches
+(`kerasbert.finetuning.data.family_dataset`) and head (`MultitaskBert`) beside the other tasks'.
 
 Example:
     >>> graph = SpanGraph(vocabulary, sequence_length=384, doc_stride=128)
     >>> features = span_features(graph, read_squad("train.json").examples)
-    >>> model = build_span_model(encoder)
-    >>> model.compile(keras.optimizers.Adam(5e-5), loss=span_loss)
-    >>> model.fit(span_dataset(features, batch_size=32, shuffle_seed=1), epochs=1)
+    >>> span_loss(features.positions[:2], model_logits)
 """
 
 from __future__ import annotations
@@ -38,14 +38,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from kerasbert.families.squad import QaExample
 from kerasbert.families.tagging import special_ids
 from kerasbert.families.wordpiece import OffsetTokenizer
-from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 
 log = logging.getLogger(__name__)
@@ -186,28 +184,6 @@ def span_features(graph: SpanGraph, examples: list[QaExample], batch_size: int =
     return SpanFeatures(**arrays, windows_without_answer=without, skipped=skipped)
 
 
-def span_dataset(features: SpanFeatures, batch_size: int, shuffle_seed: int | None = None) -> tf.data.Dataset:
-    """(x, y) batches of `features`; shuffled each epoch when `shuffle_seed` is given."""
-    x = {key: getattr(features, key) for key in ENCODER_KEYS}
-    data = tf.data.Dataset.from_tensor_slices((x, features.positions))
-    if shuffle_seed is not None:
-        data = data.shuffle(len(features.positions), seed=shuffle_seed, reshuffle_each_iteration=True)
-    return data.batch(batch_size).prefetch(tf.data.AUTOTUNE)
-
-
-def build_span_model(encoder, name: str = "span_reader") -> keras.Model:
-    """The encoder and a span head: x -> logits (batch, seq, 2), start then end.
-
-    Example:
-        >>> model = build_span_model(build_encoder("tiny", vocabulary_size=100))
-    """
-    inputs = {key: keras.Input((None,), dtype="int32", name=key) for key in ENCODER_KEYS}
-    sequence = encoder(inputs)["sequence_output"]  # (batch, seq, hidden)
-    logits = keras.layers.Dense(2, kernel_initializer=bert_initializer(), name="span_logits",
-                                dtype="float32")(sequence)  # (batch, seq, 2)
-    return keras.Model(inputs, logits, name=name)
-
-
 def span_loss(positions, logits):
     """The mean of the start and end positions' cross-entropies, as BERT's run_squad.py."""
     positions = tf.cast(positions, tf.int32)  # (batch, 2)
@@ -215,10 +191,9 @@ def span_loss(positions, logits):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(positions, logits))
 
 
-def predict_answers(signatures, examples: list[QaExample], batch_size: int = 32) -> dict[str, str]:
-    """{uid: answer} through the export's `answer` function (a `SpanSignatures`, or a loaded
-    SavedModel's signature)."""
-    answer = getattr(signatures, "answer", signatures)
+def predict_answers(answer, examples: list[QaExample], batch_size: int = 32) -> dict[str, str]:
+    """{uid: answer} through the export's `answer` function (`SpanSignatures.answer`, or a
+    loaded SavedModel's signature)."""
     predictions = {}
     for begin in range(0, len(examples), batch_size):
         chunk = examples[begin:begin + batch_size]

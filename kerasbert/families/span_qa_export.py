@@ -16,10 +16,12 @@ most `max_answer_length` pieces, as BERT's run_squad.py chooses. An empty questi
 context, a context longer than `SpanGraph.max_windows` windows, or text that is not valid
 UTF-8 is an InvalidArgumentError naming the problem.
 
+(named by the task's head: `answer` and `answer_tokens` for the shipped `squad`).
+
 Example:
-    >>> signatures = SpanSignatures(model, graph)
+    >>> signatures = SpanSignatures(functools.partial(model.head_output, "squad"), graph)
     >>> signatures.answer(question=tf.constant(["Who?"]), context=tf.constant(["Peter said hello."]))["answer"]
-    >>> tf.saved_model.save(signatures, "export/1", signatures=signatures.signatures())
+    >>> signatures.functions("answer")  # {name: (function, input signature)}, for kerasbert.export
 """
 
 from __future__ import annotations
@@ -62,22 +64,23 @@ def best_spans(start_logits, end_logits, allowed, max_answer_length: int) -> dic
             "probability": tf.exp(logit - normaliser)}
 
 
-class SpanSignatures(tf.Module):
-    """A span model (`build_span_model`) and its `SpanGraph`, as a module whose `answer` and
-    `answer_tokens` functions are the serving signatures."""
+class SpanSignatures:
+    """The serving functions of a span head: `predict` (token tensors {token_ids, segment_ids,
+    padding_mask} -> logits (batch, seq, 2), start then end, e.g. `MultitaskBert.head_output`
+    of the task) and its `SpanGraph`. Holds no variables: the caller's export tracks the
+    model and the graph (whose tokenizer tables the functions use)."""
 
-    def __init__(self, model, graph: SpanGraph):
-        super().__init__(name="span_signatures")
-        self.model, self.graph = model, graph
+    def __init__(self, predict, graph: SpanGraph):
+        self.predict, self.graph = predict, graph
 
-    def signatures(self) -> dict:
-        return {"answer": self.answer, "answer_tokens": self.answer_tokens}
+    def functions(self, head: str = "answer") -> dict:
+        """{name: (function, input signature)}: `head` (question, context) and `<head>_tokens`."""
+        return {head: (self.answer, TEXTS), f"{head}_tokens": (self.answer_tokens, TOKENS)}
 
     def _logits(self, tokens: dict):
-        logits = tf.cast(self.model({key: tokens[key] for key in ENCODER_KEYS}, training=False), tf.float32)
+        logits = tf.cast(self.predict({key: tokens[key] for key in ENCODER_KEYS}), tf.float32)
         return logits[:, :, 0], logits[:, :, 1]  # (rows, seq) each
 
-    @tf.function(input_signature=TOKENS, autograph=False)
     def answer_tokens(self, token_ids, segment_ids, padding_mask):
         start_logits, end_logits = self._logits(
             {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
@@ -85,7 +88,6 @@ class SpanSignatures(tf.Module):
         best = best_spans(start_logits, end_logits, allowed, self.graph.max_answer_length)
         return {"start_position": best["start"], "end_position": best["end"], "score": best["probability"]}
 
-    @tf.function(input_signature=TEXTS, autograph=False)
     def answer(self, question, context):
         question, context = check_utf8(question, "question"), check_utf8(context, "context")
         windows = self.graph.windows(question, context)

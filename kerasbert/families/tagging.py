@@ -12,23 +12,22 @@ Interface for the task system (plain values in, no config objects):
     reader:    kerasbert.families.conll.read_conll(path) -> ConllFile(.sentences: [Sentence(words, tags, line)])
     tags:      kerasbert.families.conll.tag_names(train_sentences) -> ("O", "B-LOC", "I-LOC", ...)
     graph:     TaggingGraph(vocabulary, tag_names, sequence_length)
-    features:  tagging_features(graph, sentences) -> TaggingFeatures (numpy arrays, counts)
-    data:      tagging_dataset(features, batch_size, shuffle_seed=None) -> tf.data of (x, y):
-               x {"token_ids", "segment_ids", "padding_mask"}: int32 (batch, sequence_length),
-               y labels int32 (batch, sequence_length): tag id at each word's first piece, -1 elsewhere
-    model:     build_tagging_model(encoder, num_tags) -> keras.Model, x -> logits (batch, seq, num_tags)
+    features:  tagging_features(graph, sentences) -> TaggingFeatures (numpy arrays, counts):
+               token_ids, segment_ids, padding_mask, and labels int32 (examples, sequence_length):
+               the tag id at each word's first piece, -1 elsewhere
     loss:      masked_tag_loss(y, logits)  (mean over labelled tokens)
-    predict:   predict_tags(signatures, sentences) -> [[tag per word]] (through the export's graph)
+    predict:   predict_tags(entities, sentences) -> [[tag per word]] (through the export's graph)
     metrics:   kerasbert.families.conlleval.entity_scores(references, predictions).as_dict() -> {"ner_f1", ...}
-    export:    kerasbert.families.tagging_export.TaggingSignatures(model, graph): `entities` (text) and
-               `tags_tokens` (token_ids, segment_ids, padding_mask); see that module.
+    export:    kerasbert.families.tagging_export.TaggingSignatures(predict, graph): `entities` (text)
+               and its token-id variant; see that module.
+
+The task system (a task of kind `tags`, kerasbert/tasks.py) trains it: its batches
+(`kerasbert.finetuning.data.family_dataset`) and head (`MultitaskBert`) beside the other tasks'.
 
 Example:
     >>> graph = TaggingGraph(vocabulary, ("O", "B-PER", "I-PER"), sequence_length=128)
     >>> features = tagging_features(graph, read_conll("dev.txt").sentences)
-    >>> model = build_tagging_model(encoder, num_tags=3)
-    >>> model.compile(keras.optimizers.Adam(5e-5), loss=masked_tag_loss)
-    >>> model.fit(tagging_dataset(features, batch_size=32, shuffle_seed=1), epochs=1)
+    >>> masked_tag_loss(features.labels[:2], model_logits)
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import keras
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -44,7 +42,6 @@ import tensorflow_text as tf_text
 from kerasbert.compat.keras_hub import whitespace_pattern
 from kerasbert.families.conll import Sentence, check_tag
 from kerasbert.families.wordpiece import OffsetTokenizer
-from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 
 log = logging.getLogger(__name__)
@@ -153,29 +150,6 @@ def tagging_features(graph: TaggingGraph, sentences: list[Sentence], batch_size:
     return TaggingFeatures(**arrays, untagged_words=untagged, skipped=skipped)
 
 
-def tagging_dataset(features: TaggingFeatures, batch_size: int, shuffle_seed: int | None = None) -> tf.data.Dataset:
-    """(x, y) batches of `features`; shuffled each epoch when `shuffle_seed` is given."""
-    x = {key: getattr(features, key) for key in ENCODER_KEYS}
-    data = tf.data.Dataset.from_tensor_slices((x, features.labels))
-    if shuffle_seed is not None:
-        data = data.shuffle(len(features.labels), seed=shuffle_seed, reshuffle_each_iteration=True)
-    return data.batch(batch_size).prefetch(tf.data.AUTOTUNE)
-
-
-def build_tagging_model(encoder, num_tags: int, dropout: float = 0.1, name: str = "tagger") -> keras.Model:
-    """The encoder and a per-token classification head: x -> tag logits (batch, seq, num_tags).
-
-    Example:
-        >>> model = build_tagging_model(build_encoder("tiny", vocabulary_size=100), num_tags=9)
-    """
-    inputs = {key: keras.Input((None,), dtype="int32", name=key) for key in ENCODER_KEYS}
-    sequence = encoder(inputs)["sequence_output"]  # (batch, seq, hidden)
-    sequence = keras.layers.Dropout(dropout, name="tag_dropout")(sequence)
-    logits = keras.layers.Dense(num_tags, kernel_initializer=bert_initializer(), name="tag_logits",
-                                dtype="float32")(sequence)  # (batch, seq, num_tags)
-    return keras.Model(inputs, logits, name=name)
-
-
 def masked_tag_loss(labels, logits):
     """Cross-entropy averaged over labelled tokens only (label -1 is left out): padding and
     continuation pieces neither add loss nor dilute it."""
@@ -185,10 +159,9 @@ def masked_tag_loss(labels, logits):
     return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
 
 
-def predict_tags(signatures, sentences: list[Sentence], batch_size: int = 64) -> list[list[str]]:
+def predict_tags(entities, sentences: list[Sentence], batch_size: int = 64) -> list[list[str]]:
     """Each sentence's predicted tag per word, through the export's `entities` function
-    (a `TaggingSignatures`, or a loaded SavedModel's signature); an untagged word is "O"."""
-    entities = getattr(signatures, "entities", signatures)
+    (`TaggingSignatures.entities`, or a loaded SavedModel's signature); an untagged word is "O"."""
     predicted = []
     for begin in range(0, len(sentences), batch_size):
         chunk = sentences[begin:begin + batch_size]

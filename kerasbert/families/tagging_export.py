@@ -11,18 +11,20 @@
                                                    and for words past the sequence: untagged)
         word_start, word_end    int64  (batch, w)  character offsets; -1
         num_words, num_untagged_words  int64 (batch,)
-    tags_tokens(token_ids, segment_ids, padding_mask: int32 (batch, seq)) ->
+    entities_tokens(token_ids, segment_ids, padding_mask: int32 (batch, seq)) ->
         tag string (batch, seq), tag_id int64 (batch, seq), tag_score float32 (batch, seq)
+
+(named by the task's head: `entities` and `entities_tokens` for the shipped `ner`).
 
 n is the batch's largest entity count. Entities are read from the word tags with
 conlleval's rules (`kerasbert.families.conlleval.entities`): the same entities the metrics
 score. Text that is not valid UTF-8 is an InvalidArgumentError naming the input.
 
 Example:
-    >>> signatures = TaggingSignatures(model, graph)
+    >>> signatures = TaggingSignatures(functools.partial(model.head_output, "ner"), graph)
     >>> signatures.entities(tf.constant(["Peter Blackburn visited Brussels"]))["entity_text"]
     <tf.Tensor: shape=(1, 2), dtype=string, numpy=array([[b'Peter Blackburn', b'Brussels']], dtype=object)>
-    >>> tf.saved_model.save(signatures, "export/1", signatures=signatures.signatures())
+    >>> signatures.functions("entities")  # {name: (function, input signature)}, for kerasbert.export
 """
 
 from __future__ import annotations
@@ -74,24 +76,25 @@ def entity_spans(tag_ids: tf.Tensor, word_scores: tf.Tensor, prefix: tf.Tensor, 
     }
 
 
-class TaggingSignatures(tf.Module):
-    """A tagging model (`build_tagging_model`) and its `TaggingGraph`, as a module whose
-    `entities` and `tags_tokens` functions are the serving signatures."""
+class TaggingSignatures:
+    """The serving functions of a tags head: `predict` (token tensors {token_ids, segment_ids,
+    padding_mask} -> tag logits (batch, seq, tags), e.g. `MultitaskBert.head_output` of the
+    task) and its `TaggingGraph`. Holds no variables: the caller's export tracks the model
+    and the graph (whose tokenizer tables the functions use)."""
 
-    def __init__(self, model, graph: TaggingGraph):
-        super().__init__(name="tagging_signatures")
-        self.model, self.graph = model, graph
+    def __init__(self, predict, graph: TaggingGraph):
+        self.predict, self.graph = predict, graph
         self._prefix, self._kind, self._types = tag_tables(graph.tag_names)
         self._tags = tf.constant(graph.tag_names)
 
-    def signatures(self) -> dict:
-        return {"entities": self.entities, "tags_tokens": self.tags_tokens}
+    def functions(self, head: str = "entities") -> dict:
+        """{name: (function, input signature)}: `head` (text) and `<head>_tokens`."""
+        return {head: (self.entities, [TEXT]), f"{head}_tokens": (self.tags_tokens, TOKENS)}
 
     def _probabilities(self, tokens: dict) -> tf.Tensor:
-        logits = self.model({key: tokens[key] for key in ENCODER_KEYS}, training=False)
+        logits = self.predict({key: tokens[key] for key in ENCODER_KEYS})
         return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)  # (batch, seq, tags)
 
-    @tf.function(input_signature=TOKENS, autograph=False)
     def tags_tokens(self, token_ids, segment_ids, padding_mask):
         probabilities = self._probabilities(
             {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
@@ -99,7 +102,6 @@ class TaggingSignatures(tf.Module):
         return {"tag": tf.gather(self._tags, tag_id), "tag_id": tag_id,
                 "tag_score": tf.reduce_max(probabilities, axis=-1)}
 
-    @tf.function(input_signature=[TEXT], autograph=False)
     def entities(self, text):
         text = check_utf8(text, "text")
         aligned = self.graph.align(text)

@@ -6,7 +6,11 @@ can interleave them:
        the sentence, or the packed pair `[CLS] a [SEP] b [SEP]` for a cross-encoder;
        token_ids_b, segment_ids_b, padding_mask_b: sentence b for a bi-encoder
        (all padding where unused).
-    y: (batch,) float32: class id, or the score of a score task.
+    y: (batch,) float32: class id, or the score of a score task; a tags task's (batch, seq):
+       the tag id at each word's first piece, -1 elsewhere; a span task's (batch, 2): the
+       answer's first and last piece in the window, (0, 0) ([CLS]) when it is not in it.
+       (The kinds' y differ in rank: the interleaved stream's y has an unknown shape, and
+       `MultitaskBert.task_loss` gives each kind's its shape back.)
 
 Example:
     >>> pre = TaskPreprocessor(tokenizer, sequence_length=128, pair_encoder="cross")
@@ -22,7 +26,9 @@ import tensorflow as tf
 
 from kerasbert.data.rows import DataError, file_exists
 from kerasbert.data.tasks import Example, read_task_file
-from kerasbert.packing import pack_segments
+from kerasbert.families.span_qa import SpanGraph, span_features
+from kerasbert.families.tagging import TaggingGraph, tagging_features
+from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tasks import Task, encoder_of, get_task, task_id
 from kerasbert.tokenization import special_token_ids
 
@@ -58,6 +64,19 @@ class TaskPreprocessor:
         self.pair_encoder, self.sts_encoder = pair_encoder, sts_encoder
         self.trim = trim
         self.ids = special_token_ids(tokenizer)
+        self._graphs = {}
+
+    def graph_of(self, task: Task):
+        """The family graph of a tags or span task (`TaggingGraph`, `SpanGraph`): its words or
+        windows, tokenized with offsets, for its training features, its scoring and its export
+        alike. One per task, built once."""
+        if task.name not in self._graphs:
+            vocabulary = self.tokenizer.get_vocabulary()
+            length = task.sequence_length or self.sequence_length
+            self._graphs[task.name] = TaggingGraph(vocabulary, task.labels, length) if task.kind == "tags" else \
+                SpanGraph(vocabulary, length, task.doc_stride, task.max_query_length, task.max_answer_length,
+                          task.max_windows)
+        return self._graphs[task.name]
 
     def pack(self, *texts: tf.Tensor) -> dict[str, tf.Tensor]:
         """One or two batches of strings -> token_ids, segment_ids, padding_mask (int32)."""
@@ -126,6 +145,9 @@ def sample_examples(result, limit: int = 0, seed: int = 0) -> list[Example]:
     """A file's examples (a `ReadResult`), a seeded random `limit` of them if > 0."""
     if result.skipped:
         print(f"   {result.path}: skipped {result.skipped} damaged row(s)")
+    if result.skipped_answers:
+        print(f"   {result.path}: skipped {result.skipped_answers} answer(s) whose answer_start does not point at "
+              "their text")
     examples = result.examples
     if limit and len(examples) > limit:
         keep = np.random.default_rng(seed).choice(len(examples), limit, replace=False)
@@ -150,12 +172,14 @@ def task_dataset(task: "str | Task", examples: list[Example], preprocessor: Task
         >>> train = task_dataset("sst", examples, preprocessor, batch_size=32, training=True)
         >>> model.fit(train, steps_per_epoch=100, epochs=3)
     """
+    task = get_task(task)
+    if task.is_family:
+        return family_dataset(task, examples, preprocessor, batch_size, training, seed)
     data = tf.data.Dataset.from_tensor_slices((
         [e.text_a for e in examples], [e.text_b for e in examples],
         np.array([e.label for e in examples], np.float32)))
     if training:
         data = data.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
-    task = get_task(task)
     if training and swap_pairs and task.is_pair:
         coins = tf.data.Dataset.random(seed=seed).map(lambda r: r % 2 == 1)
         data = tf.data.Dataset.zip(data, coins).map(_swap_if)
@@ -165,6 +189,47 @@ def task_dataset(task: "str | Task", examples: list[Example], preprocessor: Task
     else:
         data = data.batch(batch_size, drop_remainder=training)
     return data.map(lambda a, b, y: (preprocessor(task, a, b), y), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, batch_size: int, training: bool,
+                   seed: int = 0) -> tf.data.Dataset:
+    """Batches of a tags task's Sentences or a span task's QaExamples (every window of each
+    question), their features made once by the task's family graph (`TaskPreprocessor.graph_of`),
+    in the batch structure of the other tasks; each batch trimmed to its longest row unless the
+    preprocessor keeps one shape (XLA).
+
+    Example:
+        >>> train = family_dataset(get_task("ner"), sentences, preprocessor, batch_size=32, training=True)
+    """
+    graph = preprocessor.graph_of(task)
+    if task.kind == "tags":
+        features = tagging_features(graph, examples)
+        labels = features.labels
+        if features.untagged_words:
+            print(f"   {task.name}: {features.untagged_words} words past {graph.sequence_length - 2} word pieces "
+                  "have no label (their sentences are cut)")
+    else:
+        features = span_features(graph, examples)
+        labels = features.positions
+        print(f"   {task.name}: {len(labels)} windows of {len(examples)} questions, {features.windows_without_answer} "
+              "without the answer" + (f"; {features.skipped} questions skipped (their answer covers no word "
+                                      "piece)" if features.skipped else ""))
+    data = tf.data.Dataset.from_tensor_slices(({key: getattr(features, key) for key in ENCODER_KEYS},
+                                               labels.astype(np.float32)))
+    if training:
+        data = data.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True).repeat()
+    data = data.batch(batch_size, drop_remainder=training)
+    identity, trim = task_id(task.name), preprocessor.trim and task.kind == "tags"
+
+    def complete(x, y):
+        if trim:  # the longest row's length (windows of a span task are nearly all full)
+            width = tf.reduce_max(tf.reduce_sum(x["padding_mask"], axis=1))
+            x, y = {key: value[:, :width] for key, value in x.items()}, y[:, :width]
+        x.update({f"{key}_b": tf.zeros_like(x[key]) for key in ENCODER_KEYS})
+        x["task"] = tf.fill([tf.shape(y)[0]], identity)
+        return x, y
+
+    return data.map(complete, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def _swap_if(pair, swap):

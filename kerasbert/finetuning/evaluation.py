@@ -3,7 +3,12 @@
 Each task's metrics follow its kind (`kerasbert.tasks`): `<task>_accuracy` (classes,
 pair_classes); `<task>_accuracy`, `<task>_f1` (pair_binary); `<task>_pearson`,
 `<task>_spearman` (score, pair_score); per-class precision, recall and F1 for the classes
-kinds (`class_report`). `overall` is the mean of the tasks' headlines (accuracy, or
+kinds (`class_report`); a tags task's `<task>_f1`, `<task>_precision`, `<task>_recall` (entities,
+as conlleval counts them) and `<task>_f1_<TYPE>` per entity type (`entity_report`: the per-type
+table); a span task's `<task>_f1`, `<task>_exact_match` (SQuAD's official evaluation,
+as fractions: the script prints percent). The families are scored on their entities and
+answers as the export serves them: the export's own functions, traced on the in-memory model.
+`overall` is the mean of the tasks' headlines (accuracy, F1, or
 (pearson + 1) / 2); for sst, para and sts that is the reference study's
     overall = (sst_accuracy + para_accuracy + (sts_pearson + 1) / 2) / 3
 
@@ -25,6 +30,12 @@ import tensorflow as tf
 
 from kerasbert.errors import ConfigError
 from kerasbert.data.tasks import read_task_file
+from kerasbert.families.conlleval import entity_scores
+from kerasbert.families.span_qa import predict_answers
+from kerasbert.families.span_qa_export import SpanSignatures
+from kerasbert.families.squad import squad_scores
+from kerasbert.families.tagging import predict_tags
+from kerasbert.families.tagging_export import TaggingSignatures
 from kerasbert.finetuning.data import sample_examples, task_dataset
 from kerasbert.tasks import DEFAULT_TASKS, Task, get_task
 
@@ -50,6 +61,28 @@ def _predict_function(model, task: str):
     return functions[task]
 
 
+def family_signatures(model, preprocessor, task: str) -> "TaggingSignatures | SpanSignatures":
+    """The serving functions of a tags or span task's head on `model`, over the task's graph
+    (`TaskPreprocessor.graph_of`): what the export serves and what evaluation scores.
+
+    Example:
+        >>> family_signatures(model, preprocessor, "ner").entities(tf.constant(["Peter went to Paris"]))
+    """
+    spec = model.task_specs[task]
+    decoder = TaggingSignatures if spec.kind == "tags" else SpanSignatures
+    return decoder(functools.partial(model.head_output, task), preprocessor.graph_of(spec))
+
+
+def _family_function(model, preprocessor, task: str):
+    """The traced text function of a family task (`entities`, `answer`), one per (model, task)."""
+    functions = _PREDICT_FUNCTIONS.setdefault(model, {})
+    if task not in functions:
+        function, signature = family_signatures(model, preprocessor, task).functions()[
+            "entities" if model.task_specs[task].kind == "tags" else "answer"]
+        functions[task] = tf.function(function, input_signature=signature)
+    return functions[task]
+
+
 def predict_task(model, task: str, dataset: tf.data.Dataset) -> np.ndarray:
     """`model.task_prediction` of every batch: class probabilities (n, classes), a probability (n,)
     or a score (n,)."""
@@ -57,10 +90,16 @@ def predict_task(model, task: str, dataset: tf.data.Dataset) -> np.ndarray:
     return np.concatenate([step(x).numpy() for x, _ in dataset])
 
 
-def predict_examples(model, preprocessor, task: str, examples, batch_size: int = 64) -> np.ndarray:
+def predict_examples(model, preprocessor, task: str, examples, batch_size: int = 64):
     """`predict_task` on a list of examples, returned in their order. The batches are cut from
     the examples sorted by text length, so a batch trimmed to its longest text carries little
-    padding."""
+    padding. A tags task's: a list of each sentence's tags; a span task's: a list of answers."""
+    spec = model.task_specs[task]
+    if spec.kind == "tags":
+        return predict_tags(_family_function(model, preprocessor, task), examples, batch_size)
+    if spec.kind == "span":
+        answers = predict_answers(_family_function(model, preprocessor, task), examples, batch_size)
+        return [answers[example.uid] for example in examples]
     order = np.argsort([len(e.text_a) + len(e.text_b) for e in examples], kind="stable")
     dataset = task_dataset(model.task_specs[task], [examples[i] for i in order], preprocessor, batch_size,
                            training=False)
@@ -81,17 +120,42 @@ def score_file(model, preprocessor, task: str, path: str, limit: int = 0) -> dic
     if task not in model.tasks:
         raise ConfigError(f"This model has no head for task {task!r}; its tasks: {', '.join(model.tasks)}")
     examples = sample_examples(read_task_file(model.task_specs[task], path), limit)
-    return task_metrics(model.task_specs[task], [e.label for e in examples],
-                        predict_examples(model, preprocessor, task, examples))
+    return score_examples(model, preprocessor, task, examples)[0]
 
 
-def task_metrics(task: "str | Task", labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+def score_examples(model, preprocessor, task: str, examples) -> tuple[dict[str, float], object]:
+    """(metrics, predictions) of `task`'s head on labelled examples: what a run's dev
+    evaluation and `score_file` report."""
+    predictions = predict_examples(model, preprocessor, task, examples)
+    return task_metrics(model.task_specs[task], task_labels(model.task_specs[task], examples), predictions), \
+        predictions
+
+
+def task_labels(task: Task, examples) -> list:
+    """The references the metrics compare with: labels; a tags task's tags per sentence; a
+    span task's reference answers per question."""
+    if task.kind == "tags":
+        return [sentence.tags for sentence in examples]
+    if task.kind == "span":
+        return [[answer.text for answer in example.answers] for example in examples]
+    return [example.label for example in examples]
+
+
+def task_metrics(task: "str | Task", labels, predictions) -> dict[str, float]:
     """The metrics of `task`'s kind, named `<task>_<metric>`.
 
     >>> task_metrics("sts", [0.0, 2.5, 5.0], np.array([0.5, 2.0, 4.0]))
     {'sts_pearson': 0.9933992677987828, 'sts_spearman': 1.0}
+    >>> task_metrics("squad", [["Denver Broncos", "the Broncos"], ["Paris"]], ["the Broncos", "Rome"])
+    {'squad_f1': 0.5, 'squad_exact_match': 0.5}
     """
     task = get_task(task)
+    if task.kind == "tags":
+        return entity_scores(labels, predictions).as_dict(prefix=f"{task.name}_")
+    if task.kind == "span":
+        scores = squad_scores({str(i): answer for i, answer in enumerate(predictions)},
+                              {str(i): references for i, references in enumerate(labels)})
+        return {task.metric_names[0]: scores["squad_f1"] / 100, task.metric_names[1]: scores["squad_exact_match"] / 100}
     labels, kind, names = np.asarray(labels), task.kind, task.metric_names
     if kind in ("classes", "pair_classes"):
         return {names[0]: float(np.mean(predictions.argmax(-1) == labels))}
@@ -123,6 +187,17 @@ def class_report(task: Task, labels, predicted) -> dict[str, dict[str, float]]:
                         "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
                         "support": int(np.sum(labels == index))}
     return report
+
+
+def entity_report(references: list[list[str]], predictions: list[list[str]]) -> dict[str, dict[str, float]]:
+    """Per entity type: precision, recall, F1 (conlleval's) and support (reference entities).
+
+    >>> entity_report([["B-PER", "O", "B-LOC"]], [["B-PER", "O", "O"]])["LOC"]
+    {'precision': 0.0, 'recall': 0.0, 'f1': 0.0, 'support': 1}
+    """
+    return {kind: {"precision": counts.precision, "recall": counts.recall, "f1": counts.f1,
+                   "support": counts.reference}
+            for kind, counts in sorted(entity_scores(references, predictions).by_type.items())}
 
 
 def predicted_classes(task: Task, predictions: np.ndarray) -> np.ndarray:

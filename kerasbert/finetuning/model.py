@@ -8,6 +8,10 @@ Heads, by the task's kind (`kerasbert.tasks`):
 - score: min_score + (max_score - min_score) * sigmoid(dense(1)) on the sentence embedding.
 - pair_score (similarity): cross-encoder: as score, on the pair's embedding; bi-encoder: the
   cosine of u and v mapped from [-1, 1] to [min_score, max_score].
+- tags (named entities): dropout + dense(num_tags) on each token's state: tag logits
+  (batch, seq, tags); a word's tag is its first piece's (kerasbert/families/tagging.py).
+- span (extractive QA): dense(2) on each token's state: start and end logits (batch, seq, 2)
+  (kerasbert/families/span_qa.py).
 pair_classes and pair_binary heads use `pair_encoder`; pair_score heads `sts_encoder`
 (default: the same), so paraphrase can read both sentences at once while similarity stays a cosine.
 The sentence embedding (`embed`) is the mean of the token states over the padding
@@ -19,7 +23,8 @@ share of the work; XLA (`jit_compile`) needs the padded one.
 Each batch holds one task (see finetuning/data.py); `train_step` switches on it, so a
 step runs the encoder only for that task's inputs. Losses: cross-entropy (classes,
 pair_classes), binary cross-entropy plus optional multiple-negatives ranking on positives
-(pair_binary), MSE on the score or cosine-embedding loss (pair_score), weighted per task.
+(pair_binary), MSE on the score or cosine-embedding loss (pair_score), the families'
+`masked_tag_loss` (tags) and `span_loss` (span), weighted per task.
 
 Example:
     >>> model = MultitaskBert(backbone, tasks=("sst", "sts"), pair_encoder="bi")
@@ -32,6 +37,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from kerasbert.families.span_qa import span_loss
+from kerasbert.families.tagging import masked_tag_loss
 from kerasbert.models import unpadded as unpadded_encoder
 from kerasbert.models.dataset_fit import DatasetFit
 from kerasbert.models.encoder import bert_initializer
@@ -100,7 +107,8 @@ class MultitaskBert(DatasetFit, keras.Model):
         init = bert_initializer()
         self.dropout = keras.layers.Dropout(dropout, name="head_dropout")
         for task in self.task_specs.values():  # attributes named by the head: `sentiment_head`, ...
-            units = task.num_classes if task.kind in ("classes", "pair_classes") else 1
+            units = {"tags": task.num_classes, "span": 2}.get(task.kind, task.num_classes
+                                                                  if task.kind in ("classes", "pair_classes") else 1)
             setattr(self, f"{task.head}_head", keras.layers.Dense(units, kernel_initializer=init,
                                                                   name=f"{task.head}_head"))
         self.task_losses = {name: keras.metrics.Mean(name=f"{name}_loss") for name in self.tasks}
@@ -119,6 +127,9 @@ class MultitaskBert(DatasetFit, keras.Model):
             kind, encoder = self.task_specs[name].kind, self.encoder_of(name)
             if kind == "pair_score" and encoder == "bi":
                 continue  # a cosine: the head is never called and has no weights
+            if self.task_specs[name].is_family:  # on each token's state
+                self.head(name).build((None, None, hidden))
+                continue
             width = 4 * hidden if encoder == "bi" else hidden  # [u, v, |u-v|, u*v]
             self.head(name).build((None, width))
         self.built = True
@@ -148,6 +159,10 @@ class MultitaskBert(DatasetFit, keras.Model):
         summed = tf.reduce_sum(out["sequence_output"] * mask, axis=1)  # (batch, hidden)
         return summed / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
 
+    def sequence(self, x, training=False):
+        """Each token's state (batch, seq, hidden): what the tags and span heads read."""
+        return self.backbone({k: x[k] for k in ENCODER_KEYS}, training=training)["sequence_output"]
+
     def _pair_embeddings(self, x, training):
         """(u, v) of a bi-encoder pair's sentences a and b, from one encoder call over both:
         b's rows after a's, each side padded to the wider side's width."""
@@ -165,7 +180,13 @@ class MultitaskBert(DatasetFit, keras.Model):
         return self.embed(x, training), None
 
     def head_output(self, task: str, x, training=False):
-        """classes kinds: logits (batch, n); pair_binary: a logit (batch,); score kinds: the score (batch,)."""
+        """classes kinds: logits (batch, n); pair_binary: a logit (batch,); score kinds: the score
+        (batch,); tags: tag logits (batch, seq, tags); span: start and end logits (batch, seq, 2)."""
+        if self.task_specs[task].is_family:
+            states = self.sequence(x, training)
+            if self.task_specs[task].kind == "tags":
+                states = self.dropout(states, training=training)
+            return tf.cast(self.head(task)(states), tf.float32)
         return self.head_output_from(task, *self.task_embeddings(task, x, training), training=training)
 
     def head_output_from(self, task: str, u, v=None, training=False):
@@ -185,7 +206,11 @@ class MultitaskBert(DatasetFit, keras.Model):
     def task_prediction(self, task: str, x):
         """classes, pair_classes: class probabilities (batch, n); pair_binary: the probability
         of the second class (batch,); score kinds: the score in [min_score, max_score]
-        (batch,). What evaluation scores and the export serves."""
+        (batch,). What evaluation scores and the export serves. The families answer through their
+        decoders (kerasbert/families/*_export.py), which read `head_output`'s logits."""
+        if self.task_specs[task].is_family:
+            raise ValueError(f"Task {task!r} is a {self.task_specs[task].kind} task: its entities or answers come "
+                             "from its family's signatures (kerasbert.finetuning.evaluation.family_signatures)")
         return self.task_prediction_from(task, *self.task_embeddings(task, x))
 
     def task_prediction_from(self, task: str, u, v=None):
@@ -203,8 +228,15 @@ class MultitaskBert(DatasetFit, keras.Model):
     # --- Losses and the multitask step -----------------------------------------------
 
     def task_loss(self, task: str, x, y):
-        """The training loss of one task's batch (its kind's loss, see the module doc)."""
+        """The training loss of one task's batch (its kind's loss, see the module doc). `y`'s
+        shape may be unknown (the interleaved stream's): each kind gives its own back."""
         spec = self.task_specs[task]
+        if spec.kind == "tags":  # (batch, seq): tag ids at first pieces, -1 elsewhere
+            labels = tf.reshape(y, tf.shape(x["token_ids"]))
+            return masked_tag_loss(labels, self.head_output(task, x, training=True))
+        if spec.kind == "span":  # (batch, 2): the answer's first and last piece
+            return span_loss(tf.reshape(y, [-1, 2]), self.head_output(task, x, training=True))
+        y = tf.reshape(y, [-1])  # (batch,)
         if spec.kind == "pair_binary":
             return self._binary_loss(task, x, y)
         if spec.is_classes:

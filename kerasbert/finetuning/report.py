@@ -1,5 +1,5 @@
 """A fine-tuning run's `report.md`: each task's headline metrics, per-class precision, recall
-and F1 of the classes kinds, and the plots beside it.
+and F1 of the classes kinds (per entity type of a tags task), and the plots beside it.
 
 Example:
     >>> print("\\n".join(class_table({"negative": {"precision": 0.8, "recall": 0.5, "f1": 0.615, "support": 10}})))
@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 
 
-def class_table(per_class: dict[str, dict[str, float]]) -> list[str]:
-    """Markdown rows of one task's per-class precision, recall, F1 and support."""
-    lines = ["| class | precision | recall | F1 | dev examples |", "|---|---:|---:|---:|---:|"]
+def class_table(per_class: dict[str, dict[str, float]], what: str = "class", support: str = "dev examples") -> list[str]:
+    """Markdown rows of one task's per-class (or per entity type) precision, recall, F1 and support."""
+    lines = [f"| {what} | precision | recall | F1 | {support} |", "|---|---:|---:|---:|---:|"]
     lines += [f"| {name} | {row['precision']:.3f} | {row['recall']:.3f} | {row['f1']:.3f} | {row['support']} |"
               for name, row in per_class.items()]
     return lines
@@ -33,7 +33,8 @@ def write_run_report(output_dir: str, tasks: dict, metrics: dict, confusion_file
         values = ", ".join(f"{key.removeprefix(name + '_')} {metrics[key]:.3f}" for key in task.metric_names)
         lines += [f"## {task.title} (`{name}`, {task.kind})", "", f"{values}.", ""]
         if name in metrics.get("per_class", {}):
-            lines += class_table(metrics["per_class"][name]) + [""]
+            lines += (class_table(metrics["per_class"][name], "entity type", "dev entities") if task.kind == "tags"
+                      else class_table(metrics["per_class"][name])) + [""]
         if name in confusion_files:
             lines += [f"![{task.title} confusion matrix]({confusion_files[name]})", ""]
     path = os.path.join(output_dir, "report.md")

@@ -10,11 +10,14 @@ Output folder (chief only), for the config's `tasks` (sst, para, sts unless it s
     history.csv, logs/     per-block train losses and dev metrics; TensorBoard
     steps.csv              the training losses every tenth of a block
     curves.png             losses and dev metrics per step
-    report.md              each task's metrics, per-class precision/recall/F1, the plots
+    report.md              each task's metrics, per-class (per entity type for a tags task)
+                           precision/recall/F1, the plots
     <task>_confusion.png   confusion matrix on dev, per classes or pair_classes task
     metrics.json           each task's metrics (sst_accuracy, para_accuracy, para_f1,
-                           sts_pearson, sts_spearman), overall; per_class: precision,
-                           recall, F1 and support of each class of the classes kinds
+                           sts_pearson, sts_spearman; ner_f1, ner_precision, ner_recall,
+                           ner_f1_<TYPE>; squad_f1, squad_exact_match), overall; per_class:
+                           precision, recall, F1 and support of each class of the classes
+                           kinds, and of each entity type of a tags task
 
 Example:
     >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json")
@@ -36,8 +39,8 @@ from kerasbert.data.rows import DataError
 from kerasbert.data.tasks import read_task_file, read_training_file
 from kerasbert.durable import publish, write_json
 from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, resolve_path, sample_examples, task_dataset
-from kerasbert.finetuning.evaluation import (class_report, headline_keys, overall_score, predict_examples,
-                                             predicted_classes, task_metrics)
+from kerasbert.finetuning.evaluation import (class_report, entity_report, headline_keys, overall_score,
+                                             predicted_classes, score_examples, task_labels)
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.finetuning.report import write_run_report
 from kerasbert.models.encoder import load_encoder
@@ -63,8 +66,8 @@ def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
     """Metrics (with overall) and predictions of every task's dev set ({task: examples})."""
     metrics, predictions = {}, {}
     for task, examples in dev.items():
-        predictions[task] = predict_examples(model, preprocessor, task, examples)
-        metrics.update(task_metrics(model.task_specs[task], [e.label for e in examples], predictions[task]))
+        scores, predictions[task] = score_examples(model, preprocessor, task, examples)
+        metrics.update(scores)
     metrics["overall"] = overall_score(metrics, [model.task_specs[task] for task in dev])
     return metrics, predictions
 
@@ -90,7 +93,8 @@ def load_task_data(config: FinetuneConfig, data_dir: str) -> tuple[dict, dict, d
                             f"than one batch (train.batch_size={config.train.batch_size})")
         tasks[name], train[name] = task, sample_examples(result, data.max_train_examples, seed)
         dev.update(load_dev_sets(config, {name: task}, data_dir))
-        classes = f", classes {list(task.served_names)}" if task.is_classes else ""
+        classes = f", classes {list(task.served_names)}" if task.is_classes else \
+            f", tags {list(task.labels)}" if task.kind == "tags" else ""
         print(f"   {name} ({task.kind}{classes}): {len(train[name])} train, {len(dev[name])} dev")
     return tasks, train, dev
 
@@ -135,13 +139,20 @@ class DevEvaluation(keras.callbacks.Callback):
             write_json(self.best_path + ".json", {"score": score, "block": epoch + 1})
 
 
-def write_predictions(path: str, examples, predictions: np.ndarray) -> None:
+def write_predictions(path: str, task: Task, examples, predictions) -> None:
+    """id, label, prediction per dev example: a class id or a score; a tags task's tags (the
+    sentence's first line as its id), a span task's reference answers (joined by " | ") and answer."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, delimiter="\t")
         writer.writerow(["id", "label", "prediction"])
-        for example, prediction in zip(examples, predictions):
-            value = int(np.argmax(prediction)) if np.ndim(prediction) else round(float(prediction), 6)
-            writer.writerow([example.uid, example.label, value])
+        for example, label, prediction in zip(examples, task_labels(task, examples), predictions):
+            if task.kind == "tags":
+                writer.writerow([example.line, " ".join(label), " ".join(prediction)])
+            elif task.kind == "span":
+                writer.writerow([example.uid, " | ".join(label), prediction])
+            else:
+                value = int(np.argmax(prediction)) if np.ndim(prediction) else round(float(prediction), 6)
+                writer.writerow([example.uid, label, value])
 
 
 def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_checkpoint: str,
@@ -243,13 +254,15 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
     """The run's files, then metrics.json (with each classes task's `per_class` figures added),
     which marks the run finished (`mark_finished`)."""
     check_finite_weights(model, f"writing the run's outputs to {output_dir}")
-    metrics["per_class"] = {name: class_report(task, [e.label for e in dev[name]],
+    metrics["per_class"] = {name: class_report(task, task_labels(task, dev[name]),
                                                predicted_classes(task, predictions[name]))
                             for name, task in model.task_specs.items() if name in dev and task.is_classes}
+    metrics["per_class"].update({name: entity_report(task_labels(task, dev[name]), predictions[name])
+                                 for name, task in model.task_specs.items() if name in dev and task.kind == "tags"})
     os.makedirs(os.path.join(output_dir, "predictions"), exist_ok=True)
     for task, examples in dev.items():
-        write_predictions(os.path.join(output_dir, "predictions", f"{task}-dev.tsv"), examples,
-                          predictions[task])
+        write_predictions(os.path.join(output_dir, "predictions", f"{task}-dev.tsv"), model.task_specs[task],
+                          examples, predictions[task])
     confusion = {}
     for name in dev:
         task = model.task_specs[name]
