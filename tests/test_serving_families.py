@@ -1,6 +1,6 @@
 """The families' signatures served by `serving` over loopback: `entities` and `answer` over
 REST (row and columnar formats) and gRPC answer as the in-memory signatures do (same text,
-same character offsets), and bad input is a 400 / INVALID_ARGUMENT naming what is wrong."""
+same character offsets) of the in-memory model the export was made from, and bad input is a 400 / INVALID_ARGUMENT naming what is wrong."""
 
 import base64
 
@@ -21,9 +21,9 @@ CONTEXTS = [" the cat sat on the mat .", "dogs ran fast", "the dog sat on the ma
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     base = tmp_path_factory.mktemp("families") / "families"
-    module = tiny_families_export(base / "1")
+    functions = tiny_families_export(base / "1")
     server = Server(model_name="families", model_base_path=str(base))
-    yield server, module
+    yield server, functions
     server.close()
 
 
@@ -33,9 +33,9 @@ def plain(tensor):
             else row.decode() if isinstance(row, bytes) else row for row in values]
 
 
-def expected(module):
-    entities = module.tagging.entities(text=tf.constant(TEXTS))
-    answers = module.span.answer(question=tf.constant(QUESTIONS), context=tf.constant(CONTEXTS))
+def expected(functions):
+    entities = functions["entities"](tf.constant(TEXTS))
+    answers = functions["answer"](tf.constant(QUESTIONS), tf.constant(CONTEXTS))
     return {name: plain(value) for name, value in entities.items()}, {name: plain(v) for name, v in answers.items()}
 
 
@@ -49,8 +49,8 @@ def same(got: dict, want: dict):
 
 
 def test_rest_row_and_columnar_and_grpc_answer_as_the_in_memory_signatures(served):
-    server, module = served
-    entities, answers = expected(module)
+    server, functions = served
+    entities, answers = expected(functions)
     assert [c[s:e] for c, s, e in zip(CONTEXTS, answers["answer_start"], answers["answer_end"])] == answers["answer"]
     for row, text in enumerate(TEXTS):
         for start, end, found in zip(entities["entity_start"][row], entities["entity_end"][row],
