@@ -22,7 +22,8 @@ For each task (`ner`: pipelines/configs/finetune_ner.json, `squad`: finetune_squ
             TensorFlow, then the peer's `pipeline("token-classification",
             aggregation_strategy="first")` / tokenizer + BertForQuestionAnswering + run_qa.py's
             postprocessing (transformers 5 dropped `pipeline("question-answering")`). The
-            export's dev answers are scored too: what is served scores as trained.
+            export's dev answers are scored too, and the export is served by `python -m
+            serving`: the dev rows over REST and over gRPC must answer as in process.
 Writes runs/bench-tasks/results.json and results.md; a finished part is kept when the
 command runs again (a run folder with a finished run is reused).
 """
@@ -48,11 +49,12 @@ SIGNATURES = {"ner": "entities", "squad": "answer"}
 
 
 def config_of(args, task: str):
-    """The task's shipped config at the benchmark's budget: --max_steps, one block."""
+    """The task's config (finetune_<task>.json of --config_dir) at the benchmark's budget:
+    --max_steps, one block."""
     from kerasbert.config import FinetuneConfig, load_config
 
     overrides = [f"tasks={task}"] + ([f"train.total_steps={args.max_steps}"] if args.max_steps else [])
-    config = load_config(FinetuneConfig, f"pipelines/configs/finetune_{task}.json", overrides)
+    config = load_config(FinetuneConfig, os.path.join(args.config_dir, f"finetune_{task}.json"), overrides)
     return dataclasses.replace(config, train=dataclasses.replace(config.train, steps_per_block=config.train.total_steps))
 
 
@@ -177,14 +179,12 @@ def part_speed(args, task: str, results: dict) -> None:
     outputs = []
 
     def call(rows):
-        if task == "ner":
-            return signature(text=tf.constant([" ".join(row["words"]) for row in rows]))
-        return signature(question=tf.constant([row["question"] for row in rows]),
-                         context=tf.constant([row["context"] for row in rows]))
+        return signature(**{name: tf.constant(values) for name, values in inputs_of(task, rows).items()})
 
     for begin in range(0, len(dev), args.batch_size):
-        outputs.append(call(dev[begin:begin + args.batch_size]))
+        outputs.append({name: value.numpy() for name, value in call(dev[begin:begin + args.batch_size]).items()})
     ours = time_batches(call, dev, args.batch_size, args.repeats)
+    served = served_rows(args, task, train["export"], dev, outputs)
     peer = run_peer(args.peer_python, "pipeline", ["--inputs", folder, "--batch_size", str(args.batch_size),
                                                    "--repeats", str(args.repeats),
                                                    "--model_dir", os.path.join(args.output_dir, "peer", task)],
@@ -194,15 +194,56 @@ def part_speed(args, task: str, results: dict) -> None:
                               "all": {"kerasbert": ours, "transformers": peer["answers_per_second"]},
                               "batch_size": args.batch_size, "rows": len(dev),
                               "export_scores": dev_scores(task, dev, export_predictions(task, dev, outputs)),
+                              "served_equal": served,
                               "finished": timestamp()}
+
+
+def inputs_of(task: str, rows: list[dict]) -> dict[str, list[str]]:
+    if task == "ner":
+        return {"text": [" ".join(row["words"]) for row in rows]}
+    return {"question": [row["question"] for row in rows], "context": [row["context"] for row in rows]}
+
+
+def served_rows(args, task: str, export: str, dev: list[dict], outputs: list[dict]) -> dict:
+    """The export served by `python -m serving`: the dev rows sent over REST and gRPC in the
+    same batches; the share of rows whose every output equals the SavedModel's in process
+    (strings and offsets exactly, scores to 1e-5)."""
+    from serving.client import ServingClient
+    from serving.process import LocalServer
+
+    equal = {"rest": 0, "grpc": 0}
+    with LocalServer(task, os.path.dirname(export), log_path=os.path.join(args.output_dir, f"server-{task}.log")) \
+            as server:
+        server.wait_for_version(int(os.path.basename(export)))
+        for protocol in equal:
+            client = ServingClient(task, rest_port=server.rest_port, grpc_port=server.grpc_port, protocol=protocol,
+                                   timeout=300)
+            for begin, expected in zip(range(0, len(dev), args.batch_size), outputs):
+                got = client.predict(SIGNATURES[task], inputs_of(task, dev[begin:begin + args.batch_size]))
+                for row in range(len(expected[next(iter(expected))])):
+                    equal[protocol] += all(same(got[name][row], value[row]) for name, value in expected.items())
+    return {protocol: count / len(dev) for protocol, count in equal.items()}
+
+
+def same(got, expected) -> bool:
+    """A served output (JSON values; gRPC's strings as bytes) equals the one in process."""
+    import numpy as np
+
+    expected = np.asarray(expected)
+    if expected.dtype.kind == "f":
+        return bool(np.allclose(np.asarray(got, np.float64), expected, atol=1e-5))
+    if expected.dtype.kind == "O":
+        text = np.vectorize(lambda v: v.decode("utf-8") if isinstance(v, bytes) else v, otypes=[object])
+        return bool(np.array_equal(text(np.asarray(got, dtype=object)), text(expected)))
+    return bool(np.array_equal(np.asarray(got), expected))
 
 
 def export_predictions(task: str, dev: list[dict], outputs: list):
     """The export's dev outputs as predictions: tags per word (an untagged word "O"), {id: answer}."""
     if task == "ner":
-        rows = (row for out in outputs for row in out["word_tag"].numpy())
+        rows = (row for out in outputs for row in out["word_tag"])
         return [[t.decode() or "O" for t in row[:len(example["words"])]] for example, row in zip(dev, rows)]
-    answers = (a.decode("utf-8") for out in outputs for a in out["answer"].numpy())
+    answers = (a.decode("utf-8") for out in outputs for a in out["answer"])
     return {row["id"]: answer for row, answer in zip(dev, answers)}
 
 
@@ -235,14 +276,16 @@ def render_markdown(results: dict) -> str:
             lines.append(f"{task}: " + ", ".join(f"{k}={v}" for k, v in train["settings"].items()
                                                 if k != "tag_names") + f"; export {train['export']}  ")
         if speed:
-            lines.append(f"{task}: the export's dev scores (served = trained): " + ", ".join(
-                f"{k} {percent(v)}" for k, v in speed["export_scores"].items()) + "  ")
+            lines.append(f"{task}: the export's dev scores: " + ", ".join(
+                f"{k} {percent(v)}" for k, v in speed["export_scores"].items()) + "; dev rows served over REST / gRPC "
+                f"equal to the SavedModel in process: {percent(speed['served_equal']['rest'])}% / "
+                f"{percent(speed['served_equal']['grpc'])}%  ")
     return "\n".join(lines) + "\n"
 
 
 def part_command(args, part: str, task: str) -> list[str]:
     return [sys.executable, "-m", "benchmarks.tasks", "--data_dir", args.data_dir, "--output_dir", args.output_dir,
-            "--peer_python", args.peer_python, "--max_steps", str(args.max_steps), "--train_examples",
+            "--peer_python", args.peer_python, "--config_dir", args.config_dir, "--max_steps", str(args.max_steps), "--train_examples",
             str(args.train_examples), "--dev_examples", str(args.dev_examples), "--batch_size", str(args.batch_size),
             "--repeats", str(args.repeats), "--parts", part, "--tasks", task]
 
@@ -257,6 +300,8 @@ def main(argv=None) -> int:
     parser.add_argument("--peer_python", default=".venv-peer/bin/python", help="The peer environment's Python.")
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    parser.add_argument("--config_dir", default="pipelines/configs", help="Folder of finetune_ner.json and "
+                        "finetune_squad.json.")
     parser.add_argument("--max_steps", type=int, default=0, help="Training steps (0: the config's total_steps).")
     parser.add_argument("--train_examples", type=int, default=0, help="Training examples (0: all).")
     parser.add_argument("--dev_examples", type=int, default=0, help="Dev examples scored and timed (0: all).")
