@@ -1,8 +1,8 @@
-"""pipelines.batch_predict with the families' signatures: `entities` over text lines and
-`answer` over JSON Lines rows of question and context. Each row's result equals the
-SavedModel called on that row alone (so a batch's padding never shows), and a row the model
-refuses (a context too long for its windows) goes to the dead letters while its batch
-mates are scored."""
+"""pipelines.batch_predict with the families' signatures: `entities` rows (its model
+handler) and `answer` over JSON Lines rows of question and context (the whole pipeline).
+Each row's result equals the SavedModel called on that row alone (so a batch's padding
+never shows), and a row the model refuses (a context too long for its windows) goes to
+the dead letters while its batch mates are scored."""
 
 import glob
 import json
@@ -19,21 +19,22 @@ def results(prefix):
 
 
 def test_entities_and_answer_rows_equal_the_saved_model_and_refusals_are_dead_letters(tmp_path):
+    from kerasbert.batch.handler import SavedModelSignatureHandler
+
     export = str(tmp_path / "export" / "1")
     tiny_families_export(export)
     loaded = tf.saved_model.load(export)
+    # The handler's rows (RunInference's batch of 3): each cut to its own entities and words.
     texts = ["the cat sat on the mat .", "dogs ran", "the dog sat on the mat fast the cats ran ."]
-    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
-    prefix = str(tmp_path / "out" / "entities")
-    run_module(["pipelines.batch_predict", "--model_dir", export, "--signature", "entities", "--input",
-                str(tmp_path / "texts.txt"), "--output", prefix])
-    got = results(prefix)
-    for line, text in enumerate(texts, start=1):
+    handler = SavedModelSignatureHandler(export, "entities")
+    scored = list(handler.run_inference([{"text": t} for t in texts], handler.load_model()))
+    for text, result in zip(texts, scored):
         alone = {k: v.numpy()[0] for k, v in loaded.signatures["entities"](text=tf.constant([text])).items()}
-        outputs, count = got[str(line)]["outputs"], int(alone["num_entities"])
-        assert outputs["entity_text"] == [t.decode() for t in alone["entity_text"][:count]]
-        assert outputs["entity_start"] == alone["entity_start"][:count].tolist()
-        assert outputs["word_tag"] == [t.decode() for t in alone["word_tag"][:int(alone["num_words"])]]
+        count, words = int(alone["num_entities"]), int(alone["num_words"])
+        assert result.inference["entity_text"].tolist() == alone["entity_text"][:count].tolist()
+        assert result.inference["entity_start"].tolist() == alone["entity_start"][:count].tolist()
+        assert result.inference["word_tag"].tolist() == alone["word_tag"][:words].tolist()
+    assert len({len(r.inference["word"]) for r in scored}) == 3  # padding of the batch gone
 
     rows = [{"question": "where is the cat ?", "context": " the cat sat on the mat ."},
             {"question": "the dog", "context": "the dog ran fast . " * 20},  # needs more than 3 windows
