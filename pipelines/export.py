@@ -5,7 +5,9 @@
 
 Writes saved_models/kerasbert/<N>/ (default N: the next integer). Signatures, per task of
 the run, named by its head: sentiment (= serving_default), paraphrase, similarity, and
-their *_tokens and *_classify / *_regress variants; embed and embed_tokens.
+their *_tokens and *_classify / *_regress variants; entities (ner: text -> entities with
+character offsets) and answer (squad: question, context -> answer, answer_start,
+answer_end, score) and their *_tokens variants; embed and embed_tokens.
 """
 
 import sys
