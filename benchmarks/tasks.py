@@ -6,7 +6,7 @@ on the same MiniLM checkpoint, the same examples and the same budget, in one run
 
 For each task (`ner`: pipelines/configs/finetune_ner.json, `squad`: finetune_squad.json):
     train   the training examples kerasbert reads (its own reader), shuffled once with the
-            config's seed and cut to --train_examples, are written twice: in the task's
+            config's seed and cut to --train_examples (or the config's max_train_examples), are written twice: in the task's
             format for kerasbert (inputs/<task>/train.*) and as JSON Lines for the peer
             (train.jsonl), with the dev examples (cut to --dev_examples) and the settings
             (steps, batch size, sequence length, doc stride, learning rate, warm-up, weight
@@ -97,16 +97,18 @@ def prepare(args, task: str) -> tuple[str, dict]:
     os.makedirs(folder, exist_ok=True)
     train = [as_row(e) for e in read_examples(spec, os.path.join(args.data_dir, spec.train_file))]
     random.Random(config.train.seed).shuffle(train)
-    train = train[:args.train_examples or None]
-    dev = [as_row(e) for e in read_examples(spec, os.path.join(args.data_dir, spec.dev_file))][:args.dev_examples or None]
+    train = train[:args.train_examples or config.data.max_train_examples or None]
+    dev = [as_row(e) for e in read_examples(spec, os.path.join(args.data_dir, spec.dev_file))]
+    dev = dev[:args.dev_examples or config.data.max_dev_examples or None]
     suffix = ".txt" if spec.kind == "tags" else ".json"
     files = {}
     for split, rows in (("train", train), ("dev", dev)):
         save_examples(os.path.join(folder, f"{split}.jsonl"), rows)
         files[split] = os.path.abspath(os.path.join(folder, f"{split}{suffix}"))
         write_task_file(files[split], rows)
-    config = dataclasses.replace(config, data=dataclasses.replace(
-        config.data, train_files={task: files["train"]}, dev_files={task: files["dev"]}))
+    config = dataclasses.replace(config, data=dataclasses.replace(  # the files hold the examples: no more cuts
+        config.data, train_files={task: files["train"]}, dev_files={task: files["dev"]}, max_train_examples=0,
+        max_dev_examples=0))
     save_config(config, os.path.join(folder, "config.json"))
     train_config = config.train
     settings = {"kind": spec.kind, "sequence_length": spec.sequence_length or config.data.max_sequence_length,
