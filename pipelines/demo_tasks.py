@@ -10,6 +10,7 @@ minutes (what `make demo-tasks` runs):
     4 print      the entities and answers, with their character offsets
 
     python -m pipelines.demo_tasks [--output_dir runs/demo-tasks] [--data_dir ../shared/data]
+    python -m pipelines.demo_tasks --set train.total_steps=8 --set data.max_train_examples=64   # a quicker look
 
 A finished run or export in --output_dir is reused (`--overwrite` trains again).
 """
@@ -52,7 +53,8 @@ def train_and_export(args, task: str) -> str:
     run_dir, export_base = os.path.join(args.output_dir, task), os.path.join(args.output_dir, "export", task)
     print(f"== {task}: fine-tune and export", flush=True)
     run([sys.executable, "-m", "pipelines.finetune", "--config", f"pipelines/configs/finetune_{task}_tiny.json",
-         "--data_dir", args.data_dir, "--output_dir", run_dir] + (["--overwrite"] if args.overwrite else []))
+         "--data_dir", args.data_dir, "--output_dir", run_dir] + [f"--set={o}" for o in args.overrides]
+        + (["--overwrite"] if args.overwrite else []))
     newest = os.path.join(export_base, str(next_version(export_base) - 1))
     if not os.path.isdir(newest) or os.path.getmtime(newest) < os.path.getmtime(os.path.join(run_dir, "metrics.json")):
         newest = os.path.join(export_base, str(next_version(export_base)))
@@ -158,6 +160,8 @@ def main(argv=None) -> int:
     parser.add_argument("--output_dir", default="runs/demo-tasks", type=output_folder,
                         help="Folder for the runs, exports, models.config and server.log.")
     parser.add_argument("--overwrite", action="store_true", help="Train both runs again from scratch.")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="Override a field of both runs' configs, e.g. train.total_steps=8. Repeatable.")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
 
     def demo():
