@@ -214,7 +214,9 @@ def served_rows(args, task: str, export: str, dev: list[dict], outputs: list[dic
     from serving.process import LocalServer
 
     equal = {"rest": 0, "grpc": 0}
-    with LocalServer(task, os.path.dirname(export), log_path=os.path.join(args.output_dir, f"server-{task}.log")) \
+    log = os.path.join(args.output_dir, f"server-{task}.log")
+    # A batch of 32 questions at 384 tokens may take minutes on a busy 2-core machine.
+    with LocalServer(task, os.path.dirname(export), log_path=log, extra_flags=["--rest_api_timeout_in_ms=600000"]) \
             as server:
         server.wait_for_version(int(os.path.basename(export)))
         for protocol in equal:
@@ -234,7 +236,7 @@ def same(got, expected) -> bool:
     expected = np.asarray(expected)
     if expected.dtype.kind == "f":
         return bool(np.allclose(np.asarray(got, np.float64), expected, atol=1e-5))
-    if expected.dtype.kind == "O":
+    if expected.dtype.kind in "OSU":  # a row's single string is a NumPy bytes scalar
         text = np.vectorize(lambda v: v.decode("utf-8") if isinstance(v, bytes) else v, otypes=[object])
         return bool(np.array_equal(text(np.asarray(got, dtype=object)), text(expected)))
     return bool(np.array_equal(np.asarray(got), expected))
