@@ -107,8 +107,8 @@ class MultitaskBert(DatasetFit, keras.Model):
         init = bert_initializer()
         self.dropout = keras.layers.Dropout(dropout, name="head_dropout")
         for task in self.task_specs.values():  # attributes named by the head: `sentiment_head`, ...
-            units = {"tags": task.num_classes, "span": 2}.get(task.kind, task.num_classes
-                                                                  if task.kind in ("classes", "pair_classes") else 1)
+            units = {"classes": task.num_classes, "pair_classes": task.num_classes, "tags": task.num_classes,
+                     "span": 2}.get(task.kind, 1)  # span: start and end; binary and score kinds: one
             setattr(self, f"{task.head}_head", keras.layers.Dense(units, kernel_initializer=init,
                                                                   name=f"{task.head}_head"))
         self.task_losses = {name: keras.metrics.Mean(name=f"{name}_loss") for name in self.tasks}
