@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo test bench-peers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding bench-batch bench-own-data clean
+.PHONY: install demo demo-tasks test bench-peers bench-tasks bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding bench-batch bench-own-data clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ install: $(STAMP)
 # The whole path: vocabulary, pretrain, fine-tune, evaluate, export, serve, report.
 demo: install
 	$(PY) -m pipelines.demo --data_dir $(DATA_DIR)
+
+# Named entities and question answering in a few minutes: tiny CoNLL-2003 and SQuAD runs,
+# exported, served by `python -m serving`, queried over REST (rows, columns) and gRPC.
+demo-tasks: install
+	$(PY) -m pipelines.demo_tasks --data_dir $(DATA_DIR) --output_dir runs/demo-tasks
 
 # Modules whose docstring examples run as tests (`make test` runs them first, in seconds):
 # the ones that need no TensorFlow. tests/test_api_examples.py runs the public API's.
@@ -53,6 +58,11 @@ bench-peers: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.peers --data_dir $(DATA_DIR) --output_dir runs/bench-peers \
 		--peer_python $(PEER_VENV)/bin/python
 
+# NER (CoNLL-2003) and SQuAD against transformers: the same MiniLM, examples and budget;
+# dev F1 (and EM), training examples/s, raw-text answers/s. Exports to runs/bench-tasks/export/.
+bench-tasks: install $(PEER_VENV)/.installed
+	$(PY) -m benchmarks.tasks --data_dir $(DATA_DIR) --output_dir runs/bench-tasks \
+		--peer_python $(PEER_VENV)/bin/python
 
 # Its budget is the config's steps; its quality is judged against the peer (bench-peers).
 bench-pretrain: install

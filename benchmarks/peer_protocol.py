@@ -3,6 +3,10 @@ same batches and are scored and timed the same way: pretraining batches on disk,
 held-out scores and the inference timing. NumPy only: the peer's environment has no
 TensorFlow.
 
+Fine-tuning on tasks (benchmarks.tasks, benchmarks/peer_tasks.py) passes examples instead,
+as JSON Lines in training order (`save_examples`): a tagging example is `{"words": [...],
+"tags": [...]}`, a question `{"id", "question", "context", "answers": [{"text", "start"}]}`.
+
 A batch file (`.npz`) holds rows, `batch_size` of them a step, in training order:
     token_ids, segment_ids, padding_mask   int32 (rows, seq)
     mask_positions, mask_ids               int32 (rows, K): masked slots, padded with 0
@@ -18,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+import json
+import os
 import time
 
 import numpy as np
@@ -76,6 +82,39 @@ def heldout_scores(mlm_logits: np.ndarray, nsp_logits: np.ndarray, rows: dict[st
     }
 
 
+def save_examples(path: str, examples: list[dict]) -> None:
+    """Examples as JSON Lines, one a line, in the order given (the order of training).
+
+    >>> save_examples("/tmp/ner.jsonl", [{"words": ["Paris"], "tags": ["B-LOC"]}])
+    >>> load_examples("/tmp/ner.jsonl")
+    [{'words': ['Paris'], 'tags': ['B-LOC']}]
+    """
+    with open(path + ".partial", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(example, ensure_ascii=False) + "\n" for example in examples)
+    os.replace(path + ".partial", path)
+
+
+def load_examples(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def time_batches(call, items: list, batch_size: int, repeats: int) -> list[float]:
+    """Items/s of each of `repeats` passes of `call` over `items`, `batch_size` at a time.
+
+    >>> rates = time_batches(lambda texts: [t.upper() for t in texts], ["a", "b", "c"], 2, repeats=2)
+    >>> len(rates)
+    2
+    """
+    rates = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for i in range(0, len(items), batch_size):
+            call(items[i:i + batch_size])
+        rates.append(len(items) / (time.perf_counter() - started))
+    return rates
+
+
 def time_embedding(embed, sentences: list, batch_size: int, repeats: int, latency_sentences: int):
     """(embeddings, sentences/s of each pass over `sentences` at `batch_size`, seconds of each
     call on one sentence of the first `latency_sentences`); `embed` maps texts to an array.
@@ -83,12 +122,7 @@ def time_embedding(embed, sentences: list, batch_size: int, repeats: int, latenc
     >>> embeddings, rates, latencies = time_embedding(my_embed, sentences, 32, repeats=3, latency_sentences=256)
     """
     embeddings = np.concatenate([embed(sentences[i:i + batch_size]) for i in range(0, len(sentences), batch_size)])
-    rates = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for i in range(0, len(sentences), batch_size):
-            embed(sentences[i:i + batch_size])
-        rates.append(len(sentences) / (time.perf_counter() - started))
+    rates = time_batches(embed, sentences, batch_size, repeats)
     latencies = []
     for sentence in sentences[:latency_sentences]:
         started = time.perf_counter()

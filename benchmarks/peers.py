@@ -55,15 +55,15 @@ PEER_MODULE = "benchmarks.peer_torch"
 
 # --- The peer's process ----------------------------------------------------------------
 
-def run_peer(peer_python: str, command: str, args: list[str], output: str) -> dict:
-    """Runs `python -m benchmarks.peer_torch <command>` in the peer's environment; its
-    results JSON. Its progress lines pass through."""
+def run_peer(peer_python: str, command: str, args: list[str], output: str, module: str = PEER_MODULE) -> dict:
+    """Runs `python -m <module> <command>` (benchmarks.peer_torch by default) in the peer's
+    environment; its results JSON. Its progress lines pass through."""
     if not os.path.exists(peer_python):
         raise FileNotFoundError(f"{peer_python}: the peer's Python is missing. `make bench-peers` makes "
                                 ".venv-peer (torch==2.13.0, transformers) before it runs this.")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": root}
-    subprocess.run([peer_python, "-m", PEER_MODULE, command, *args, "--output", output], check=True, env=env, cwd=root)
+    subprocess.run([peer_python, "-m", module, command, *args, "--output", output], check=True, env=env, cwd=root)
     with open(output) as f:
         return json.load(f)
 

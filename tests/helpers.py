@@ -120,3 +120,31 @@ def start_run(tmp_path, data, skip=False):
     data = data.skip(run.start_step)
     run.prepare(model, lambda optimizer: model.compile(optimizer=optimizer, loss="mse"), data)
     return run, model, data
+
+
+FAMILY_TAGS = ("O", "B-ANIMAL", "I-ANIMAL", "B-LOC", "I-LOC")
+
+
+def tiny_families_export(path, seed=1):
+    """Exports (`kerasbert.export.export_model`) a tiny random `MultitaskBert` with the
+    tasks `ner` and `squad` to the version folder `path`; returns {"entities", "answer"}:
+    the in-memory model's text functions the export serves. Windows of 16 tokens at stride
+    4, at most 3 (a context of more than 17 word pieces is refused)."""
+    from kerasbert.export import export_model
+    from kerasbert.families.conll import Sentence
+    from kerasbert.finetuning.data import task_dataset
+    from kerasbert.finetuning.evaluation import family_signatures
+    from kerasbert.tasks import Task
+
+    keras.utils.set_random_seed(seed)
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
+    tasks = [Task.from_config("ner", {"labels": FAMILY_TAGS}),
+             Task.from_config("squad", {"sequence_length": 16, "doc_stride": 4, "max_query_length": 4, "max_windows": 3})]
+    model = MultitaskBert(encoder, tasks=tasks)
+    preprocessor = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 16)
+    sentences = [Sentence(["the", "cat"], ["O", "B-ANIMAL"], 1)]
+    model(next(iter(task_dataset(model.task_specs["ner"], sentences, preprocessor, 1, False)))[0])
+    export_model(model, preprocessor, os.path.dirname(str(path)), version=int(os.path.basename(str(path))),
+                 tasks=("ner", "squad"))
+    return {"entities": family_signatures(model, preprocessor, "ner").entities,
+            "answer": family_signatures(model, preprocessor, "squad").answer}

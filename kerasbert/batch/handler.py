@@ -46,12 +46,26 @@ class SavedModelSignatureHandler(ModelHandler[dict, PredictionResult, Any]):
         return tf.saved_model.load(self.model_dir).signatures[self.signature]
 
     def run_inference(self, batch: Sequence[dict], model, inference_args=None) -> Iterable[PredictionResult]:
+        """Each row's outputs, cut to its own counts (`row_outputs`). A batch the model
+        refuses (one context too long for the `answer` signature fails its whole call) is
+        scored again row by row: a row the model refuses alone gets a `ModelRefusal`."""
         import tensorflow as tf
 
-        feed = {name: tf.constant([row[name] for row in batch], tf.string) for name in self.input_names}
-        outputs = {name: value.numpy() for name, value in model(**feed).items()}
+        def call(rows):
+            feed = {name: tf.constant([row[name] for row in rows], tf.string) for name in self.input_names}
+            return {name: value.numpy() for name, value in model(**feed).items()}
+
+        try:
+            outputs = call(batch)
+        except tf.errors.InvalidArgumentError as error:
+            if len(batch) == 1:
+                yield PredictionResult(batch[0], ModelRefusal(op_message(error.message)))
+            else:
+                for row in batch:
+                    yield from self.run_inference([row], model)
+            return
         for index, row in enumerate(batch):
-            yield PredictionResult(row, {name: value[index] for name, value in outputs.items()})
+            yield PredictionResult(row, row_outputs({name: value[index] for name, value in outputs.items()}))
 
     def get_num_bytes(self, batch: Sequence[dict]) -> int:
         return sum(len(value.encode("utf-8")) for row in batch for value in row.values())
@@ -61,6 +75,43 @@ class SavedModelSignatureHandler(ModelHandler[dict, PredictionResult, Any]):
 
     def __repr__(self):
         return f"SavedModelSignatureHandler({os.path.basename(self.model_dir)!r}, {self.signature!r})"
+
+
+class ModelRefusal(str):
+    """The model's own reason for refusing a row (`op_message` of its InvalidArgumentError)."""
+
+
+def op_message(message: str) -> str:
+    """The failing op's own line of a TensorFlow error message: the one before its
+    `[[{{node ...}}]]` line (serving/status.py reads errors alike; serving is a layer of its own).
+
+    >>> op_message("Graph execution error:\\n\\nassertion failed: [empty question]\\n\\t [[{{node Assert}}]]")
+    'assertion failed: [empty question]'
+    """
+    lines = [line for line in message.splitlines() if line.strip()]
+    return next((before for before, line in zip(lines, lines[1:]) if line.lstrip().startswith("[[")),
+                lines[0] if lines else "")
+
+
+# Outputs padded to the batch's largest count, and the output holding each row's count
+# (the `entities` signature): a row's result is cut to its own, whatever its batch.
+PADDED = {"num_entities": ("entity_text", "entity_type", "entity_start", "entity_end", "entity_score"),
+          "num_words": ("word", "word_tag", "word_start", "word_end")}
+
+
+def row_outputs(outputs: dict) -> dict:
+    """One row's outputs without the padding of its batch.
+
+    >>> row_outputs({"entity_text": [b"Paris", b""], "num_entities": 1})["entity_text"]
+    [b'Paris']
+    """
+    cut = dict(outputs)
+    for count, names in PADDED.items():
+        if count in outputs:
+            for name in names:
+                if name in outputs:
+                    cut[name] = outputs[name][:int(outputs[count])]
+    return cut
 
 
 def set_tensorflow_threads(threads: int | None) -> None:

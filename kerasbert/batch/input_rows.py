@@ -1,6 +1,8 @@
 """Input rows of batch inference, each keyed by its file and line: `<file>:<line>`.
 
-Three formats, told apart by the file name:
+Four formats, told apart by the file name:
+- `*.jsonl`: JSON Lines, one object a line whose string fields are named as the signature's
+  inputs (`{"question": ..., "context": ...}` for `answer`); other fields are ignored.
 - `*.tfrecord`, `*.tfrecords`: tf.Examples whose bytes features are named as the signature's
   inputs (`text`, or `text_a` and `text_b`); the "line" is the record's number, from 1.
 - `*.tsv`: a task file in the CS224N or GLUE layout (`kerasbert.tasks`), read line by line
@@ -22,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Callable, Iterator
 
 from kerasbert.data.rows import MAX_FIELD_CHARS, DataError
@@ -54,13 +57,17 @@ def read_rows(path: str, input_names: tuple[str, ...],
     `read_bytes()` gives its content (TFRecords are read by TensorFlow, which knows their framing)."""
     if path.endswith(TFRECORD_SUFFIXES):
         yield from _tfrecord_rows(path, input_names)
+    elif path.endswith(".jsonl"):
+        yield from _jsonl_rows(path, read_bytes(), input_names)
     elif path.endswith(".tsv"):
         yield from _tsv_rows(path, read_bytes(), input_names)
     else:
         yield from _text_rows(path, read_bytes(), input_names)
 
 
-def _checked(row_id: str, values: list[str], input_names: tuple[str, ...]) -> Row | Refused:
+def _checked(row_id: str, values: list[str], input_names: tuple[str, ...], strip: bool = True) -> Row | Refused:
+    """The row, or why it is refused; `strip`: without the values' outer whitespace (a line's
+    text; a JSON field is kept as given, so that character offsets point into it)."""
     if len(values) != len(input_names):
         return Refused(row_id, f"{len(values)} tab-separated fields; the signature takes {len(input_names)} "
                                f"({', '.join(input_names)})")
@@ -71,7 +78,7 @@ def _checked(row_id: str, values: list[str], input_names: tuple[str, ...]) -> Ro
             return Refused(row_id, f"{name}: {len(value):,} characters (the limit is {MAX_FIELD_CHARS:,})")
         if not value.strip():
             return Refused(row_id, f"{name}: empty text")
-    return Row(row_id, {name: value.strip() for name, value in zip(input_names, values)})
+    return Row(row_id, {name: value.strip() if strip else value for name, value in zip(input_names, values)})
 
 
 def _text_rows(path, content, input_names):
@@ -86,6 +93,30 @@ def _text_rows(path, content, input_names):
             yield Refused(row_id, f"not valid UTF-8 (byte {error.start + 1})")
             continue
         yield _checked(row_id, line.split("\t") if len(input_names) > 1 else [line], input_names)
+
+
+def _jsonl_rows(path, content, input_names):
+    for number, raw in enumerate(content.splitlines(), start=1):
+        row_id = f"{path}:{number}"
+        if not raw.strip():
+            yield Empty(row_id)
+            continue
+        try:
+            row = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            yield Refused(row_id, f"not valid UTF-8 (byte {error.start + 1})")
+            continue
+        except json.JSONDecodeError as error:
+            yield Refused(row_id, f"not JSON ({error.msg} at character {error.pos + 1})")
+            continue
+        if not isinstance(row, dict):
+            yield Refused(row_id, f"a JSON {type(row).__name__}, not an object with {', '.join(input_names)}")
+            continue
+        wrong = [name for name in input_names if not isinstance(row.get(name), str)]
+        if wrong:
+            yield Refused(row_id, f"no string field {wrong[0]!r} (the signature takes {', '.join(input_names)})")
+            continue
+        yield _checked(row_id, [row[name] for name in input_names], input_names, strip=False)
 
 
 def _tsv_columns(header: list[str], input_names: tuple[str, ...]) -> list[str] | None:

@@ -26,7 +26,7 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from kerasbert.errors import ConfigError
-from kerasbert.batch.handler import NAMESPACE, SavedModelSignatureHandler, set_tensorflow_threads
+from kerasbert.batch.handler import NAMESPACE, ModelRefusal, SavedModelSignatureHandler, set_tensorflow_threads
 from kerasbert.batch.records import (SUFFIXES, check_prefix, counts_path, dead_letter_path, is_own_output, json_line,
                                      tf_example)
 from kerasbert.batch.input_rows import Empty, Refused, read_rows
@@ -145,12 +145,21 @@ class ReadRows(beam.DoFn):
 
 
 class FormatResult(beam.DoFn):
+    """A scored row as a result line or record; a row the model refused (`ModelRefusal`)
+    to the dead letters (tagged `refused`), counted as refused."""
+
     def __init__(self, output_format: str):
         self.output_format = output_format
         self.scored = Metrics.counter(NAMESPACE, "scored")
+        self.refused = Metrics.counter(NAMESPACE, "refused")
 
     def process(self, keyed_result):
         row_id, result = keyed_result
+        if isinstance(result.inference, ModelRefusal):
+            self.refused.inc()
+            yield beam.pvalue.TaggedOutput("refused", json.dumps(
+                {"id": row_id, "reason": f"the model refused it: {result.inference}"}, ensure_ascii=False))
+            return
         self.scored.inc()
         format_row = json_line if self.output_format == "jsonl" else tf_example
         yield format_row(row_id, result.example, result.inference)
@@ -179,14 +188,15 @@ def build_pipeline(pipeline: beam.Pipeline, config: BatchPredictConfig, results_
     results = (rows.rows
                | "Spread" >> beam.Reshuffle()  # one big file's rows over all the workers, not the reader's alone
                | "Score" >> RunInference(KeyedModelHandler(handler))
-               | "Format" >> beam.ParDo(FormatResult(config.output_format)))
+               | "Format" >> beam.ParDo(FormatResult(config.output_format)).with_outputs("refused", main="results"))
     suffix = SUFFIXES[config.output_format]
     results_prefix = results_prefix or config.output
     if config.output_format == "jsonl":
-        results | "Write" >> beam.io.WriteToText(results_prefix, file_name_suffix=suffix)
+        results.results | "Write" >> beam.io.WriteToText(results_prefix, file_name_suffix=suffix)
     else:
-        results | "Write" >> beam.io.WriteToTFRecord(results_prefix, file_name_suffix=suffix)
-    rows.refused | "DeadLetter" >> beam.io.WriteToText(dead_letter_path(config.output), shard_name_template="")
+        results.results | "Write" >> beam.io.WriteToTFRecord(results_prefix, file_name_suffix=suffix)
+    ((rows.refused, results.refused) | "Refused" >> beam.Flatten()
+     | "DeadLetter" >> beam.io.WriteToText(dead_letter_path(config.output), shard_name_template=""))
 
 
 def pipeline_options(beam_args: list[str] | None, verbose: bool = False) -> PipelineOptions:

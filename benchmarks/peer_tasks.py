@@ -1,0 +1,262 @@
+"""The peer of `benchmarks.tasks`: Hugging Face `transformers` fine-tuning MiniLM for named
+entities (`BertForTokenClassification`, as `run_ner.py`) and extractive QA
+(`BertForQuestionAnswering`, as `run_qa.py`), then timing raw text to entities and answers. It
+runs in the peer environment (`.venv-peer`) and imports torch, transformers and NumPy
+only; examples, settings and predictions pass through files (benchmarks/peer_protocol.py).
+
+    python -m benchmarks.peer_tasks train --inputs DIR --checkpoint MINILM --model_dir OUT --output OUT.json
+    python -m benchmarks.peer_tasks pipeline --inputs DIR --model_dir OUT --batch_size 32 --output OUT.json
+
+`DIR/settings.json` holds `kind` ("tags" or "span"), the sequence length, batch size,
+steps, learning rate, warm-up steps, weight decay and clipping; `DIR/train.jsonl` the
+training examples in training order (taken in turn, epoch after epoch); `DIR/dev.jsonl`
+the examples scored. `train` writes the dev predictions to OUT.json's `predictions` (tags
+per word; {id: answer}): benchmarks.tasks scores them with kerasbert's own scorers.
+
+Tagging labels each word's first piece (-100 elsewhere) and predicts a word's tag there, as
+run_ner.py; a word cut off by the sequence length is predicted "O". QA windows are packed
+as BERT's run_squad.py and kerasbert do ([CLS] question [SEP] window [SEP], the question
+cut to `max_query_length` pieces, windows `doc_stride` pieces apart): transformers'
+tokenizer `stride` is an overlap, so the windows are cut by hand to stay the same.
+Answers are chosen as run_qa.py's postprocessing: the 20 best starts and ends of every
+window, spans inside the context, end not before start, at most `max_answer_length`
+pieces, best start + end logit over all windows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import transformers
+
+from benchmarks.peer_protocol import load_examples, time_batches
+from benchmarks.peer_torch import clip_each, make_optimizer, versions
+from benchmarks.results import write_json
+
+N_BEST = 20  # run_qa.py's n_best_size
+
+
+def settings_of(inputs: str) -> dict:
+    with open(os.path.join(inputs, "settings.json")) as f:
+        return json.load(f)
+
+
+# --- Features --------------------------------------------------------------------------
+
+def tag_features(tokenizer, examples: list[dict], settings: dict) -> dict:
+    """Padded encoder inputs, first-piece `labels` (-100 elsewhere) and, per row, each
+    word's first-piece position (-1: cut off)."""
+    tag_ids = {tag: i for i, tag in enumerate(settings["tag_names"])}
+    length = settings["sequence_length"]
+    encoded = tokenizer([e["words"] for e in examples], is_split_into_words=True, truncation=True,
+                        max_length=length, padding="max_length", return_tensors="np")
+    labels = np.full((len(examples), length), -100, np.int64)
+    firsts = []
+    for row, example in enumerate(examples):
+        first = [-1] * len(example["words"])
+        for position, word in enumerate(encoded.word_ids(row)):
+            if word is not None and first[word] < 0:
+                first[word] = position
+                labels[row, position] = tag_ids.get(example.get("tags", ["O"] * len(first))[word], 0)
+        firsts.append(first)
+    return {"input_ids": encoded["input_ids"], "token_type_ids": encoded["token_type_ids"],
+            "attention_mask": encoded["attention_mask"], "labels": labels, "first": firsts}
+
+
+def span_windows(tokenizer, examples: list[dict], settings: dict) -> dict:
+    """Every window of every example: encoder inputs (windows, length), the window's
+    `example`, each position's character span in the context (None outside it), and
+    `start_positions`/`end_positions` of the first answer (0 where the window lacks it)."""
+    length, stride = settings["sequence_length"], settings["doc_stride"]
+    cls, sep, pad = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
+    rows = {key: [] for key in ("input_ids", "token_type_ids", "attention_mask", "example", "offsets",
+                                "start_positions", "end_positions")}
+    for index, example in enumerate(examples):
+        question = tokenizer(example["question"], add_special_tokens=False)["input_ids"][:settings["max_query_length"]]
+        context = tokenizer(example["context"], add_special_tokens=False, return_offsets_mapping=True)
+        ids, spans = context["input_ids"], context["offset_mapping"]
+        answer = example["answers"][0] if example.get("answers") else None
+        inside = [i for i, (s, e) in enumerate(spans)
+                  if answer and e > answer["start"] and s < answer["start"] + len(answer["text"])]
+        if answer and not inside:
+            continue  # the answer covers no piece: kerasbert skips it too
+        room = length - 3 - len(question)
+        count = 1 + (max(len(ids) - room, 0) + stride - 1) // stride
+        for window in range(count):
+            begin = window * stride
+            pieces = ids[begin:begin + room]
+            tokens = [cls, *question, sep, *pieces, sep]
+            offset = len(question) + 2  # the first context piece's position
+            start = end = 0
+            if inside and begin <= inside[0] and inside[-1] < begin + len(pieces):
+                start, end = offset + inside[0] - begin, offset + inside[-1] - begin
+            rows["input_ids"].append(tokens + [pad] * (length - len(tokens)))
+            rows["token_type_ids"].append([0] * offset + [1] * (len(pieces) + 1) + [0] * (length - len(tokens)))
+            rows["attention_mask"].append([1] * len(tokens) + [0] * (length - len(tokens)))
+            rows["example"].append(index)
+            rows["offsets"].append([None] * offset + spans[begin:begin + len(pieces)]
+                                   + [None] * (length - offset - len(pieces)))
+            rows["start_positions"].append(start)
+            rows["end_positions"].append(end)
+    return {key: np.array(values, np.int64) if key not in ("offsets",) else values for key, values in rows.items()}
+
+
+MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+LABELS = {"tags": ("labels",), "span": ("start_positions", "end_positions")}
+
+
+def features_of(kind: str, tokenizer, examples: list[dict], settings: dict) -> dict:
+    return (tag_features if kind == "tags" else span_windows)(tokenizer, examples, settings)
+
+
+def model_of(kind: str, checkpoint: str, settings: dict):
+    if kind == "tags":
+        names = settings["tag_names"]
+        return transformers.BertForTokenClassification.from_pretrained(
+            checkpoint, num_labels=len(names), id2label=dict(enumerate(names)),
+            label2id={name: i for i, name in enumerate(names)})
+    return transformers.BertForQuestionAnswering.from_pretrained(checkpoint)
+
+
+# --- Training and dev predictions ------------------------------------------------------
+
+def train_steps(model, features: dict, kind: str, settings: dict) -> dict:
+    """`total_steps` steps of `batch_size` rows taken in turn from `features` (the loss is
+    the model's own: mean cross-entropy over labelled tokens; mean of start and end),
+    AdamW with kerasbert's warm-up and decay, each gradient clipped alone. Examples/s
+    counts the steps after the first, as kerasbert's."""
+    torch.manual_seed(settings["seed"])
+    model.train()
+    optimizer, scheduler = make_optimizer(model, settings)
+    keys = (*MODEL_INPUTS, *LABELS[kind])
+    rows, size = len(features["input_ids"]), settings["batch_size"]
+    losses, started = [], None
+    for step in range(settings["total_steps"]):
+        if step == 1:  # as kerasbert's rate, which leaves out the step that traces
+            started = time.perf_counter()
+        index = np.arange(step * size, (step + 1) * size) % rows
+        loss = model(**{key: torch.from_numpy(features[key][index]) for key in keys}).loss
+        loss.backward()
+        clip_each(model, settings["clipnorm"])
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+    seconds = time.perf_counter() - started if started else float("nan")
+    return {"train_seconds": seconds, "examples_per_second": (settings["total_steps"] - 1) * size / seconds,
+            "train_rows": rows, "final_loss": float(np.mean(losses[-20:]))}
+
+
+@torch.inference_mode()
+def logits_of(model, features: dict, batch_size: int = 64) -> list[np.ndarray]:
+    model.eval()
+    outputs = []
+    for begin in range(0, len(features["input_ids"]), batch_size):
+        out = model(**{key: torch.from_numpy(features[key][begin:begin + batch_size]) for key in MODEL_INPUTS})
+        outputs.append(out.logits.numpy() if hasattr(out, "logits") and out.logits is not None
+                       else np.stack([out.start_logits.numpy(), out.end_logits.numpy()], -1))
+    return outputs
+
+
+def predict_tags(model, features: dict, tag_names: list[str]) -> list[list[str]]:
+    """Each word's tag at its first piece; "O" for a word cut off."""
+    best = np.concatenate(logits_of(model, features)).argmax(-1)  # (rows, length)
+    return [[tag_names[best[row, p]] if p >= 0 else "O" for p in first] for row, first in enumerate(features["first"])]
+
+
+def predict_answers(model, windows: dict, examples: list[dict], max_answer_length: int,
+                    batch_size: int = 64) -> dict[str, str]:
+    """run_qa.py's postprocessing over every window of each example: {id: answer}."""
+    logits = np.concatenate(logits_of(model, windows, batch_size))  # (windows, length, 2)
+    best = {}  # example index -> (score, text)
+    for w, example in enumerate(windows["example"]):
+        offsets, start_logits, end_logits = windows["offsets"][w], logits[w, :, 0], logits[w, :, 1]
+        context = examples[example]["context"]
+        for s in np.argsort(start_logits)[::-1][:N_BEST]:
+            for e in np.argsort(end_logits)[::-1][:N_BEST]:
+                if offsets[s] is None or offsets[e] is None or e < s or e - s + 1 > max_answer_length:
+                    continue
+                score = float(start_logits[s] + end_logits[e])
+                if example not in best or score > best[example][0]:
+                    best[example] = (score, context[offsets[s][0]:offsets[e][1]])
+    return {e["id"]: best.get(i, (0.0, ""))[1] for i, e in enumerate(examples)}
+
+
+def train(args) -> dict:
+    """Fine-tunes on DIR/train.jsonl, predicts DIR/dev.jsonl, saves the model for `pipeline`."""
+    settings = settings_of(args.inputs)
+    kind = settings["kind"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(args.checkpoint)
+    model = model_of(kind, args.checkpoint, settings)
+    features = features_of(kind, tokenizer, load_examples(os.path.join(args.inputs, "train.jsonl")), settings)
+    result = train_steps(model, features, kind, settings)
+    dev = load_examples(os.path.join(args.inputs, "dev.jsonl"))
+    dev_features = features_of(kind, tokenizer, dev, settings)
+    predictions = (predict_tags(model, dev_features, settings["tag_names"]) if kind == "tags"
+                   else predict_answers(model, dev_features, dev, settings["max_answer_length"]))
+    model.save_pretrained(args.model_dir)
+    tokenizer.save_pretrained(args.model_dir)
+    print(f"peer {kind}: {result}", flush=True)
+    return {**result, "predictions": predictions, "versions": versions()}
+
+
+# --- Inference speed: raw text to entities or answers -----------------------------------
+
+def pipeline(args) -> dict:
+    """answers/s over the dev rows as raw text, `--batch_size` at a time, one process:
+    `pipeline("token-classification", aggregation_strategy="first")` over the sentences;
+    for questions, transformers 5 has no `pipeline("question-answering")` any more (it
+    points to chat models), so the fast tokenizer + BertForQuestionAnswering + run_qa.py's
+    postprocessing above, under `torch.inference_mode`. The first pass's outputs are
+    returned too."""
+    settings = settings_of(args.inputs)
+    dev = load_examples(os.path.join(args.inputs, "dev.jsonl"))
+    if settings["kind"] == "tags":
+        run = transformers.pipeline("token-classification", model=args.model_dir, aggregation_strategy="first")
+
+        def call(rows):
+            return run([" ".join(row["words"]) for row in rows], batch_size=args.batch_size)
+    else:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(args.model_dir)
+        model = transformers.BertForQuestionAnswering.from_pretrained(args.model_dir)
+
+        def call(rows):
+            questions = [{"id": str(i), "question": row["question"], "context": row["context"]}
+                         for i, row in enumerate(rows)]
+            windows = span_windows(tokenizer, questions, settings)
+            answers = predict_answers(model, windows, questions, settings["max_answer_length"], args.batch_size)
+            return [answers[str(i)] for i in range(len(rows))]
+    with torch.inference_mode():
+        first = [output for begin in range(0, len(dev), args.batch_size)
+                 for output in call(dev[begin:begin + args.batch_size])]
+        rates = time_batches(call, dev, args.batch_size, args.repeats)
+    return {"answers_per_second": rates, "batch_size": args.batch_size, "rows": len(dev),
+            "outputs": json.loads(json.dumps(first, default=float)), "versions": versions()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_tasks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    fit = commands.add_parser("train")
+    fit.add_argument("--checkpoint", required=True, help="MiniLM's Hugging Face folder.")
+    speed = commands.add_parser("pipeline")
+    speed.add_argument("--batch_size", type=int, default=32)
+    speed.add_argument("--repeats", type=int, default=1)
+    for command in commands.choices.values():
+        command.add_argument("--inputs", required=True, help="Folder with settings.json, train.jsonl, dev.jsonl.")
+        command.add_argument("--model_dir", required=True, help="The fine-tuned model (train writes it).")
+        command.add_argument("--output", required=True, help="Results JSON.")
+    args = parser.parse_args(argv)
+    write_json(args.output, {"train": train, "pipeline": pipeline}[args.command](args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,332 @@
+"""Named entities (CoNLL-2003) and extractive QA (SQuAD) against Hugging Face `transformers`
+on the same MiniLM checkpoint, the same examples and the same budget, in one run.
+
+    make bench-tasks      # the configs' full budget
+    python -m benchmarks.tasks --max_steps 200 --train_examples 2000 --dev_examples 300   # a reduced one
+
+For each task (`ner`: pipelines/configs/finetune_ner.json, `squad`: finetune_squad.json):
+    train   the training examples kerasbert reads (its own reader), shuffled once with the
+            config's seed and cut to --train_examples (or the config's max_train_examples), are written twice: in the task's
+            format for kerasbert (inputs/<task>/train.*) and as JSON Lines for the peer
+            (train.jsonl), with the dev examples (cut to --dev_examples) and the settings
+            (steps, batch size, sequence length, doc stride, learning rate, warm-up, weight
+            decay, clipping). kerasbert trains with `python -m pipelines.finetune` in one
+            block (the model scored is the last step's, as the peer's), then exports to
+            export/<task>/<version> (`pipelines.export`); the peer
+            (benchmarks/peer_tasks.py, in .venv-peer) trains on the same list in its
+            order, epoch after epoch. Dev scores: kerasbert's metrics.json; the peer's
+            predictions scored here by kerasbert's scorers (conlleval entity F1; SQuAD's
+            EM and F1). Training examples/s of both leave out the first step.
+    speed   raw text in, entities or answers out, over the dev rows at --batch_size, in a
+            fresh process each: the export's `entities` / `answer` signature called from
+            TensorFlow, then the peer's `pipeline("token-classification",
+            aggregation_strategy="first")` / tokenizer + BertForQuestionAnswering + run_qa.py's
+            postprocessing (transformers 5 dropped `pipeline("question-answering")`). The
+            export's dev answers are scored too, and the export is served by `python -m
+            serving`: the dev rows over REST and over gRPC must answer as in process.
+Writes runs/bench-tasks/results.json and results.md; a finished part is kept when the
+command runs again (a run folder with a finished run is reused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+
+from benchmarks.peer_protocol import load_examples, save_examples, time_batches
+from benchmarks.peers import run_peer
+from benchmarks.results import load_results, save_results, timestamp
+
+TASKS = ("ner", "squad")
+PARTS = ("train", "speed")
+SIGNATURES = {"ner": "entities", "squad": "answer"}
+
+
+def config_of(args, task: str):
+    """The task's config (finetune_<task>.json of --config_dir) at the benchmark's budget:
+    --max_steps, one block."""
+    from kerasbert.config import FinetuneConfig, load_config
+
+    overrides = [f"tasks={task}"] + ([f"train.total_steps={args.max_steps}"] if args.max_steps else [])
+    config = load_config(FinetuneConfig, os.path.join(args.config_dir, f"finetune_{task}.json"), overrides)
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, steps_per_block=config.train.total_steps))
+
+
+def read_examples(task_spec, path: str) -> list:
+    from kerasbert.families.conll import read_conll
+    from kerasbert.families.squad import read_squad
+
+    return read_conll(path).sentences if task_spec.kind == "tags" else read_squad(path).examples
+
+
+def as_row(example) -> dict:
+    """An example as the peer reads it (benchmarks/peer_protocol.py)."""
+    if hasattr(example, "words"):
+        return {"words": example.words, "tags": example.tags}
+    return {"id": example.uid, "question": example.question, "context": example.context,
+            "answers": [{"text": a.text, "start": a.start} for a in example.answers]}
+
+
+def write_task_file(path: str, rows: list[dict]) -> None:
+    """Rows in the task's own format: CoNLL columns (word, tag), or SQuAD v1.1 JSON."""
+    if "words" in rows[0]:
+        text = "\n\n".join("\n".join(f"{w} {t}" for w, t in zip(r["words"], r["tags"])) for r in rows)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        return
+    paragraphs = [{"context": r["context"], "qas": [{"id": r["id"], "question": r["question"], "answers": [
+        {"text": a["text"], "answer_start": a["start"]} for a in r["answers"]]}]} for r in rows]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"version": "1.1", "data": [{"title": "bench-tasks", "paragraphs": paragraphs}]}, f)
+
+
+def prepare(args, task: str) -> tuple[str, dict]:
+    """Writes inputs/<task>/: the example lists, kerasbert's config, the peer's settings."""
+    from kerasbert.config import save_config
+    from kerasbert.families.conll import Sentence, tag_names
+
+    config = config_of(args, task)
+    spec = config.tasks[task]
+    folder = os.path.join(args.output_dir, "inputs", task)
+    os.makedirs(folder, exist_ok=True)
+    train = [as_row(e) for e in read_examples(spec, os.path.join(args.data_dir, spec.train_file))]
+    random.Random(config.train.seed).shuffle(train)
+    train = train[:args.train_examples or config.data.max_train_examples or None]
+    dev = [as_row(e) for e in read_examples(spec, os.path.join(args.data_dir, spec.dev_file))]
+    dev = dev[:args.dev_examples or config.data.max_dev_examples or None]
+    suffix = ".txt" if spec.kind == "tags" else ".json"
+    files = {}
+    for split, rows in (("train", train), ("dev", dev)):
+        save_examples(os.path.join(folder, f"{split}.jsonl"), rows)
+        files[split] = os.path.abspath(os.path.join(folder, f"{split}{suffix}"))
+        write_task_file(files[split], rows)
+    config = dataclasses.replace(config, data=dataclasses.replace(  # the files hold the examples: no more cuts
+        config.data, train_files={task: files["train"]}, dev_files={task: files["dev"]}, max_train_examples=0,
+        max_dev_examples=0))
+    save_config(config, os.path.join(folder, "config.json"))
+    train_config = config.train
+    settings = {"kind": spec.kind, "sequence_length": spec.sequence_length or config.data.max_sequence_length,
+                "batch_size": train_config.batch_size, "total_steps": train_config.total_steps,
+                "learning_rate": train_config.learning_rate,
+                "warmup_steps": int(train_config.warmup_fraction * train_config.total_steps),
+                "weight_decay": train_config.weight_decay, "clipnorm": train_config.clipnorm, "epsilon": 1e-6,
+                "seed": train_config.seed, "train_examples": len(train), "dev_examples": len(dev)}
+    if spec.kind == "tags":
+        settings["tag_names"] = list(spec.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
+    else:
+        settings.update(doc_stride=spec.doc_stride, max_query_length=spec.max_query_length,
+                        max_answer_length=spec.max_answer_length)
+    with open(os.path.join(folder, "settings.json"), "w") as f:
+        json.dump(settings, f, indent=2)
+    return folder, settings
+
+
+def run(command: list[str]) -> None:
+    print("$ " + " ".join(command), flush=True)
+    subprocess.run(command, check=True)
+
+
+def dev_scores(task: str, dev: list[dict], predictions) -> dict:
+    """Predictions (tags per word; {id: answer}) through kerasbert's scorers, as fractions
+    (metrics.json's)."""
+    from kerasbert.families.conlleval import entity_scores
+    from kerasbert.families.squad import squad_scores
+
+    if task == "ner":
+        scores = entity_scores([row["tags"] for row in dev], predictions)
+        return {"ner_f1": scores.f1, "ner_precision": scores.precision, "ner_recall": scores.recall}
+    scores = squad_scores(predictions, {row["id"]: [a["text"] for a in row["answers"]] for row in dev})
+    return {"squad_f1": scores["squad_f1"] / 100, "squad_exact_match": scores["squad_exact_match"] / 100}
+
+
+def part_train(args, task: str, results: dict) -> None:
+    from benchmarks.serving import newest_version
+    from kerasbert.models.encoder import minilm_checkpoint
+
+    folder, settings = prepare(args, task)
+    run_dir = os.path.join(args.output_dir, "kerasbert", task)
+    run([sys.executable, "-m", "pipelines.finetune", "--config", os.path.join(folder, "config.json"),
+         "--data_dir", args.data_dir, "--output_dir", run_dir])
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        metrics = json.load(f)
+    export_base = os.path.join(args.output_dir, "export", task)
+    run([sys.executable, "-m", "pipelines.export", "--model_dir", run_dir, "--export_base", export_base])
+    peer = run_peer(args.peer_python, "train", ["--inputs", folder, "--checkpoint", minilm_checkpoint(),
+                                                "--model_dir", os.path.join(args.output_dir, "peer", task)],
+                    os.path.join(args.output_dir, "peer", f"{task}-train.json"), module="benchmarks.peer_tasks")
+    keys = [k for k in metrics if k.startswith(task + "_")]
+    results.setdefault(task, {})["train"] = {
+        "settings": settings, "export": newest_version(export_base),
+        "kerasbert": {**{k: metrics[k] for k in keys}, "examples_per_second": metrics["examples_per_second"]},
+        "transformers": {**dev_scores(task, load_examples(os.path.join(folder, "dev.jsonl")), peer["predictions"]),
+                         "examples_per_second": peer["examples_per_second"]},
+        "peer_versions": peer["versions"], "finished": timestamp()}
+
+
+def part_speed(args, task: str, results: dict) -> None:
+    """answers/s of the export's signature (this process: TensorFlow only runs it) and the peer's."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  registers the tokenizer's ops
+
+    train = results[task]["train"]
+    folder = os.path.join(args.output_dir, "inputs", task)
+    dev = load_examples(os.path.join(folder, "dev.jsonl"))
+    signature = tf.saved_model.load(train["export"]).signatures[SIGNATURES[task]]
+    outputs = []
+
+    def call(rows):
+        return signature(**{name: tf.constant(values) for name, values in inputs_of(task, rows).items()})
+
+    for begin in range(0, len(dev), args.batch_size):
+        outputs.append({name: value.numpy() for name, value in call(dev[begin:begin + args.batch_size]).items()})
+    ours = time_batches(call, dev, args.batch_size, args.repeats)
+    served = served_rows(args, task, train["export"], dev, outputs)
+    peer = run_peer(args.peer_python, "pipeline", ["--inputs", folder, "--batch_size", str(args.batch_size),
+                                                   "--repeats", str(args.repeats),
+                                                   "--model_dir", os.path.join(args.output_dir, "peer", task)],
+                    os.path.join(args.output_dir, "peer", f"{task}-pipeline.json"), module="benchmarks.peer_tasks")
+    rates = {"kerasbert": statistics.median(ours), "transformers": statistics.median(peer["answers_per_second"])}
+    results[task]["speed"] = {"answers_per_second": rates, "ratio": rates["kerasbert"] / rates["transformers"],
+                              "all": {"kerasbert": ours, "transformers": peer["answers_per_second"]},
+                              "batch_size": args.batch_size, "rows": len(dev),
+                              "export_scores": dev_scores(task, dev, export_predictions(task, dev, outputs)),
+                              "served_equal": served,
+                              "finished": timestamp()}
+
+
+def inputs_of(task: str, rows: list[dict]) -> dict[str, list[str]]:
+    if task == "ner":
+        return {"text": [" ".join(row["words"]) for row in rows]}
+    return {"question": [row["question"] for row in rows], "context": [row["context"] for row in rows]}
+
+
+def served_rows(args, task: str, export: str, dev: list[dict], outputs: list[dict]) -> dict:
+    """The export served by `python -m serving`: the dev rows sent over REST and gRPC in the
+    same batches; the share of rows whose every output equals the SavedModel's in process
+    (strings and offsets exactly, scores to 1e-5)."""
+    from serving.client import ServingClient
+    from serving.process import LocalServer
+
+    equal = {"rest": 0, "grpc": 0}
+    log = os.path.join(args.output_dir, f"server-{task}.log")
+    # A batch of 32 questions at 384 tokens may take minutes on a busy 2-core machine.
+    with LocalServer(task, os.path.dirname(export), log_path=log, extra_flags=["--rest_api_timeout_in_ms=600000"]) \
+            as server:
+        server.wait_for_version(int(os.path.basename(export)))
+        for protocol in equal:
+            client = ServingClient(task, rest_port=server.rest_port, grpc_port=server.grpc_port, protocol=protocol,
+                                   timeout=300)
+            for begin, expected in zip(range(0, len(dev), args.batch_size), outputs):
+                got = client.predict(SIGNATURES[task], inputs_of(task, dev[begin:begin + args.batch_size]))
+                for row in range(len(expected[next(iter(expected))])):
+                    equal[protocol] += all(same(got[name][row], value[row]) for name, value in expected.items())
+    return {protocol: count / len(dev) for protocol, count in equal.items()}
+
+
+def same(got, expected) -> bool:
+    """A served output (JSON values; gRPC's strings as bytes) equals the one in process."""
+    import numpy as np
+
+    expected = np.asarray(expected)
+    if expected.dtype.kind == "f":
+        return bool(np.allclose(np.asarray(got, np.float64), expected, atol=1e-5))
+    if expected.dtype.kind in "OSU":  # a row's single string is a NumPy bytes scalar
+        text = np.vectorize(lambda v: v.decode("utf-8") if isinstance(v, bytes) else v, otypes=[object])
+        return bool(np.array_equal(text(np.asarray(got, dtype=object)), text(expected)))
+    return bool(np.array_equal(np.asarray(got), expected))
+
+
+def export_predictions(task: str, dev: list[dict], outputs: list):
+    """The export's dev outputs as predictions: tags per word (an untagged word "O"), {id: answer}."""
+    if task == "ner":
+        rows = (row for out in outputs for row in out["word_tag"])
+        return [[t.decode() or "O" for t in row[:len(example["words"])]] for example, row in zip(dev, rows)]
+    answers = (a.decode("utf-8") for out in outputs for a in out["answer"])
+    return {row["id"]: answer for row, answer in zip(dev, answers)}
+
+
+def percent(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def render_markdown(results: dict) -> str:
+    lines = ["# NER and SQuAD: kerasbert against transformers (PyTorch), same checkpoint, examples and budget", "",
+             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
+             f"Updated: {results['updated']}", "",
+             "| task | metric | kerasbert | transformers |", "|---|---|---:|---:|"]
+    for task in TASKS:
+        train, speed = results.get(task, {}).get("train"), results.get(task, {}).get("speed")
+        if train:
+            ours, theirs = train["kerasbert"], train["transformers"]
+            for key in (k for k in theirs if k.startswith(task + "_")):
+                lines.append(f"| {task} | dev {key[len(task) + 1:]} (%) | {percent(ours.get(key))} | "
+                             f"{percent(theirs[key])} |")
+            lines.append(f"| {task} | training examples/s | {ours['examples_per_second']:.1f} | "
+                         f"{theirs['examples_per_second']:.1f} |")
+        if speed:
+            rates = speed["answers_per_second"]
+            lines.append(f"| {task} | {SIGNATURES[task]} answers/s (batch {speed['batch_size']}, {speed['rows']} dev "
+                         f"rows) | {rates['kerasbert']:.1f} | {rates['transformers']:.1f} ({speed['ratio']:.2f}x) |")
+    lines.append("")
+    for task in TASKS:
+        train, speed = results.get(task, {}).get("train"), results.get(task, {}).get("speed")
+        if train:
+            lines.append(f"{task}: " + ", ".join(f"{k}={v}" for k, v in train["settings"].items()
+                                                if k != "tag_names") + f"; export {train['export']}  ")
+        if speed:
+            lines.append(f"{task}: the export's dev scores: " + ", ".join(
+                f"{k} {percent(v)}" for k, v in speed["export_scores"].items()) + "; dev rows served over REST / gRPC "
+                f"equal to the SavedModel in process: {percent(speed['served_equal']['rest'])}% / "
+                f"{percent(speed['served_equal']['grpc'])}%  ")
+    return "\n".join(lines) + "\n"
+
+
+def part_command(args, part: str, task: str) -> list[str]:
+    return [sys.executable, "-m", "benchmarks.tasks", "--data_dir", args.data_dir, "--output_dir", args.output_dir,
+            "--peer_python", args.peer_python, "--config_dir", args.config_dir, "--max_steps", str(args.max_steps), "--train_examples",
+            str(args.train_examples), "--dev_examples", str(args.dev_examples), "--batch_size", str(args.batch_size),
+            "--repeats", str(args.repeats), "--parts", part, "--tasks", task]
+
+
+def main(argv=None) -> int:
+    from kerasbert.data.corpus import default_data_dir
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tasks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
+    parser.add_argument("--output_dir", default="runs/bench-tasks", help="Results folder.")
+    parser.add_argument("--peer_python", default=".venv-peer/bin/python", help="The peer environment's Python.")
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    parser.add_argument("--config_dir", default="pipelines/configs", help="Folder of finetune_ner.json and "
+                        "finetune_squad.json.")
+    parser.add_argument("--max_steps", type=int, default=0, help="Training steps (0: the config's total_steps).")
+    parser.add_argument("--train_examples", type=int, default=0, help="Training examples (0: all).")
+    parser.add_argument("--dev_examples", type=int, default=0, help="Dev examples scored and timed (0: all).")
+    parser.add_argument("--batch_size", type=int, default=32, help="Rows per inference call.")
+    parser.add_argument("--repeats", type=int, default=1, help="Timed passes over the dev rows.")
+    args = parser.parse_args(argv)
+    if len(args.parts) * len(args.tasks) > 1:  # each (part, task) in a process of its own
+        for task in args.tasks:
+            for part in args.parts:
+                subprocess.run(part_command(args, part, task), check=True)
+        results = load_results(args.output_dir, default={})
+        save_results(args.output_dir, results, "benchmarks.tasks", render_markdown)  # this command's line
+        print(render_markdown(results))
+        return 0
+    part, task = args.parts[0], args.tasks[0]
+    print(f"== bench-tasks: {part} {task}", flush=True)
+    results = load_results(args.output_dir, default={})
+    {"train": part_train, "speed": part_speed}[part](args, task, results)
+    save_results(args.output_dir, results, "benchmarks.tasks", render_markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

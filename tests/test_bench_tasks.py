@@ -1,0 +1,81 @@
+"""benchmarks.tasks compares kerasbert with transformers on "the same examples": the files
+kerasbert trains on read back to the very rows the peer gets, and (with the peer's
+environment present) the peer's features are kerasbert's: the same word pieces, the same
+SQuAD windows at the same doc stride, the same labelled positions."""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import DATA_DIR, ROOT
+from benchmarks.tasks import as_row, write_task_file
+from kerasbert.families.conll import read_conll
+from kerasbert.families.squad import read_squad
+
+PEER_PYTHON = os.environ.get("KERASBERT_PEER_PYTHON", os.path.join(ROOT, ".venv-peer", "bin", "python"))
+
+
+def dev_rows(count=12):
+    sentences = read_conll(os.path.join(DATA_DIR, "conll2003", "dev.txt")).sentences[:count]
+    questions = read_squad(os.path.join(DATA_DIR, "squad", "dev.json")).examples[:count]
+    questions.append(questions[0].__class__("long", "What was Apollo?", " ".join([questions[0].context] * 4),
+                                            questions[0].answers))  # several windows
+    return [as_row(s) for s in sentences], [as_row(q) for q in questions]
+
+
+def test_the_files_kerasbert_trains_on_hold_the_peers_rows(tmp_path):
+    tags, spans = dev_rows()
+    tags.append({"words": ["Zürich", "'s", "café"], "tags": ["B-LOC", "O", "O"]})
+    write_task_file(str(tmp_path / "train.txt"), tags)
+    write_task_file(str(tmp_path / "train.json"), spans)
+    assert [as_row(s) for s in read_conll(str(tmp_path / "train.txt")).sentences] == tags
+    assert [as_row(e) for e in read_squad(str(tmp_path / "train.json")).examples] == spans
+
+
+PEER_FEATURES = """
+import json, sys
+import transformers
+from benchmarks.peer_tasks import span_windows, tag_features
+tags, spans, checkpoint = json.load(open(sys.argv[1]))
+tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
+names = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+t = tag_features(tokenizer, tags, {"tag_names": names, "sequence_length": 32})
+s = span_windows(tokenizer, spans, {"sequence_length": 64, "doc_stride": 16, "max_query_length": 8})
+print(json.dumps({"tag_ids": t["input_ids"].tolist(), "labels": t["labels"].tolist(),
+                  "span_ids": s["input_ids"].tolist(), "segments": s["token_type_ids"].tolist(),
+                  "positions": [list(p) for p in zip(s["start_positions"].tolist(), s["end_positions"].tolist())]}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason="no peer environment (.venv-peer)")
+def test_the_peers_features_are_kerasberts(tmp_path):
+    from kerasbert.families.conll import tag_names
+    from kerasbert.families.span_qa import SpanGraph, span_features
+    from kerasbert.families.tagging import TaggingGraph, tagging_features
+    from kerasbert.models.encoder import minilm_checkpoint
+    from kerasbert.tokenization import load_tokenizer
+
+    tags, spans = dev_rows()
+    (tmp_path / "rows.json").write_text(json.dumps([tags, spans, minilm_checkpoint()]))
+    result = subprocess.run([PEER_PYTHON, "-c", PEER_FEATURES, str(tmp_path / "rows.json")], capture_output=True,
+                            text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    peer = json.loads(result.stdout.strip().splitlines()[-1])
+
+    vocabulary = load_tokenizer(minilm_checkpoint()).get_vocabulary()
+    sentences = read_conll(os.path.join(DATA_DIR, "conll2003", "dev.txt")).sentences[:len(tags)]
+    ours = tagging_features(TaggingGraph(vocabulary, tag_names(sentences), 32), sentences)
+    assert tag_names(sentences) == ("O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER")
+    np.testing.assert_array_equal(ours.token_ids, peer["tag_ids"])
+    np.testing.assert_array_equal(np.where(ours.labels < 0, -100, ours.labels), peer["labels"])
+
+    questions = read_squad(os.path.join(DATA_DIR, "squad", "dev.json")).examples[:len(spans) - 1]
+    questions.append(questions[0].__class__("long", spans[-1]["question"], spans[-1]["context"], questions[0].answers))
+    windows = span_features(SpanGraph(vocabulary, 64, 16, 8), questions)
+    assert len(windows.token_ids) > len(questions) + 10  # long contexts: several windows each
+    np.testing.assert_array_equal(windows.token_ids, peer["span_ids"])
+    np.testing.assert_array_equal(windows.segment_ids, peer["segments"])
+    np.testing.assert_array_equal(windows.positions, peer["positions"])
