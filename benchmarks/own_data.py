@@ -18,7 +18,7 @@ SIMILARITY = ("low", "middle", "high")  # STS-B's 0-5 score in thirds
 
 def write_task_files(data_dir: str, folder: str) -> None:
     """The shared SST-5 and STS-B files rewritten as a user's: a CSV, JSON Lines."""
-    from kerasbert.data.tasks import read_task_file
+    from kerasbert.data.task_files import read_task_file
 
     os.makedirs(folder, exist_ok=True)
     for split in ("train", "dev"):
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from kerasbert.config import FinetuneConfig, load_config
-    from kerasbert.data.tasks import read_task_file
+    from kerasbert.data.task_files import read_task_file
     from kerasbert.export import export_saved_model
     from kerasbert.finetuning.evaluation import predict_examples, predicted_classes
     from kerasbert.finetuning.load import load_finetuned

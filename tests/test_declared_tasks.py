@@ -12,7 +12,7 @@ import pytest
 from conftest import DATA_DIR, run_main
 from kerasbert.config import ConfigError, FinetuneConfig, load_config
 from kerasbert.data.rows import DataError
-from kerasbert.data.tasks import read_task_file, read_training_file
+from kerasbert.data.task_files import read_task_file, read_training_file
 from kerasbert.tasks import Task, TaskError, declare_tasks
 
 WORDS = ["refund", "charge", "crash", "error", "login", "password", "slow", "page", "card", "screen"]

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from conftest import DATA_DIR, run_main, run_module, small_task_files, task_files_config
 from kerasbert.config import ModelConfig
-from kerasbert.data.tasks import Example
+from kerasbert.data.task_files import Example
 from kerasbert.finetuning import evaluation
 from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, task_dataset, task_weights
 from kerasbert.finetuning.model import MultitaskBert, cosine

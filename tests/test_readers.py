@@ -5,7 +5,7 @@ import os
 import pytest
 
 from kerasbert.data.corpus import load_corpus, read_imdb, read_plain_text, read_wikitext
-from kerasbert.data.tasks import DataError, read_task_file
+from kerasbert.data.task_files import DataError, read_task_file
 from kerasbert.data.cleaning import unquote_twice_quoted
 
 from conftest import DATA_DIR

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import DATA_DIR
 from kerasbert.data.cleaning import clean_review
-from kerasbert.data.tasks import read_task_file
+from kerasbert.data.task_files import read_task_file
 from kerasbert.export import serving_methods
 from kerasbert.tasks import BUILTIN_TASKS as TASKS
 from kerasbert.tasks import Task, TaskError, declare_tasks

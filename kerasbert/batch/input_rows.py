@@ -132,7 +132,7 @@ def _tsv_columns(header: list[str], input_names: tuple[str, ...]) -> list[str] |
 
 def _tsv_rows(path, content, input_names):
     from kerasbert.data.rows import read_tsv_text
-    from kerasbert.data.tasks import detect_layout
+    from kerasbert.data.task_files import detect_layout
 
     try:
         table = read_tsv_text(path, content.decode("utf-8"), quoted=lambda header: detect_layout(header) == "cs224n")

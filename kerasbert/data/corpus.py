@@ -25,7 +25,7 @@ import re
 from kerasbert.data.cleaning import clean_review
 from kerasbert.data.rows import (MAX_FIELD_CHARS, Damaged, DataError, check_damage, read_tsv, read_utf8,
                                  text_lines)
-from kerasbert.data.tasks import read_task_file
+from kerasbert.data.task_files import read_task_file
 
 Document = list[str]
 CORPUS_NAMES = ("wikitext", "wikitext_test", "imdb", "sst", "sts", "quora", "tasks_dev")

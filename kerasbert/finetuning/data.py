@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.data.rows import DataError, file_exists
-from kerasbert.data.tasks import Example, read_task_file
+from kerasbert.data.task_files import Example, read_task_file
 from kerasbert.families.span_qa import SpanGraph, span_features
 from kerasbert.families.tagging import TaggingGraph, tagging_features
 from kerasbert.packing import ENCODER_KEYS, pack_segments
@@ -129,7 +129,7 @@ def resolve_path(data_dir: str, path: str) -> str:
 
 def load_examples(task: "str | Task", path: str, limit: int = 0, seed: int = 0) -> list[Example]:
     """Reads a file of a task whose classes are known (a shipped task, or one resolved from
-    its training file: `kerasbert.data.tasks.read_training_file`); with `limit`, a seeded
+    its training file: `kerasbert.data.task_files.read_training_file`); with `limit`, a seeded
     random subset of that size. Damaged rows are skipped and counted; a mostly damaged file
     is an error naming its first bad line.
 

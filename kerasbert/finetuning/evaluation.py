@@ -29,7 +29,7 @@ import scipy.stats
 import tensorflow as tf
 
 from kerasbert.errors import ConfigError
-from kerasbert.data.tasks import read_task_file
+from kerasbert.data.task_files import read_task_file
 from kerasbert.families.conlleval import entity_scores
 from kerasbert.families.span_qa import predict_answers
 from kerasbert.families.span_qa_export import SpanSignatures

@@ -89,7 +89,7 @@ class MultitaskBert(DatasetFit, keras.Model):
         unresolved = [name for name, task in self.task_specs.items() if not task.is_resolved]
         if unresolved:
             raise ValueError(f"Task(s) {unresolved} have no classes (or score range) yet: take them from the "
-                             "training file first (kerasbert.data.tasks.read_training_file)")
+                             "training file first (kerasbert.data.task_files.read_training_file)")
         self.tasks = tuple(self.task_specs)
         self.pair_encoder = pair_encoder
         self.sts_encoder = sts_encoder or pair_encoder

@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from kerasbert.config import FinetuneConfig
 from kerasbert.data.rows import DataError
-from kerasbert.data.tasks import read_task_file, read_training_file
+from kerasbert.data.task_files import read_task_file, read_training_file
 from kerasbert.durable import publish, write_json
 from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, resolve_path, sample_examples, task_dataset
 from kerasbert.finetuning.evaluation import (class_report, entity_report, headline_keys, overall_score,
