@@ -91,7 +91,7 @@ def test_tasks_are_named_once_and_checked():
     assert config.tasks["cfimdb"].dev_file == "cs224n/cfimdb-dev.tsv"  # the declared default
     assert config.schedule.loss_weights == {"cfimdb": 2, "sst": 1.0}
     with pytest.raises(ConfigError, match=r"Unknown task 'imdb': declare it .* or name one of the shipped tasks "
-                                          r"\('sst', 'para', 'sts', 'cfimdb', 'sst2'\)"):
+                                          r"\('sst', 'para', 'sts', 'cfimdb', 'sst2', 'ner', 'squad'\)"):
         load_config(FinetuneConfig, None, ["tasks=sst,imdb"])
     with pytest.raises(ConfigError, match=r"data.dev_files names task\(s\) \['imdb'\] the run does not declare"):
         from_dict(FinetuneConfig, {"data": {"dev_files": {"imdb": "x.tsv"}}})
