@@ -113,7 +113,7 @@ def serve_and_query(args, versions: dict[str, str]) -> dict[str, dict]:
                 "gRPC": ServingClient(task, grpc_port=server.grpc_port, protocol="grpc", timeout=120).predict(
                     TASKS[task], inputs_of(task))}
             for way, got in ways.items():
-                check_equal(task, way, {name: decoded(value) for name, value in got.items()}, expected[task])
+                check_equal(task, way, got, expected[task])
             answers[task] = expected[task]
     return answers
 
@@ -125,12 +125,6 @@ def check_equal(task: str, way: str, got: dict, expected: dict) -> None:
         if not same:
             raise RuntimeError(f"{task}: {way} answered {name}={got[name]}, the SavedModel {value}")
 
-
-def decoded(value):
-    """Nested lists with bytes (gRPC's strings) as text."""
-    if isinstance(value, list):
-        return [decoded(v) for v in value]
-    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 def flat(value) -> list:

@@ -145,8 +145,20 @@ class ServingClient:
         outputs = {}
         for name, proto in response.outputs.items():
             value = tf.make_ndarray(proto)
-            outputs[name] = [v.decode() if isinstance(v, bytes) else v for v in value.tolist()]
+            outputs[name] = as_text(value.tolist())
         return outputs
+
+
+def as_text(value):
+    """A tensor's `tolist()` with its strings (bytes in a TensorProto) as text, at any depth:
+    what the REST API's JSON gives for the same output.
+
+    >>> as_text([[b"Peter", b""], [b"Paris", b"caf\\xc3\\xa9"]])
+    [['Peter', ''], ['Paris', 'café']]
+    """
+    if isinstance(value, list):
+        return [as_text(v) for v in value]
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def main(argv=None) -> int:

@@ -11,6 +11,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from helpers import tiny_families_export
+from serving.client import ServingClient
 from serving_helpers import Server
 
 TEXTS = ["the cat sat on the mat .", "dogs  ran fast", "the dog sat on the mat fast the cats ran ."]
@@ -73,6 +74,9 @@ def test_rest_row_and_columnar_and_grpc_answer_as_the_in_memory_signatures(serve
             request.inputs[name].CopyFrom(tf.make_tensor_proto(values))
         response = stub.Predict(request, timeout=60)
         same({name: plain(tf.constant(tf.make_ndarray(proto))) for name, proto in response.outputs.items()}, want)
+        # serving.client over gRPC gives text at every depth, as REST's JSON does.
+        client = ServingClient("families", grpc_port=server.grpc_port, protocol="grpc", timeout=60)
+        same(client.predict(signature, inputs), want)
 
 
 @pytest.mark.parametrize("question, context, message", [
