@@ -127,7 +127,8 @@ def model_of(kind: str, checkpoint: str, settings: dict):
 # --- Training and dev predictions ------------------------------------------------------
 
 def train_steps(model, features: dict, kind: str, settings: dict) -> dict:
-    """`total_steps` steps of `batch_size` rows taken in turn from `features` (the loss is
+    """`total_steps` steps of `batch_size` rows from `features` (`batch_rows`), each cut to its
+    longest row (`trimmed`; the loss is
     the model's own: mean cross-entropy over labelled tokens; mean of start and end),
     AdamW with kerasbert's warm-up and decay, each gradient clipped alone. Examples/s
     counts the steps after the first, as kerasbert's."""
@@ -136,12 +137,13 @@ def train_steps(model, features: dict, kind: str, settings: dict) -> dict:
     optimizer, scheduler = make_optimizer(model, settings)
     keys = (*MODEL_INPUTS, *LABELS[kind])
     rows, size = len(features["input_ids"]), settings["batch_size"]
+    batches = batch_rows(features["attention_mask"].sum(axis=1), size, settings["total_steps"],
+                         settings.get("group_by_length", 0), settings["seed"])
     losses, started = [], None
-    for step in range(settings["total_steps"]):
+    for step, index in enumerate(batches):
         if step == 1:  # as kerasbert's rate, which leaves out the step that traces
             started = time.perf_counter()
-        index = np.arange(step * size, (step + 1) * size) % rows
-        loss = model(**{key: torch.from_numpy(features[key][index]) for key in keys}).loss
+        loss = model(**trimmed({key: features[key][index] for key in keys})).loss
         loss.backward()
         clip_each(model, settings["clipnorm"])
         optimizer.step()
@@ -151,6 +153,35 @@ def train_steps(model, features: dict, kind: str, settings: dict) -> dict:
     seconds = time.perf_counter() - started if started else float("nan")
     return {"train_seconds": seconds, "examples_per_second": (settings["total_steps"] - 1) * size / seconds,
             "train_rows": rows, "final_loss": float(np.mean(losses[-20:]))}
+
+
+def batch_rows(lengths: np.ndarray, size: int, steps: int, group: int, seed: int) -> list[np.ndarray]:
+    """The rows of each step's batch: rows taken in turn, epoch after epoch; with `group` > 1,
+    each run of `group` batches' rows sorted by length, cut into batches, and those batches
+    shuffled (kerasbert's `data.group_by_length`; transformers' `group_by_length` sorts
+    mega-batches likewise).
+
+    >>> [rows.tolist() for rows in batch_rows(np.array([3, 1, 2, 4]), 2, 3, 2, seed=0)]
+    [[1, 2], [0, 3], [1, 2]]
+    """
+    if group <= 1:
+        return [np.arange(step * size, (step + 1) * size) % len(lengths) for step in range(steps)]
+    runs = -(-steps // group)
+    stream = (np.arange(runs * group * size) % len(lengths)).reshape(runs, group * size)
+    rng, batches = np.random.default_rng(seed), []
+    for run in stream:
+        ordered = run[np.argsort(lengths[run], kind="stable")].reshape(group, size)
+        batches.extend(ordered[rng.permutation(group)])
+    return batches[:steps]
+
+
+def trimmed(batch: dict) -> dict:
+    """A batch's tensors cut to its longest row, as transformers' collators pad ("longest",
+    their default) and as kerasbert trims its batches; positions and labels of one value per
+    row are kept whole."""
+    width = int(batch["attention_mask"].sum(axis=1).max())
+    return {key: torch.from_numpy(np.ascontiguousarray(value[:, :width]) if value.ndim == 2 else value)
+            for key, value in batch.items()}
 
 
 @torch.inference_mode()

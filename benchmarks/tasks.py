@@ -113,6 +113,7 @@ def prepare(args, task: str) -> tuple[str, dict]:
     train_config = config.train
     settings = {"kind": spec.kind, "sequence_length": spec.sequence_length or config.data.max_sequence_length,
                 "batch_size": train_config.batch_size, "total_steps": train_config.total_steps,
+                "group_by_length": config.data.group_by_length,
                 "learning_rate": train_config.learning_rate,
                 "warmup_steps": int(train_config.warmup_fraction * train_config.total_steps),
                 "weight_decay": train_config.weight_decay, "clipnorm": train_config.clipnorm, "epsilon": 1e-6,

@@ -141,6 +141,28 @@ def test_a_tiny_multitask_model_learns_a_few_sentences_through_its_tags_head():
     assert history[-1] < 0.5 * history[0]
 
 
+def test_grouping_by_length_cuts_the_padding_of_tag_batches_and_keeps_every_sentence():
+    rng = np.random.default_rng(0)
+    sentences = [Sentence(["the"] * int(n), ["O"] * int(n), i) for i, n in enumerate(rng.integers(1, 30, 128))]
+    task = Task("animals", "tags", labels=TAGS)
+    preprocessor = TaskPreprocessor(make_tokenizer(VOCAB), 48)
+
+    def ten_epochs(group_by_length):  # 160 batches of 8: fill = real tokens / tokens computed
+        lengths, real, computed = [], 0, 0
+        data = family_dataset(task, sentences, preprocessor, 8, training=True, seed=3, group_by_length=group_by_length)
+        for x, y in data.take(160).as_numpy_iterator():
+            assert x["token_ids"].shape == y.shape  # labels trimmed with their tokens
+            real, computed = real + x["padding_mask"].sum(), computed + x["padding_mask"].size
+            lengths += list(x["padding_mask"].sum(axis=1))
+        return np.bincount(lengths, minlength=32), real / computed
+
+    (plain_lengths, plain_fill), (grouped_lengths, grouped_fill) = ten_epochs(0), ten_epochs(8)
+    assert plain_fill < 0.7 and grouped_fill > 0.9
+    seen = plain_lengths > 0  # 10 epochs exactly without grouping; grouped, about 10 of each sentence
+    assert ((grouped_lengths > 0) == seen).all()
+    assert (10 * abs(grouped_lengths[seen] - plain_lengths[seen]) <= plain_lengths[seen]).all()  # within 10%
+
+
 def fixed_tagger():
     """A 'model' whose tag logits are a table of each token's: cat/dog/rex -> B-ANIMAL,
     paris/new -> B-LOC, york -> I-LOC, cafe -> I-LOC (invalid after O: conlleval starts an

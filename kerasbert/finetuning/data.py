@@ -174,7 +174,7 @@ def task_dataset(task: "str | Task", examples: list[Example], preprocessor: Task
     """
     task = get_task(task)
     if task.is_family:
-        return family_dataset(task, examples, preprocessor, batch_size, training, seed)
+        return family_dataset(task, examples, preprocessor, batch_size, training, seed, group_by_length)
     data = tf.data.Dataset.from_tensor_slices((
         [e.text_a for e in examples], [e.text_b for e in examples],
         np.array([e.label for e in examples], np.float32)))
@@ -192,11 +192,11 @@ def task_dataset(task: "str | Task", examples: list[Example], preprocessor: Task
 
 
 def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, batch_size: int, training: bool,
-                   seed: int = 0) -> tf.data.Dataset:
+                   seed: int = 0, group_by_length: int = 0) -> tf.data.Dataset:
     """Batches of a tags task's Sentences or a span task's QaExamples (every window of each
     question), their features made once by the task's family graph (`TaskPreprocessor.graph_of`),
     in the batch structure of the other tasks; each batch trimmed to its longest row unless the
-    preprocessor keeps one shape (XLA).
+    preprocessor keeps one shape (XLA). `group_by_length` as `task_dataset`'s, by packed length.
 
     Example:
         >>> train = family_dataset(get_task("ner"), sentences, preprocessor, batch_size=32, training=True)
@@ -218,13 +218,18 @@ def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, b
                                                labels.astype(np.float32)))
     if training:
         data = data.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True).repeat()
-    data = data.batch(batch_size, drop_remainder=training)
-    identity, trim = task_id(task.name), preprocessor.trim and task.kind == "tags"
+    if training and group_by_length > 1:
+        data = (data.batch(batch_size * group_by_length).map(_sort_by_packed_length).unbatch()
+                .batch(batch_size, drop_remainder=True).shuffle(group_by_length, seed=seed))
+    else:
+        data = data.batch(batch_size, drop_remainder=training)
+    identity, per_token = task_id(task.name), task.kind == "tags"
 
     def complete(x, y):
-        if trim:  # the longest row's length (windows of a span task are nearly all full)
+        if preprocessor.trim:  # to the longest row (a span task's y is one start and end per row)
             width = tf.reduce_max(tf.reduce_sum(x["padding_mask"], axis=1))
-            x, y = {key: value[:, :width] for key, value in x.items()}, y[:, :width]
+            x = {key: value[:, :width] for key, value in x.items()}
+            y = y[:, :width] if per_token else y
         x.update({f"{key}_b": tf.zeros_like(x[key]) for key in ENCODER_KEYS})
         x["task"] = tf.fill([tf.shape(y)[0]], identity)
         return x, y
@@ -240,6 +245,11 @@ def _swap_if(pair, swap):
 def _sort_by_length(text_a, text_b, labels):
     order = tf.argsort(tf.strings.length(text_a) + tf.strings.length(text_b), stable=True)
     return tf.gather(text_a, order), tf.gather(text_b, order), tf.gather(labels, order)
+
+
+def _sort_by_packed_length(x, y):
+    order = tf.argsort(tf.reduce_sum(x["padding_mask"], axis=1), stable=True)
+    return {key: tf.gather(value, order) for key, value in x.items()}, tf.gather(y, order)
 
 
 def task_weights(sizes: dict[str, int], sampling: str, temperature: float,
