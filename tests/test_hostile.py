@@ -218,7 +218,8 @@ def test_a_dense_json_body_decodes_within_15_times_its_size(servers):
 def test_concurrent_memory_bombs_stay_within_the_budget(servers):
     """Eight clients at once, each with a body of dense numbers, nested lists or objects near
     half of --max_body_bytes, or one far over it: peak RSS grows by at most 15 x --max_body_bytes; what
-    cannot be admitted is refused 413 or 429, never 5xx."""
+    cannot be admitted is refused 413 or 429; on a loaded machine an admitted one may reach its 2 s
+    deadline (504); never another 5xx."""
     pid = servers["direct"].process.pid
     bodies = [body for _, body in memory_bombs(Target("hostile", "sum_rows", "x", "1.0"), MAX_BODY // 2)]
     before = reset_peak_rss(pid)
@@ -233,7 +234,7 @@ def test_concurrent_memory_bombs_stay_within_the_budget(servers):
     for thread in threads:
         thread.join(60)
     growth = (proc_status(pid)["VmHWM"] - before) * 1024
-    assert all(200 <= status < 500 for status in results) and 200 in results, results
+    assert all(status in (200, 413, 429, 504) for status in results) and 200 in results, results
     assert growth <= 15 * MAX_BODY, f"peak RSS grew {growth / MAX_BODY:.1f} x --max_body_bytes"
     assert answers_a_good_request(servers["direct"])
 
