@@ -184,8 +184,7 @@ def task_dataset(task: "str | Task", examples: list[Example], preprocessor: Task
         coins = tf.data.Dataset.random(seed=seed).map(lambda r: r % 2 == 1)
         data = tf.data.Dataset.zip(data, coins).map(_swap_if)
     if training and group_by_length > 1:
-        data = (data.batch(batch_size * group_by_length).map(_sort_by_length).unbatch()
-                .batch(batch_size, drop_remainder=True).shuffle(group_by_length, seed=seed))
+        data = grouped_by_length(data, batch_size, group_by_length, seed, _sort_by_length)
     else:
         data = data.batch(batch_size, drop_remainder=training)
     return data.map(lambda a, b, y: (preprocessor(task, a, b), y), num_parallel_calls=tf.data.AUTOTUNE)
@@ -219,8 +218,7 @@ def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, b
     if training:
         data = data.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True).repeat()
     if training and group_by_length > 1:
-        data = (data.batch(batch_size * group_by_length).map(_sort_by_packed_length).unbatch()
-                .batch(batch_size, drop_remainder=True).shuffle(group_by_length, seed=seed))
+        data = grouped_by_length(data, batch_size, group_by_length, seed, _sort_by_packed_length)
     else:
         data = data.batch(batch_size, drop_remainder=training)
     identity, per_token = task_id(task.name), task.kind == "tags"
@@ -235,6 +233,14 @@ def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, b
         return x, y
 
     return data.map(complete, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def grouped_by_length(data: tf.data.Dataset, batch_size: int, group: int, seed: int, sort) -> tf.data.Dataset:
+    """Batches of `batch_size` from a stream of examples: each run of `group` batches' worth is
+    sorted (`sort` maps such a run to itself in length order), cut into batches, and those
+    batches shuffled."""
+    return (data.batch(batch_size * group).map(sort).unbatch()
+            .batch(batch_size, drop_remainder=True).shuffle(group, seed=seed))
 
 
 def _swap_if(pair, swap):
