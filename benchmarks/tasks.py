@@ -38,7 +38,6 @@ import random
 import statistics
 import subprocess
 import sys
-import time
 
 from benchmarks.peer_protocol import load_examples, save_examples, time_batches
 from benchmarks.peers import run_peer
@@ -188,7 +187,6 @@ def part_speed(args, task: str, results: dict) -> None:
     for begin in range(0, len(dev), args.batch_size):
         outputs.append({name: value.numpy() for name, value in call(dev[begin:begin + args.batch_size]).items()})
     ours = time_batches(call, dev, args.batch_size, args.repeats)
-    alone = model_alone(task, train["settings"], train["export"], dev, args.batch_size, args.repeats)
     served = served_rows(args, task, train["export"], dev, outputs)
     peer = run_peer(args.peer_python, "pipeline", ["--inputs", folder, "--batch_size", str(args.batch_size),
                                                    "--repeats", str(args.repeats),
@@ -198,43 +196,9 @@ def part_speed(args, task: str, results: dict) -> None:
     results[task]["speed"] = {"answers_per_second": rates, "ratio": rates["kerasbert"] / rates["transformers"],
                               "all": {"kerasbert": ours, "transformers": peer["answers_per_second"]},
                               "batch_size": args.batch_size, "rows": len(dev),
-                              "model_alone_rows_per_second": statistics.median(alone),
                               "export_scores": dev_scores(task, dev, export_predictions(task, dev, outputs)),
                               "served_equal": served,
                               "finished": timestamp()}
-
-
-def model_alone(task: str, settings: dict, export: str, dev: list[dict], batch_size: int, repeats: int) -> list[float]:
-    """Dev rows/s of the export's `<signature>_tokens` (the encoder and head alone) over the
-    token batches the text signature packs from the same rows (kerasbert's own graph, built
-    beforehand): the text signature's rate over this is the share of its time in the model."""
-    import tensorflow as tf
-
-    from kerasbert.families.span_qa import SpanGraph
-    from kerasbert.families.tagging import TaggingGraph
-    from kerasbert.models.encoder import minilm_checkpoint
-    from kerasbert.packing import ENCODER_KEYS
-    from kerasbert.tokenization import load_tokenizer
-
-    vocabulary = load_tokenizer(minilm_checkpoint()).get_vocabulary()
-    if task == "ner":
-        graph = TaggingGraph(vocabulary, settings["tag_names"], settings["sequence_length"])
-        pack = lambda rows: graph.align(tf.constant(inputs_of(task, rows)["text"]))  # noqa: E731
-    else:
-        graph = SpanGraph(vocabulary, settings["sequence_length"], settings["doc_stride"],
-                          settings["max_query_length"], settings["max_answer_length"])
-        pack = lambda rows: graph.windows(**{k: tf.constant(v) for k, v in inputs_of(task, rows).items()})  # noqa: E731
-    batches = [{key: pack(dev[begin:begin + batch_size])[key] for key in ENCODER_KEYS}
-               for begin in range(0, len(dev), batch_size)]
-    tokens = tf.saved_model.load(export).signatures[SIGNATURES[task] + "_tokens"]
-    tokens(**batches[0])  # loads the function's graph
-    rates = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for batch in batches:
-            tokens(**batch)
-        rates.append(len(dev) / (time.perf_counter() - started))
-    return rates
 
 
 def inputs_of(task: str, rows: list[dict]) -> dict[str, list[str]]:
@@ -310,9 +274,6 @@ def render_markdown(results: dict) -> str:
             rates = speed["answers_per_second"]
             lines.append(f"| {task} | {SIGNATURES[task]} answers/s (batch {speed['batch_size']}, {speed['rows']} dev "
                          f"rows) | {rates['kerasbert']:.1f} | {rates['transformers']:.1f} ({speed['ratio']:.2f}x) |")
-            if "model_alone_rows_per_second" in speed:
-                lines.append(f"| {task} | the same rows' token batches through {SIGNATURES[task]}_tokens (model "
-                             f"alone), rows/s | {speed['model_alone_rows_per_second']:.1f} | |")
     lines.append("")
     for task in TASKS:
         train, speed = results.get(task, {}).get("train"), results.get(task, {}).get("speed")
