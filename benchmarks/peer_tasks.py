@@ -8,10 +8,12 @@ only; examples, settings and predictions pass through files (benchmarks/peer_pro
     python -m benchmarks.peer_tasks pipeline --inputs DIR --model_dir OUT --batch_size 32 --output OUT.json
 
 `DIR/settings.json` holds `kind` ("tags" or "span"), the sequence length, batch size,
-steps, learning rate, warm-up steps, weight decay and clipping; `DIR/train.jsonl` the
+steps (and steps per block), learning rate, warm-up steps, weight decay and clipping; `DIR/train.jsonl` the
 training examples in training order (taken in turn, epoch after epoch); `DIR/dev.jsonl`
-the examples scored. `train` writes the dev predictions to OUT.json's `predictions` (tags
-per word; {id: answer}): benchmarks.tasks scores them with kerasbert's own scorers.
+the examples scored. `train` writes the dev predictions after each block to OUT.json's
+`block_predictions` (tags per word; {id: answer}; the last block's also as `predictions`):
+benchmarks.tasks scores them with kerasbert's own scorers. A killed `train` resumes from the
+last finished block (OUT/state.pt).
 
 Tagging labels each word's first piece (-100 elsewhere) and predicts a word's tag there, as
 run_ner.py; a word cut off by the sequence length is predicted "O". QA windows are packed
@@ -126,33 +128,59 @@ def model_of(kind: str, checkpoint: str, settings: dict):
 
 # --- Training and dev predictions ------------------------------------------------------
 
-def train_steps(model, features: dict, kind: str, settings: dict) -> dict:
+def train_blocks(model, features: dict, kind: str, settings: dict, state_path: str, score_block) -> dict:
     """`total_steps` steps of `batch_size` rows from `features` (`batch_rows`), each cut to its
-    longest row (`trimmed`; the loss is
-    the model's own: mean cross-entropy over labelled tokens; mean of start and end),
-    AdamW with kerasbert's warm-up and decay, each gradient clipped alone. Examples/s
-    counts the steps after the first, as kerasbert's."""
+    longest row (`trimmed`; the loss is the model's own: mean cross-entropy over labelled
+    tokens; mean of start and end), AdamW with kerasbert's warm-up and decay, each gradient
+    clipped alone; in blocks of `steps_per_block`, as kerasbert's run. After each block,
+    `score_block(model)` (its dev predictions) and the whole state (weights, optimizer,
+    schedule, random state, each block's rate and predictions) are saved to `state_path`
+    (written whole, then renamed): a killed run resumes at its last finished block. A
+    block's examples/s leaves out its first step, as kerasbert's."""
     torch.manual_seed(settings["seed"])
-    model.train()
     optimizer, scheduler = make_optimizer(model, settings)
     keys = (*MODEL_INPUTS, *LABELS[kind])
-    rows, size = len(features["input_ids"]), settings["batch_size"]
-    batches = batch_rows(features["attention_mask"].sum(axis=1), size, settings["total_steps"],
+    size, total = settings["batch_size"], settings["total_steps"]
+    per_block = settings.get("steps_per_block") or total
+    batches = batch_rows(features["attention_mask"].sum(axis=1), size, total,
                          settings.get("group_by_length", 0), settings["seed"])
-    losses, started = [], None
-    for step, index in enumerate(batches):
-        if step == 1:  # as kerasbert's rate, which leaves out the step that traces
-            started = time.perf_counter()
-        loss = model(**trimmed({key: features[key][index] for key in keys})).loss
-        loss.backward()
-        clip_each(model, settings["clipnorm"])
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss.detach()))
-    seconds = time.perf_counter() - started if started else float("nan")
-    return {"train_seconds": seconds, "examples_per_second": (settings["total_steps"] - 1) * size / seconds,
-            "train_rows": rows, "final_loss": float(np.mean(losses[-20:]))}
+    progress = {"blocks_done": 0, "block_rates": [], "block_losses": [], "block_predictions": []}
+    if os.path.exists(state_path):
+        saved = torch.load(state_path, weights_only=False)
+        if saved["settings"] != settings:
+            raise SystemExit(f"{state_path}: a run with other settings; remove it to start again.")
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        torch.set_rng_state(saved["rng"])
+        progress = saved["progress"]
+        print(f"peer: resuming after block {progress['blocks_done']} ({state_path})", flush=True)
+    for block in range(progress["blocks_done"], -(-total // per_block)):
+        model.train()
+        steps, losses, started = range(block * per_block, min(total, (block + 1) * per_block)), [], None
+        for done, step in enumerate(steps):
+            if done == 1:
+                started = time.perf_counter()
+            loss = model(**trimmed({key: features[key][batches[step]] for key in keys})).loss
+            loss.backward()
+            clip_each(model, settings["clipnorm"])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(float(loss.detach()))
+        seconds = time.perf_counter() - started if started else float("nan")
+        progress["block_rates"].append((len(steps) - 1) * size / seconds)
+        progress["block_losses"].append(float(np.mean(losses[-20:])))
+        progress["block_predictions"].append(score_block(model))
+        progress["blocks_done"] = block + 1
+        print(f"peer: block {block + 1}, step {steps[-1] + 1}/{total}: {progress['block_rates'][-1]:.1f} "
+              f"examples/s, loss {progress['block_losses'][-1]:.4f}", flush=True)
+        partial = state_path + ".partial"
+        torch.save({"settings": settings, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(), "progress": progress},
+                   partial)
+        os.replace(partial, state_path)
+    return progress
 
 
 def batch_rows(lengths: np.ndarray, size: int, steps: int, group: int, seed: int) -> list[np.ndarray]:
@@ -220,21 +248,29 @@ def predict_answers(model, windows: dict, examples: list[dict], max_answer_lengt
 
 
 def train(args) -> dict:
-    """Fine-tunes on DIR/train.jsonl, predicts DIR/dev.jsonl, saves the model for `pipeline`."""
+    """Fine-tunes on DIR/train.jsonl (resuming from OUT/state.pt), predicts DIR/dev.jsonl after
+    each block, saves the model for `pipeline`."""
     settings = settings_of(args.inputs)
     kind = settings["kind"]
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.checkpoint)
     model = model_of(kind, args.checkpoint, settings)
     features = features_of(kind, tokenizer, load_examples(os.path.join(args.inputs, "train.jsonl")), settings)
-    result = train_steps(model, features, kind, settings)
     dev = load_examples(os.path.join(args.inputs, "dev.jsonl"))
     dev_features = features_of(kind, tokenizer, dev, settings)
-    predictions = (predict_tags(model, dev_features, settings["tag_names"]) if kind == "tags"
-                   else predict_answers(model, dev_features, dev, settings["max_answer_length"]))
+
+    def score_block(model):
+        return (predict_tags(model, dev_features, settings["tag_names"]) if kind == "tags"
+                else predict_answers(model, dev_features, dev, settings["max_answer_length"]))
+
+    os.makedirs(args.model_dir, exist_ok=True)
+    progress = train_blocks(model, features, kind, settings, os.path.join(args.model_dir, "state.pt"), score_block)
     model.save_pretrained(args.model_dir)
     tokenizer.save_pretrained(args.model_dir)
-    print(f"peer {kind}: {result}", flush=True)
-    return {**result, "predictions": predictions, "versions": versions()}
+    rates = progress["block_rates"]
+    return {"examples_per_second": float(np.median(rates)), "block_rates": rates,
+            "block_losses": progress["block_losses"], "train_rows": len(features["input_ids"]),
+            "predictions": progress["block_predictions"][-1], "block_predictions": progress["block_predictions"],
+            "versions": versions()}
 
 
 # --- Inference speed: raw text to entities or answers -----------------------------------

@@ -10,13 +10,16 @@ For each task (`ner`: pipelines/configs/finetune_ner.json, `squad`: finetune_squ
             format for kerasbert (inputs/<task>/train.*) and as JSON Lines for the peer
             (train.jsonl), with the dev examples (cut to --dev_examples) and the settings
             (steps, batch size, sequence length, doc stride, learning rate, warm-up, weight
-            decay, clipping). kerasbert trains with `python -m pipelines.finetune` in one
-            block (the model scored is the last step's, as the peer's), then exports to
-            export/<task>/<version> (`pipelines.export`); the peer
-            (benchmarks/peer_tasks.py, in .venv-peer) trains on the same list in its
-            order, epoch after epoch. Dev scores: kerasbert's metrics.json; the peer's
-            predictions scored here by kerasbert's scorers (conlleval entity F1; SQuAD's
-            EM and F1). Training examples/s of both leave out the first step.
+            decay, clipping). kerasbert trains with `python -m pipelines.finetune` in the
+            config's blocks (--max_steps: one block), then exports to export/<task>/<version>
+            (`pipelines.export`: the best dev block's weights, as the run keeps them); the
+            peer (benchmarks/peer_tasks.py, in .venv-peer) trains on the same list in its
+            order, epoch after epoch, in the same blocks. Both score dev after every block
+            (`<task>_blocks.png`); the headline is the last block's. Dev scores: kerasbert's
+            history.csv; the peer's predictions scored here by kerasbert's scorers
+            (conlleval entity F1; SQuAD's EM and F1). Training examples/s: the median
+            block's, each block leaving out its first step. Killed, both sides resume from
+            their last finished block when the command runs again.
     speed   raw text in, entities or answers out, over the dev rows at --batch_size, in a
             fresh process each: the export's `entities` / `answer` signature called from
             TensorFlow, then the peer's `pipeline("token-classification",
@@ -49,13 +52,13 @@ SIGNATURES = {"ner": "entities", "squad": "answer"}
 
 
 def config_of(args, task: str):
-    """The task's config (finetune_<task>.json of --config_dir) at the benchmark's budget:
-    --max_steps, one block."""
+    """The task's config (finetune_<task>.json of --config_dir) at the benchmark's budget: its
+    steps and blocks, or --max_steps in one block."""
     from kerasbert.config import FinetuneConfig, load_config
 
-    overrides = [f"tasks={task}"] + ([f"train.total_steps={args.max_steps}"] if args.max_steps else [])
-    config = load_config(FinetuneConfig, os.path.join(args.config_dir, f"finetune_{task}.json"), overrides)
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, steps_per_block=config.train.total_steps))
+    overrides = [f"tasks={task}"] + ([f"train.total_steps={args.max_steps}",
+                                      f"train.steps_per_block={args.max_steps}"] if args.max_steps else [])
+    return load_config(FinetuneConfig, os.path.join(args.config_dir, f"finetune_{task}.json"), overrides)
 
 
 def read_examples(task_spec, path: str) -> list:
@@ -113,6 +116,7 @@ def prepare(args, task: str) -> tuple[str, dict]:
     train_config = config.train
     settings = {"kind": spec.kind, "sequence_length": spec.sequence_length or config.data.max_sequence_length,
                 "batch_size": train_config.batch_size, "total_steps": train_config.total_steps,
+                "steps_per_block": train_config.steps_per_block,
                 "group_by_length": config.data.group_by_length,
                 "learning_rate": train_config.learning_rate,
                 "warmup_steps": int(train_config.warmup_fraction * train_config.total_steps),
@@ -146,7 +150,19 @@ def dev_scores(task: str, dev: list[dict], predictions) -> dict:
     return {"squad_f1": scores["squad_f1"] / 100, "squad_exact_match": scores["squad_exact_match"] / 100}
 
 
+def kerasbert_blocks(run_dir: str, task: str) -> list[dict]:
+    """Each block's dev scores (`<task>_*`) and training examples/s, from the run's history.csv."""
+    import csv
+
+    with open(os.path.join(run_dir, "history.csv")) as f:
+        rows = list(csv.DictReader(f))
+    return [{**{key[len("dev_"):]: float(value) for key, value in row.items() if key.startswith(f"dev_{task}_")},
+             "examples_per_second": float(row["examples_per_second"])} for row in rows]
+
+
 def part_train(args, task: str, results: dict) -> None:
+    """Both sides trained in blocks (each resumes from its last finished block when the
+    command runs again), scored on dev after every block; the headline is the last block's."""
     from benchmarks.serving import newest_version
     from kerasbert.models.encoder import minilm_checkpoint
 
@@ -161,13 +177,42 @@ def part_train(args, task: str, results: dict) -> None:
     peer = run_peer(args.peer_python, "train", ["--inputs", folder, "--checkpoint", minilm_checkpoint(),
                                                 "--model_dir", os.path.join(args.output_dir, "peer", task)],
                     os.path.join(args.output_dir, "peer", f"{task}-train.json"), module="benchmarks.peer_tasks")
-    keys = [k for k in metrics if k.startswith(task + "_")]
+    dev = load_examples(os.path.join(folder, "dev.jsonl"))
+    ours = kerasbert_blocks(run_dir, task)
+    theirs = [{**dev_scores(task, dev, predictions), "examples_per_second": rate}
+              for predictions, rate in zip(peer["block_predictions"], peer["block_rates"])]
+    summary = {"kerasbert": ours, "transformers": theirs}
     results.setdefault(task, {})["train"] = {
-        "settings": settings, "export": newest_version(export_base),
-        "kerasbert": {**{k: metrics[k] for k in keys}, "examples_per_second": metrics["examples_per_second"]},
-        "transformers": {**dev_scores(task, load_examples(os.path.join(folder, "dev.jsonl")), peer["predictions"]),
-                         "examples_per_second": peer["examples_per_second"]},
-        "peer_versions": peer["versions"], "finished": timestamp()}
+        "settings": settings, "export": newest_version(export_base), "export_step": metrics["best_step"],
+        **{side: {**blocks[-1], "examples_per_second": statistics.median(b["examples_per_second"] for b in blocks)}
+           for side, blocks in summary.items()},
+        "blocks": summary, "peer_versions": peer["versions"], "finished": timestamp()}
+    plot_blocks(results[task]["train"], task, os.path.join(args.output_dir, f"{task}_blocks.png"))
+
+
+def plot_blocks(train: dict, task: str, path: str) -> None:
+    """Dev headline and training examples/s after each block, both sides."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    headline = f"{task}_f1"
+    per_block = train["settings"]["steps_per_block"]
+    figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for side, colour in (("kerasbert", "tab:blue"), ("transformers", "tab:orange")):
+        blocks = train["blocks"][side]
+        steps = [per_block * (i + 1) for i in range(len(blocks))]
+        axes[0].plot(steps, [100 * b[headline] for b in blocks], "o-", color=colour, label=side)
+        axes[1].plot(steps, [b["examples_per_second"] for b in blocks], "o-", color=colour, label=side)
+    axes[0].set(xlabel="step", ylabel=f"dev {headline} (%)", title=f"{task}: dev score after each block")
+    axes[1].set(xlabel="step", ylabel="examples/s", title="training examples/s of each block")
+    for axis in axes:
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def part_speed(args, task: str, results: dict) -> None:
@@ -280,6 +325,11 @@ def render_markdown(results: dict) -> str:
         if train:
             lines.append(f"{task}: " + ", ".join(f"{k}={v}" for k, v in train["settings"].items()
                                                 if k != "tag_names") + f"; export {train['export']}  ")
+            if "blocks" in train:
+                lines.append(f"{task}: dev {task}_f1 after each block (the scores above are the last block's): "
+                             + "; ".join(f"{side} " + ", ".join(percent(b[f"{task}_f1"]) for b in blocks)
+                                         for side, blocks in train["blocks"].items())
+                             + f"; the export holds step {train['export_step']} (kerasbert's best dev block)  ")
         if speed:
             lines.append(f"{task}: the export's dev scores: " + ", ".join(
                 f"{k} {percent(v)}" for k, v in speed["export_scores"].items()) + "; dev rows served over REST / gRPC "

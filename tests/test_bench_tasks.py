@@ -79,3 +79,54 @@ def test_the_peers_features_are_kerasberts(tmp_path):
     np.testing.assert_array_equal(windows.token_ids, peer["span_ids"])
     np.testing.assert_array_equal(windows.segment_ids, peer["segments"])
     np.testing.assert_array_equal(windows.positions, peer["positions"])
+
+
+PEER_RESUME = """
+import json, sys
+import torch, transformers
+from benchmarks.peer_tasks import model_of, predict_tags, tag_features, train_blocks
+tags, checkpoint, folder = json.load(open(sys.argv[1]))
+names = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+settings = {"kind": "tags", "tag_names": names, "sequence_length": 32, "batch_size": 4, "total_steps": 6,
+            "steps_per_block": 2, "learning_rate": 1e-4, "warmup_steps": 1, "weight_decay": 0.01,
+            "clipnorm": 1.0, "epsilon": 1e-6, "seed": 1}
+tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
+features = tag_features(tokenizer, tags, settings)
+
+def run(state_path, crash_at_block=None):
+    torch.manual_seed(0)  # the same fresh head on every run
+    model, scored = model_of("tags", checkpoint, settings), []
+    def score_block(model):
+        scored.append(1)
+        if len(scored) == crash_at_block:
+            raise KeyboardInterrupt  # killed before the block's state is saved
+        return predict_tags(model, features, names)
+    try:
+        return model, train_blocks(model, features, "tags", settings, state_path, score_block)
+    except KeyboardInterrupt:
+        return None, None
+
+whole, whole_progress = run(folder + "/whole.pt")
+assert run(folder + "/resumed.pt", crash_at_block=2) == (None, None)
+first = torch.load(folder + "/resumed.pt", weights_only=False)["progress"]
+resumed, resumed_progress = run(folder + "/resumed.pt")
+same = all(torch.equal(a, b) for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()))
+print(json.dumps({"same_weights": same, "blocks_after_crash": first["blocks_done"],
+                  "blocks": [whole_progress["blocks_done"], resumed_progress["blocks_done"]],
+                  "same_predictions": whole_progress["block_predictions"] == resumed_progress["block_predictions"]}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason="no peer environment (.venv-peer)")
+def test_the_peer_resumes_at_its_last_block_as_if_never_stopped(tmp_path):
+    """The full-budget bench takes hours a side: a killed peer run goes on from its last
+    finished block, to the very weights and predictions of a run never stopped."""
+    from kerasbert.models.encoder import minilm_checkpoint
+
+    tags, _ = dev_rows(count=24)
+    (tmp_path / "rows.json").write_text(json.dumps([tags, minilm_checkpoint(), str(tmp_path)]))
+    result = subprocess.run([PEER_PYTHON, "-c", PEER_RESUME, str(tmp_path / "rows.json")], capture_output=True,
+                            text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome == {"same_weights": True, "blocks_after_crash": 1, "blocks": [3, 3], "same_predictions": True}

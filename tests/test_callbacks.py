@@ -11,23 +11,26 @@ from kerasbert.training.callbacks import Throughput, training_callbacks
 from kerasbert.training.optim import build_optimizer, make_optimizer
 
 
-def run_block(throughput: Throughput, steps: int, step_seconds: float, after_block_seconds: float) -> None:
+def run_block(throughput: Throughput, steps: int, step_seconds: float, after_block_seconds: float) -> dict:
     for batch in range(steps):
         throughput.on_train_batch_begin(batch)
         time.sleep(step_seconds)
         throughput.on_train_batch_end(batch)
     time.sleep(after_block_seconds)  # what a callback earlier in the list does: dev scoring, backup
-    throughput.on_epoch_end(0)
+    logs = {}
+    throughput.on_epoch_end(0, logs)
+    return logs
 
 
 def test_throughput_counts_training_steps_only():
     throughput = Throughput(batch_size=8)
     run_block(throughput, steps=5, step_seconds=0.02, after_block_seconds=0.5)
-    run_block(throughput, steps=5, step_seconds=0.02, after_block_seconds=0.5)
+    logs = run_block(throughput, steps=5, step_seconds=0.02, after_block_seconds=0.5)
     # Steps 1-4 of each block are timed (step 0 includes compiling): 4 * 8 / ~0.08 s = ~400/s.
     # Counting the 0.5 s after the block would give ~55/s.
     assert len(throughput.block_rates) == 2
     assert 250 < throughput.examples_per_second() <= 8 / 0.02
+    assert logs["examples_per_second"] == throughput.block_rates[-1]  # history.csv's column
 
 
 def test_ema_evaluation_sees_the_average_and_training_continues_from_the_raw_weights(tmp_path):

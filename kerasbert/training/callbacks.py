@@ -27,7 +27,9 @@ class Throughput(keras.callbacks.Callback):
     """Examples per second of each block, compile time of the first block excluded.
 
     The clock stops at the end of the block's last training step, so work that other
-    callbacks do at the end of a block (dev scoring, backups) does not count.
+    callbacks do at the end of a block (dev scoring, backups) does not count. Each block's
+    rate goes into the logs as `examples_per_second` (history.csv's column: a resumed run's
+    earlier blocks keep theirs).
     """
 
     def __init__(self, batch_size: int):
@@ -49,6 +51,8 @@ class Throughput(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if self._start is not None and self._steps:
             self.block_rates.append(self._steps * self.batch_size / (self._end - self._start))
+            if logs is not None:
+                logs["examples_per_second"] = self.block_rates[-1]
         self._start = None
 
     def examples_per_second(self) -> float:
