@@ -119,6 +119,12 @@ def test_span_loss_is_the_mean_of_start_and_end_cross_entropy():
     start = -np.log(np.exp(1) / (np.exp(1) + 2))  # start at 0
     end = -np.log(np.exp(2) / (np.exp(2) + 2))  # end at 1
     assert float(span_loss(tf.constant([[0, 1]]), logits)) == pytest.approx((start + end) / 2, rel=1e-5)
+    # Padding takes no share: the last position padded, whatever its logits.
+    padded = tf.concat([logits, tf.constant([[[9.0, 9.0]]])], axis=1)
+    expected = (-np.log(np.exp(1) / (np.exp(1) + 1)) - np.log(np.exp(2) / (np.exp(2) + 1))) / 2
+    assert float(span_loss(tf.constant([[0, 1]]), padded, tf.constant([[1, 1, 0, 0]]))) == pytest.approx(
+        float(span_loss(tf.constant([[0, 1]]), logits, tf.constant([[1, 1, 0]]))), rel=1e-6)
+    assert float(span_loss(tf.constant([[0, 1]]), logits, tf.constant([[1, 1, 0]]))) == pytest.approx(expected, rel=1e-5)
 
 
 def test_best_span_respects_order_length_and_the_allowed_pieces():

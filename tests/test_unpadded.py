@@ -8,6 +8,7 @@ from kerasbert.config import ModelConfig
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.models.encoder import build_encoder
 from kerasbert.models.unpadded import encode_tokens, sentence_embedding
+from kerasbert.tasks import Task
 
 
 def batch():
@@ -59,6 +60,35 @@ def test_gradients_equal_the_padded_ones_and_dropout_applies(backbone):
                                    atol=1e-5, err_msg=variable.path)
     first, second = (model.embed(x, training=True, unpadded=True).numpy() for _ in range(2))
     assert not np.allclose(first, second)  # the backbone's dropout (0.1) is on in training
+
+
+@pytest.mark.parametrize("kind, labels", [("tags", ("O", "B-PER", "I-PER")), ("span", ())])
+def test_tags_and_span_heads_read_the_same_states_and_train_alike(backbone, kind, labels):
+    """The families' heads read every token's state: unpadded (where serving spends its time on
+    padding: NER sentences in file order fill about half their batch) they equal the padded
+    backbone's at the real tokens, and so do their losses' gradients."""
+    # Without dropout: its masks are drawn per call, and the two paths draw differently.
+    still = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2, dropout=0.0), 20)
+    still.set_weights(backbone.get_weights())
+    model = MultitaskBert(still, tasks=(Task("task", kind, labels=labels),), dropout=0.0)
+    x = {k: tf.constant(v) for k, v in batch().items()}
+    real = batch()["padding_mask"] > 0
+    outputs, gradients = {}, {}
+    for unpadded in (False, True):
+        model.unpadded = unpadded
+        y = tf.constant([[0, 1, 2, 0, -1, -1, -1, -1], [1, 2, 2, 0, 0, 0, 1, 2], [0] + [-1] * 7]) if kind == "tags" \
+            else tf.constant([[1, 3], [2, 6], [0, 0]])
+        with tf.GradientTape() as tape:
+            loss = model.task_loss("task", x, y)
+        outputs[unpadded] = model.head_output("task", x).numpy()
+        gradients[unpadded] = tape.gradient(loss, model.trainable_variables)
+    np.testing.assert_allclose(outputs[True][real], outputs[False][real], atol=1e-5)
+    assert not np.allclose(outputs[True][~real], outputs[False][~real])  # padding skipped: the unpadded path ran
+    for variable, padded, ours in zip(model.trainable_variables, gradients[False], gradients[True]):
+        if "pooled_dense" in variable.path:  # the token heads do not use the pooler
+            continue
+        np.testing.assert_allclose(tf.convert_to_tensor(ours).numpy(), tf.convert_to_tensor(padded).numpy(),
+                                   atol=1e-5, err_msg=variable.path)
 
 
 def test_unavailable_keras_hub_runs_padded(backbone, monkeypatch):

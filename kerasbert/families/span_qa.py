@@ -16,8 +16,8 @@ Interface for the task system (plain values in, no config objects):
     features:  span_features(graph, examples) -> SpanFeatures (numpy arrays, counts): token_ids,
                segment_ids, padding_mask, and positions int32 (windows, 2): the answer's (start,
                end) token positions, (0, 0) for none
-    loss:      span_loss(y, logits)  (mean of the start and end cross-entropies; logits
-               (batch, seq, 2): start, end)
+    loss:      span_loss(y, logits, padding_mask)  (mean of the start and end cross-entropies
+               over the real tokens; logits (batch, seq, 2): start, end)
     predict:   predict_answers(answer, examples) -> {uid: answer text} (through the export's graph)
     metrics:   kerasbert.families.squad.squad_scores(predictions, {uid: [reference texts]})
                -> {"squad_exact_match", "squad_f1"}
@@ -30,7 +30,7 @@ The task system (a task of kind `span`, kerasbert/tasks.py) trains it: its batch
 Example:
     >>> graph = SpanGraph(vocabulary, sequence_length=384, doc_stride=128)
     >>> features = span_features(graph, read_squad("train.json").examples)
-    >>> span_loss(features.positions[:2], model_logits)
+    >>> span_loss(features.positions[:2], model_logits, features.padding_mask[:2])
 """
 
 from __future__ import annotations
@@ -184,10 +184,15 @@ def span_features(graph: SpanGraph, examples: list[QaExample], batch_size: int =
     return SpanFeatures(**arrays, windows_without_answer=without, skipped=skipped)
 
 
-def span_loss(positions, logits):
-    """The mean of the start and end positions' cross-entropies, as BERT's run_squad.py."""
+def span_loss(positions, logits, padding_mask=None):
+    """The mean of the start and end positions' cross-entropies, as BERT's run_squad.py; with
+    `padding_mask` (batch, seq), over the real tokens only (run_squad.py's softmax also spans the
+    padding, whose share then depends on how a batch was padded)."""
     positions = tf.cast(positions, tf.int32)  # (batch, 2)
-    logits = tf.transpose(tf.cast(logits, tf.float32), [0, 2, 1])  # (batch, 2, seq)
+    logits = tf.cast(logits, tf.float32)
+    if padding_mask is not None:
+        logits = tf.where(tf.cast(padding_mask, tf.bool)[:, :, None], logits, -1e9)
+    logits = tf.transpose(logits, [0, 2, 1])  # (batch, 2, seq)
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(positions, logits))
 
 

@@ -160,8 +160,14 @@ class MultitaskBert(DatasetFit, keras.Model):
         return summed / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
 
     def sequence(self, x, training=False):
-        """Each token's state (batch, seq, hidden): what the tags and span heads read."""
-        return self.backbone({k: x[k] for k in ENCODER_KEYS}, training=training)["sequence_output"]
+        """Each token's state (batch, seq, hidden): what the tags and span heads read. With
+        `unpadded`, the real tokens' states as the backbone gives them and zeros at padding
+        (which no loss or decoder reads)."""
+        inputs = {k: x[k] for k in ENCODER_KEYS}
+        if self.unpadded and unpadded_encoder.available() and not isinstance(inputs["padding_mask"], keras.KerasTensor):
+            states, tokens = unpadded_encoder.encode_tokens(self.backbone, inputs, training)
+            return tokens.scatter(states)
+        return self.backbone(inputs, training=training)["sequence_output"]
 
     def _pair_embeddings(self, x, training):
         """(u, v) of a bi-encoder pair's sentences a and b, from one encoder call over both:
@@ -235,7 +241,7 @@ class MultitaskBert(DatasetFit, keras.Model):
             labels = tf.reshape(y, tf.shape(x["token_ids"]))
             return masked_tag_loss(labels, self.head_output(task, x, training=True))
         if spec.kind == "span":  # (batch, 2): the answer's first and last piece
-            return span_loss(tf.reshape(y, [-1, 2]), self.head_output(task, x, training=True))
+            return span_loss(tf.reshape(y, [-1, 2]), self.head_output(task, x, training=True), x["padding_mask"])
         y = tf.reshape(y, [-1])  # (batch,)
         if spec.kind == "pair_binary":
             return self._binary_loss(task, x, y)
