@@ -156,8 +156,9 @@ def kerasbert_blocks(run_dir: str, task: str) -> list[dict]:
 
     with open(os.path.join(run_dir, "history.csv")) as f:
         rows = list(csv.DictReader(f))
-    return [{**{key[len("dev_"):]: float(value) for key, value in row.items() if key.startswith(f"dev_{task}_")},
-             "examples_per_second": float(row["examples_per_second"])} for row in rows]
+    return [{"block": int(row["epoch"]) + 1, "examples_per_second": float(row["examples_per_second"]),
+             **{key[len("dev_"):]: float(value) for key, value in row.items() if key.startswith(f"dev_{task}_")}}
+            for row in rows]
 
 
 def part_train(args, task: str, results: dict) -> None:
@@ -179,8 +180,8 @@ def part_train(args, task: str, results: dict) -> None:
                     os.path.join(args.output_dir, "peer", f"{task}-train.json"), module="benchmarks.peer_tasks")
     dev = load_examples(os.path.join(folder, "dev.jsonl"))
     ours = kerasbert_blocks(run_dir, task)
-    theirs = [{**dev_scores(task, dev, predictions), "examples_per_second": rate}
-              for predictions, rate in zip(peer["block_predictions"], peer["block_rates"])]
+    theirs = [{"block": block, "examples_per_second": rate, **dev_scores(task, dev, predictions)}
+              for block, (predictions, rate) in enumerate(zip(peer["block_predictions"], peer["block_rates"]), 1)]
     summary = {"kerasbert": ours, "transformers": theirs}
     results.setdefault(task, {})["train"] = {
         "settings": settings, "export": newest_version(export_base), "export_step": metrics["best_step"],
@@ -202,7 +203,7 @@ def plot_blocks(train: dict, task: str, path: str) -> None:
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for side, colour in (("kerasbert", "tab:blue"), ("transformers", "tab:orange")):
         blocks = train["blocks"][side]
-        steps = [per_block * (i + 1) for i in range(len(blocks))]
+        steps = [per_block * b["block"] for b in blocks]  # a block killed while being scored has no row
         axes[0].plot(steps, [100 * b[headline] for b in blocks], "o-", color=colour, label=side)
         axes[1].plot(steps, [b["examples_per_second"] for b in blocks], "o-", color=colour, label=side)
     axes[0].set(xlabel="step", ylabel=f"dev {headline} (%)", title=f"{task}: dev score after each block")
@@ -327,7 +328,7 @@ def render_markdown(results: dict) -> str:
                                                 if k != "tag_names") + f"; export {train['export']}  ")
             if "blocks" in train:
                 lines.append(f"{task}: dev {task}_f1 after each block (the scores above are the last block's): "
-                             + "; ".join(f"{side} " + ", ".join(percent(b[f"{task}_f1"]) for b in blocks)
+                             + "; ".join(f"{side} " + ", ".join(f"{b['block']}: {percent(b[f'{task}_f1'])}" for b in blocks)
                                          for side, blocks in train["blocks"].items())
                              + f"; the export holds step {train['export_step']} (kerasbert's best dev block)  ")
         if speed:
