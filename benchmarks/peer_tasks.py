@@ -38,7 +38,7 @@ import torch
 import transformers
 
 from benchmarks.peer_protocol import load_examples, time_batches
-from benchmarks.peer_torch import clip_each, make_optimizer, versions
+from benchmarks.peer_torch import clip_each, make_optimizer, restore_state, save_state, versions
 from benchmarks.results import write_json
 
 N_BEST = 20  # run_qa.py's n_best_size
@@ -146,13 +146,9 @@ def train_blocks(model, features: dict, kind: str, settings: dict, state_path: s
                          settings.get("group_by_length", 0), settings["seed"])
     progress = {"blocks_done": 0, "block_rates": [], "block_losses": [], "block_predictions": []}
     if os.path.exists(state_path):
-        saved = torch.load(state_path, weights_only=False)
+        saved = restore_state(state_path, model, optimizer, scheduler)
         if saved["settings"] != settings:
             raise SystemExit(f"{state_path}: a run with other settings; remove it to start again.")
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
-        torch.set_rng_state(saved["rng"])
         progress = saved["progress"]
         print(f"peer: resuming after block {progress['blocks_done']} ({state_path})", flush=True)
     for block in range(progress["blocks_done"], -(-total // per_block)):
@@ -175,11 +171,7 @@ def train_blocks(model, features: dict, kind: str, settings: dict, state_path: s
         progress["blocks_done"] = block + 1
         print(f"peer: block {block + 1}, step {steps[-1] + 1}/{total}: {progress['block_rates'][-1]:.1f} "
               f"examples/s, loss {progress['block_losses'][-1]:.4f}", flush=True)
-        partial = state_path + ".partial"
-        torch.save({"settings": settings, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(), "progress": progress},
-                   partial)
-        os.replace(partial, state_path)
+        save_state(state_path, model, optimizer, scheduler, settings=settings, progress=progress)
     return progress
 
 

@@ -176,12 +176,7 @@ def pretrain(args) -> dict:
     heldout = load_rows(os.path.join(args.inputs, "heldout.npz"))
     steps, per_block, batch_size = train["total_steps"], train["steps_per_block"], train["batch_size"]
     if args.state and os.path.exists(args.state):
-        state = torch.load(args.state, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"])
-        blocks = state["blocks"]
+        blocks = restore_state(args.state, model, optimizer, scheduler)["blocks"]
         print(f"peer seed {args.seed}: resuming after step {blocks[-1]['step']} from {args.state}", flush=True)
     else:
         blocks = [{"step": 0, **evaluate(model, heldout, batch_size)}]
@@ -197,9 +192,7 @@ def pretrain(args) -> dict:
             losses = []
             print(f"peer seed {args.seed}: {blocks[-1]}", flush=True)
             if args.state:
-                save_state(args.state, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                        "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(),
-                                        "blocks": blocks})
+                save_state(args.state, model, optimizer, scheduler, blocks=blocks)
                 write_json(args.output, {"blocks": blocks, "complete": step + 1 == steps, "versions": versions()})
             block_started = time.perf_counter()
     if args.state and os.path.exists(args.state):
@@ -207,9 +200,22 @@ def pretrain(args) -> dict:
     return {"blocks": blocks, "complete": True, "versions": versions()}
 
 
-def save_state(path: str, state: dict) -> None:
-    torch.save(state, path + ".partial")
+def save_state(path: str, model, optimizer, scheduler, **progress) -> None:
+    """The training state (weights, optimizer, schedule, RNG) and `progress`, written aside
+    then renamed: a kill leaves the previous state whole."""
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "rng": torch.get_rng_state(), **progress}, path + ".partial")
     os.replace(path + ".partial", path)
+
+
+def restore_state(path: str, model, optimizer, scheduler) -> dict:
+    """Loads `save_state`'s file into the model, optimizer, schedule and RNG; returns it."""
+    state = torch.load(path, weights_only=False)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["rng"])
+    return state
 
 
 def pretrain_speed(args) -> dict:
