@@ -126,9 +126,12 @@ def test_ctrl_c_says_where_the_same_command_resumes(tmp_path):
     config = tiny_run_config(tmp_path, steps=2000, block=10, batch=8)
     backups = tmp_path / "out" / "backup"
     env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1"}
+    # Ctrl-C's default action in the run, however pytest was started: a suite started in the
+    # background (`make test &`) passes SIGINT ignored to its children, and the run would train on.
     process = subprocess.Popen([sys.executable, "-m", "pipelines.pretrain", "--config", config, "--output_dir",
                                 str(tmp_path / "out")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 300
         while time.time() < deadline and newest_backup_block(backups) < 2:
