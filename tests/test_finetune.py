@@ -201,16 +201,18 @@ def test_bi_encoder_embeds_both_sentences_in_one_encoder_call_as_each_alone(monk
     ("cross", {}), ("bi", {"sts_loss": "cosine", "para_mnrl_weight": 0.5, "layerwise_lr_decay": 0.5}),
     ("cross", {"sts_encoder": "bi", "sts_loss": "cosine"})])
 def test_each_task_step_lowers_that_task_loss(pair_encoder, kwargs):
+    # Eager: the arithmetic of a step, not its graph (the pipelines' tests trace it), in
+    # seconds instead of a trace per parametrization.
     model = tiny_model(pair_encoder, dropout=0.0, **kwargs)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), run_eagerly=True)
     model(batch("sts", pair_encoder)[0])
-    build_optimizer(model)  # as the pipelines do; and one padded shape for all tasks: one trace
+    build_optimizer(model)  # as the pipelines do
     for task in ("sst", "para", "sts"):
         loss_fn = functools.partial(model.task_loss, task)
         x, y = batch(task, pair_encoder, kwargs.get("sts_encoder", ""), trim=False)
         before = float(loss_fn(x, y))
         data = tf.data.Dataset.from_tensors((x, y)).repeat()
-        logs = model.fit(data, steps_per_epoch=15, epochs=1, verbose=0).history
+        logs = model.fit(data, steps_per_epoch=5, epochs=1, verbose=0).history
         assert np.isfinite(before) and float(loss_fn(x, y)) < before, task
         assert f"{task}_loss" in logs
 
@@ -224,8 +226,8 @@ def test_head_warmup_trains_the_task_heads_and_leaves_the_encoder_alone():
     heads = [model.head(task) for task in ("sst", "para", "sts")]
     heads_before = [[w.copy() for w in head.get_weights()] for head in heads]
 
-    warm_up_heads(model, data, steps=6, learning_rate=1e-2, verbose=0,
-                  compile_model=lambda optimizer: model.compile(optimizer=optimizer))
+    warm_up_heads(model, data, steps=6, learning_rate=1e-2, verbose=0,  # eager: what moves, not the graph
+                  compile_model=lambda optimizer: model.compile(optimizer=optimizer, run_eagerly=True))
 
     for before, variable in zip(encoder_before, model.backbone.weights):
         np.testing.assert_array_equal(variable.numpy(), before, err_msg=variable.path)
@@ -240,7 +242,7 @@ def test_hold_idle_heads_keeps_other_tasks_heads_still(hold):
     # One sst step, then para steps: without hold, AdamW's momentum and weight decay keep
     # moving the sentiment head on batches that give it no gradient.
     model = tiny_model("cross", hold_idle_heads=hold)
-    model.compile(optimizer=keras.optimizers.AdamW(1e-2, weight_decay=0.1))
+    model.compile(optimizer=keras.optimizers.AdamW(1e-2, weight_decay=0.1), run_eagerly=True)  # no trace needed
     model(batch("sst", "cross", trim=False)[0])
     build_optimizer(model)
     one_batch = lambda task: tf.data.Dataset.from_tensors(batch(task, "cross", trim=False))

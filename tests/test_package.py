@@ -82,10 +82,11 @@ def test_wheel_installs_into_a_fresh_venv_and_its_commands_run(tmp_path):
                               cwd=outside, env=env, capture_output=True, text=True, timeout=300)
     assert imported.returncode == 0 and imported.stdout.strip().startswith(site), imported.stderr[-2000:]
 
-    # A new user's first run: a shipped config by name, the data folder given, nothing else.
+    # A new user's first run: a shipped config by name, the data folder given, nothing else
+    # (one of its tasks: a task's train step is most of a short run's time).
     env.pop("KERASBERT_DATA_DIR", None)
     finetune = [str(venv / "bin" / "kerasbert-finetune"), "--config", "finetune_tiny", "--output_dir", "run",
-                "--set", "train.total_steps=2", "--set", "train.steps_per_block=2",
+                "--set", "tasks=sst", "--set", "train.total_steps=2", "--set", "train.steps_per_block=2",
                 "--set", "data.max_train_examples=16", "--set", "data.max_dev_examples=8"]
     refused = subprocess.run(finetune, cwd=outside, env=env, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "--data_dir DIR, set KERASBERT_DATA_DIR=DIR" in refused.stderr
