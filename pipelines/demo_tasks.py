@@ -2,7 +2,7 @@
 minutes (what `make demo-tasks` runs):
 
     1 fine-tune  MiniLM on a slice of CoNLL-2003 (finetune_ner_tiny.json) and of SQuAD
-                 (finetune_squad_tiny.json), one run each (`pipelines.finetune`)
+                 (finetune_squad_tiny.json), one run each, in this process
     2 export     each run's SavedModel: <output_dir>/export/ner/<N>, .../squad/<N>
     3 serve      `python -m serving` on 127.0.0.1 with both models (a models.config), then
                  `entities` and `answer` over REST (row and columnar formats) and gRPC; the
@@ -17,10 +17,9 @@ A finished run or export in --output_dir is reused (`--overwrite` trains again).
 
 import json
 import os
-import subprocess
 import sys
 
-from pipelines.common import data_dir, main_guard, output_folder, pipeline_parser
+from pipelines.common import config_path, data_dir, main_guard, output_folder, pipeline_parser
 
 TASKS = {"ner": "entities", "squad": "answer"}
 TEXTS = ["Peter Blackburn flew from Brussels to London for the European Commission .",
@@ -40,26 +39,24 @@ def inputs_of(task: str) -> dict[str, list[str]]:
     return {"question": [q["question"] for q in QUESTIONS], "context": [q["context"] for q in QUESTIONS]}
 
 
-def run(command: list[str]) -> None:
-    print("   $ " + " ".join(command), flush=True)
-    subprocess.run(command, check=True)
-
-
 def train_and_export(args, task: str) -> str:
-    """Fine-tunes the task's tiny config (a finished run is reused) and exports it unless
-    its newest export is newer than the run; the version folder."""
-    from kerasbert.export import next_version
+    """Fine-tunes the task's tiny config and exports it, in this process (one TensorFlow start
+    for the demo); a finished run is reused, and so is its export unless the run is newer.
+    Returns the version folder."""
+    from kerasbert.config import FinetuneConfig, load_config
+    from kerasbert.export import export_saved_model, next_version
+    from kerasbert.finetuning.run import run_finetuning
+    from kerasbert.models.encoder import minilm_checkpoint
 
     run_dir, export_base = os.path.join(args.output_dir, task), os.path.join(args.output_dir, "export", task)
-    print(f"== {task}: fine-tune and export", flush=True)
-    run([sys.executable, "-m", "pipelines.finetune", "--config", f"pipelines/configs/finetune_{task}_tiny.json",
-         "--data_dir", args.data_dir, "--output_dir", run_dir] + [f"--set={o}" for o in args.overrides]
-        + (["--overwrite"] if args.overwrite else []))
+    config_file = config_path(f"finetune_{task}_tiny")
+    print(f"== {task}: fine-tune {config_file} -> {run_dir}", flush=True)
+    run_finetuning(load_config(FinetuneConfig, config_file, args.overrides), args.data_dir, run_dir,
+                   minilm_checkpoint(), overwrite=args.overwrite)
     newest = os.path.join(export_base, str(next_version(export_base) - 1))
     if not os.path.isdir(newest) or os.path.getmtime(newest) < os.path.getmtime(os.path.join(run_dir, "metrics.json")):
-        newest = os.path.join(export_base, str(next_version(export_base)))
-        run([sys.executable, "-m", "pipelines.export", "--model_dir", run_dir, "--export_base", export_base,
-             "--version", os.path.basename(newest)])
+        newest = export_saved_model(run_dir, export_base)
+    print(f"== {task}: SavedModel {newest}", flush=True)
     return newest
 
 
