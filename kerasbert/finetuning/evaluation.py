@@ -25,7 +25,6 @@ import functools
 import weakref
 
 import numpy as np
-import scipy.stats
 import tensorflow as tf
 
 from kerasbert.errors import ConfigError
@@ -167,6 +166,8 @@ def task_metrics(task: "str | Task", labels, predictions) -> dict[str, float]:
         recall = true_positives / max(np.sum(truth), 1)
         f1 = 2 * precision * recall / max(precision + recall, 1e-12)
         return {names[0]: float(np.mean(predicted == truth)), names[1]: float(f1)}
+    import scipy.stats  # here: it takes 2-4 s to import, and most processes never score a regression
+
     return {names[0]: float(scipy.stats.pearsonr(predictions, labels)[0]),
             names[1]: float(scipy.stats.spearmanr(predictions, labels)[0])}
 
