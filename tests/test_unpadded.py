@@ -7,6 +7,7 @@ import tensorflow as tf
 from kerasbert.config import ModelConfig
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.models.encoder import build_encoder
+from kerasbert.models import unpadded as unpadded_module
 from kerasbert.models.unpadded import encode_tokens, sentence_embedding
 from kerasbert.tasks import Task
 
@@ -28,11 +29,15 @@ def backbone():
     return encoder
 
 
-def test_token_states_equal_the_backbones_at_real_tokens(backbone):
+@pytest.mark.parametrize("rows_per_chunk", [1, 2, 8])
+def test_token_states_equal_the_backbones_at_real_tokens(backbone, rows_per_chunk, monkeypatch):
+    monkeypatch.setattr(unpadded_module, "ROWS_PER_CHUNK", rows_per_chunk)  # inference attention, rows sorted
     x = batch()
-    expected = backbone(x)["sequence_output"].numpy()[x["padding_mask"] > 0]
-    states, _ = encode_tokens(backbone, {k: tf.constant(v) for k, v in x.items()})
-    np.testing.assert_allclose(states.numpy(), expected, atol=1e-5)
+    real = x["padding_mask"] > 0
+    expected = backbone(x)["sequence_output"].numpy()[real]
+    states, tokens = encode_tokens(backbone, {k: tf.constant(v) for k, v in x.items()})
+    np.testing.assert_allclose(tokens.scatter(states).numpy()[real], expected, atol=1e-5)
+    np.testing.assert_array_equal(tokens.row.numpy(), [1] * 8 + [0] * 6 + [2])  # longest row first
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])

@@ -5,8 +5,12 @@ padded encoder's work is padding: the SST-5 dev sentences, 32 to a batch, fill a
 half of their rows. Every dense layer of BERT (the Q, K, V and output projections, the
 feed-forward block, the LayerNorms) works on each token alone, so here the tokens are
 gathered into one (tokens, hidden) matrix and only attention, which mixes the tokens of
-a sentence, sees the padded (batch, width) layout, with padded keys masked as keras-hub
+a sentence, sees a padded (rows, width) layout, with padded keys masked as keras-hub
 masks them. This is the "remove padding" of FasterTransformer and TurboTransformers.
+In training that layout is the batch's own (its batches are grouped by length); at
+inference the rows, longest first, are attended `ROWS_PER_CHUNK` at a time, each chunk
+padded to its own longest row, so a batch of mixed lengths (the `answer` signature's
+SQuAD windows, client requests) spends its attention on about its real tokens too.
 
 The weights are the backbone's own variables, read in place, so an export holds them
 once and they stay restorable, and training updates them as it would through the
@@ -60,14 +64,22 @@ def _layer_norm(x, layer):
 
 class Tokens:
     """Where the real tokens of a (batch, width) padded batch are: `index` (tokens, 1) into the
-    flattened batch, their `row` and `position`, and the batch's shape."""
+    flattened batch, their `row` and `position`, and the batch's shape. The tokens are
+    listed row by row, the rows longest first (`sorted_row`: a token's row in that order;
+    `row_splits`: where each of those rows begins), so that rows of like length sit
+    together for `_attention_in_chunks`; every per-token layer is indifferent to the order."""
 
     def __init__(self, padding_mask: tf.Tensor):
         shape = tf.shape(padding_mask)
         self.batch, self.width = shape[0], shape[1]
-        self.index = tf.where(tf.reshape(padding_mask, [-1]) > 0)  # (tokens, 1) int64
-        flat = tf.cast(self.index[:, 0], tf.int32)
-        self.row, self.position = flat // self.width, flat % self.width
+        real = padding_mask > 0
+        lengths = tf.reduce_sum(tf.cast(real, tf.int32), axis=1)  # (batch,)
+        order = tf.argsort(lengths, direction="DESCENDING", stable=True)  # (batch,)
+        where = tf.cast(tf.where(tf.gather(real, order)), tf.int32)  # (tokens, 2): sorted row, position
+        self.sorted_row, self.position = where[:, 0], where[:, 1]
+        self.row = tf.gather(order, self.sorted_row)
+        self.index = tf.cast(self.row * self.width + self.position, tf.int64)[:, None]
+        self.row_splits = tf.concat([[0], tf.cumsum(tf.gather(lengths, order))], 0)  # (batch + 1,)
 
     def gather(self, padded):
         """(batch, width, ...) -> (tokens, ...)"""
@@ -101,6 +113,43 @@ def _attention(x, layer, tokens: Tokens, key_bias, training, compute_dtype):
     return _dense(context, layer.output_dense, compute_dtype)
 
 
+ROWS_PER_CHUNK = 8  # rows whose attention one step of `_attention_in_chunks` computes
+
+
+def _attention_in_chunks(x, layer, tokens: Tokens, compute_dtype):
+    """Inference attention: the rows, longest first, in chunks of `ROWS_PER_CHUNK`, each
+    padded only to its own longest row. A batch of unsorted lengths (windows of a SQuAD
+    context, client requests) then spends its score matrices and softmax on real tokens,
+    not on the batch's longest row, and each chunk's scores stay small enough for the
+    caches. No dropout: training runs `_attention`."""
+    heads, head_dim = layer.query_dense.kernel.shape[1], layer.query_dense.kernel.shape[2]
+    query = _dense(x, layer.query_dense, compute_dtype) * (1.0 / math.sqrt(head_dim))  # (tokens, hidden)
+    key, value = _dense(x, layer.key_dense, compute_dtype), _dense(x, layer.value_dense, compute_dtype)
+    chunks = (tokens.batch + ROWS_PER_CHUNK - 1) // ROWS_PER_CHUNK
+
+    def chunk_context(chunk, contexts):
+        first_row = chunk * ROWS_PER_CHUNK
+        rows = tf.minimum(ROWS_PER_CHUNK, tokens.batch - first_row)
+        begin, end = tokens.row_splits[first_row], tokens.row_splits[first_row + rows]
+        position = tokens.position[begin:end]
+        width = tf.maximum(tf.reduce_max(position) + 1, 1)  # an empty chunk still has a shape
+        index = ((tokens.sorted_row[begin:end] - first_row) * width + position)[:, None]  # (chunk tokens, 1)
+        padded_size = tf.stack([rows * width, heads * head_dim])
+
+        def padded(y):  # (chunk tokens, hidden) -> (rows, heads, width, head_dim)
+            y = tf.reshape(tf.scatter_nd(index, y[begin:end], padded_size), [rows, width, heads, head_dim])
+            return tf.transpose(y, [0, 2, 1, 3])
+
+        real = tf.reshape(tf.scatter_nd(index, tf.ones([end - begin], x.dtype), [rows * width]), [rows, width])
+        scores = tf.matmul(padded(query), padded(key), transpose_b=True) + (1.0 - real)[:, None, None, :] * _MASKED
+        context = tf.transpose(tf.matmul(tf.nn.softmax(scores, axis=-1), padded(value)), [0, 2, 1, 3])
+        return chunk + 1, contexts.write(chunk, tf.gather_nd(tf.reshape(context, [rows * width, -1]), index))
+
+    contexts = tf.TensorArray(x.dtype, size=chunks, infer_shape=False, element_shape=[None, heads * head_dim])
+    _, contexts = tf.while_loop(lambda chunk, _: chunk < chunks, chunk_context, (0, contexts))
+    return _dense(contexts.concat(), layer.output_dense, compute_dtype)  # tokens in `tokens`' order
+
+
 def encode_tokens(backbone, inputs: dict, training: bool = False,
                   compute_dtype: str | None = None) -> tuple[tf.Tensor, Tokens]:
     """The final hidden state of each real token, (tokens, hidden), and where they are.
@@ -116,9 +165,10 @@ def encode_tokens(backbone, inputs: dict, training: bool = False,
          + tf.gather(backbone.segment_embedding.embeddings, segments))  # (tokens, hidden)
     x = backbone.embeddings_dropout(_layer_norm(x, backbone.embeddings_layer_norm), training=training)
     # Padded keys take no attention: (batch, 1, 1, width), added to every head's scores.
-    key_bias = (1.0 - tf.cast(inputs["padding_mask"] > 0, x.dtype))[:, None, None, :] * _MASKED
+    key_bias = (1.0 - tf.cast(inputs["padding_mask"] > 0, x.dtype))[:, None, None, :] * _MASKED if training else None
     for block in map(keras_hub_compat.block_parts, backbone.transformer_layers):
-        attended = _attention(x, block.attention, tokens, key_bias, training, compute_dtype)
+        attended = (_attention(x, block.attention, tokens, key_bias, training, compute_dtype) if training
+                    else _attention_in_chunks(x, block.attention, tokens, compute_dtype))
         x = _layer_norm(x + block.attention_dropout(attended, training=training), block.attention_norm)
         inner = block.intermediate.activation(_dense(x, block.intermediate, compute_dtype))  # (tokens, intermediate)
         out = block.output_dropout(_dense(inner, block.output, compute_dtype), training=training)
