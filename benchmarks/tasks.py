@@ -161,6 +161,37 @@ def kerasbert_blocks(run_dir: str, task: str) -> list[dict]:
             for row in rows]
 
 
+def f1_gap_interval(dev: list[dict], ours: dict[str, str], theirs: dict[str, str],
+                    resamples: int = 2000, seed: int = 0) -> dict:
+    """SQuAD F1 of `ours` minus `theirs` ({id: answer}) on the same dev questions, in points,
+    with the 2.5th and 97.5th percentiles of that gap over `resamples` paired bootstrap samples
+    of the questions: how much of one run's gap the choice of questions alone could make.
+
+    Example:
+        >>> f1_gap_interval([{"id": "q", "answers": [{"text": "Paris"}]}], {"q": "Paris"}, {"q": "Rome"})["gap"]
+        100.0
+    """
+    import numpy as np
+
+    from kerasbert.families.squad import token_f1
+
+    per_question = np.array([[max(token_f1(side.get(row["id"], ""), a["text"]) for a in row["answers"])
+                              for side in (ours, theirs)] for row in dev])  # (questions, 2)
+    gaps = per_question[:, 0] - per_question[:, 1]
+    samples = np.random.default_rng(seed).integers(0, len(gaps), (resamples, len(gaps)))
+    low, high = np.percentile(gaps[samples].mean(axis=1), [2.5, 97.5])
+    return {"gap": 100 * float(gaps.mean()), "low": 100 * float(low), "high": 100 * float(high),
+            "questions": len(gaps), "resamples": resamples}
+
+
+def run_predictions(run_dir: str, task: str) -> dict[str, str]:
+    """{id: answer} the kerasbert run wrote for a span task's dev questions (its kept block's)."""
+    import csv
+
+    with open(os.path.join(run_dir, "predictions", f"{task}-dev.tsv"), newline="", encoding="utf-8") as f:
+        return {row["id"]: row["prediction"] for row in csv.DictReader(f, delimiter="\t")}
+
+
 def part_train(args, task: str, results: dict) -> None:
     """Both sides trained in blocks (each resumes from its last finished block when the
     command runs again), scored on dev after every block; the headline is the last block's."""
@@ -188,6 +219,8 @@ def part_train(args, task: str, results: dict) -> None:
         **{side: {**blocks[-1], "examples_per_second": statistics.median(b["examples_per_second"] for b in blocks)}
            for side, blocks in summary.items()},
         "blocks": summary, "peer_versions": peer["versions"], "finished": timestamp()}
+    if task == "squad" and metrics["best_step"] == settings["total_steps"]:  # the kept block is the last
+        results[task]["train"]["f1_gap"] = f1_gap_interval(dev, run_predictions(run_dir, task), peer["predictions"])
     plot_blocks(results[task]["train"], task, os.path.join(args.output_dir, f"{task}_blocks.png"))
 
 
@@ -331,6 +364,11 @@ def render_markdown(results: dict) -> str:
                              + "; ".join(f"{side} " + ", ".join(f"{b['block']}: {percent(b[f'{task}_f1'])}" for b in blocks)
                                          for side, blocks in train["blocks"].items())
                              + f"; the export holds step {train['export_step']} (kerasbert's best dev block)  ")
+            if "f1_gap" in train:
+                gap = train["f1_gap"]
+                lines.append(f"{task}: dev F1 of kerasbert minus transformers {gap['gap']:+.1f} points; 95% paired "
+                             f"bootstrap interval over the {gap['questions']} questions [{gap['low']:+.1f}, "
+                             f"{gap['high']:+.1f}] ({gap['resamples']} resamples)  ")
         if speed:
             lines.append(f"{task}: the export's dev scores: " + ", ".join(
                 f"{k} {percent(v)}" for k, v in speed["export_scores"].items()) + "; dev rows served over REST / gRPC "
