@@ -40,6 +40,19 @@ def test_token_states_equal_the_backbones_at_real_tokens(backbone, rows_per_chun
     np.testing.assert_array_equal(tokens.row.numpy(), [1] * 8 + [0] * 6 + [2])  # longest row first
 
 
+def test_inference_attention_takes_rows_without_tokens_and_empty_batches(backbone, monkeypatch):
+    monkeypatch.setattr(unpadded_module, "ROWS_PER_CHUNK", 2)  # the last chunk holds only empty rows
+    x = batch()
+    x = {k: np.concatenate([v[:1], np.zeros_like(v[:2]), v[1:]]) for k, v in x.items()}  # rows 1, 2 empty
+    real = x["padding_mask"] > 0
+    states, tokens = encode_tokens(backbone, {k: tf.constant(v) for k, v in x.items()})
+    np.testing.assert_allclose(tokens.scatter(states).numpy()[real],
+                               backbone(x)["sequence_output"].numpy()[real], atol=1e-5)
+    empty = {k: tf.constant(v[:0]) for k, v in x.items()}
+    assert encode_tokens(backbone, empty)[0].shape == (0, 16)
+    assert tf.function(lambda inputs: encode_tokens(backbone, inputs)[0])(empty).shape == (0, 16)  # as exported
+
+
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 def test_sentence_embedding_equals_multitask_embed(backbone, pooling):
     model = MultitaskBert(backbone, tasks=("sst",), pooling=pooling)

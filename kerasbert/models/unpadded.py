@@ -147,7 +147,9 @@ def _attention_in_chunks(x, layer, tokens: Tokens, compute_dtype):
 
     contexts = tf.TensorArray(x.dtype, size=chunks, infer_shape=False, element_shape=[None, heads * head_dim])
     _, contexts = tf.while_loop(lambda chunk, _: chunk < chunks, chunk_context, (0, contexts))
-    return _dense(contexts.concat(), layer.output_dense, compute_dtype)  # tokens in `tokens`' order
+    # An empty batch: eager TensorArrays cannot concatenate nothing.
+    context = tf.cond(chunks > 0, contexts.concat, lambda: tf.zeros([0, heads * head_dim], x.dtype))
+    return _dense(context, layer.output_dense, compute_dtype)  # tokens in `tokens`' order
 
 
 def encode_tokens(backbone, inputs: dict, training: bool = False,
