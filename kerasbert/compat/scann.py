@@ -12,7 +12,7 @@ Example:
     >>> vectors = np.random.default_rng(0).normal(size=(2000, 16)).astype(np.float32)
     >>> vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)  # inner products are cosines
     >>> pybind = scann_pybind()
-    >>> searcher = pybind.builder(vectors, 10, "dot_product").tree(40, 4).score_ah(2).reorder(100).build()
+    >>> searcher = pybind.builder(vectors, 10, "dot_product").score_brute_force().build()
     >>> rows, scores = searcher.search(vectors[7])
     >>> int(rows[0])
     7
