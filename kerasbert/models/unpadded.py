@@ -113,7 +113,7 @@ def _attention(x, layer, tokens: Tokens, key_bias, training, compute_dtype):
     return _dense(context, layer.output_dense, compute_dtype)
 
 
-ROWS_PER_CHUNK = 8  # rows whose attention one step of `_attention_in_chunks` computes
+ROWS_PER_CHUNK = 4  # rows whose attention one step of `_attention_in_chunks` computes
 
 
 def _query_key_value(x, layer, compute_dtype):
