@@ -26,7 +26,10 @@ For each task (`ner`: pipelines/configs/finetune_ner.json, `squad`: finetune_squ
             aggregation_strategy="first")` / tokenizer + BertForQuestionAnswering + run_qa.py's
             postprocessing (transformers 5 dropped `pipeline("question-answering")`). The
             export's dev answers are scored too, and the export is served by `python -m
-            serving`: the dev rows over REST and over gRPC must answer as in process.
+            serving`: the dev rows over REST and over gRPC must answer as in process. It
+            measures the newest version in export/<task>/: after a change to the serving
+            graph, `python -m pipelines.export --model_dir runs/bench-tasks/kerasbert/<task>
+            --export_base runs/bench-tasks/export/<task>`, then `--parts speed`.
 Writes runs/bench-tasks/results.json and results.md; a finished part is kept when the
 command runs again (a run folder with a finished run is reused).
 """
@@ -250,14 +253,18 @@ def plot_blocks(train: dict, task: str, path: str) -> None:
 
 
 def part_speed(args, task: str, results: dict) -> None:
-    """answers/s of the export's signature (this process: TensorFlow only runs it) and the peer's."""
+    """answers/s of the newest export's signature (this process: TensorFlow only runs it) and the peer's."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the tokenizer's ops
 
-    train = results[task]["train"]
+    from benchmarks.serving import newest_version
+
+    if "train" not in results.get(task, {}):
+        raise SystemExit(f"bench-tasks: run --parts train for {task} first (speed measures its export)")
+    export = newest_version(os.path.join(args.output_dir, "export", task))
     folder = os.path.join(args.output_dir, "inputs", task)
     dev = load_examples(os.path.join(folder, "dev.jsonl"))
-    signature = tf.saved_model.load(train["export"]).signatures[SIGNATURES[task]]
+    signature = tf.saved_model.load(export).signatures[SIGNATURES[task]]
     outputs = []
 
     def call(rows):
@@ -266,13 +273,13 @@ def part_speed(args, task: str, results: dict) -> None:
     for begin in range(0, len(dev), args.batch_size):
         outputs.append({name: value.numpy() for name, value in call(dev[begin:begin + args.batch_size]).items()})
     ours = time_batches(call, dev, args.batch_size, args.repeats)
-    served = served_rows(args, task, train["export"], dev, outputs)
+    served = served_rows(args, task, export, dev, outputs)
     peer = run_peer(args.peer_python, "pipeline", ["--inputs", folder, "--batch_size", str(args.batch_size),
                                                    "--repeats", str(args.repeats),
                                                    "--model_dir", os.path.join(args.output_dir, "peer", task)],
                     os.path.join(args.output_dir, "peer", f"{task}-pipeline.json"), module="benchmarks.peer_tasks")
     rates = {"kerasbert": statistics.median(ours), "transformers": statistics.median(peer["answers_per_second"])}
-    results[task]["speed"] = {"answers_per_second": rates, "ratio": rates["kerasbert"] / rates["transformers"],
+    results[task]["speed"] = {"export": export, "answers_per_second": rates, "ratio": rates["kerasbert"] / rates["transformers"],
                               "all": {"kerasbert": ours, "transformers": peer["answers_per_second"]},
                               "batch_size": args.batch_size, "rows": len(dev),
                               "export_scores": dev_scores(task, dev, export_predictions(task, dev, outputs)),
@@ -370,7 +377,7 @@ def render_markdown(results: dict) -> str:
                              f"bootstrap interval over the {gap['questions']} questions [{gap['low']:+.1f}, "
                              f"{gap['high']:+.1f}] ({gap['resamples']} resamples)  ")
         if speed:
-            lines.append(f"{task}: the export's dev scores: " + ", ".join(
+            lines.append(f"{task}: the export's ({speed.get('export', train and train['export'])}) dev scores: " + ", ".join(
                 f"{k} {percent(v)}" for k, v in speed["export_scores"].items()) + "; dev rows served over REST / gRPC "
                 f"equal to the SavedModel in process: {percent(speed['served_equal']['rest'])}% / "
                 f"{percent(speed['served_equal']['grpc'])}%  ")
