@@ -41,9 +41,15 @@ def available() -> bool:
     return keras_compat.checked() and keras_hub_compat.checked()
 
 
+def _product(x, kernel, compute_dtype=None):
+    """x @ kernel; with `compute_dtype` (bfloat16), the product of the cast input and kernel, back in x's dtype."""
+    if compute_dtype is None:
+        return tf.matmul(x, kernel)
+    return tf.cast(tf.matmul(tf.cast(x, compute_dtype), tf.cast(kernel, compute_dtype)), x.dtype)
+
+
 def _dense(x, layer, compute_dtype=None):
-    """A Dense or EinsumDense projection on (tokens, in): kernels (in, ...) or (heads, head_dim, out).
-    With `compute_dtype` (bfloat16), the product of the cast input and kernel, back in x's dtype."""
+    """A Dense or EinsumDense projection on (tokens, in): kernels (in, ...) or (heads, head_dim, out)."""
     kernel, bias = layer.kernel, layer.bias
     if kernel.shape.rank == 3 and layer.name == "attention_output":  # (heads, head_dim, hidden)
         kernel = tf.reshape(kernel, [-1, kernel.shape[-1]])
@@ -51,10 +57,7 @@ def _dense(x, layer, compute_dtype=None):
         kernel = tf.reshape(kernel, [kernel.shape[0], -1])
     # bias_add rather than +: oneDNN's graph rewrite fuses MatMul, BiasAdd and a GELU after
     # them into one op (with +, the feed-forward's GELU ran as five element-wise passes).
-    if compute_dtype is None:
-        return tf.nn.bias_add(tf.matmul(x, kernel), tf.reshape(bias, [-1]))
-    product = tf.matmul(tf.cast(x, compute_dtype), tf.cast(kernel, compute_dtype))
-    return tf.nn.bias_add(tf.cast(product, x.dtype), tf.reshape(bias, [-1]))
+    return tf.nn.bias_add(_product(x, kernel, compute_dtype), tf.reshape(bias, [-1]))
 
 
 def _layer_norm(x, layer):
@@ -119,16 +122,11 @@ ROWS_PER_CHUNK = 4  # rows whose attention one step of `_attention_in_chunks` co
 def _query_key_value(x, layer, compute_dtype):
     """(tokens, 3 * hidden): the scaled query, the key and the value of each token from one
     product with the three kernels side by side (one wider matmul runs faster than three)."""
-    scale = 1.0 / math.sqrt(layer.query_dense.kernel.shape[-1])  # scaled as keras scales the query
-    dense = (layer.query_dense, layer.key_dense, layer.value_dense)
-    kernel = tf.concat([tf.reshape(d.kernel, [d.kernel.shape[0], -1]) * (scale if d is dense[0] else 1.0)
-                        for d in dense], axis=1)
-    bias = tf.concat([tf.reshape(d.bias, [-1]) * (scale if d is dense[0] else 1.0) for d in dense], axis=0)
-    if compute_dtype is not None:
-        product = tf.cast(tf.matmul(tf.cast(x, compute_dtype), tf.cast(kernel, compute_dtype)), x.dtype)
-    else:
-        product = tf.matmul(x, kernel)
-    return tf.nn.bias_add(product, bias)
+    query_scale = 1.0 / math.sqrt(layer.query_dense.kernel.shape[-1])  # scaled as keras scales the query
+    parts = ((layer.query_dense, query_scale), (layer.key_dense, 1.0), (layer.value_dense, 1.0))
+    kernel = tf.concat([tf.reshape(d.kernel, [d.kernel.shape[0], -1]) * scale for d, scale in parts], axis=1)
+    bias = tf.concat([tf.reshape(d.bias, [-1]) * scale for d, scale in parts], axis=0)
+    return tf.nn.bias_add(_product(x, kernel, compute_dtype), bias)
 
 
 def _attention_in_chunks(x, layer, tokens: Tokens, compute_dtype):
