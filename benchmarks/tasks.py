@@ -56,11 +56,12 @@ SIGNATURES = {"ner": "entities", "squad": "answer"}
 
 def config_of(args, task: str):
     """The task's config (finetune_<task>.json of --config_dir) at the benchmark's budget: its
-    steps and blocks, or --max_steps in one block."""
+    steps and blocks, or --max_steps in one block; --seed for both sides' example order and heads."""
     from kerasbert.config import FinetuneConfig, load_config
 
     overrides = [f"tasks={task}"] + ([f"train.total_steps={args.max_steps}",
                                       f"train.steps_per_block={args.max_steps}"] if args.max_steps else [])
+    overrides += [f"train.seed={args.seed}"] if args.seed is not None else []
     return load_config(FinetuneConfig, os.path.join(args.config_dir, f"finetune_{task}.json"), overrides)
 
 
@@ -388,7 +389,8 @@ def part_command(args, part: str, task: str) -> list[str]:
     return [sys.executable, "-m", "benchmarks.tasks", "--data_dir", args.data_dir, "--output_dir", args.output_dir,
             "--peer_python", args.peer_python, "--config_dir", args.config_dir, "--max_steps", str(args.max_steps), "--train_examples",
             str(args.train_examples), "--dev_examples", str(args.dev_examples), "--batch_size", str(args.batch_size),
-            "--repeats", str(args.repeats), "--parts", part, "--tasks", task]
+            "--repeats", str(args.repeats), "--parts", part, "--tasks", task] \
+        + (["--seed", str(args.seed)] if args.seed is not None else [])
 
 
 def main(argv=None) -> int:
@@ -406,6 +408,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max_steps", type=int, default=0, help="Training steps (0: the config's total_steps).")
     parser.add_argument("--train_examples", type=int, default=0, help="Training examples (0: all).")
     parser.add_argument("--dev_examples", type=int, default=0, help="Dev examples scored and timed (0: all).")
+    parser.add_argument("--seed", type=int, default=None, help="Training seed of both sides: the examples' "
+                        "order and the new heads (default: the config's, 1234). Use its own --output_dir.")
     parser.add_argument("--batch_size", type=int, default=32, help="Rows per inference call.")
     parser.add_argument("--repeats", type=int, default=1, help="Timed passes over the dev rows.")
     args = parser.parse_args(argv)
