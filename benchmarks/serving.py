@@ -15,9 +15,8 @@ turn, three slices of a quarter of --seconds each: the ratio of their median req
 the cost of monitoring. The batching server's requests/s in three more runs of half of
 --seconds, with nothing else going on, is set against the SavedModel called in process on
 batches of 32 of the same sentences (the median of the three is the server-over-model ratio),
-with the CPU the server and the load generator spent per request. Last, the batching server
-runs in this process under cProfile for a quarter of --seconds (`cpu_by_stage`): the CPU
-per request by stage and the batch sizes formed. Writes results.json and results.md.
+with the CPU the server and the load generator spent per request. Writes results.json and
+results.md.
 """
 
 from __future__ import annotations
@@ -216,95 +215,6 @@ def monitoring_cost(base: str, clients: int, seconds: float, rounds: int = 3) ->
 
 
 # Stages of a batched REST predict, by the functions that do them (file, function name).
-STAGES = {"JSON request parsing": [("json_tensor.py", "loads_request"), ("rest.py", "__call__"),
-                                   ("json_tensor.py", "decode_cost")],
-          "Predict and batching (door checks, queue, merge, split)": [("batching.py", "submit")],
-          "model call from Python (Servable.run)": [("servable.py", "run")],
-          "JSON response writing": [("json_tensor.py", "dumps_response")]}
-
-
-def _client_load(port: int, clients: int, seconds: float, queue) -> None:
-    queue.put(load(port, clients, seconds))
-
-
-def cpu_by_stage(base: str, clients: int, seconds: float) -> dict:
-    """The batching REST server run in this process under cProfile (CPU time: each thread's
-    own, time.thread_time) while `clients` clients in another process load it for `seconds`:
-    CPU per request by stage (STAGES; the rest of the event loop thread's CPU is HTTP, aiohttp
-    and asyncio), and the batch sizes formed. Profiling slows Python code (not TensorFlow's),
-    so the Python stages' shares are upper bounds."""
-    import cProfile
-    import multiprocessing
-    from collections import Counter
-
-    import tensorflow_text  # noqa: F401  (the export's ops)
-
-    from serving.batching import BatchingSession, parse_batching_parameters
-    from serving.manager import ModelManager
-    from serving.memory_budget import ServerBudgets
-    from serving.rest import RestServer
-    from serving.session import ModelWorkLimits
-    from serving.source import single_model_config
-
-    profiles, original_run = {}, threading.Thread.run
-
-    def profiled_run(thread):  # every server thread under its own CPU-time profiler
-        profile = cProfile.Profile(time.thread_time)
-        profiles[thread.name] = profile
-        profile.runcall(original_run, thread)
-
-    manager = ModelManager([single_model_config("kerasbert", base)])
-    manager.poll()
-    with open("serving/batching.config") as f:
-        text = f.read()
-    threading.Thread.run = profiled_run
-    try:
-        session = BatchingSession(parse_batching_parameters(text), ModelWorkLimits())
-        server = RestServer(manager, session, ServerBudgets(64 << 20), port=0)
-        port = server.start()
-    finally:
-        threading.Thread.run = original_run
-    sizes = Counter()
-    session.on_batch = lambda queued, task_rows, rows, padded: sizes.update([rows])
-    load(port, 4, 3)  # warm up
-    sizes.clear()
-    for profile in profiles.values():
-        profile.clear()
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    cpu_before = time.process_time()
-    clients_process = context.Process(target=_client_load, args=(port, clients, seconds, queue))
-    clients_process.start()
-    run = queue.get(timeout=seconds + 120)
-    process_cpu = time.process_time() - cpu_before
-    clients_process.join(30)
-    for profile in profiles.values():
-        profile.create_stats()  # {(file, line, function): (calls, calls, own time, cumulative, callers)}
-    stats = {name: profile.stats for name, profile in profiles.items()}
-    requests = max(run["requests"], 1)
-
-    def cumulative(where: list[tuple[str, str]], threads=None) -> float:
-        return sum(ct for name, s in stats.items() if threads is None or name in threads
-                   for (file, _, function), (_, _, _, ct, _) in s.items()
-                   if (os.path.basename(file), function) in where)
-
-    def own(name: str) -> float:  # a thread's CPU, less what cProfile books to lock waits
-        return sum(tt for (_, _, function), (_, _, tt, _, _) in stats.get(name, {}).items()
-                   if "acquire" not in function)
-
-    batch_threads = [name for name in stats if name.startswith("batch-")]
-    per_stage = {stage: cumulative(where) for stage, where in STAGES.items()}
-    per_stage["Predict and batching (door checks, queue, merge, split)"] += (
-        sum(map(own, batch_threads)) - cumulative(STAGES["model call from Python (Servable.run)"], batch_threads))
-    per_stage["HTTP, aiohttp, asyncio (the rest of the event loop thread)"] = own("rest-loop") - sum(
-        cumulative(where, ["rest-loop"]) for where in STAGES.values())
-    per_stage["TensorFlow's own threads (the model's kernels)"] = process_cpu - sum(own(name) for name in stats)
-    return {"requests": run["requests"], "requests_per_second": run["requests_per_second"],
-            "cpu_ms_per_request": {stage: 1000 * seconds_ / requests for stage, seconds_ in per_stage.items()},
-            "batch_sizes": dict(sorted(sizes.items())),
-            "mean_batch_size": sum(k * v for k, v in sizes.items()) / max(sum(sizes.values()), 1)}
-
-
 def render_markdown(results: dict) -> str:
     off, on, standby = (results[key] for key, _, _ in MODES)
     monitoring = results["monitoring"]
@@ -348,13 +258,6 @@ def render_markdown(results: dict) -> str:
               f"each: {monitoring['ratio']:.3f} of the requests/s (medians; goal: at least 0.97). Requests/s off: "
               f"{', '.join(f'{r:.0f}' for r in monitoring['requests_per_second']['off'])}; on: "
               f"{', '.join(f'{r:.0f}' for r in monitoring['requests_per_second']['on'])}.", ""]
-    stages = results["stages"]
-    lines += [f"Where a batched request's CPU goes: the batching server run in process under cProfile (CPU "
-              f"time per thread), {clients} clients in another process, {stages['requests']} requests "
-              f"({stages['requests_per_second']:.0f}/s, profiled). Batches formed (size: count): "
-              f"{', '.join(f'{k}: {v}' for k, v in stages['batch_sizes'].items())}; mean "
-              f"{stages['mean_batch_size']:.1f}.", "", "| stage | CPU ms per request |", "|---|---:|"]
-    lines += [f"| {stage} | {ms:.2f} |" for stage, ms in stages["cpu_ms_per_request"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -432,8 +335,6 @@ def main(argv=None) -> int:
                   f"{swap.get('new_version_served_after_s', float('nan')):.2f} s", flush=True)
     print("   monitoring on and off, in turn", flush=True)
     results["monitoring"] = monitoring_cost(base, args.clients, args.seconds / 4)
-    print("   CPU by stage (batching, profiled in process)", flush=True)
-    results["stages"] = cpu_by_stage(base, args.clients, args.seconds / 4)
     shutil.rmtree(base, ignore_errors=True)
     save_results(args.output_dir, results, "benchmarks.serving", render_markdown)
     print(render_markdown(results))
