@@ -50,8 +50,10 @@ test: install
 PEER_VENV := .venv-peer
 $(PEER_VENV)/.installed:
 	test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
-	$(PEER_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(PEER_VENV)/bin/python -m pip install --quiet torch==2.13.0 transformers==5.24.0 numpy
+	# PYTHONPATH= : pip would take the project's kerasbert.egg-info for an installed package
+	# and warn that TensorFlow is missing from the peer's environment.
+	PYTHONPATH= $(PEER_VENV)/bin/python -m pip install --quiet --upgrade pip
+	PYTHONPATH= $(PEER_VENV)/bin/python -m pip install --quiet torch==2.13.0 transformers==5.24.0 numpy
 	touch $@
 
 # kerasbert against transformers on the same inputs in one run (pretraining at equal
