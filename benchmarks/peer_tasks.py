@@ -164,6 +164,8 @@ def train_blocks(model, features: dict, kind: str, settings: dict, state_path: s
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             losses.append(float(loss.detach()))
+            if (step + 1) % 20 == 0:  # a block takes tens of minutes here: show it moves
+                print(f"peer: step {step + 1}/{total}, loss {np.mean(losses[-20:]):.4f}", flush=True)
         seconds = time.perf_counter() - started if started else float("nan")
         progress["block_rates"].append((len(steps) - 1) * size / seconds)
         progress["block_losses"].append(float(np.mean(losses[-20:])))
