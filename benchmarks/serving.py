@@ -214,7 +214,6 @@ def monitoring_cost(base: str, clients: int, seconds: float, rounds: int = 3) ->
             if pages else float("nan")}
 
 
-# Stages of a batched REST predict, by the functions that do them (file, function name).
 def render_markdown(results: dict) -> str:
     off, on, standby = (results[key] for key, _, _ in MODES)
     monitoring = results["monitoring"]

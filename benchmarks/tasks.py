@@ -409,7 +409,7 @@ def main(argv=None) -> int:
     parser.add_argument("--train_examples", type=int, default=0, help="Training examples (0: all).")
     parser.add_argument("--dev_examples", type=int, default=0, help="Dev examples scored and timed (0: all).")
     parser.add_argument("--seed", type=int, default=None, help="Training seed of both sides: the examples' "
-                        "order and the new heads (default: the config's, 1234). Use its own --output_dir.")
+                        "order and the new heads (default: the config's). Use its own --output_dir.")
     parser.add_argument("--batch_size", type=int, default=32, help="Rows per inference call.")
     parser.add_argument("--repeats", type=int, default=1, help="Timed passes over the dev rows.")
     args = parser.parse_args(argv)
