@@ -78,3 +78,28 @@ def test_ema_evaluation_sees_the_average_and_training_continues_from_the_raw_wei
     np.testing.assert_allclose(recorder.at_evaluation[1], averages[7], atol=1e-6)
     assert np.abs(averages[3] - recorder.after_step[3]).max() > 1e-3  # the average is not the raw
     np.testing.assert_allclose(recorder.at_block_start[1], recorder.after_step[3], atol=1e-7)
+
+
+def test_chief_and_worker_backups_are_removed_whichever_ends_last(tmp_path):
+    """A chief's `backup/` holds `backup/worker-1`; the worker may still write its last block
+    after the chief ends. Neither removes the other's files, and no `backup/` is left."""
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+
+    def backups_of(worker):
+        callbacks = training_callbacks(str(tmp_path), is_chief=worker == 0, worker=worker, checkpoint=False)
+        weights = next(c for c in callbacks if type(c).__name__ == "BlockWeights")
+        weights.set_model(model)
+        return weights
+
+    for order in ([0, 1], [1, 0]):
+        chief, worker = backups_of(0), backups_of(1)
+        chief.on_epoch_end(0)
+        worker.on_epoch_end(0)
+        first, last = (chief, worker) if order == [0, 1] else (worker, chief)
+        first.on_train_end()
+        assert (tmp_path / "backup").is_dir()  # the other's backup is still there...
+        if first is chief:
+            assert (tmp_path / "backup" / "worker-1" / "block-0001.weights.h5").is_file()
+            worker.on_epoch_end(1)  # ...and the worker writes its last block after the chief ended
+        last.on_train_end()
+        assert not (tmp_path / "backup").exists(), order

@@ -8,7 +8,8 @@ that holds them is damaged. A run that starts
 again picks the newest backup that reads back whole, falling back to the one before with
 a message naming the damaged file, and takes both its weights and its step from that one
 file: the batches the data skips are always those the restored weights trained on. When
-the last block is done the backups are removed.
+the last block is done the backups are removed: each worker removes its own files only (a
+chief's `backup/` holds its workers' folders), and the last to end removes `backup/`.
 
 Example:
     >>> start = find_backup(os.path.join(output_dir, "backup"))  # None: nothing to resume
@@ -24,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
 
 import h5py
 import keras
@@ -101,16 +101,18 @@ def restore(model: keras.Model, backup: Backup | None) -> None:
 
 class BlockWeights(keras.callbacks.Callback):
     """Writes `block-NNNN.weights.h5` after every block (temporary file, then rename) and
-    keeps the newest `keep`; as a backup (`remove_at_end`), removes the folder when training
-    ends. The same files serve as the run's checkpoints with `remove_at_end=False`.
+    keeps the newest `keep`; as a backup (`remove_at_end`), removes its files when training
+    ends, then the folder and `parent` once they are empty (a worker's folder sits in the
+    chief's, and the two end in either order). The same files serve as the run's
+    checkpoints with `remove_at_end=False`.
 
     Example:
         >>> model.fit(data, epochs=6, steps_per_epoch=100, callbacks=[BlockWeights("runs/x/backup")])
     """
 
-    def __init__(self, backup_dir: str, keep: int = 2, remove_at_end: bool = True):
+    def __init__(self, backup_dir: str, keep: int = 2, remove_at_end: bool = True, parent: str | None = None):
         super().__init__()
-        self.backup_dir, self.keep, self.remove_at_end = backup_dir, keep, remove_at_end
+        self.backup_dir, self.keep, self.remove_at_end, self.parent = backup_dir, keep, remove_at_end, parent
 
     def on_epoch_end(self, epoch, logs=None):
         check_finite_weights(self.model, f"writing the backup of block {epoch + 1} to {self.backup_dir}")
@@ -124,7 +126,32 @@ class BlockWeights(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         if self.remove_at_end:
-            shutil.rmtree(self.backup_dir, ignore_errors=True)
+            remove_backups(self.backup_dir, self.parent)
+
+
+def remove_backups(backup_dir: str, parent: str | None = None) -> None:
+    """Removes the files in `backup_dir`, then the folder and `parent` if they are empty.
+
+    Never a whole tree: a chief's `backup/` holds its workers' folders, and a worker may
+    still be writing its last block when the chief ends.
+
+    Example:
+        >>> remove_backups("runs/x/backup/worker-1", parent="runs/x/backup")
+    """
+    if os.path.isdir(backup_dir):
+        for entry in os.scandir(backup_dir):
+            if entry.is_file():
+                try:
+                    os.remove(entry.path)
+                except FileNotFoundError:
+                    pass
+    for folder in (backup_dir, parent):
+        if folder is None:
+            continue
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty (another worker's folder or files) or already gone
+            pass
 
 
 def last_block(backup_dir: str) -> int:

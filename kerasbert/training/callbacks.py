@@ -83,7 +83,8 @@ def training_callbacks(output_dir: str, is_chief: bool, throughput: Throughput |
     callbacks: list[keras.callbacks.Callback] = []
     if not skip_nonfinite:
         callbacks.append(StopOnNonFiniteLoss(steps_per_block, lambda: last_block(backups)))
-    callbacks.append(BlockWeights(backups))
+    chiefs = backup_dir(output_dir, 0, True)
+    callbacks.append(BlockWeights(backups, parent=None if backups == chiefs else chiefs))
     if ema:
         callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
     callbacks.extend(evaluation)  # before the loggers, which record what it adds to the logs
