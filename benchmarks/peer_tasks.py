@@ -38,7 +38,7 @@ import torch
 import transformers
 
 from benchmarks.peer_protocol import load_examples, time_batches
-from benchmarks.peer_torch import clip_each, make_optimizer, restore_state, save_state, versions
+from benchmarks.peer_torch import clip, make_optimizer, restore_state, save_state, versions
 from benchmarks.results import write_json
 
 N_BEST = 20  # run_qa.py's n_best_size
@@ -159,7 +159,7 @@ def train_blocks(model, features: dict, kind: str, settings: dict, state_path: s
                 started = time.perf_counter()
             loss = model(**trimmed({key: features[key][batches[step]] for key in keys})).loss
             loss.backward()
-            clip_each(model, settings["clipnorm"])
+            clip(model, settings["clipnorm"], settings["clip_scope"])
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)

@@ -122,12 +122,15 @@ def pretraining_loss(model, rows: dict, nsp_loss_weight: float):
     return mlm + nsp_loss_weight * nsp, mlm, nsp
 
 
-def clip_each(model: torch.nn.Module, clipnorm: float) -> None:
-    """Each parameter's gradient clipped to `clipnorm` on its own (keras' `clipnorm`)."""
-    if clipnorm:
-        for parameter in model.parameters():
-            if parameter.grad is not None:
-                torch.nn.utils.clip_grad_norm_([parameter], clipnorm)
+def clip(model: torch.nn.Module, clipnorm: float, scope: str) -> None:
+    """The gradients clipped as kerasbert's `train.clipnorm` and `train.clip_scope` say: each
+    parameter's to `clipnorm` on its own (keras' `clipnorm`), or all of them together (global)."""
+    parameters = [parameter for parameter in model.parameters() if parameter.grad is not None]
+    if clipnorm and scope == "global":
+        torch.nn.utils.clip_grad_norm_(parameters, clipnorm)
+    elif clipnorm:
+        for parameter in parameters:
+            torch.nn.utils.clip_grad_norm_([parameter], clipnorm)
 
 
 @torch.inference_mode()
@@ -148,7 +151,7 @@ def evaluate(model, heldout: dict, batch_size: int) -> dict:
 def train_step(model, optimizer, scheduler, rows: dict, train: dict) -> float:
     loss, _, _ = pretraining_loss(model, rows, train["nsp_loss_weight"])
     loss.backward()
-    clip_each(model, train["clipnorm"])
+    clip(model, train["clipnorm"], train["clip_scope"])
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)

@@ -131,7 +131,8 @@ def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
         "train": {"batch_size": train.batch_size, "total_steps": train.total_steps,
                   "steps_per_block": train.steps_per_block, "learning_rate": train.learning_rate,
                   "warmup_steps": int(train.warmup_fraction * train.total_steps),
-                  "weight_decay": train.weight_decay, "clipnorm": train.clipnorm, "epsilon": 1e-6,
+                  "weight_decay": train.weight_decay, "clipnorm": train.clipnorm,
+                  "clip_scope": train.clip_scope, "epsilon": 1e-6,
                   "nsp_loss_weight": config.data.nsp_loss_weight},
     }
     if train.schedule != "linear" or train.ema_momentum or train.mixed_precision:

@@ -124,7 +124,8 @@ def prepare(args, task: str) -> tuple[str, dict]:
                 "group_by_length": config.data.group_by_length,
                 "learning_rate": train_config.learning_rate,
                 "warmup_steps": int(train_config.warmup_fraction * train_config.total_steps),
-                "weight_decay": train_config.weight_decay, "clipnorm": train_config.clipnorm, "epsilon": 1e-6,
+                "weight_decay": train_config.weight_decay, "clipnorm": train_config.clipnorm,
+                "clip_scope": train_config.clip_scope, "epsilon": 1e-6,
                 "seed": train_config.seed, "train_examples": len(train), "dev_examples": len(dev)}
     if spec.kind == "tags":
         settings["tag_names"] = list(spec.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))

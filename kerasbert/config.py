@@ -174,7 +174,10 @@ class TrainConfig:
     warmup_fraction: float = 0.1
     exponential_gamma: float = 0.9  # lr = lr0 * gamma ** (step / steps_per_block)
     weight_decay: float = 0.01
-    clipnorm: float = 1.0
+    clipnorm: float = 1.0  # 0: no clipping
+    # What clipnorm bounds: "each" weight's gradient alone (keras' clipnorm), or the "global"
+    # norm of all gradients together (keras' global_clipnorm; BERT's and PyTorch's recipes).
+    clip_scope: str = "each"
     # > 0: keep an exponential moving average of the weights (keras' use_ema), evaluate and
     # keep that average. 0.99 averages over about the last 100 steps.
     ema_momentum: float = 0.0
@@ -206,6 +209,9 @@ class TrainConfig:
             f"train.schedule must be linear or exponential. Received: {self.schedule!r}",
         )
         _check(0.0 <= self.warmup_fraction < 1.0, "train.warmup_fraction must be in [0, 1).")
+        _check(self.clipnorm >= 0, f"train.clipnorm must be >= 0 (0 = no clipping). Received: {self.clipnorm}")
+        _check(self.clip_scope in ("each", "global"),
+               f"train.clip_scope must be each or global. Received: {self.clip_scope!r}")
         _check(0.0 <= self.ema_momentum < 1.0,
                f"train.ema_momentum must be in [0, 1) (0 = off). Received: {self.ema_momentum}")
         _check(self.head_warmup_steps >= 0,

@@ -89,7 +89,7 @@ tags, checkpoint, folder = json.load(open(sys.argv[1]))
 names = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 settings = {"kind": "tags", "tag_names": names, "sequence_length": 32, "batch_size": 4, "total_steps": 6,
             "steps_per_block": 2, "learning_rate": 1e-4, "warmup_steps": 1, "weight_decay": 0.01,
-            "clipnorm": 1.0, "epsilon": 1e-6, "seed": 1}
+            "clipnorm": 1.0, "clip_scope": "each", "epsilon": 1e-6, "seed": 1}
 tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
 features = tag_features(tokenizer, tags, settings)
 

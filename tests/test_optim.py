@@ -103,3 +103,25 @@ def test_epsilon_is_added_to_the_bias_corrected_root_of_v_as_in_pytorch():
     optimizer = FusedAdamW(learning_rate=learning_rate, weight_decay=0.0, epsilon=eps)
     optimizer.apply_gradients([(tf.fill([3], eps), weight)])
     np.testing.assert_allclose(np.asarray(weight), -learning_rate / 2, rtol=1e-4)
+
+
+@pytest.mark.parametrize("scope", ["each", "global"])
+def test_clip_scope_bounds_each_gradient_or_all_of_them_together(scope):
+    # Two weights with gradients of norm 3 and 4 (5 together), clipnorm 1: "each" takes
+    # each to norm 1, "global" scales both by 1/5 (BERT's and PyTorch's clip_grad_norm_).
+    config = TrainConfig(learning_rate=1e-3, weight_decay=0.0, warmup_fraction=0.0, clipnorm=1.0, clip_scope=scope)
+    optimizer = make_optimizer(config)
+    weights = [keras.Variable(np.zeros(2, np.float32)), keras.Variable(np.zeros(2, np.float32))]
+    gradients = [tf.constant([3.0, 0.0]), tf.constant([0.0, 4.0])]
+    optimizer.apply_gradients(zip(gradients, weights))
+    first_moments = [np.asarray(m) / (1 - 0.9) for m in optimizer._momentums]  # the clipped gradients
+    scales = [1 / 3, 1 / 4] if scope == "each" else [1 / 5, 1 / 5]
+    for moment, gradient, scale in zip(first_moments, gradients, scales):
+        np.testing.assert_allclose(moment, gradient.numpy() * scale, rtol=1e-5)
+
+
+def test_a_clip_scope_that_does_not_exist_is_refused():
+    from kerasbert.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="train.clip_scope must be each or global. Received: 'all'"):
+        TrainConfig(clip_scope="all")

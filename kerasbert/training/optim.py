@@ -112,7 +112,8 @@ def make_optimizer(config: TrainConfig, optimizer_class: type = None) -> keras.o
     optimizer = (optimizer_class or FusedAdamW)(
         learning_rate=make_schedule(config),
         weight_decay=config.weight_decay,
-        clipnorm=config.clipnorm or None,
+        clipnorm=config.clipnorm if config.clipnorm and config.clip_scope == "each" else None,
+        global_clipnorm=config.clipnorm if config.clipnorm and config.clip_scope == "global" else None,
         epsilon=1e-6,
         use_ema=config.ema_momentum > 0,
         ema_momentum=config.ema_momentum,  # read by keras only with use_ema
