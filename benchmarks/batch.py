@@ -170,10 +170,11 @@ def main(argv=None) -> int:
     from benchmarks.results import save_results
     from benchmarks.search import distinct_questions
     from benchmarks.serving import newest_version
+    from kerasbert.data.corpus import default_data_dir
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.batch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default="../shared/data", help="Shared data folder (Quora train file).")
+    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder (Quora train file).")
     parser.add_argument("--output_dir", default="runs/bench-batch", help="Where results and indexes go.")
     parser.add_argument("--export_base", default="saved_models/kerasbert", help="Its newest version is used.")
     parser.add_argument("--sentences", type=int, default=20000, help="Distinct questions to embed.")

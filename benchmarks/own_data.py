@@ -66,8 +66,11 @@ def served_classes(export_base: str, version: int, dev: dict, count: int) -> dic
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default="../shared/data")
+    from kerasbert.data.corpus import default_data_dir
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.own_data", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
     parser.add_argument("--output_dir", default="runs/bench-own-data")  # its export/ gains a version a run
     parser.add_argument("--steps", type=int, default=450, help="Training steps (a multiple of 3).")
     parser.add_argument("--served_rows", type=int, default=200, help="Dev rows asked of the server per task.")

@@ -3,9 +3,8 @@
     python -m benchmarks.serving --export_base saved_models/kerasbert [--seconds 60] [--clients 32]
 
 For batching off and on: `--clients` concurrent REST clients (keep-alive connections,
-one sentence per request) for `--seconds`; requests/s, p50/p99 latency, errors. At 1
-client: the server's latency against calling the loaded SavedModel in process (the
-floor). The time to load the version and make its first call, idle. Halfway through
+one sentence per request) for `--seconds`, and 1 client; requests/s, p50/p99 latency,
+errors. Halfway through
 each 32-client run a copy of the newest version is dropped into the base path as a
 new version; the report gives how long until a predict request addressed to it was
 answered, and whether any request failed meanwhile. The servers load it in full (with
@@ -85,20 +84,6 @@ def load(port: int, clients: int, seconds: float, on_half_time=None) -> dict:
             "first_errors": errors[:3]}
 
 
-def in_process_ms(path: str, calls: int = 200) -> float:
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401
-
-    signature = tf.saved_model.load(path).signatures["sentiment"]
-    times = []
-    for i in range(calls + 10):
-        text = tf.constant([SENTENCES[i % len(SENTENCES)]])
-        start = time.perf_counter()
-        signature(text=text)["label"].numpy()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times[10:])
-
-
 def in_process_batch_throughput(path: str, batch: int = 32, calls: int = 60) -> float:
     """Sentences/s of the `sentiment` signature called in process on batches of `batch` of the
     load's sentences: what the server's batching could reach if HTTP, JSON and hand-offs
@@ -138,23 +123,6 @@ def histogram_mean(page: str, name: str) -> float:
             if line.startswith(name + suffix + " ") or line.startswith(name + suffix + "{"):
                 values[suffix] = float(line.rsplit(" ", 1)[1])
     return values["_sum"] / values["_count"] if values.get("_count") else float("nan")
-
-
-def load_seconds(path: str, repeats: int = 3) -> dict:
-    """Median seconds to load the SavedModel and to make its first `sentiment` call, in a
-    process that has loaded TF already (as the server has): what a new version costs."""
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401
-
-    loads, first_calls = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        signature = tf.saved_model.load(path).signatures["sentiment"]
-        loaded = time.perf_counter()
-        signature(text=tf.constant(SENTENCES[:1]))["label"].numpy()
-        loads.append(loaded - start)
-        first_calls.append(time.perf_counter() - loaded)
-    return {"load_s": statistics.median(loads), "first_call_s": statistics.median(first_calls)}
 
 
 def watch_new_version(port: int, version: int, dropped_at: list, result: dict) -> None:
@@ -229,13 +197,8 @@ def render_markdown(results: dict) -> str:
             lines.append(f"| {label} | {r['clients']} | {r['requests_per_second']:.1f} | {r['p50_ms']:.2f} | "
                          f"{r['p99_ms']:.2f} | {r['errors']} | {swap} |")
     errors = sum(results[key]["many_clients"]["errors"] for key, _, _ in MODES)
-    lines += ["", f"In-process SavedModel call (floor): p50 {results['in_process_p50_ms']:.2f} ms; "
-              f"server overhead at 1 client (batching off, p50): "
-              f"{off['one_client']['p50_ms'] - results['in_process_p50_ms']:.2f} ms.",
-              f"Throughput ratio at {clients} clients, batching on / off: "
+    lines += ["", f"Throughput ratio at {clients} clients, batching on / off: "
               f"{on['many_clients']['requests_per_second'] / off['many_clients']['requests_per_second']:.2f}.",
-              f"Loading a version on the idle machine (median of 3): tf.saved_model.load "
-              f"{results['load']['load_s']:.2f} s, then its first call {results['load']['first_call_s']:.2f} s.",
               f"New version (a copy of the served one, dropped in halfway through the {clients}-client run) "
               f"answering predict requests: {off.get('new_version_served_after_s', float('nan')):.2f} s "
               f"(batching off) and {on.get('new_version_served_after_s', float('nan')):.2f} s (batching on) "
@@ -298,9 +261,7 @@ def main(argv=None) -> int:
     base, export = copy
     os.makedirs(args.output_dir, exist_ok=True)
     results = {"export": export,
-               "in_process_p50_ms": in_process_ms(os.path.join(base, "1")),
-               "in_process_batch_sentences_per_second": in_process_batch_throughput(os.path.join(base, "1")),
-               "load": load_seconds(os.path.join(base, "1"))}
+               "in_process_batch_sentences_per_second": in_process_batch_throughput(os.path.join(base, "1"))}
     for key, _, flags in MODES:
         with LocalServer("kerasbert", base, extra_flags=flags) as server:
             server.wait_for_version()
