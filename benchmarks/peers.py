@@ -55,12 +55,16 @@ PEER_MODULE = "benchmarks.peer_torch"
 
 # --- The peer's process ----------------------------------------------------------------
 
-def run_peer(peer_python: str, command: str, args: list[str], output: str, module: str = PEER_MODULE) -> dict:
-    """Runs `python -m <module> <command>` (benchmarks.peer_torch by default) in the peer's
-    environment; its results JSON. Its progress lines pass through."""
+def check_peer_python(peer_python: str) -> None:
     if not os.path.exists(peer_python):
         raise FileNotFoundError(f"{peer_python}: the peer's Python is missing. `make bench-peers` makes "
                                 ".venv-peer (torch==2.13.0, transformers) before it runs this.")
+
+
+def run_peer(peer_python: str, command: str, args: list[str], output: str, module: str = PEER_MODULE) -> dict:
+    """Runs `python -m <module> <command>` (benchmarks.peer_torch by default) in the peer's
+    environment; its results JSON. Its progress lines pass through."""
+    check_peer_python(peer_python)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": root}
     subprocess.run([peer_python, "-m", module, command, *args, "--output", output], check=True, env=env, cwd=root)
@@ -336,9 +340,7 @@ def run_command(args, key: str) -> list[str]:
     inputs = os.path.join(args.output_dir, "inputs")
     if implementation.startswith("kerasbert"):
         return [*part_command(args, "pretrain"), "--run", key]
-    if not os.path.exists(args.peer_python):
-        raise FileNotFoundError(f"{args.peer_python}: the peer's Python is missing. `make bench-peers` makes "
-                                ".venv-peer (torch==2.13.0, transformers) before it runs this.")
+    check_peer_python(args.peer_python)
     return [args.peer_python, "-m", PEER_MODULE, "pretrain", "--inputs", inputs,
             "--init", os.path.join(inputs, f"init-{seed}.npz"), "--seed", seed, "--state", state, "--output", output]
 

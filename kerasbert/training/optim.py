@@ -109,11 +109,12 @@ def make_schedule(config: TrainConfig):
 def make_optimizer(config: TrainConfig, optimizer_class: type = None) -> keras.optimizers.AdamW:
     """The config's AdamW: `FusedAdamW`, or `optimizer_class` (keras' AdamW) with the same
     settings, for comparing the two."""
+    clipnorm = config.clipnorm or None  # 0: no clipping
     optimizer = (optimizer_class or FusedAdamW)(
         learning_rate=make_schedule(config),
         weight_decay=config.weight_decay,
-        clipnorm=config.clipnorm if config.clipnorm and config.clip_scope == "each" else None,
-        global_clipnorm=config.clipnorm if config.clipnorm and config.clip_scope == "global" else None,
+        clipnorm=clipnorm if config.clip_scope == "each" else None,
+        global_clipnorm=clipnorm if config.clip_scope == "global" else None,
         epsilon=1e-6,
         use_ema=config.ema_momentum > 0,
         ema_momentum=config.ema_momentum,  # read by keras only with use_ema
