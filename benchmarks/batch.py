@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+TITLE = "Batch inference on Beam against a loop; vector search at scale"  # of results.md
 LOOP = """
 import json, sys, time
 started = time.perf_counter()
@@ -140,34 +141,8 @@ def search_part(vectors, queries, output_dir: str) -> dict:
     return rows
 
 
-def render(results: dict) -> str:
-    t = results.get("throughput", {})
-    lines = ["# bench-batch", "", f"`{results['command']}`", "", results["machine"], ""]
-    if t:
-        lines += [f"| embedding {t['sentences']:,} questions (batch 64) | seconds | sentences/s |", "|---|---:|---:|",
-                  f"| pipelines.batch_predict, direct runner, 2 worker processes | {t['beam_seconds']:.1f} | "
-                  f"{t['beam_sentences_per_second']:.1f} |",
-                  f"| plain loop, one process, from start | {t['loop_seconds']:.1f} | "
-                  f"{t['loop_sentences_per_second']:.1f} |",
-                  f"| plain loop, its calls alone | {t['loop_call_seconds']:.1f} | "
-                  f"{t['loop_call_sentences_per_second']:.1f} |", "",
-                  f"batch_predict / loop (both from start): **{t['ratio']:.2f}**; the loop's model load took "
-                  f"{t['loop_load_seconds']:.1f} s.", ""]
-    s = results.get("search", {})
-    if s:
-        lines += [f"Search over {s['vectors']:,} vectors ({s['real']:,} real, synthetic ones at cosine "
-                  f"{s['synthetic_cosine']:.3f} of a real one), {s['queries']:,} queries:", "",
-                  "| method | recall@10 | queries/s (1) | x exact | queries/s (64) | x exact | build s | disk MB |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for name, row in s["rows"].items():
-            lines.append(f"| {name} | {row['recall_at_10']:.3f} | {row['qps_single']:.1f} | "
-                         f"{row['speedup_single']:.1f} | {row['qps_batch_64']:.1f} | {row['speedup_batch_64']:.1f} | "
-                         f"{row.get('build_seconds', 0):.1f} | {row.get('disk_bytes', 0) / 1e6:.0f} |")
-    return "\n".join(lines) + "\n"
-
-
 def main(argv=None) -> int:
-    from benchmarks.results import save_results
+    from benchmarks.results import render_markdown, save_results
     from benchmarks.search import distinct_questions
     from benchmarks.serving import newest_version
     from kerasbert.data.corpus import default_data_dir
@@ -200,7 +175,7 @@ def main(argv=None) -> int:
         "loop_seconds": loop["seconds"], "loop_sentences_per_second": n / loop["seconds"],
         "loop_load_seconds": loop["load_seconds"], "loop_call_seconds": loop["call_seconds"],
         "loop_call_sentences_per_second": n / loop["call_seconds"], "ratio": loop["seconds"] / beam_seconds}}
-    print(render({**results, "command": "", "machine": ""}), flush=True)
+    print(render_markdown(results, TITLE), flush=True)
 
     from kerasbert.batch.records import read_results
     from kerasbert.cpu_kernels import prefer_onednn
@@ -217,8 +192,8 @@ def main(argv=None) -> int:
     del synthetic
     results["search"] = {"vectors": len(vectors), "real": len(real), "queries": len(queries),
                          "synthetic_cosine": cosine, "rows": search_part(vectors, queries, args.output_dir)}
-    save_results(args.output_dir, results, "benchmarks.batch", render)
-    print(render(json.load(open(os.path.join(args.output_dir, "results.json")))))
+    save_results(args.output_dir, results, "benchmarks.batch", TITLE)
+    print(render_markdown(results, TITLE))
     return 0
 
 

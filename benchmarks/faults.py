@@ -35,10 +35,11 @@ import threading
 import time
 import urllib.request
 
-from benchmarks.results import save_results
+from benchmarks.results import render_markdown, save_results
 from benchmarks.serving import SENTENCES, newest_version
 from serving.process import free_port
 
+TITLE = "Serving under faults"  # of results.md
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BAD_BODIES = [('{"signature_name": "sentiment", "inputs": {"text": ["unclosed', "malformed JSON"),
               ('{"signature_name": "sentiment", "inputs": {"text": [1.5]}}', "wrong dtype"),
@@ -261,26 +262,6 @@ def write_file(path: str, text: str) -> None:
         f.write(text)
 
 
-def render(results: dict) -> str:
-    g, b = results["good_requests"], results["bad_requests"]
-    lines = ["# Serving under faults", "", f"`{results['command']}` on {results['machine']}, {results['updated']}",
-             "", "| time (s) | fault | server up | detail |", "|---:|---|---|---|"]
-    for e in results["events"]:
-        after = "; ".join(f"{k.replace('_', ' ')[:-2]}: {v} s" for k, v in e.items() if k.endswith("_after_s"))
-        lines.append(f"| {e['at_s']} | {e['fault']} | {'yes' if e['server_up'] else 'no'} | {e['detail']}"
-                     f"{'; ' + after if after else ''} |")
-    lines += ["", "| good sent | 200 | otherwise | lost | failed or lost outside the restart window | "
-              "in the restart window | restart window (s) | longest gap without a 200 (s) |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|",
-              f"| {g['sent']} | {g['ok']} | {g['otherwise']} | {g['lost']} | "
-              f"{results['good_failed_or_lost_outside_restart']} | {results['good_failed_or_lost_in_restart']} | "
-              f"{results['restart_window_s']} | {results['longest_gap_without_200_s']} |", "",
-              f"Bad requests: {b['sent']} sent, {b['4xx_with_error_body']} answered 4xx with an `error` body, "
-              f"{b['no_answer']} not answered (server restarting), {b['other']} otherwise. "
-              f"Server up at the end: {results['server_up_at_end']}.", ""]
-    return "\n".join(lines)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.faults", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -293,8 +274,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="kerasbert-faults-") as work:
         results = run(args.export_base, args.seconds, args.clients, work)
         shutil.copy(os.path.join(work, "server.log"), os.path.join(args.output_dir, "server.log"))
-    save_results(args.output_dir, results, "benchmarks.faults", render)
-    print(render(results))
+    save_results(args.output_dir, results, "benchmarks.faults", TITLE)
+    print(render_markdown(results, TITLE))
     return 0
 
 

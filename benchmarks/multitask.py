@@ -23,8 +23,9 @@ import os
 import sys
 import time
 
-from benchmarks.results import load_results, save_results
+from benchmarks.results import load_results, render_markdown, save_results
 
+TITLE = "Multitask fine-tuning benchmark (dev sets)"  # of results.md
 ROWS = {
     "minilm_bi": ("MiniLM, multitask, bi-encoder pair heads", "finetune_minilm_bi.json", "minilm"),
     "minilm_cross": ("MiniLM, multitask, cross-encoder pair heads", "finetune_minilm_cross.json", "minilm"),
@@ -53,32 +54,6 @@ def run_row(key: str, data_dir: str, output_dir: str) -> dict:
     return {**metrics, "title": title, "config": config_file, "wall_seconds": time.perf_counter() - start}
 
 
-def render_markdown(results: dict) -> str:
-    lines = ["# Multitask fine-tuning benchmark (dev sets)", "",
-             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
-             f"Updated: {results['updated']}", "",
-             "| experiment | steps | SST-5 acc | Quora acc | Quora F1 | STS-B Pearson | STS-B Spearman | overall "
-             "| wall time |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for key in ROWS:
-        if key in results["rows"]:
-            r = results["rows"][key]
-            lines.append(f"| {r['title']} | {r['train_steps']} | {r['sst_accuracy']:.3f} | {r['para_accuracy']:.3f} | "
-                         f"{r['para_f1']:.3f} | {r['sts_pearson']:.3f} | {r['sts_spearman']:.3f} | "
-                         f"{r['overall']:.3f} | {r['wall_seconds'] / 60:.1f} min |")
-    from kerasbert.finetuning.evaluation import REFERENCE_STUDY, overall_score
-
-    for title, reference in REFERENCE_STUDY.items():
-        sst, para, sts = reference["sst_accuracy"], reference["para_accuracy"], reference["sts_pearson"]
-        overall = overall_score(reference)
-        shown = (f"{reference['overall']:.3f} quoted ({overall:.3f} by the formula)" if "overall" in reference
-                 else f"{overall:.3f}")
-        lines.append(f"| reference study: {title} (quoted) | | {sst:.3f} | {para:.3f} | | {sts:.3f} | | {shown} | |")
-    lines += ["", "overall = (sst + para + (sts_pearson + 1) / 2) / 3. Goal: SST-5 >= 0.50, "
-              "Quora >= 0.85, STS-B >= 0.86.", ""]
-    return "\n".join(lines)
-
-
 def main(argv=None) -> int:
     from kerasbert.data.corpus import default_data_dir
 
@@ -93,8 +68,8 @@ def main(argv=None) -> int:
     for key in args.rows:
         print(f"== benchmark row: {key}", flush=True)
         results["rows"][key] = run_row(key, args.data_dir, args.output_dir)
-        save_results(args.output_dir, results, "benchmarks.multitask", render_markdown)
-    print(render_markdown(results))
+        save_results(args.output_dir, results, "benchmarks.multitask", TITLE)
+    print(render_markdown(results, TITLE))
     return 0
 
 

@@ -10,8 +10,9 @@ import csv
 import json
 import os
 
-from benchmarks.results import load_results, save_results, timestamp
+from benchmarks.results import load_results, render_markdown, save_results, timestamp
 
+TITLE = "Your own data: tasks declared in a config"  # of results.md
 SENTIMENT = ("very negative", "negative", "neutral", "positive", "very positive")
 SIMILARITY = ("low", "middle", "high")  # STS-B's 0-5 score in thirds
 
@@ -106,20 +107,9 @@ def main(argv=None) -> int:
                         for task in config.tasks}
     results.update(train_steps=metrics["train_steps"], best_step=metrics["best_step"],
                    train_seconds=metrics["train_seconds"], finished=timestamp())
-    save_results(args.output_dir, results, "benchmarks.own_data", render_markdown)
-    print(render_markdown(results))
+    save_results(args.output_dir, results, "benchmarks.own_data", TITLE)
+    print(render_markdown(results, TITLE))
     return 0
-
-
-def render_markdown(results: dict) -> str:
-    lines = ["# Your own data: tasks declared in a config", "",
-             f"`{results['command']}` on {results['machine']}, {results['updated']}; {results['train_steps']} steps "
-             f"of MiniLM (the weights of step {results['best_step']} kept), {results['train_seconds']:.0f} s of "
-             "training.", "", "| task | kind | dev accuracy | dev examples | :classify's classes | served best "
-             "class = Keras's |", "|---|---|---|---|---|---|"]
-    lines += [f"| {task} | {row['kind']} | {row['dev_accuracy']:.3f} | {row['dev_examples']} | "
-              f"{', '.join(row['classes'])} | {row['agree_with_keras']:.3f} |" for task, row in results["tasks"].items()]
-    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

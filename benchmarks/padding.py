@@ -20,6 +20,7 @@ import argparse
 import os
 import sys
 
+TITLE = "Length grouping benchmark"  # of results.md
 GROUPS = (0, 16)
 BATCHES = 100
 
@@ -115,34 +116,8 @@ def dev_scoring(data_dir: str, repeats: int) -> dict:
     return result
 
 
-def render_markdown(results: dict) -> str:
-    lines = ["# Length grouping benchmark", "", f"Command: `{results['command']}`  ",
-             f"Machine: {results['machine']}  ", f"Updated: {results['updated']}", ""]
-    if "fill" in results:
-        lines += [f"Share of real tokens in {BATCHES} training batches of 32 (full train files, MiniLM "
-                  "tokenizer, sequence length 64):", "",
-                  "| encoder | task | fill, no grouping | fill, group_by_length=16 | tokens per batch, "
-                  "no grouping | tokens per batch, grouped |", "|---|---|---:|---:|---:|---:|"]
-        for r in results["fill"]:
-            lines.append(f"| {r['encoder']} | {r['task']} | {r['fill_0']:.2f} | {r['fill_16']:.2f} | "
-                         f"{r['tokens_per_batch_0']:,.0f} | {r['tokens_per_batch_16']:,.0f} |")
-        lines.append("")
-    if "speed" in results:
-        s = results["speed"]
-        lines += [f"Training speed, `{s['config']}`, {s['steps']} steps: "
-                  f"{s['examples_per_second_0']:.1f} examples/s without grouping, "
-                  f"{s['examples_per_second_16']:.1f} with group_by_length=16 ({s['ratio']:.2f}x).", ""]
-    if "dev" in results:
-        d = results["dev"]
-        lines += [f"Scoring the three dev sets ({d['examples']:,} examples, batches of 64, mixed heads on MiniLM), "
-                  f"median of {d['repeats']}: {d['seconds_file_order']:.1f} s in file order, "
-                  f"{d['seconds_by_length']:.1f} s sorted by length ({d['ratio']:.2f}x); largest difference "
-                  f"between the two sets of predictions {d['max_abs_difference']:.1e}.", ""]
-    return "\n".join(lines)
-
-
 def main(argv=None) -> int:
-    from benchmarks.results import load_results, save_results
+    from benchmarks.results import load_results, render_markdown, save_results
     from kerasbert.data.corpus import default_data_dir
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.padding", description=__doc__,
@@ -156,14 +131,14 @@ def main(argv=None) -> int:
     results = load_results(args.output_dir, default={})
     if "fill" in args.parts:
         results["fill"] = token_fill(args.data_dir)
-        save_results(args.output_dir, results, "benchmarks.padding", render_markdown)
+        save_results(args.output_dir, results, "benchmarks.padding", TITLE)
     if "speed" in args.parts:
         results["speed"] = training_speed(args.data_dir, args.output_dir, args.steps)
-        save_results(args.output_dir, results, "benchmarks.padding", render_markdown)
+        save_results(args.output_dir, results, "benchmarks.padding", TITLE)
     if "dev" in args.parts:
         results["dev"] = dev_scoring(args.data_dir, args.repeats)
-        save_results(args.output_dir, results, "benchmarks.padding", render_markdown)
-    print(render_markdown(results))
+        save_results(args.output_dir, results, "benchmarks.padding", TITLE)
+    print(render_markdown(results, TITLE))
     return 0
 
 

@@ -46,8 +46,9 @@ import time
 import numpy as np
 
 from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, save_rows, time_embedding
-from benchmarks.results import load_results, save_results, timestamp, write_json
+from benchmarks.results import load_results, render_markdown, save_results, timestamp, write_json
 
+TITLE = "kerasbert against transformers (PyTorch), same inputs, same run"  # of results.md
 PARTS = ("pretrain", "pretrain_speed", "finetune_speed", "inference")
 CONFIG = "pipelines/configs/pretrain_mini.json"
 PEER_MODULE = "benchmarks.peer_torch"
@@ -554,6 +555,10 @@ def part_inference(args, results: dict) -> None:
             "min_cosine_to_float32": min_cosine(theirs, reference)}
         if dtype == "float32":
             part["max_abs_difference_float32"] = float(np.abs(embeddings - theirs).max())
+        ours, theirs = part["rows"][f"kerasbert/{dtype}"], part["rows"][f"transformers/{dtype}"]
+        part[f"ratios_{dtype}"] = {  # kerasbert over transformers
+            "throughput": ours["sentences_per_second"] / theirs["sentences_per_second"],
+            "p50_latency": ours["p50_latency_ms"] / theirs["p50_latency_ms"]}
     results["inference"] = {**part, "finished": timestamp()}
     save(args, results)
 
@@ -594,11 +599,11 @@ def plot_pretrain(results: dict, path: str) -> None:
     plt.close(figure)
 
 
-def pretrain_verdicts(part: dict) -> list[str]:
+def pretrain_verdicts(part: dict) -> list[dict]:
     """Per seed and per other run of that seed (the peer, kerasbert without XLA), at the last
     step both have reached: held-out accuracies of kerasbert and the other, and at how many of
     the blocks both reached kerasbert is at least the other's."""
-    lines = []
+    verdicts = []
     seeds = sorted({key.split("/")[1] for key in part["runs"]})
     for seed in seeds:
         ours = part["runs"].get(f"kerasbert/{seed}")
@@ -608,99 +613,13 @@ def pretrain_verdicts(part: dict) -> list[str]:
                 continue
             by_step = {b["step"]: b for b in theirs["blocks"][1:]}
             pairs = [(a, by_step[a["step"]]) for a in ours["blocks"][1:] if a["step"] in by_step]
-            if not pairs:
-                continue
-            for metric in ("mlm_accuracy", "nsp_accuracy"):
-                ahead = sum(a[metric] >= b[metric] for a, b in pairs)
+            for metric in ("mlm_accuracy", "nsp_accuracy") if pairs else ():
                 last_a, last_b = pairs[-1][0][metric], pairs[-1][1][metric]
-                lines.append(f"| {seed} | {other} | {pairs[-1][0]['step']} of {part['steps']} | {metric} | "
-                             f"{last_a:.3f} | {last_b:.3f} | {last_a - last_b:+.3f} | {ahead} of {len(pairs)} | "
-                             f"{'yes' if last_a >= last_b else 'no'} |")
-    return lines
-
-
-def section_pretrain(part: dict) -> list[str]:
-    lines = [f"## Pretraining at equal batches ({part['config']}: {part['steps']} steps of "
-             f"{part['batch_size']} x {part['sequence_length']})", "",
-             "Both start from the same weights (per seed) and train on the same batches, written "
-             "once from kerasbert's pipeline. Curves: `pretrain_curves.png`.", "",
-             "| seed | against | at step | held-out | kerasbert | the other | difference | blocks where "
-             "kerasbert >= the other | last >= the other |", "|---|---|---:|---|---:|---:|---:|---:|---|",
-             *pretrain_verdicts(part), "",
-             "| run | step 0 mlm_loss | step 0 nsp_loss | steps done | train time |", "|---|---:|---:|---:|---:|"]
-    for key, run in sorted(part["runs"].items()):
-        first = run["blocks"][0]
-        lines.append(f"| {key} | {first['mlm_loss']:.5f} | {first['nsp_loss']:.5f} | {run['blocks'][-1]['step']} | "
-                     f"{run['blocks'][-1].get('train_seconds', 0) / 60:.1f} min |")
-    lines += ["", "Step 0 is scored before any update: equal there means both implementations compute "
-                  "the same function from the same weights.", ""]
-    return lines
-
-
-def section_pretrain_speed(s: dict) -> list[str]:
-    lines = ["## Pretraining speed (same batches, fp32, median of "
-             f"{s['repeats']} x {s['timed_steps']} steps)", "",
-             f"Matmul peak (fp32 2048x2048, TensorFlow): {s['matmul_2048_fp32_gflops_median']:.0f} GFLOP/s; "
-             f"{s['training_flops_per_token'] / 1e6:.1f} MFLOP of useful work per token.", "",
-             "| implementation | tokens/s | share of matmul peak |", "|---|---:|---:|"]
-    for name in ("kerasbert", "transformers"):
-        lines.append(f"| {name} | {s['tokens_per_second'][name]:.0f} | {s['share_of_peak'][name]:.2f} |")
-    lines += ["", f"kerasbert / transformers: **{s['ratio']:.2f}x** (goal >= 2x).", ""]
-    return lines
-
-
-def section_finetune_speed(s: dict) -> list[str]:
-    lines = ["## Fine-tuning speed (MiniLM, SST-5, batch 32, the same packed batches, mean width "
-             f"{s['mean_width']:.0f} tokens)", "",
-             "| implementation | examples/s |", "|---|---:|"]
-    for name in ("kerasbert", "transformers"):
-        lines.append(f"| {name} | {s['examples_per_second'][name]:.1f} |")
-    lines += ["", f"kerasbert / transformers: **{s['ratio']:.2f}x** (goal >= 2x).", ""]
-    return lines
-
-
-def section_inference(s: dict) -> list[str]:
-    rows = s["rows"]
-    lines = [f"## Inference from raw text (MiniLM, first {s['sentences']} SST-5 dev sentences)", "",
-             "kerasbert: the exported SavedModel's `embed` signature (tokenization in the graph, encoder "
-             "over the real tokens only), loaded with `tf.saved_model.load`. transformers: the fast "
-             "tokenizer, BertModel and mean pooling under `torch.inference_mode` (bfloat16: "
-             "`torch.autocast`).", "",
-             f"| implementation | products in | sentences/s at batch {s['batch_size']} | p50 latency at "
-             "batch 1 | smallest cosine to kerasbert float32 |", "|---|---|---:|---:|---:|"]
-    for key, row in rows.items():
-        name, dtype = key.split("/")
-        lines.append(f"| {name} | {dtype} | {row['sentences_per_second']:.1f} | {row['p50_latency_ms']:.1f} ms | "
-                     f"{row['min_cosine_to_float32']:.6f} |")
-    lines.append("")
-    for dtype in ("float32", "bfloat16"):
-        ours, theirs = rows.get(f"kerasbert/{dtype}"), rows.get(f"transformers/{dtype}")
-        if ours and theirs:
-            lines.append(f"{dtype}, kerasbert / transformers: throughput **"
-                         f"{ours['sentences_per_second'] / theirs['sentences_per_second']:.2f}x** (goal >= 2x), "
-                         f"latency **{ours['p50_latency_ms'] / theirs['p50_latency_ms']:.2f}x** (goal <= 0.6x).  ")
-    ours, theirs = rows.get("kerasbert/bfloat16"), rows.get("transformers/float32")
-    if ours and theirs:
-        lines.append(f"kerasbert exported with bfloat16 products / transformers as users run it (float32): throughput "
-                     f"**{ours['sentences_per_second'] / theirs['sentences_per_second']:.2f}x**, latency "
-                     f"**{ours['p50_latency_ms'] / theirs['p50_latency_ms']:.2f}x**.  ")
-    lines += [f"float32 embeddings of the two agree to {s['max_abs_difference_float32']:.1e} "
-              "(largest absolute difference).", ""]
-    return lines
-
-
-SECTIONS = {"pretrain": section_pretrain, "pretrain_speed": section_pretrain_speed,
-            "finetune_speed": section_finetune_speed, "inference": section_inference}
-
-
-def render_markdown(results: dict) -> str:
-    lines = ["# kerasbert against transformers (PyTorch), same inputs, same run", "",
-             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
-             f"Updated: {results['updated']}", ""]
-    for part, section in SECTIONS.items():
-        if part in results:
-            lines += section(results[part])
-    return "\n".join(lines)
+                verdicts.append({"seed": seed, "against": other, "step": pairs[-1][0]["step"], "metric": metric,
+                                 "kerasbert": last_a, "other": last_b, "difference": last_a - last_b,
+                                 "blocks_at_least": sum(a[metric] >= b[metric] for a, b in pairs),
+                                 "blocks": len(pairs)})
+    return verdicts
 
 
 def save(args, results: dict) -> None:
@@ -708,7 +627,9 @@ def save(args, results: dict) -> None:
     commands running different parts into one folder keep each other's entries."""
     on_disk = load_results(args.output_dir, default={})
     results.update({**on_disk, **{part: results[part] for part in args.parts if part in results}})
-    save_results(args.output_dir, results, "benchmarks.peers", render_markdown)
+    if "runs" in results.get("pretrain", {}):
+        results["pretrain"]["verdicts"] = pretrain_verdicts(results["pretrain"])
+    save_results(args.output_dir, results, "benchmarks.peers", TITLE)
     if results.get("pretrain", {}).get("runs"):
         plot_pretrain(results, os.path.join(args.output_dir, "pretrain_curves.png"))
 
@@ -751,7 +672,7 @@ def main(argv=None) -> int:
         # inference part ran 2x slower (87 vs 172 sentences/s after the fine-tuning part).
         for part in args.parts:
             subprocess.run(part_command(args, part), check=True)
-        print(render_markdown(load_results(args.output_dir, default={})))
+        print(render_markdown(load_results(args.output_dir, default={}), TITLE))
         return 0
     results = load_results(args.output_dir, default={})
     runners = {"pretrain": part_pretrain, "pretrain_speed": part_pretrain_speed,
@@ -759,7 +680,7 @@ def main(argv=None) -> int:
     print(f"== benchmark part: {args.parts[0]}", flush=True)
     runners[args.parts[0]](args, results)
     if not args.run:
-        print(render_markdown(results))
+        print(render_markdown(results, TITLE))
     return 0
 
 

@@ -20,8 +20,9 @@ import statistics
 import sys
 import time
 
-from benchmarks.results import load_results, save_results
+from benchmarks.results import load_results, render_markdown, save_results
 
+TITLE = "Pretraining benchmark"  # of results.md
 PARTS = ("throughput", "scratch", "continue")
 
 
@@ -149,45 +150,6 @@ def part_continue(data_dir: str, output_dir: str) -> dict:
             "config": "pipelines/configs/continue_minilm_tasks.json"}
 
 
-def render_markdown(results: dict) -> str:
-    lines = ["# Pretraining benchmark", "",
-             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
-             f"Updated: {results['updated']}", ""]
-    if "scratch" in results:
-        s = results["scratch"]
-        lines += ["## Mini BERT from scratch (MLM + NSP)", "",
-                  "| held-out | mlm_accuracy | nsp_accuracy | mlm_loss | nsp_loss | steps | wall time |",
-                  "|---|---:|---:|---:|---:|---:|---:|",
-                  f"| WikiText-2 test | {s['mlm_accuracy']:.3f} | {s['nsp_accuracy']:.3f} | "
-                  f"{s['mlm_loss']:.3f} | {s['nsp_loss']:.3f} | {s['train_steps']} | "
-                  f"{s['wall_seconds'] / 60:.1f} min |", "",
-                  "Budget: the config's steps (4,200 x 32 x 64 tokens for pretrain_mini.json), not minutes. "
-                  "Judged against transformers' BertForPreTraining trained on the same batches from the "
-                  "same weights: `make bench-peers`. Curves: `scratch/curves.png`.", ""]
-    if "continue" in results:
-        c = results["continue"]
-        lines += ["## Continued MLM from MiniLM on the task sentences", "",
-                  "| held-out | mlm_accuracy | mlm_loss | steps | wall time |", "|---|---:|---:|---:|---:|",
-                  f"| SST/STS/Quora dev sentences | {c['mlm_accuracy']:.3f} | {c['mlm_loss']:.3f} | "
-                  f"{c['train_steps']} | {c['wall_seconds'] / 60:.1f} min |", ""]
-    if "throughput" in results:
-        t = results["throughput"]
-        lines += ["## Training throughput (mini, batch "
-                  f"{t['batch_size']} x {t['sequence_length']} tokens, median of {t['repeats']} x "
-                  f"{t['timed_steps']} steps)", "",
-                  f"fp32 2048x2048 matmul peak: {t['matmul_2048_fp32_gflops_median']:.0f} GFLOP/s "
-                  f"(median); analytic training cost {t['training_flops_per_token'] / 1e6:.1f} MFLOP/token.", "",
-                  "| XLA | pipeline tokens/s | in-memory tokens/s | pipeline / in-memory | fraction of peak |",
-                  "|---|---:|---:|---:|---:|"]
-        for key, name in (("no_xla", "off"), ("xla", "on")):
-            r = t[key]
-            lines.append(f"| {name} | {r['pipeline_tokens_per_second']:.0f} | "
-                         f"{r['in_memory_tokens_per_second']:.0f} | {r['pipeline_over_in_memory']:.3f} | "
-                         f"{r['fraction_of_matmul_peak']:.3f} |")
-        lines += ["", "Goal: pipeline / in-memory >= 0.90.", ""]
-    return "\n".join(lines)
-
-
 def main(argv=None) -> int:
     from kerasbert.data.corpus import default_data_dir
 
@@ -203,8 +165,8 @@ def main(argv=None) -> int:
     for part in args.parts:
         print(f"== benchmark part: {part}", flush=True)
         results[part] = runners[part](args.data_dir, args.output_dir)
-        save_results(args.output_dir, results, "benchmarks.pretrain", render_markdown)
-    print(render_markdown(results))
+        save_results(args.output_dir, results, "benchmarks.pretrain", TITLE)
+    print(render_markdown(results, TITLE))
     return 0
 
 

@@ -1,9 +1,11 @@
-"""Benchmark results files: `results.json` (merged across runs of parts) and `results.md`.
+"""Benchmark results files: `results.json` (merged across runs of parts) and `results.md`, the
+same results as headings, lines and tables (`render_markdown`); docs/benchmarks.md tells what
+the figures mean.
 
 Example:
-    >>> results = load_results("runs/bench-x", default={})
-    >>> results["part"] = {...}
-    >>> save_results("runs/bench-x", results, "benchmarks.x", render_markdown)
+    results = load_results("runs/bench-x", default={})
+    results["part"] = {"examples_per_second": 9.1}
+    save_results("runs/bench-x", results, "benchmarks.x", "Title of results.md")
 """
 
 from __future__ import annotations
@@ -59,10 +61,63 @@ def timestamp() -> str:
     return datetime.datetime.now().isoformat(timespec="seconds")
 
 
-def save_results(output_dir: str, results: dict, module: str, render) -> None:
-    """Stamps the command, machine and time, then writes results.json and results.md."""
+def save_results(output_dir: str, results: dict, module: str, title: str) -> str:
+    """Stamps the command, machine and time, writes results.json and results.md; returns the
+    markdown."""
     results.update(command=f"python -m {module} " + " ".join(sys.argv[1:]), machine=machine(),
                    updated=timestamp())
     write_json(os.path.join(output_dir, "results.json"), results)  # parts running side by side read it
+    markdown = render_markdown(results, title)
     with open(os.path.join(output_dir, "results.md"), "w") as f:
-        f.write(render(results))
+        f.write(markdown)
+    return markdown
+
+
+def render_markdown(results: dict, title: str) -> str:
+    """`results` as markdown: the stamps first, then a heading per nested dict, `key: value`
+    lines, and a table per list of dicts; numbers to four significant digits.
+
+    >>> print(render_markdown({"rate": 2.34567, "runs": [{"seed": 1, "f1": 0.9}]}, "T"))
+    # T
+    <BLANKLINE>
+    rate: 2.346  
+    <BLANKLINE>
+    ## runs
+    <BLANKLINE>
+    | seed | f1 |
+    |---|---|
+    | 1 | 0.9 |
+    <BLANKLINE>
+    """
+    stamps = [f"{key}: `{results[key]}`  " for key in ("command", "machine", "updated") if key in results]
+    body = {key: value for key, value in results.items() if key not in ("command", "machine", "updated")}
+    return "\n".join([f"# {title}", "", *stamps, *_section(body, 2)]) + "\n"
+
+
+def _section(values: dict, level: int) -> list[str]:
+    lines = [f"{key}: {_cell(value)}  " for key, value in values.items() if not _nested(value)]
+    lines += [""] if lines else []
+    for key, value in values.items():
+        if isinstance(value, dict) and _nested(value):
+            lines += [f"{'#' * min(level, 6)} {key}", "", *_section(value, level + 1)]
+        elif _nested(value):  # a list of dicts: a table over all their keys
+            columns = list(dict.fromkeys(column for row in value for column in row))
+            lines += [f"{'#' * min(level, 6)} {key}", "", "| " + " | ".join(columns) + " |",
+                      "|" + "---|" * len(columns),
+                      *("| " + " | ".join(_cell(row.get(column, "")) for column in columns) + " |" for row in value), ""]
+    return lines
+
+
+def _nested(value) -> bool:
+    return (isinstance(value, dict) and any(isinstance(v, (dict, list)) for v in value.values())) or (
+        isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value))
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {_cell(v)}" for key, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_cell(v) for v in value)
+    return str(value)

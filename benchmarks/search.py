@@ -19,6 +19,8 @@ import os
 import sys
 import time
 
+TITLE = "Most similar pair among N sentences: bi-encoder"  # of results.md
+
 
 def distinct_questions(path: str, count: int) -> list[str]:
     from kerasbert.finetuning.data import load_examples
@@ -47,27 +49,8 @@ def bi_encoder_search(embedder, sentences: list[str]) -> dict:
             "pair": [sentences[i], sentences[j]], "cosine": cosine}
 
 
-def render_markdown(results: dict) -> str:
-    lines = ["# Most similar pair among N sentences: bi-encoder", "",
-             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
-             f"Updated: {results['updated']}", "",
-             f"Sentences: the first N distinct questions of `{results['sentences_file']}`.", "",
-             "| N | pairs | bi-encoder |", "|---:|---:|---:|"]
-    for row in results["rows"]:
-        lines.append(f"| {row['n']:,} | {row['pairs']:,} | {row['bi']['seconds']:.1f} s "
-                     f"(embed {row['bi']['embed_seconds']:.1f} s + pairs {row['bi']['pair_seconds']:.2f} s) |")
-    lines += ["", "Most similar pair found by the bi-encoder:", ""]
-    for row in results["rows"]:
-        a, b = row["bi"]["pair"]
-        lines.append(f"- N = {row['n']:,}: \"{a}\" / \"{b}\" (cosine {row['bi']['cosine']:.3f})")
-    lines += ["", "| model | Quora dev paraphrase accuracy | from |", "|---|---:|---|"]
-    for name in ("bi", "cross"):
-        lines.append(f"| {name}-encoder | {results['para_accuracy'][name]:.3f} | `{results['models'][name]}` |")
-    return "\n".join(lines) + "\n"
-
-
 def main(argv=None) -> int:
-    from benchmarks.results import load_results, save_results
+    from benchmarks.results import load_results, render_markdown, save_results
     from kerasbert.data.corpus import default_data_dir
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.search", description=__doc__,
@@ -100,8 +83,8 @@ def main(argv=None) -> int:
     results = load_results(args.output_dir, default={})
     results.update(rows=rows, sentences_file=sentences_file, para_accuracy=accuracy,
                    models={"bi": args.bi_model, "cross": args.cross_model})
-    save_results(args.output_dir, results, "benchmarks.search", render_markdown)
-    print(render_markdown(results))
+    save_results(args.output_dir, results, "benchmarks.search", TITLE)
+    print(render_markdown(results, TITLE))
     return 0
 
 

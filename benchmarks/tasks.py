@@ -52,6 +52,7 @@ from benchmarks.results import load_results, save_results, timestamp
 TASKS = ("ner", "squad")
 PARTS = ("train", "speed")
 SIGNATURES = {"ner": "entities", "squad": "answer"}
+TITLE = "NER and SQuAD: kerasbert against transformers (PyTorch), same checkpoint, examples and budget"
 
 
 def config_of(args, task: str):
@@ -340,52 +341,6 @@ def export_predictions(task: str, dev: list[dict], outputs: list):
     return {row["id"]: answer for row, answer in zip(dev, answers)}
 
 
-def percent(value) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
-
-
-def render_markdown(results: dict) -> str:
-    lines = ["# NER and SQuAD: kerasbert against transformers (PyTorch), same checkpoint, examples and budget", "",
-             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}  ",
-             f"Updated: {results['updated']}", "",
-             "| task | metric | kerasbert | transformers |", "|---|---|---:|---:|"]
-    for task in TASKS:
-        train, speed = results.get(task, {}).get("train"), results.get(task, {}).get("speed")
-        if train:
-            ours, theirs = train["kerasbert"], train["transformers"]
-            for key in (k for k in theirs if k.startswith(task + "_")):
-                lines.append(f"| {task} | dev {key[len(task) + 1:]} (%) | {percent(ours.get(key))} | "
-                             f"{percent(theirs[key])} |")
-            lines.append(f"| {task} | training examples/s | {ours['examples_per_second']:.1f} | "
-                         f"{theirs['examples_per_second']:.1f} |")
-        if speed:
-            rates = speed["answers_per_second"]
-            lines.append(f"| {task} | {SIGNATURES[task]} answers/s (batch {speed['batch_size']}, {speed['rows']} dev "
-                         f"rows) | {rates['kerasbert']:.1f} | {rates['transformers']:.1f} ({speed['ratio']:.2f}x) |")
-    lines.append("")
-    for task in TASKS:
-        train, speed = results.get(task, {}).get("train"), results.get(task, {}).get("speed")
-        if train:
-            lines.append(f"{task}: " + ", ".join(f"{k}={v}" for k, v in train["settings"].items()
-                                                if k != "tag_names") + f"; export {train['export']}  ")
-            if "blocks" in train:
-                lines.append(f"{task}: dev {task}_f1 after each block (the scores above are the last block's): "
-                             + "; ".join(f"{side} " + ", ".join(f"{b['block']}: {percent(b[f'{task}_f1'])}" for b in blocks)
-                                         for side, blocks in train["blocks"].items())
-                             + f"; the export holds step {train['export_step']} (kerasbert's best dev block)  ")
-            if "f1_gap" in train:
-                gap = train["f1_gap"]
-                lines.append(f"{task}: dev F1 of kerasbert minus transformers {gap['gap']:+.1f} points; 95% paired "
-                             f"bootstrap interval over the {gap['questions']} questions [{gap['low']:+.1f}, "
-                             f"{gap['high']:+.1f}] ({gap['resamples']} resamples)  ")
-        if speed:
-            lines.append(f"{task}: the export's ({speed.get('export', train and train['export'])}) dev scores: " + ", ".join(
-                f"{k} {percent(v)}" for k, v in speed["export_scores"].items()) + "; dev rows served over REST / gRPC "
-                f"equal to the SavedModel in process: {percent(speed['served_equal']['rest'])}% / "
-                f"{percent(speed['served_equal']['grpc'])}%  ")
-    return "\n".join(lines) + "\n"
-
-
 def part_command(args, part: str, task: str) -> list[str]:
     return [sys.executable, "-m", "benchmarks.tasks", "--data_dir", args.data_dir, "--output_dir", args.output_dir,
             "--peer_python", args.peer_python, "--config_dir", args.config_dir, "--max_steps", str(args.max_steps), "--train_examples",
@@ -419,14 +374,13 @@ def main(argv=None) -> int:
             for part in args.parts:
                 subprocess.run(part_command(args, part, task), check=True)
         results = load_results(args.output_dir, default={})
-        save_results(args.output_dir, results, "benchmarks.tasks", render_markdown)  # this command's line
-        print(render_markdown(results))
+        print(save_results(args.output_dir, results, "benchmarks.tasks", TITLE))  # this command's line
         return 0
     part, task = args.parts[0], args.tasks[0]
     print(f"== bench-tasks: {part} {task}", flush=True)
     results = load_results(args.output_dir, default={})
     {"train": part_train, "speed": part_speed}[part](args, task, results)
-    save_results(args.output_dir, results, "benchmarks.tasks", render_markdown)
+    save_results(args.output_dir, results, "benchmarks.tasks", TITLE)
     return 0
 
 

@@ -231,7 +231,8 @@ def test_the_report_takes_runs_under_way_at_the_last_step_both_reached(tmp_path)
     part = {"steps": 4200, "runs": {}}
     collect_runs(args, part)
     assert part["runs"]["kerasbert/3"]["complete"] is False
-    mlm = next(line for line in pretrain_verdicts(part) if "mlm_accuracy" in line)
-    assert mlm.split(" | ")[1:8] == ["transformers", "600 of 4200", "mlm_accuracy", "0.140", "0.150", "-0.010",
-                                     "1 of 2"]
+    mlm = next(verdict for verdict in pretrain_verdicts(part) if verdict["metric"] == "mlm_accuracy")
+    assert mlm == pytest.approx({"seed": "3", "against": "transformers", "step": 600, "metric": "mlm_accuracy",
+                                 "kerasbert": 0.14, "other": 0.15, "difference": -0.01, "blocks_at_least": 1,
+                                 "blocks": 2})
 
