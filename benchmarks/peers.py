@@ -25,9 +25,7 @@ Parts (each writes its entry of results.json; results.md and the PNG are redrawn
     inference       raw text -> sentence embedding on the first 1,024 SST-5 dev sentences:
                     the exported SavedModel's `embed` signature (tokenization in the graph)
                     vs the fast tokenizer + BertModel + mean pooling under inference_mode;
-                    sentences/s at batch 32, p50 latency at batch 1, and how far apart the
-                    embeddings are; in float32, and with bfloat16 products on both sides
-                    (kerasbert's export option, torch.autocast).
+                    sentences/s at batch 32 in float32, and how far apart the embeddings are.
 Each part runs in a process of its own. A finished (part, implementation, seed) entry is
 kept when the command runs again.
 """
@@ -496,8 +494,8 @@ def part_finetune_speed(args, results: dict) -> None:
     save(args, results)
 
 
-def exported_embed(args, dtype: str, checkpoint: str, length: int):
-    """The `embed` signature of MiniLM exported with `compute_dtype=dtype` (made once)."""
+def exported_embed(args, checkpoint: str, length: int):
+    """The `embed` signature of MiniLM exported in float32 (made once): (path, texts -> array)."""
     import tensorflow as tf
 
     from kerasbert.export import export_model
@@ -508,13 +506,13 @@ def exported_embed(args, dtype: str, checkpoint: str, length: int):
 
     from benchmarks.serving import newest_version
 
-    export_base = os.path.join(args.output_dir, "export", dtype)
+    export_base = os.path.join(args.output_dir, "export", "float32")
     path = newest_version(export_base)
     if path is None:
         preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), length)
         model = MultitaskBert(load_encoder(checkpoint), tasks=("sst",))
         model(preprocessor("sst", tf.constant(["build"]), tf.constant([""])))
-        path = export_model(model, preprocessor, export_base, compute_dtype=dtype)
+        path = export_model(model, preprocessor, export_base)
     signature = tf.saved_model.load(path).signatures["embed"]
     return path, lambda texts: signature(text=tf.constant(texts))["embedding"].numpy()
 
@@ -531,40 +529,25 @@ def part_inference(args, results: dict) -> None:
     checkpoint, length, size, sentences = inference_inputs(args)
     inputs = os.path.join(args.output_dir, "inputs")
     os.makedirs(inputs, exist_ok=True)
-    with open(os.path.join(inputs, "sentences.json"), "w") as f:
-        json.dump(sentences, f)
-    part = {"sentences": len(sentences), "latency_sentences": min(args.latency_sentences, len(sentences)),
-            "batch_size": size, "rows": {}}
-    reference = None
-    for dtype in ("float32", "bfloat16"):
-        path, embed = exported_embed(args, dtype, checkpoint, length)
-        embeddings, rates, latencies = time_embedding(embed, sentences, size, args.repeats, args.latency_sentences)
-        reference = embeddings if reference is None else reference
-        part["rows"][f"kerasbert/{dtype}"] = {
-            "sentences_per_second": statistics.median(rates), "p50_latency_ms": 1000 * statistics.median(latencies),
-            "all_rates": rates, "export": path, "min_cosine_to_float32": min_cosine(embeddings, reference)}
-        output = os.path.join(inputs, f"peer-inference-{dtype}.json")
-        peer = run_peer(args.peer_python, "inference",
-                        ["--checkpoint", checkpoint, "--sentences", os.path.join(inputs, "sentences.json"),
-                         "--max_length", str(length), "--repeats", str(args.repeats), "--dtype", dtype,
-                         "--latency_sentences", str(args.latency_sentences)], output)
-        theirs = np.load(output + ".embeddings.npy")
-        part["rows"][f"transformers/{dtype}"] = {
-            "sentences_per_second": statistics.median(peer["sentences_per_second"]),
-            "p50_latency_ms": peer["p50_latency_ms"], "all_rates": peer["sentences_per_second"],
-            "min_cosine_to_float32": min_cosine(theirs, reference)}
-        if dtype == "float32":
-            part["max_abs_difference_float32"] = float(np.abs(embeddings - theirs).max())
-        ours, theirs = part["rows"][f"kerasbert/{dtype}"], part["rows"][f"transformers/{dtype}"]
-        part[f"ratios_{dtype}"] = {  # kerasbert over transformers
-            "throughput": ours["sentences_per_second"] / theirs["sentences_per_second"],
-            "p50_latency": ours["p50_latency_ms"] / theirs["p50_latency_ms"]}
-    results["inference"] = {**part, "finished": timestamp()}
+    sentences_path, output = os.path.join(inputs, "sentences.json"), os.path.join(inputs, "peer-inference.json")
+    write_json(sentences_path, sentences)
+    path, embed = exported_embed(args, checkpoint, length)
+    ours, rates = time_embedding(embed, sentences, size, args.repeats)
+    peer = run_peer(args.peer_python, "inference",
+                    ["--checkpoint", checkpoint, "--sentences", sentences_path, "--max_length", str(length),
+                     "--repeats", str(args.repeats)], output)
+    theirs = np.load(output + ".embeddings.npy")
+    rows = {"kerasbert/float32": {"sentences_per_second": statistics.median(rates), "all_rates": rates, "export": path},
+            "transformers/float32": {"sentences_per_second": statistics.median(peer["sentences_per_second"]),
+                                     "all_rates": peer["sentences_per_second"]}}
+    cosines = np.sum(ours * theirs, -1) / np.linalg.norm(ours, axis=-1) / np.linalg.norm(theirs, axis=-1)
+    results["inference"] = {
+        "sentences": len(sentences), "batch_size": size, "rows": rows,
+        "max_abs_difference_float32": float(np.abs(ours - theirs).max()), "min_cosine_float32": float(cosines.min()),
+        "ratios_float32": {"throughput": rows["kerasbert/float32"]["sentences_per_second"]  # kerasbert / transformers
+                           / rows["transformers/float32"]["sentences_per_second"]},
+        "finished": timestamp()}
     save(args, results)
-
-
-def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
-    return float((np.sum(a * b, -1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)).min())
 
 
 # --- Report ----------------------------------------------------------------------------
@@ -640,7 +623,7 @@ def part_command(args, part: str) -> list[str]:
             "--peer_python", args.peer_python, "--config", args.config, "--steps", str(args.steps),
             "--seeds", *map(str, args.seeds), "--implementations", *args.implementations,
             "--speed_steps", str(args.speed_steps), "--repeats", str(args.repeats),
-            "--sentences", str(args.sentences), "--latency_sentences", str(args.latency_sentences),
+            "--sentences", str(args.sentences),
             "--jobs", str(args.jobs), "--parts", part]
 
 
@@ -662,7 +645,6 @@ def main(argv=None) -> int:
     parser.add_argument("--speed_steps", type=int, default=20, help="Timed steps per repeat.")
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of each timing.")
     parser.add_argument("--sentences", type=int, default=1024, help="SST-5 dev sentences for inference.")
-    parser.add_argument("--latency_sentences", type=int, default=256, help="Sentences timed one at a time.")
     parser.add_argument("--jobs", type=int, default=2,
                         help="Pretraining runs trained side by side (0: train none, report the blocks so far).")
     parser.add_argument("--run", default="", help=argparse.SUPPRESS)  # one run, started by the pretrain part
