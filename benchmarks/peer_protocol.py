@@ -82,6 +82,16 @@ def heldout_scores(mlm_logits: np.ndarray, nsp_logits: np.ndarray, rows: dict[st
     }
 
 
+def write_json(path: str, value) -> None:
+    """Written beside and renamed: a reader never sees half a file."""
+    _write_text(path, json.dumps(value, indent=2))
+
+
+def read_json(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def save_examples(path: str, examples: list[dict]) -> None:
     """Examples as JSON Lines, one a line, in the order given (the order of training).
 
@@ -89,14 +99,18 @@ def save_examples(path: str, examples: list[dict]) -> None:
     >>> load_examples("/tmp/ner.jsonl")
     [{'words': ['Paris'], 'tags': ['B-LOC']}]
     """
-    with open(path + ".partial", "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(example, ensure_ascii=False) + "\n" for example in examples)
-    os.replace(path + ".partial", path)
+    _write_text(path, "".join(json.dumps(example, ensure_ascii=False) + "\n" for example in examples))
 
 
 def load_examples(path: str) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f]
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path + ".partial", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".partial", path)
 
 
 def time_batches(call, items: list, batch_size: int, repeats: int) -> list[float]:

@@ -37,16 +37,14 @@ import numpy as np
 import torch
 import transformers
 
-from benchmarks.peer_protocol import load_examples, time_batches
+from benchmarks.peer_protocol import load_examples, read_json, time_batches, write_json
 from benchmarks.peer_torch import clip, make_optimizer, restore_state, save_state, versions
-from benchmarks.results import write_json
 
 N_BEST = 20  # run_qa.py's n_best_size
 
 
 def settings_of(inputs: str) -> dict:
-    with open(os.path.join(inputs, "settings.json")) as f:
-        return json.load(f)
+    return read_json(os.path.join(inputs, "settings.json"))
 
 
 # --- Features --------------------------------------------------------------------------

@@ -18,7 +18,6 @@ block.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -28,8 +27,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from benchmarks.peer_protocol import batch, heldout_scores, load_rows, time_embedding
-from benchmarks.results import write_json
+from benchmarks.peer_protocol import batch, heldout_scores, load_rows, read_json, time_embedding, write_json
 
 
 def versions() -> dict:
@@ -160,8 +158,7 @@ def train_step(model, optimizer, scheduler, rows: dict, train: dict) -> float:
 def training_setup(args):
     """What every pretraining command starts from: the settings' `train` section, the model
     with the weights of `--init` in training mode, its AdamW and schedule, the batch rows."""
-    with open(os.path.join(args.inputs, "peer_config.json")) as f:
-        settings = json.load(f)
+    settings = read_json(os.path.join(args.inputs, "peer_config.json"))
     torch.manual_seed(args.seed)
     train = settings["train"]
     model = pretraining_model(settings["model"], args.init)
@@ -272,8 +269,7 @@ def inference(args) -> dict:
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.checkpoint)
     model = transformers.BertModel.from_pretrained(args.checkpoint, add_pooling_layer=False)
     model.eval()
-    with open(args.sentences) as f:
-        sentences = json.load(f)
+    sentences = read_json(args.sentences)
 
     @torch.inference_mode()
     def embed(texts):

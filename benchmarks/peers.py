@@ -43,8 +43,8 @@ import time
 
 import numpy as np
 
-from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, save_rows, time_embedding
-from benchmarks.results import load_results, render_markdown, save_results, timestamp, write_json
+from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, read_json, save_rows, time_embedding, write_json
+from benchmarks.results import load_results, render_markdown, save_results, timestamp
 
 TITLE = "kerasbert against transformers (PyTorch), same inputs, same run"  # of results.md
 PARTS = ("pretrain", "pretrain_speed", "finetune_speed", "inference")
@@ -67,8 +67,7 @@ def run_peer(peer_python: str, command: str, args: list[str], output: str, modul
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": root}
     subprocess.run([peer_python, "-m", module, command, *args, "--output", output], check=True, env=env, cwd=root)
-    with open(output) as f:
-        return json.load(f)
+    return read_json(output)
 
 
 # --- Pretraining inputs: the batches, the held-out set, the initial weights ----------------
@@ -266,8 +265,7 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str =
         os.makedirs(state_dir, exist_ok=True)
     blocks = []
     if blocks_file and os.path.exists(blocks_file):
-        with open(blocks_file) as f:
-            blocks = json.load(f)
+        blocks = read_json(blocks_file)
     if len(blocks) == train.num_blocks + 1:  # finished (its backups were removed at the end)
         return {"blocks": blocks, "complete": True}
     backup = find_backup(os.path.join(state_dir, "backup")) if state_dir else None
@@ -359,11 +357,9 @@ def collect_runs(args, part: dict) -> None:
     for key in pretrain_runs(args):
         output, state = run_paths(args, key)
         if os.path.exists(output):
-            with open(output) as f:
-                part["runs"][key] = json.load(f)
+            part["runs"][key] = read_json(output)
         elif key.startswith("kerasbert") and os.path.exists(os.path.join(state, "blocks.json")):
-            with open(os.path.join(state, "blocks.json")) as f:
-                part["runs"][key] = {"blocks": json.load(f), "complete": False}
+            part["runs"][key] = {"blocks": read_json(os.path.join(state, "blocks.json")), "complete": False}
 
 
 def part_pretrain(args, results: dict) -> None:

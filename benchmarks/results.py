@@ -11,11 +11,11 @@ Example:
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import platform
 import sys
 
+from benchmarks.peer_protocol import read_json, write_json
 from kerasbert.cpu_kernels import onednn_enabled
 
 
@@ -40,20 +40,10 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}{', ' + vectors if vectors else ''}), no GPU{kernels}"
 
 
-def write_json(path: str, value) -> None:
-    """Written beside and renamed: a reader never sees half a file."""
-    with open(path + ".partial", "w") as f:
-        json.dump(value, f, indent=2)
-    os.replace(path + ".partial", path)
-
-
 def load_results(output_dir: str, default: dict) -> dict:
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, "results.json")
-    if not os.path.exists(path):
-        return default
-    with open(path) as f:
-        return json.load(f)
+    return read_json(path) if os.path.exists(path) else default
 
 
 def timestamp() -> str:
