@@ -1,11 +1,6 @@
-"""What kerasbert and its peer (benchmarks/peer_torch.py) share, so that both train on the
-same batches and are scored and timed the same way: pretraining batches on disk, the
-held-out scores and the inference timing. NumPy only: the peer's environment has no
-TensorFlow.
-
-Fine-tuning on tasks (benchmarks.tasks, benchmarks/peer_tasks.py) passes examples instead,
-as JSON Lines in training order (`save_examples`): a tagging example is `{"words": [...],
-"tags": [...]}`, a question `{"id", "question", "context", "answers": [{"text", "start"}]}`.
+"""What kerasbert and its peers (benchmarks/peer_torch.py, peer_tasks.py) share: batches and
+examples on disk, held-out scores, timing. NumPy and the standard library only: the peers'
+environment has neither kerasbert nor TensorFlow.
 
 A batch file (`.npz`) holds rows, `batch_size` of them a step, in training order:
     token_ids, segment_ids, padding_mask   int32 (rows, seq)
@@ -13,11 +8,11 @@ A batch file (`.npz`) holds rows, `batch_size` of them a step, in training order
     mask_weights                           float32 (rows, K): 1 for a real slot, 0 for padding
     nsp_labels                             int32 (rows,): 1 = B follows A
     nsp_weights                            float32 (rows,): 0 where the row has no NSP pair
+Task examples are JSON Lines in training order: `{"words", "tags"}` or `{"id", "question",
+"context", "answers": [{"text", "start"}]}`.
 
 Example:
-    >>> rows = load_rows("runs/bench-peers/inputs/heldout.npz")
-    >>> step = batch(rows, 0, 32)  # rows 0..31
-    >>> heldout_scores(mlm_logits, nsp_logits, rows)["mlm_accuracy"]  # logits at mask_positions
+    step = batch(load_rows("runs/bench-peers/inputs/heldout.npz"), 0, 32)  # rows 0..31
 """
 
 from __future__ import annotations
@@ -33,12 +28,6 @@ FIELDS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_id
 
 
 def save_rows(path: str, rows: dict[str, np.ndarray]) -> None:
-    missing = set(FIELDS) - set(rows)
-    if missing:
-        raise ValueError(f"{path}: rows lack {sorted(missing)}")
-    counts = {len(rows[name]) for name in FIELDS}
-    if len(counts) != 1:
-        raise ValueError(f"{path}: fields have different row counts {counts}")
     np.savez(path, **{name: rows[name] for name in FIELDS})
 
 
@@ -52,34 +41,28 @@ def batch(rows: dict[str, np.ndarray], step: int, batch_size: int) -> dict[str, 
     return {name: values[step * batch_size:(step + 1) * batch_size] for name, values in rows.items()}
 
 
-def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-
-
 def heldout_scores(mlm_logits: np.ndarray, nsp_logits: np.ndarray, rows: dict[str, np.ndarray]) -> dict:
-    """Weighted accuracy and cross-entropy of the MLM slots (logits (rows, K, vocab) at
-    `mask_positions`) and of NSP (logits (rows, 2)): means over real slots and NSP rows only.
+    """Accuracy and cross-entropy of the MLM slots (logits (rows, K, vocab) at `mask_positions`)
+    and of NSP (logits (rows, 2)), each a mean over real slots and NSP rows only.
 
     >>> rows = {"mask_ids": np.array([[1, 0]]), "mask_weights": np.array([[1.0, 0.0]]),
     ...         "nsp_labels": np.array([1]), "nsp_weights": np.array([1.0])}
     >>> heldout_scores(np.array([[[0.0, 5.0], [9.0, 0.0]]]), np.array([[0.0, 1.0]]), rows)["mlm_accuracy"]
     1.0
     """
-    weights = rows["mask_weights"].astype(np.float64)
-    log_p = _log_softmax(mlm_logits.astype(np.float64))
-    target = np.take_along_axis(log_p, rows["mask_ids"][..., None].astype(np.int64), -1)[..., 0]
-    hits = mlm_logits.argmax(-1) == rows["mask_ids"]
-    nsp_weights = rows["nsp_weights"].astype(np.float64)
-    nsp_log_p = _log_softmax(nsp_logits.astype(np.float64))
-    nsp_target = np.take_along_axis(nsp_log_p, rows["nsp_labels"][:, None].astype(np.int64), -1)[:, 0]
-    nsp_hits = nsp_logits.argmax(-1) == rows["nsp_labels"]
-    return {
-        "mlm_accuracy": float((hits * weights).sum() / weights.sum()),
-        "mlm_loss": float(-(target * weights).sum() / weights.sum()),
-        "nsp_accuracy": float((nsp_hits * nsp_weights).sum() / max(nsp_weights.sum(), 1.0)),
-        "nsp_loss": float(-(nsp_target * nsp_weights).sum() / max(nsp_weights.sum(), 1.0)),
-    }
+    mlm_accuracy, mlm_loss = _weighted_scores(mlm_logits, rows["mask_ids"], rows["mask_weights"])
+    nsp_accuracy, nsp_loss = _weighted_scores(nsp_logits, rows["nsp_labels"], rows["nsp_weights"])
+    return {"mlm_accuracy": mlm_accuracy, "mlm_loss": mlm_loss, "nsp_accuracy": nsp_accuracy, "nsp_loss": nsp_loss}
+
+
+def _weighted_scores(logits: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
+    """(accuracy, cross-entropy) of `logits` (..., classes) against `labels`, weighted means."""
+    shifted = logits.astype(np.float64) - logits.max(-1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    target = np.take_along_axis(log_p, labels[..., None].astype(np.int64), -1)[..., 0]
+    weights = weights.astype(np.float64)
+    total = max(weights.sum(), 1.0)
+    return float(((logits.argmax(-1) == labels) * weights).sum() / total), float(-(target * weights).sum() / total)
 
 
 def write_json(path: str, value) -> None:

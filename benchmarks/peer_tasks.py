@@ -38,7 +38,7 @@ import torch
 import transformers
 
 from benchmarks.peer_protocol import load_examples, read_json, time_batches, write_json
-from benchmarks.peer_torch import clip, make_optimizer, restore_state, save_state, versions
+from benchmarks.peer_torch import make_optimizer, restore_state, save_state, update, versions
 
 N_BEST = 20  # run_qa.py's n_best_size
 
@@ -156,12 +156,7 @@ def train_blocks(model, features: dict, kind: str, settings: dict, state_path: s
             if done == 1:
                 started = time.perf_counter()
             loss = model(**trimmed({key: features[key][batches[step]] for key in keys})).loss
-            loss.backward()
-            clip(model, settings["clipnorm"], settings["clip_scope"])
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(float(loss.detach()))
+            losses.append(update(model, optimizer, scheduler, loss, settings))
             if (step + 1) % 20 == 0:  # a block takes tens of minutes here: show it moves
                 print(f"peer: step {step + 1}/{total}, loss {np.mean(losses[-20:]):.4f}", flush=True)
         seconds = time.perf_counter() - started if started else float("nan")

@@ -1,18 +1,11 @@
-"""The peer: Hugging Face `transformers` on PyTorch, doing what kerasbert does, for
-`benchmarks.peers` to compare with. It runs in its own environment (`.venv-peer`, made by
-`make bench-peers`) and imports torch, transformers and NumPy only: never kerasbert or
-TensorFlow. Inputs and results pass through files.
+"""The peer: Hugging Face `transformers` on PyTorch doing what kerasbert does, for
+`benchmarks.peers`. It runs in `.venv-peer` and never imports kerasbert or TensorFlow;
+inputs and results pass through files (benchmarks/peer_protocol.py).
 
-    python -m benchmarks.peer_torch pretrain --inputs DIR --init INIT.npz --output OUT.json
+    python -m benchmarks.peer_torch pretrain --inputs DIR --init INIT.npz [--state FILE] --output OUT.json
     python -m benchmarks.peer_torch pretrain_speed --inputs DIR --init INIT.npz --output OUT.json
     python -m benchmarks.peer_torch finetune_speed --checkpoint MINILM --batches B.npz --output OUT.json
     python -m benchmarks.peer_torch inference --checkpoint MINILM --sentences S.json --output OUT.json
-
-`pretrain` trains `BertForPreTraining` on the batch file `DIR/train.npz` (layout in
-benchmarks/peer_protocol.py) from the weights in INIT.npz (Hugging Face names), with the
-settings in `DIR/peer_config.json`, scoring `DIR/heldout.npz` before training and after
-every block; with `--state FILE` it can be stopped and started again, losing at most a
-block.
 """
 
 from __future__ import annotations
@@ -27,7 +20,8 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from benchmarks.peer_protocol import batch, heldout_scores, load_rows, read_json, time_embedding, write_json
+from benchmarks.peer_protocol import (batch, heldout_scores, load_rows, read_json, time_batches, time_embedding,
+                                      write_json)
 
 
 def versions() -> dict:
@@ -46,14 +40,10 @@ def pretraining_model(model_config: dict, init_path: str) -> transformers.BertFo
     PyTorch's zeroes the [PAD] row's gradient from the lookup, and keras-hub's masker may
     put [PAD] at a real position as one of its random replacements.
     """
-    config = transformers.BertConfig(
-        vocab_size=model_config["vocab_size"], hidden_size=model_config["hidden_size"],
-        num_hidden_layers=model_config["num_hidden_layers"],
-        num_attention_heads=model_config["num_attention_heads"],
-        intermediate_size=model_config["intermediate_size"],
-        max_position_embeddings=model_config["max_position_embeddings"], type_vocab_size=2,
-        hidden_act="gelu_new", hidden_dropout_prob=model_config["dropout"],
-        attention_probs_dropout_prob=model_config["dropout"], layer_norm_eps=1e-12)
+    sizes = {name: value for name, value in model_config.items() if name not in ("dropout", "mlm_head_layer_norm_eps")}
+    config = transformers.BertConfig(**sizes, type_vocab_size=2, hidden_act="gelu_new", layer_norm_eps=1e-12,
+                                     hidden_dropout_prob=model_config["dropout"],
+                                     attention_probs_dropout_prob=model_config["dropout"])
     model = transformers.BertForPreTraining(config)
     transform = model.cls.predictions.transform
     transform.transform_act_fn = torch.nn.GELU()  # exact, as keras' "gelu"
@@ -96,38 +86,44 @@ def make_optimizer(model: torch.nn.Module, train: dict):
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
 
 
-def to_tensors(rows: dict) -> dict:
-    return {name: torch.from_numpy(np.ascontiguousarray(values)) for name, values in rows.items()}
+def update(model, optimizer, scheduler, loss, train: dict) -> float:
+    """One optimizer step on `loss`, its gradients clipped as kerasbert's `train.clipnorm` and
+    `train.clip_scope` say: each parameter's on its own (keras' `clipnorm`) or all together
+    ("global"). Returns the loss."""
+    loss.backward()
+    parameters = [parameter for parameter in model.parameters() if parameter.grad is not None]
+    if train["clipnorm"] and train["clip_scope"] == "global":
+        torch.nn.utils.clip_grad_norm_(parameters, train["clipnorm"])
+    elif train["clipnorm"]:
+        for parameter in parameters:
+            torch.nn.utils.clip_grad_norm_([parameter], train["clipnorm"])
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(loss.detach())
 
 
-def pretraining_loss(model, rows: dict, nsp_loss_weight: float):
-    """MLM cross-entropy averaged over the real masked slots, plus the weighted NSP
-    cross-entropy averaged over the rows that have a pair: kerasbert's losses. Labels are
-    Hugging Face's: -100 everywhere but the masked positions."""
-    t = to_tensors(rows)
+def forward(model, rows: dict):
+    """(the model's outputs on `rows` of a batch file, the rows as tensors)."""
+    t = {name: torch.from_numpy(np.ascontiguousarray(values)) for name, values in rows.items()}
+    return model(input_ids=t["token_ids"].long(), token_type_ids=t["segment_ids"].long(),
+                 attention_mask=t["padding_mask"].long()), t
+
+
+def train_step(model, optimizer, scheduler, rows: dict, train: dict) -> float:
+    """kerasbert's loss: MLM cross-entropy over the real masked slots (Hugging Face's labels:
+    -100 elsewhere), plus the weighted NSP cross-entropy over the rows that have a pair."""
+    out, t = forward(model, rows)
     labels = torch.full_like(t["token_ids"], -100, dtype=torch.long)
     real = t["mask_weights"] > 0
     rows_index = torch.arange(labels.shape[0])[:, None].expand_as(t["mask_positions"])
     labels[rows_index[real], t["mask_positions"][real].long()] = t["mask_ids"][real].long()
-    out = model(input_ids=t["token_ids"].long(), token_type_ids=t["segment_ids"].long(),
-                attention_mask=t["padding_mask"].long())
     vocab = out.prediction_logits.shape[-1]
     mlm = F.cross_entropy(out.prediction_logits.reshape(-1, vocab), labels.reshape(-1), ignore_index=-100)
     nsp_rows = t["nsp_weights"] > 0
     nsp = (F.cross_entropy(out.seq_relationship_logits[nsp_rows], t["nsp_labels"][nsp_rows].long())
            if bool(nsp_rows.any()) else torch.zeros(()))
-    return mlm + nsp_loss_weight * nsp, mlm, nsp
-
-
-def clip(model: torch.nn.Module, clipnorm: float, scope: str) -> None:
-    """The gradients clipped as kerasbert's `train.clipnorm` and `train.clip_scope` say: each
-    parameter's to `clipnorm` on its own (keras' `clipnorm`), or all of them together (global)."""
-    parameters = [parameter for parameter in model.parameters() if parameter.grad is not None]
-    if clipnorm and scope == "global":
-        torch.nn.utils.clip_grad_norm_(parameters, clipnorm)
-    elif clipnorm:
-        for parameter in parameters:
-            torch.nn.utils.clip_grad_norm_([parameter], clipnorm)
+    return update(model, optimizer, scheduler, mlm + train["nsp_loss_weight"] * nsp, train)
 
 
 @torch.inference_mode()
@@ -135,9 +131,7 @@ def evaluate(model, heldout: dict, batch_size: int) -> dict:
     model.eval()
     mlm_logits, nsp_logits = [], []
     for step in range(-(-len(heldout["token_ids"]) // batch_size)):
-        t = to_tensors(batch(heldout, step, batch_size))
-        out = model(input_ids=t["token_ids"].long(), token_type_ids=t["segment_ids"].long(),
-                    attention_mask=t["padding_mask"].long())
+        out, t = forward(model, batch(heldout, step, batch_size))
         positions = t["mask_positions"].long()[..., None].expand(-1, -1, out.prediction_logits.shape[-1])
         mlm_logits.append(torch.gather(out.prediction_logits, 1, positions).numpy())
         nsp_logits.append(out.seq_relationship_logits.numpy())
@@ -145,32 +139,20 @@ def evaluate(model, heldout: dict, batch_size: int) -> dict:
     return heldout_scores(np.concatenate(mlm_logits), np.concatenate(nsp_logits), heldout)
 
 
-def train_step(model, optimizer, scheduler, rows: dict, train: dict) -> float:
-    loss, _, _ = pretraining_loss(model, rows, train["nsp_loss_weight"])
-    loss.backward()
-    clip(model, train["clipnorm"], train["clip_scope"])
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-    return float(loss.detach())
-
-
 def training_setup(args):
-    """What every pretraining command starts from: the settings' `train` section, the model
-    with the weights of `--init` in training mode, its AdamW and schedule, the batch rows."""
+    """The settings' `train` section, the model with the weights of `--init` in training
+    mode, its AdamW and schedule, the batch rows."""
     settings = read_json(os.path.join(args.inputs, "peer_config.json"))
     torch.manual_seed(args.seed)
-    train = settings["train"]
     model = pretraining_model(settings["model"], args.init)
     model.train()
-    optimizer, scheduler = make_optimizer(model, train)
-    return train, model, optimizer, scheduler, load_rows(os.path.join(args.inputs, "train.npz"))
+    optimizer, scheduler = make_optimizer(model, settings["train"])
+    return settings["train"], model, optimizer, scheduler, load_rows(os.path.join(args.inputs, "train.npz"))
 
 
 def pretrain(args) -> dict:
-    """Trains block by block; with `--state`, writes the model, optimizer, schedule and
-    blocks there after every block (aside, then renamed) and the blocks so far to
-    `--output`, and starts again from that state when it exists."""
+    """Held-out scores before training and after every block; with `--state`, the state and
+    the blocks so far are written after every block, and the run resumes from them."""
     train, model, optimizer, scheduler, rows = training_setup(args)
     heldout = load_rows(os.path.join(args.inputs, "heldout.npz"))
     steps, per_block, batch_size = train["total_steps"], train["steps_per_block"], train["batch_size"]
@@ -218,16 +200,16 @@ def restore_state(path: str, model, optimizer, scheduler) -> dict:
 
 
 def pretrain_speed(args) -> dict:
+    """Seconds per step over `--steps` steps after `--warmup` steps, `--repeats` times."""
     train, model, optimizer, scheduler, rows = training_setup(args)
-    batch_size = train["batch_size"]
     step_seconds = []
     for _ in range(args.repeats):
         for step in range(args.warmup):
-            train_step(model, optimizer, scheduler, batch(rows, step, batch_size), train)
-        started = time.perf_counter()
-        for step in range(args.steps):
-            train_step(model, optimizer, scheduler, batch(rows, args.warmup + step, batch_size), train)
-        step_seconds.append((time.perf_counter() - started) / args.steps)
+            train_step(model, optimizer, scheduler, batch(rows, step, train["batch_size"]), train)
+        steps_per_second = time_batches(
+            lambda steps: train_step(model, optimizer, scheduler, batch(rows, steps[0], train["batch_size"]), train),
+            list(range(args.warmup, args.warmup + args.steps)), 1, repeats=1)[0]
+        step_seconds.append(1 / steps_per_second)
     return {"step_seconds": step_seconds, "versions": versions()}
 
 
@@ -239,6 +221,7 @@ def finetune_speed(args) -> dict:
     model = transformers.BertForSequenceClassification.from_pretrained(args.checkpoint, num_labels=args.num_labels)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01, eps=1e-6)
+    constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     with np.load(args.batches) as data:
         count = len([name for name in data.files if name.startswith("labels_")])
         batches = [{name: torch.from_numpy(data[f"{name}_{i}"]).long()
@@ -247,20 +230,15 @@ def finetune_speed(args) -> dict:
     def step(b):
         out = model(input_ids=b["token_ids"], token_type_ids=b["segment_ids"], attention_mask=b["padding_mask"],
                     labels=b["labels"])
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        update(model, optimizer, constant, out.loss, {"clipnorm": 1.0, "clip_scope": "global"})
 
     for b in batches[:args.warmup]:
         step(b)
-    timed, examples_per_second = batches[args.warmup:], []
-    for _ in range(args.repeats):
-        started = time.perf_counter()
-        for b in timed:
-            step(b)
-        examples_per_second.append(sum(len(b["labels"]) for b in timed) / (time.perf_counter() - started))
-    return {"examples_per_second": examples_per_second, "timed_batches": len(timed), "versions": versions()}
+    timed = batches[args.warmup:]
+    rows_per_batch = sum(len(b["labels"]) for b in timed) / len(timed)
+    batches_per_second = time_batches(lambda chunk: step(chunk[0]), timed, 1, args.repeats)
+    return {"examples_per_second": [rate * rows_per_batch for rate in batches_per_second],
+            "timed_batches": len(timed), "versions": versions()}
 
 
 def inference(args) -> dict:
@@ -269,7 +247,6 @@ def inference(args) -> dict:
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.checkpoint)
     model = transformers.BertModel.from_pretrained(args.checkpoint, add_pooling_layer=False)
     model.eval()
-    sentences = read_json(args.sentences)
 
     @torch.inference_mode()
     def embed(texts):
@@ -278,7 +255,7 @@ def inference(args) -> dict:
         mask = encoded["attention_mask"][..., None].to(states.dtype)
         return ((states * mask).sum(1) / mask.sum(1).clamp(min=1.0)).numpy()
 
-    embeddings, rates = time_embedding(embed, sentences, args.batch_size, args.repeats)
+    embeddings, rates = time_embedding(embed, read_json(args.sentences), args.batch_size, args.repeats)
     np.save(args.output + ".embeddings.npy", embeddings)
     return {"sentences_per_second": rates, "versions": versions()}
 
@@ -294,23 +271,22 @@ def main(argv=None) -> int:
         command.add_argument("--seed", type=int, default=1234)
     commands.choices["pretrain"].add_argument(
         "--state", default="", help="Resume file: written after every block, resumed from when present.")
-    commands.choices["pretrain_speed"].add_argument("--warmup", type=int, default=3)
     commands.choices["pretrain_speed"].add_argument("--steps", type=int, default=20)
-    commands.choices["pretrain_speed"].add_argument("--repeats", type=int, default=3)
     finetune = commands.add_parser("finetune_speed")
     finetune.add_argument("--checkpoint", required=True)
     finetune.add_argument("--batches", required=True)
     finetune.add_argument("--num_labels", type=int, default=5)
     finetune.add_argument("--learning_rate", type=float, default=5e-5)
-    finetune.add_argument("--warmup", type=int, default=3)
-    finetune.add_argument("--repeats", type=int, default=3)
-    infer = commands.add_parser("inference")  # timed as kerasbert is (peer_protocol.time_embedding)
+    infer = commands.add_parser("inference")
     infer.add_argument("--checkpoint", required=True)
-    infer.add_argument("--batch_size", type=int, default=32)
-    infer.add_argument("--repeats", type=int, default=3)
     infer.add_argument("--sentences", required=True, help="A JSON list of strings.")
+    infer.add_argument("--batch_size", type=int, default=32)
     infer.add_argument("--max_length", type=int, default=128)
-    for command in commands.choices.values():
+    for name, command in commands.choices.items():
+        if name != "pretrain":
+            command.add_argument("--repeats", type=int, default=3)
+        if name.endswith("_speed"):
+            command.add_argument("--warmup", type=int, default=3)
         command.add_argument("--output", required=True, help="Results JSON.")
     args = parser.parse_args(argv)
     run = {"pretrain": pretrain, "pretrain_speed": pretrain_speed,
