@@ -1,40 +1,28 @@
-"""kerasbert against an independent implementation (Hugging Face `transformers` on PyTorch),
-on the same inputs in the same run, so that neither the machine nor the day decides.
+"""kerasbert against Hugging Face `transformers` on PyTorch (benchmarks/peer_torch.py, in
+.venv-peer), on the same inputs in the same run; docs/benchmarks.md tells what the figures mean.
 
     make bench-peers      # makes .venv-peer (torch, transformers), then runs this
     python -m benchmarks.peers --output_dir runs/bench-peers --peer_python .venv-peer/bin/python [--parts ...]
 
-Parts (each writes its entry of results.json; results.md and the PNG are redrawn):
-    pretrain        quality at equal batches: the batches kerasbert's pipeline makes for
-                    pipelines/configs/pretrain_mini.json are written to disk once
-                    (inputs/train.npz, inputs/heldout.npz); kerasbert's BertPretrainer and
-                    transformers' BertForPreTraining start from the same weights (one
-                    initialisation per seed, made by kerasbert and copied) and train on
-                    exactly those batches with the same AdamW, schedule and clipping;
-                    held-out MLM and NSP accuracy after every block -> pretrain_curves.png.
-                    `--implementations ... kerasbert-no-xla` adds kerasbert without XLA on
-                    the same batches: the same algorithm in another order of float
-                    arithmetic, a control for how far rounding alone moves a curve.
-                    Each run (implementation, seed) trains in a process of its own,
-                    `--jobs` side by side, and keeps its state under pretrain/ after
-                    every block: a run stopped midway goes on from its last block.
+Parts, each in a process of its own and each its entry of results.json:
+    pretrain        BertPretrainer and BertForPreTraining from the same weights (kerasbert's,
+                    copied) on the batches kerasbert's pipeline makes for pretrain_mini.json,
+                    written once to inputs/; the same AdamW, schedule and clipping; held-out
+                    MLM and NSP accuracy after every block -> pretrain_curves.png. Each run
+                    trains in a process of its own, `--jobs` side by side, and goes on from its
+                    last block when stopped. `kerasbert-no-xla` (`--implementations`) adds
+                    kerasbert without XLA: a control for how far float rounding moves a curve.
     pretrain_speed  tokens/s of both training steps on those batches, and each as a share
                     of the fp32 2048x2048 matmul peak measured in the same run.
-    finetune_speed  MiniLM, SST-5, batch 32, the same packed batches: kerasbert's
-                    multitask step vs BertForSequenceClassification, examples/s.
-    inference       raw text -> sentence embedding on the first 1,024 SST-5 dev sentences:
-                    the exported SavedModel's `embed` signature (tokenization in the graph)
-                    vs the fast tokenizer + BertModel + mean pooling under inference_mode;
-                    sentences/s at batch 32 in float32, and how far apart the embeddings are.
-Each part runs in a process of its own. A finished (part, implementation, seed) entry is
-kept when the command runs again.
+    finetune_speed  examples/s of MiniLM's SST-5 steps, batch 32, the same packed batches.
+    inference       sentences/s from raw text to sentence embedding, batch 32, float32: the
+                    export's `embed` signature vs tokenizer + BertModel + mean pooling.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import subprocess
@@ -50,6 +38,8 @@ TITLE = "kerasbert against transformers (PyTorch), same inputs, same run"  # of 
 PARTS = ("pretrain", "pretrain_speed", "finetune_speed", "inference")
 CONFIG = "pipelines/configs/pretrain_mini.json"
 PEER_MODULE = "benchmarks.peer_torch"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERAS_INPUTS = ("token_ids", "segment_ids", "padding_mask", "mask_positions")
 
 
 # --- The peer's process ----------------------------------------------------------------
@@ -61,12 +51,10 @@ def check_peer_python(peer_python: str) -> None:
 
 
 def run_peer(peer_python: str, command: str, args: list[str], output: str, module: str = PEER_MODULE) -> dict:
-    """Runs `python -m <module> <command>` (benchmarks.peer_torch by default) in the peer's
-    environment; its results JSON. Its progress lines pass through."""
+    """`python -m <module> <command> *args --output <output>` in the peer's environment; its results."""
     check_peer_python(peer_python)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": root}
-    subprocess.run([peer_python, "-m", module, command, *args, "--output", output], check=True, env=env, cwd=root)
+    subprocess.run([peer_python, "-m", module, command, *args, "--output", output], check=True,
+                   env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)
     return read_json(output)
 
 
@@ -82,23 +70,26 @@ def pretraining_config(config_path: str, steps: int | None):
 
 
 def rows_of(dataset) -> dict[str, np.ndarray]:
-    """A dataset of Keras (x, y, sample_weight) pretraining batches as rows (peer_protocol's layout)."""
-    parts = {name: [] for name in FIELDS}
-    for x, y, weights in dataset:
-        for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions"):
-            parts[name].append(x[name].numpy())
-        parts["mask_ids"].append(y["mlm"].numpy())
-        parts["mask_weights"].append(weights["mlm"].numpy())
-        parts["nsp_labels"].append(y["nsp"].numpy())
-        parts["nsp_weights"].append(weights["nsp"].numpy())
-    return {name: np.concatenate(values).astype(np.float32 if name.endswith("weights") else np.int32)
-            for name, values in parts.items()}
+    """Keras (x, y, sample_weight) pretraining batches as rows (peer_protocol's layout)."""
+    batches = [{**{name: x[name] for name in KERAS_INPUTS}, "mask_ids": y["mlm"], "mask_weights": weights["mlm"],
+                "nsp_labels": y["nsp"], "nsp_weights": weights["nsp"]} for x, y, weights in dataset.as_numpy_iterator()]
+    return {name: np.concatenate([b[name] for b in batches]).astype(np.float32 if name.endswith("weights") else np.int32)
+            for name in FIELDS}
+
+
+def keras_batches(rows: dict[str, np.ndarray], batch_size: int):
+    """Rows as the Keras (x, y, sample_weight) batches they were, in order."""
+    import tensorflow as tf
+
+    x = {name: rows[name] for name in KERAS_INPUTS}
+    y = {"mlm": rows["mask_ids"], "nsp": rows["nsp_labels"]}
+    weights = {"mlm": rows["mask_weights"], "nsp": rows["nsp_weights"]}
+    return tf.data.Dataset.from_tensor_slices((x, y, weights)).batch(batch_size, drop_remainder=True)
 
 
 def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
-    """Writes inputs/train.npz (total_steps batches from kerasbert's training pipeline),
-    inputs/heldout.npz and inputs/peer_config.json, once; returns what kerasbert's side
-    needs to build its models: {"tokenizer", "prior"}."""
+    """Writes inputs/train.npz (total_steps batches of kerasbert's pipeline) and heldout.npz
+    once, and peer_config.json; returns what kerasbert's models need: {"tokenizer", "prior"}."""
     import keras
 
     from kerasbert.console import stage
@@ -139,15 +130,14 @@ def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
     }
     if train.schedule != "linear" or train.ema_momentum or train.mixed_precision:
         raise ValueError("the peer matches a linear schedule in float32 without EMA; "
-                         f"{CONFIG} asks for schedule={train.schedule}, ema_momentum={train.ema_momentum}, "
+                         f"the config asks for schedule={train.schedule}, ema_momentum={train.ema_momentum}, "
                          f"mixed_precision={train.mixed_precision}")
     write_json(os.path.join(inputs, "peer_config.json"), peer_config)  # runs being started may read it
     return {"tokenizer": tokenizer, "prior": unigram_log_prior(tokenized, tokenizer.vocabulary_size())}
 
 
 def initial_pretrainer(config, side: dict, seed: int):
-    """The pretrainer kerasbert's run would start from with `seed`: its initialisation,
-    its sinusoidal positions and unigram MLM bias where the config asks."""
+    """The pretrainer kerasbert's run starts from with `seed` (positions, MLM bias as the config asks)."""
     import keras
 
     from kerasbert.pretraining.run import build_model, set_mlm_bias
@@ -160,8 +150,7 @@ def initial_pretrainer(config, side: dict, seed: int):
 
 
 def compiled_pretrainer(config, side: dict, seed: int, jit_compile: bool | None = None):
-    """`initial_pretrainer` for `seed`, compiled as kerasbert's pretraining run compiles it;
-    with XLA as the config says unless `jit_compile` is given."""
+    """`initial_pretrainer`, compiled as the pretraining run compiles it (XLA: the config's unless given)."""
     from kerasbert.models.pretrainer import pretraining_compile_args
     from kerasbert.training.optim import make_optimizer
 
@@ -178,8 +167,7 @@ def training_data(config, inputs: str):
 
 
 def initial_weights_file(config, side: dict, inputs: str, seed: int) -> str:
-    """inputs/init-SEED.npz: kerasbert's initial weights for `seed` under Hugging Face's
-    names, the peer's starting point; written once."""
+    """inputs/init-SEED.npz, written once: kerasbert's initial weights under Hugging Face's names."""
     path = os.path.join(inputs, f"init-{seed}.npz")
     if not os.path.exists(path):
         np.savez(path, **hugging_face_weights(initial_pretrainer(config, side, seed)))
@@ -187,58 +175,39 @@ def initial_weights_file(config, side: dict, inputs: str, seed: int) -> str:
 
 
 def hugging_face_weights(model) -> dict[str, np.ndarray]:
-    """A BertPretrainer's weights under `BertForPreTraining`'s parameter names and layouts
-    (Linear weights are (out, in); keras-hub's attention kernels are (hidden, heads, head_dim))."""
+    """A BertPretrainer's weights under `BertForPreTraining`'s parameter names and layouts."""
     w = {v.path: v.numpy() for v in model.weights}
-    hidden = model.backbone.hidden_dim
+    out = {"bert.embeddings.word_embeddings.weight": w["token_embedding/embeddings"],
+           "bert.embeddings.position_embeddings.weight": w["position_embedding/embeddings"],
+           "bert.embeddings.token_type_embeddings.weight": w["segment_embedding/embeddings"],
+           "cls.predictions.decoder.weight": w["token_embedding/embeddings"],  # tied
+           "cls.predictions.bias": w["mlm_head/output_bias"], "cls.predictions.decoder.bias": w["mlm_head/output_bias"]}
 
-    def dense(path):  # keras (in, ...) kernel -> torch (out, in)
-        return w[f"{path}/kernel"].reshape(-1, hidden).T if "attention_output" in path else \
-            w[f"{path}/kernel"].reshape(w[f"{path}/kernel"].shape[0], -1).T
+    def linear(hf: str, keras_name: str) -> None:
+        """keras-hub's kernel (in, ...), or the attention output's (heads, head_dim, hidden), as torch's (out, in)."""
+        kernel = w[f"{keras_name}/kernel"]
+        kernel = kernel.reshape(-1, kernel.shape[-1]) if "attention_output" in keras_name else \
+            kernel.reshape(kernel.shape[0], -1)
+        out[f"{hf}.weight"], out[f"{hf}.bias"] = kernel.T, w[f"{keras_name}/bias"].reshape(-1)
 
-    out = {
-        "bert.embeddings.word_embeddings.weight": w["token_embedding/embeddings"],
-        "bert.embeddings.position_embeddings.weight": w["position_embedding/embeddings"],
-        "bert.embeddings.token_type_embeddings.weight": w["segment_embedding/embeddings"],
-        "bert.embeddings.LayerNorm.weight": w["embeddings_layer_norm/gamma"],
-        "bert.embeddings.LayerNorm.bias": w["embeddings_layer_norm/beta"],
-        "bert.pooler.dense.weight": dense("pooled_dense"), "bert.pooler.dense.bias": w["pooled_dense/bias"],
-        "cls.predictions.bias": w["mlm_head/output_bias"],
-        "cls.predictions.decoder.bias": w["mlm_head/output_bias"],
-        "cls.predictions.decoder.weight": w["token_embedding/embeddings"],
-        "cls.predictions.transform.dense.weight": dense("mlm_head/intermediate_dense"),
-        "cls.predictions.transform.dense.bias": w["mlm_head/intermediate_dense/bias"],
-        "cls.predictions.transform.LayerNorm.weight": w["mlm_head/intermediate_layer_norm/gamma"],
-        "cls.predictions.transform.LayerNorm.bias": w["mlm_head/intermediate_layer_norm/beta"],
-        "cls.seq_relationship.weight": dense("nsp_head"), "cls.seq_relationship.bias": w["nsp_head/bias"],
-    }
+    def norm(hf: str, keras_name: str) -> None:
+        out[f"{hf}.weight"], out[f"{hf}.bias"] = w[f"{keras_name}/gamma"], w[f"{keras_name}/beta"]
+
+    norm("bert.embeddings.LayerNorm", "embeddings_layer_norm")
+    linear("bert.pooler.dense", "pooled_dense")
+    linear("cls.predictions.transform.dense", "mlm_head/intermediate_dense")
+    norm("cls.predictions.transform.LayerNorm", "mlm_head/intermediate_layer_norm")
+    linear("cls.seq_relationship", "nsp_head")
     for i in range(model.backbone.num_layers):
-        keras_layer, hf = f"transformer_layer_{i}", f"bert.encoder.layer.{i}"
-        attention = f"{keras_layer}/self_attention_layer"
+        layer, hf = f"transformer_layer_{i}", f"bert.encoder.layer.{i}"
         for name in ("query", "key", "value"):
-            out[f"{hf}.attention.self.{name}.weight"] = dense(f"{attention}/{name}")
-            out[f"{hf}.attention.self.{name}.bias"] = w[f"{attention}/{name}/bias"].reshape(-1)
-        pairs = {"attention.output.dense": f"{attention}/attention_output",
-                 "intermediate.dense": f"{keras_layer}/feedforward_intermediate_dense",
-                 "output.dense": f"{keras_layer}/feedforward_output_dense"}
-        for hf_name, keras_name in pairs.items():
-            out[f"{hf}.{hf_name}.weight"] = dense(keras_name)
-            out[f"{hf}.{hf_name}.bias"] = w[f"{keras_name}/bias"]
-        for hf_name, keras_name in (("attention.output.LayerNorm", "self_attention_layer_norm"),
-                                    ("output.LayerNorm", "feedforward_layer_norm")):
-            out[f"{hf}.{hf_name}.weight"] = w[f"{keras_layer}/{keras_name}/gamma"]
-            out[f"{hf}.{hf_name}.bias"] = w[f"{keras_layer}/{keras_name}/beta"]
+            linear(f"{hf}.attention.self.{name}", f"{layer}/self_attention_layer/{name}")
+        linear(f"{hf}.attention.output.dense", f"{layer}/self_attention_layer/attention_output")
+        norm(f"{hf}.attention.output.LayerNorm", f"{layer}/self_attention_layer_norm")
+        linear(f"{hf}.intermediate.dense", f"{layer}/feedforward_intermediate_dense")
+        linear(f"{hf}.output.dense", f"{layer}/feedforward_output_dense")
+        norm(f"{hf}.output.LayerNorm", f"{layer}/feedforward_layer_norm")
     return {name: np.ascontiguousarray(value, np.float32) for name, value in out.items()}
-
-
-def keras_batches(rows: dict[str, np.ndarray], batch_size: int):
-    """Rows as the Keras (x, y, sample_weight) batches they were, in order."""
-    import tensorflow as tf
-
-    x = {name: rows[name] for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions")}
-    y = {"mlm": rows["mask_ids"], "nsp": rows["nsp_labels"]}
-    weights = {"mlm": rows["mask_weights"], "nsp": rows["nsp_weights"]}
-    return tf.data.Dataset.from_tensor_slices((x, y, weights)).batch(batch_size, drop_remainder=True)
 
 
 def kerasbert_heldout(model, heldout: dict, batch_size: int) -> dict:
@@ -248,26 +217,21 @@ def kerasbert_heldout(model, heldout: dict, batch_size: int) -> dict:
 
 def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str = "",
                     jit_compile: bool | None = None) -> dict:
-    """kerasbert's pretrainer on inputs/train.npz, as the pretraining run compiles it (with
-    XLA as the config says unless `jit_compile` is given); held-out scores before training
-    and after every block. With `state_dir`, the blocks
-    so far (`blocks.json`) and a backup of weights and optimizer state are written there
-    after every block, and the run starts again from them when they exist."""
+    """kerasbert's pretrainer on inputs/train.npz (`compiled_pretrainer`); held-out scores
+    before training and after every block. With `state_dir`, the blocks so far (blocks.json)
+    and a backup are written there after every block, and the run resumes from them."""
     import keras
 
     from kerasbert.training.backup import BlockWeights, find_backup, restore
 
-    train = config.train
-    model = compiled_pretrainer(config, side, seed, jit_compile)
-    heldout = load_rows(os.path.join(inputs, "heldout.npz"))
-    blocks_file = os.path.join(state_dir, "blocks.json") if state_dir else ""
-    if state_dir:
-        os.makedirs(state_dir, exist_ok=True)
-    blocks = []
-    if blocks_file and os.path.exists(blocks_file):
-        blocks = read_json(blocks_file)
+    train, blocks_file = config.train, os.path.join(state_dir, "blocks.json")
+    blocks = read_json(blocks_file) if state_dir and os.path.exists(blocks_file) else []
     if len(blocks) == train.num_blocks + 1:  # finished (its backups were removed at the end)
         return {"blocks": blocks, "complete": True}
+    if state_dir:
+        os.makedirs(state_dir, exist_ok=True)
+    model = compiled_pretrainer(config, side, seed, jit_compile)
+    heldout = load_rows(os.path.join(inputs, "heldout.npz"))
     backup = find_backup(os.path.join(state_dir, "backup")) if state_dir else None
     start_block = backup.blocks_done if backup else 0
     # The blocks the backup holds: one written just before a kill, without its backup, goes.
@@ -290,7 +254,7 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str =
                            "train_seconds": clock["train_seconds"],
                            **kerasbert_heldout(self.model, heldout, train.batch_size)})
             print(f"kerasbert seed {seed}: {blocks[-1]}", flush=True)
-            if blocks_file:
+            if state_dir:
                 write_json(blocks_file, blocks)
 
     callbacks = [Blocks()]
@@ -304,22 +268,17 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str =
 
 @dataclasses.dataclass(frozen=True)
 class Implementation:
-    """One kind of pretraining run: its line in the plot, and for kerasbert's runs, XLA as
-    the config says (None) or as given."""
+    """One kind of pretraining run: its line in the plot; XLA for kerasbert's (None: as the config says)."""
     line: str
-    legend: str
     jit_compile: bool | None = None
 
 
-IMPLEMENTATIONS = {
-    "kerasbert": Implementation("-", "kerasbert (solid)"),
-    "transformers": Implementation("--", "transformers (dashed)"),
-    "kerasbert-no-xla": Implementation(":", "kerasbert without XLA (dotted)", jit_compile=False),
-}
+IMPLEMENTATIONS = {"kerasbert": Implementation("-"), "transformers": Implementation("--"),
+                   "kerasbert-no-xla": Implementation(":", jit_compile=False)}
 
 
 def pretrain_runs(args) -> list[str]:
-    """The runs the pretrain part compares: `implementation/seed` for every seed."""
+    """The pretrain part's runs: `implementation/seed`."""
     return [f"{implementation}/{seed}" for seed in args.seeds for implementation in args.implementations]
 
 
@@ -330,8 +289,7 @@ def run_paths(args, key: str) -> tuple[str, str]:
 
 
 def run_command(args, key: str) -> list[str]:
-    """The process that trains one run: this module with `--run` for kerasbert, the peer's
-    module in its environment for transformers."""
+    """The process that trains one run: this module with `--run`, or the peer's in its environment."""
     implementation, seed = key.split("/")
     output, state = run_paths(args, key)
     inputs = os.path.join(args.output_dir, "inputs")
@@ -342,18 +300,17 @@ def run_command(args, key: str) -> list[str]:
             "--init", os.path.join(inputs, f"init-{seed}.npz"), "--seed", seed, "--state", state, "--output", output]
 
 
-def run_environment(args, root: str) -> dict:
-    """A run's environment: each of the `--jobs` runs side by side gets its share of the
-    cores as threads (TensorFlow's and PyTorch's pools), so that none spins waiting for a
-    core another holds (two runs of two threads on two cores ran 3-7x slower)."""
+def run_environment(args) -> dict:
+    """Each of the `--jobs` runs side by side gets its share of the cores as threads (two runs
+    of two threads each on two cores ran 3-7x slower)."""
     threads = str(max(1, (os.cpu_count() or 1) // args.jobs))
-    return {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": threads, "TF_NUM_INTRAOP_THREADS": threads,
+    return {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": threads, "TF_NUM_INTRAOP_THREADS": threads,
             "TF_NUM_INTEROP_THREADS": threads}
 
 
 def collect_runs(args, part: dict) -> None:
-    """Each run's blocks so far into the part: from its results file, or, for a kerasbert
-    run under way or stopped (it writes its results file when it ends), from its state."""
+    """Each run's blocks so far: from its results file, or from a kerasbert run's state (it
+    writes its results file only when it ends)."""
     for key in pretrain_runs(args):
         output, state = run_paths(args, key)
         if os.path.exists(output):
@@ -363,9 +320,8 @@ def collect_runs(args, part: dict) -> None:
 
 
 def part_pretrain(args, results: dict) -> None:
-    """Runs every unfinished run in a process of its own, `--jobs` at a time, and writes
-    the results after every block any of them finishes. A run killed midway starts again
-    from its last block when the command runs again."""
+    """Every unfinished run in a process of its own, `--jobs` at a time; the results are
+    written whenever a run finishes a block."""
     config = pretraining_config(args.config, args.steps)
     inputs = os.path.join(args.output_dir, "inputs")
     side = prepare_pretraining(config, args.data_dir, inputs)
@@ -387,21 +343,20 @@ def part_pretrain(args, results: dict) -> None:
         return
     waiting = [key for key in pretrain_runs(args) if not part["runs"].get(key, {}).get("complete")]
     running, failed = {}, []
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     while waiting or running:
         while waiting and len(running) < args.jobs:
             key = waiting.pop(0)
             print(f"== pretraining run {key}", flush=True)
-            running[key] = subprocess.Popen(run_command(args, key), cwd=root, env=run_environment(args, root))
+            running[key] = subprocess.Popen(run_command(args, key), cwd=ROOT, env=run_environment(args))
         time.sleep(5)
         for key, process in list(running.items()):
             if process.poll() is not None:
                 del running[key]
                 if process.returncode:
                     failed.append(f"{key} (exit {process.returncode})")
-        seen = json.dumps(part["runs"], sort_keys=True)
+        seen = dict(part["runs"])  # collect_runs puts new entries in, never changes one
         collect_runs(args, part)
-        if json.dumps(part["runs"], sort_keys=True) != seen or not (waiting or running):
+        if part["runs"] != seen or not (waiting or running):
             save(args, results)
     if failed:
         raise RuntimeError(f"pretraining runs failed: {', '.join(failed)}; the command starts them again "
@@ -491,7 +446,7 @@ def part_finetune_speed(args, results: dict) -> None:
 
 
 def exported_embed(args, checkpoint: str, length: int):
-    """The `embed` signature of MiniLM exported in float32 (made once): (path, texts -> array)."""
+    """(path, texts -> embeddings) of the `embed` signature of MiniLM exported in float32, made once."""
     import tensorflow as tf
 
     from kerasbert.export import export_model
@@ -513,36 +468,28 @@ def exported_embed(args, checkpoint: str, length: int):
     return path, lambda texts: signature(text=tf.constant(texts))["embedding"].numpy()
 
 
-def inference_inputs(args) -> tuple[str, int, int, list]:
-    """What the inference part measures on: the MiniLM checkpoint, the export's
-    sequence length, the batch size and the first `--sentences` SST-5 dev sentences."""
+def part_inference(args, results: dict) -> None:
+    """The first `--sentences` SST-5 dev sentences, sequence length 128, batch 32."""
     from kerasbert.models.encoder import minilm_checkpoint
 
-    return minilm_checkpoint(), 128, 32, [e.text_a for e in sst_sentences(args.data_dir, "dev")[:args.sentences]]
-
-
-def part_inference(args, results: dict) -> None:
-    checkpoint, length, size, sentences = inference_inputs(args)
+    checkpoint, length, size = minilm_checkpoint(), 128, 32
+    sentences = [e.text_a for e in sst_sentences(args.data_dir, "dev")[:args.sentences]]
     inputs = os.path.join(args.output_dir, "inputs")
     os.makedirs(inputs, exist_ok=True)
     sentences_path, output = os.path.join(inputs, "sentences.json"), os.path.join(inputs, "peer-inference.json")
     write_json(sentences_path, sentences)
     path, embed = exported_embed(args, checkpoint, length)
-    ours, rates = time_embedding(embed, sentences, size, args.repeats)
+    ours, kerasbert = time_embedding(embed, sentences, size, args.repeats)
     peer = run_peer(args.peer_python, "inference",
                     ["--checkpoint", checkpoint, "--sentences", sentences_path, "--max_length", str(length),
                      "--repeats", str(args.repeats)], output)
     theirs = np.load(output + ".embeddings.npy")
-    rows = {"kerasbert/float32": {"sentences_per_second": statistics.median(rates), "all_rates": rates, "export": path},
-            "transformers/float32": {"sentences_per_second": statistics.median(peer["sentences_per_second"]),
-                                     "all_rates": peer["sentences_per_second"]}}
-    cosines = np.sum(ours * theirs, -1) / np.linalg.norm(ours, axis=-1) / np.linalg.norm(theirs, axis=-1)
+    rates = {"kerasbert": statistics.median(kerasbert), "transformers": statistics.median(peer["sentences_per_second"])}
     results["inference"] = {
-        "sentences": len(sentences), "batch_size": size, "rows": rows,
-        "max_abs_difference_float32": float(np.abs(ours - theirs).max()), "min_cosine_float32": float(cosines.min()),
-        "ratios_float32": {"throughput": rows["kerasbert/float32"]["sentences_per_second"]  # kerasbert / transformers
-                           / rows["transformers/float32"]["sentences_per_second"]},
-        "finished": timestamp()}
+        "sentences_per_second": rates, "ratios_float32": {"throughput": rates["kerasbert"] / rates["transformers"]},
+        "all": {"kerasbert": kerasbert, "transformers": peer["sentences_per_second"]},
+        "max_abs_difference_float32": float(np.abs(ours - theirs).max()),
+        "sentences": len(sentences), "batch_size": size, "export": path, "finished": timestamp()}
     save(args, results)
 
 
@@ -570,18 +517,15 @@ def plot_pretrain(results: dict, path: str) -> None:
         axis.set_xlabel("step (the same batches for every run)")
         axis.grid(alpha=0.3)
     axes[0].legend()
-    drawn = {key.split("/")[0] for key in runs} | {"kerasbert", "transformers"}
-    figure.suptitle(f"{results['pretrain']['config']}: "
-                    + ", ".join(kind.legend for name, kind in IMPLEMENTATIONS.items() if name in drawn))
+    figure.suptitle(results["pretrain"]["config"])
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
 
 def pretrain_verdicts(part: dict) -> list[dict]:
-    """Per seed and per other run of that seed (the peer, kerasbert without XLA), at the last
-    step both have reached: held-out accuracies of kerasbert and the other, and at how many of
-    the blocks both reached kerasbert is at least the other's."""
+    """Per seed and per other run of it (the peer, kerasbert without XLA), at the last step
+    both reached: both accuracies, and at how many common blocks kerasbert's is at least the other's."""
     verdicts = []
     seeds = sorted({key.split("/")[1] for key in part["runs"]})
     for seed in seeds:
@@ -602,8 +546,8 @@ def pretrain_verdicts(part: dict) -> list[dict]:
 
 
 def save(args, results: dict) -> None:
-    """Writes this command's parts into results.json as it is on disk now, so that two
-    commands running different parts into one folder keep each other's entries."""
+    """This command's parts into results.json as it is on disk now (commands running other
+    parts into the folder keep theirs); results.md and the curves redrawn."""
     on_disk = load_results(args.output_dir, default={})
     results.update({**on_disk, **{part: results[part] for part in args.parts if part in results}})
     if "runs" in results.get("pretrain", {}):
@@ -614,13 +558,8 @@ def save(args, results: dict) -> None:
 
 
 def part_command(args, part: str) -> list[str]:
-    """The command that runs `part` alone with the same settings."""
-    return [sys.executable, "-m", "benchmarks.peers", "--data_dir", args.data_dir, "--output_dir", args.output_dir,
-            "--peer_python", args.peer_python, "--config", args.config, "--steps", str(args.steps),
-            "--seeds", *map(str, args.seeds), "--implementations", *args.implementations,
-            "--speed_steps", str(args.speed_steps), "--repeats", str(args.repeats),
-            "--sentences", str(args.sentences),
-            "--jobs", str(args.jobs), "--parts", part]
+    """This command with `--parts part` (argparse keeps a flag's last value)."""
+    return [sys.executable, "-m", "benchmarks.peers", *args.argv, "--parts", part]
 
 
 def main(argv=None) -> int:
@@ -645,6 +584,7 @@ def main(argv=None) -> int:
                         help="Pretraining runs trained side by side (0: train none, report the blocks so far).")
     parser.add_argument("--run", default="", help=argparse.SUPPRESS)  # one run, started by the pretrain part
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)
     if len(args.parts) > 1:
         # Each part in a process of its own: timed after another part in one process, the
         # inference part ran 2x slower (87 vs 172 sentences/s after the fine-tuning part).
