@@ -12,8 +12,7 @@ Parts, each in a process of its own and each its entry of results.json:
                     trains in a process of its own, `--jobs` side by side, and goes on from its
                     last block when stopped. `kerasbert-no-xla` (`--implementations`) adds
                     kerasbert without XLA: a control for how far float rounding moves a curve.
-    pretrain_speed  tokens/s of both training steps on those batches, and each as a share
-                    of the fp32 2048x2048 matmul peak measured in the same run.
+    pretrain_speed  tokens/s of both training steps on those batches.
     finetune_speed  examples/s of MiniLM's SST-5 steps, batch 32, the same packed batches.
     inference       sentences/s from raw text to sentence embedding, batch 32, float32: the
                     export's `embed` signature vs tokenizer + BertModel + mean pooling.
@@ -366,33 +365,24 @@ def part_pretrain(args, results: dict) -> None:
 # --- Speed -----------------------------------------------------------------------------
 
 def part_pretrain_speed(args, results: dict) -> None:
-    from benchmarks.pretrain import matmul_gflops, time_steps, training_flops_per_token
+    from benchmarks.pretrain import time_steps
 
     config = pretraining_config(args.config, args.steps)
     inputs = os.path.join(args.output_dir, "inputs")
     side = prepare_pretraining(config, args.data_dir, inputs)
-    seed, train, model_config = args.seeds[0], config.train, config.model
-    init = initial_weights_file(config, side, inputs, seed)
-    model = compiled_pretrainer(config, side, seed)
-    data = training_data(config, inputs)
-    peak = matmul_gflops()
+    init = initial_weights_file(config, side, inputs, args.seeds[0])
+    model, data = compiled_pretrainer(config, side, args.seeds[0]), training_data(config, inputs)
     kerasbert = [time_steps(model, data, args.speed_steps) for _ in range(args.repeats)]
     peer = run_peer(args.peer_python, "pretrain_speed",
                     ["--inputs", inputs, "--init", init, "--steps", str(args.speed_steps),
                      "--repeats", str(args.repeats)], os.path.join(inputs, "peer-speed.json"))
-    tokens = train.batch_size * model_config.max_sequence_length
-    flops = training_flops_per_token(model_config.num_layers, model_config.hidden_dim, model_config.intermediate_dim,
-                                     model_config.max_sequence_length, side["tokenizer"].vocabulary_size(),
-                                     config.data.mask_selection_length)
+    tokens = config.train.batch_size * config.model.max_sequence_length
     rates = {"kerasbert": tokens / statistics.median(kerasbert),
              "transformers": tokens / statistics.median(peer["step_seconds"])}
     results["pretrain_speed"] = {
         "tokens_per_second": rates, "ratio": rates["kerasbert"] / rates["transformers"],
         "step_seconds": {"kerasbert": kerasbert, "transformers": peer["step_seconds"]},
-        "matmul_2048_fp32_gflops_median": statistics.median(peak), "matmul_2048_fp32_gflops_all": peak,
-        "training_flops_per_token": flops,
-        "share_of_peak": {name: rate * flops / 1e9 / statistics.median(peak) for name, rate in rates.items()},
-        "jit_compile": train.jit_compile, "timed_steps": args.speed_steps, "repeats": args.repeats,
+        "jit_compile": config.train.jit_compile, "timed_steps": args.speed_steps, "repeats": args.repeats,
         "peer_versions": peer["versions"]}
     save(args, results)
 
