@@ -1,50 +1,30 @@
-"""Serving under faults: keep-alive clients against `python -m serving` while faults land.
+"""Serving under faults: keep-alive REST clients (one request in twenty bad) against `python -m
+serving` with batching while versions are half-copied, deleted and corrupted, models.config
+changes and breaks, and the server is SIGKILLed and started again; docs/benchmarks.md tells
+what is counted. Writes results.json and results.md.
 
     python -m benchmarks.faults --export_base saved_models/kerasbert [--seconds 60] [--clients 32]
-
-The newest version under --export_base is copied into a scratch model folder and served
-with batching on and `--model_config_file_poll_wait_seconds=1`. `--clients` REST clients
-(keep-alive connections; retries with backoff on 503 and on a refused connection, as
-`serving.client` does) send the `sentiment` signature one sentence at a time, and one
-request in twenty is bad (malformed JSON, a wrong dtype, an unknown signature, in turn).
-Meanwhile, one after another, with pauses of a share of --seconds between them:
-    slow_copy       version 2 appears half-written for a sixth of --seconds, then completes
-    delete_served   the served version's folder is deleted while requests are in flight
-    corrupt         a version 3 whose saved_model.pb is garbage (removed again later)
-    config_change   models.config gains a second model and a new version policy
-    config_broken   models.config is rewritten with a syntax error
-    kill            the server gets SIGKILL and is started again at once
-The clients run until the last fault has passed and at least --seconds in all.
-Counted: good requests sent, answered 200, answered otherwise, lost (no answer after the
-retries), those inside the restart window apart; bad requests answered 4xx with a JSON
-`error` body; the longest time without a 200. Writes results.json and results.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
-from benchmarks.results import render_markdown, save_results
-from benchmarks.serving import SENTENCES, newest_version
-from serving.process import free_port
+from benchmarks.results import save_results
+from benchmarks.serving import BATCHING, SENTENCES, command_line, copy_of_newest
+from serving.process import LocalServer
 
 TITLE = "Serving under faults"  # of results.md
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BAD_BODIES = [('{"signature_name": "sentiment", "inputs": {"text": ["unclosed', "malformed JSON"),
               ('{"signature_name": "sentiment", "inputs": {"text": [1.5]}}', "wrong dtype"),
               ('{"signature_name": "no_such_signature", "inputs": {"text": ["a film"]}}', "unknown signature")]
-RETRY_STATUSES = (503,)
 
 
 def model_config(models: dict[str, str], policy: str = "") -> str:
@@ -53,44 +33,10 @@ def model_config(models: dict[str, str], policy: str = "") -> str:
     return f"model_config_list {{{entries} }}\n"
 
 
-class Server:
-    """`python -m serving` on loopback, started again on the same ports after a kill."""
-
-    def __init__(self, config_file: str, log_path: str):
-        self.rest_port, self.grpc_port = free_port(), free_port()
-        self.command = [sys.executable, "-m", "serving", f"--port={self.grpc_port}",
-                        f"--rest_api_port={self.rest_port}", f"--model_config_file={config_file}",
-                        "--model_config_file_poll_wait_seconds=1", "--file_system_poll_wait_seconds=0.5",
-                        "--load_retry_interval_micros=2000000", "--enable_batching",
-                        f"--batching_parameters_file={os.path.join(ROOT, 'serving', 'batching.config')}"]
-        self.log_path, self.process, self.starts = log_path, None, 0
-
-    def start(self) -> None:
-        self.starts += 1
-        with open(self.log_path, "a") as log:
-            log.write(f"\n==== start {self.starts}\n")
-            log.flush()
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                            env={**os.environ, "PYTHONPATH": ROOT})
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-
-    def serves(self, model: str) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.rest_port}/v1/models/{model}", timeout=2) as r:
-                return any(s["state"] == "AVAILABLE" for s in json.loads(r.read())["model_version_status"])
-        except (OSError, ValueError, KeyError):
-            return False
-
-    def wait_until_serving(self, model: str = "kerasbert", timeout: float = 300) -> float:
-        started = time.monotonic()
-        while not self.serves(model):
-            if self.process.poll() is not None or time.monotonic() - started > timeout:
-                raise RuntimeError(f"the server did not serve {model}; see {self.log_path}")
-            time.sleep(0.1)
-        return time.monotonic() - started
+def seconds_until_served(server: LocalServer, version: int | None = None, model: str | None = None) -> float:
+    started = time.monotonic()
+    server.wait_for_version(version, timeout=300, model=model)
+    return round(time.monotonic() - started, 2)
 
 
 class Tally:
@@ -105,22 +51,20 @@ class Tally:
         self.ok_times: list[float] = []
 
 
-def send(connection, port: int, body: str, retries: int = 3, backoff: float = 0.5):
-    """(status or None, body, connection): retried on 503 and on connection errors."""
+def send(connection: http.client.HTTPConnection, body: str, retries: int = 3, backoff: float = 0.5):
+    """(status or None, body): retried on 503 and on connection errors, as `serving.client` does."""
     for attempt in range(retries + 1):
+        time.sleep(backoff * 2 ** (attempt - 1) if attempt else 0)
         try:
             connection.request("POST", "/v1/models/kerasbert:predict", body, {"Content-Type": "application/json"})
             response = connection.getresponse()
-            answer = response.read()
-            if response.status not in RETRY_STATUSES or attempt == retries:
-                return response.status, answer, connection
-        except OSError:  # refused, reset: the server is restarting
+            status, answer = response.status, response.read()
+            if status != 503:
+                break
+        except OSError:  # refused, reset: the server is restarting (the next request reconnects)
             connection.close()
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            if attempt == retries:
-                return None, b"", connection
-        time.sleep(backoff * 2 ** attempt)
-    return None, b"", connection
+            status, answer = None, b""
+    return status, answer
 
 
 def client(index: int, port: int, stop: threading.Event, tally: Tally, start: float) -> None:
@@ -130,7 +74,7 @@ def client(index: int, port: int, stop: threading.Event, tally: Tally, start: fl
         i += 1
         if i % 20 == 0:
             body, kind = BAD_BODIES[(i // 20) % len(BAD_BODIES)]
-            status, answer, connection = send(connection, port, body)
+            status, answer = send(connection, body)
             with tally.lock:
                 tally.bad["sent"] += 1
                 try:
@@ -143,7 +87,7 @@ def client(index: int, port: int, stop: threading.Event, tally: Tally, start: fl
                     tally.bad_answers.append(f"{kind}: {status} {answer[:120]!r}")
             continue
         body = json.dumps({"signature_name": "sentiment", "inputs": {"text": [SENTENCES[i % len(SENTENCES)]]}})
-        status, answer, connection = send(connection, port, body)
+        status, answer = send(connection, body)
         now = time.monotonic() - start
         with tally.lock:
             tally.good["sent"] += 1
@@ -176,72 +120,60 @@ def copy_slowly(source: str, target: str, seconds: float) -> None:
 
 
 def run(export_base: str, seconds: float, clients: int, work: str) -> dict:
-    source = newest_version(export_base)
-    if source is None:
-        raise SystemExit(f"{export_base}: no version to serve; run make demo or pipelines.export first")
     base, second = os.path.join(work, "kerasbert"), os.path.join(work, "second")
-    shutil.copytree(source, os.path.join(base, "1"))
-    shutil.copytree(source, os.path.join(second, "1"))
+    source = copy_of_newest(export_base, base)
+    shutil.copytree(os.path.join(base, "1"), os.path.join(second, "1"))
     config_file = os.path.join(work, "models.config")
     write_file(config_file, model_config({"kerasbert": base}))
-    server = Server(config_file, os.path.join(work, "server.log"))
-    server.start()
-    load_seconds = server.wait_until_serving()
-    print(f"== serving version 1 after {load_seconds:.1f} s; {clients} clients for {seconds:.0f} s", flush=True)
+    with LocalServer("kerasbert", config_file=config_file, log_path=os.path.join(work, "server.log"),
+                     extra_flags=["--model_config_file_poll_wait_seconds=1", "--load_retry_interval_micros=2000000",
+                                  *BATCHING]) as server:
+        load_seconds = seconds_until_served(server)
+        print(f"== serving version 1 after {load_seconds:.1f} s; {clients} clients for {seconds:.0f} s", flush=True)
+        tally, events, start, stop = Tally(), [], time.monotonic(), threading.Event()
+        threads = [threading.Thread(target=client, args=(i, server.rest_port, stop, tally, start), daemon=True)
+                   for i in range(clients)]
+        for thread in threads:
+            thread.start()
 
-    tally, events, start, stop = Tally(), [], time.monotonic(), threading.Event()
-    threads = [threading.Thread(target=client, args=(i, server.rest_port, stop, tally, start), daemon=True)
-               for i in range(clients)]
-    for thread in threads:
-        thread.start()
+        def fault(name: str, detail: str, pause: float) -> None:
+            """After `pause` of --seconds with nothing new happening."""
+            time.sleep(pause * seconds)
+            events.append({"fault": name, "at_s": round(time.monotonic() - start, 2),
+                           "server_up": server.process.poll() is None, "detail": detail})
+            print(f"   {events[-1]['at_s']:6.1f} s  {name}: {detail}", flush=True)
 
-    def fault(name: str, detail: str) -> None:
-        events.append({"fault": name, "at_s": round(time.monotonic() - start, 2),
-                       "server_up": server.process.poll() is None, "detail": detail})
-        print(f"   {events[-1]['at_s']:6.1f} s  {name}: {detail}", flush=True)
-
-    def pause(share: float) -> None:  # a share of --seconds with nothing new happening
-        time.sleep(share * seconds)
-
-    pause(0.05)
-    fault("slow_copy", f"version 2 written over {seconds / 6:.0f} s, saved_model.pb first")
-    copy_slowly(source, os.path.join(base, "2"), seconds / 6)
-    events[-1]["new_version_served_after_s"] = round(server.wait_until_serving("kerasbert/versions/2"), 2)
-    pause(0.05)
-    fault("delete_served", "the folder of version 2, the one being served, removed")
-    shutil.rmtree(os.path.join(base, "2"))
-    pause(0.1)
-    fault("corrupt", "version 3 with a garbage saved_model.pb")
-    os.makedirs(os.path.join(base, "3"))
-    write_file(os.path.join(base, "3", "saved_model.pb"), "garbage")
-    pause(0.1)
-    fault("config_change", "models.config: model 'second' added, kerasbert's policy latest 2")
-    write_file(config_file, model_config({"kerasbert": base, "second": second},
-                                         " model_version_policy { latest { num_versions: 2 } }"))
-    events[-1]["second_model_served_after_s"] = round(server.wait_until_serving("second"), 2)
-    pause(0.05)
-    fault("config_broken", "models.config rewritten with a syntax error")
-    write_file(config_file, "model_config_list { config {{ ")
-    pause(0.05)
-    fault("remove_corrupt", "version 3 removed and models.config repaired, so the server can restart")
-    shutil.rmtree(os.path.join(base, "3"))
-    write_file(config_file, model_config({"kerasbert": base, "second": second}))
-    pause(0.05)
-    fault("kill", "SIGKILL, then the same command started again")
-    server.kill()
-    restart_began = events[-1]["killed_at_s"] = round(time.monotonic() - start, 2)
-    server.start()
-    # The window ends at the new process's first answer: one the old process gave just
-    # before its death (a client may count it a moment later) must not end it.
-    started_again = time.monotonic() - start
-    events[-1]["serving_again_after_s"] = round(server.wait_until_serving(), 2)
-    time.sleep(max(seconds * 0.1, start + seconds - time.monotonic()))
-    stop.set()
-    for thread in threads:
-        thread.join()
-    up_at_end = server.process.poll() is None
-    server.process.terminate()
-    server.process.wait(30)
+        fault("slow_copy", f"version 2 written over {seconds / 6:.0f} s, saved_model.pb first", 0.05)
+        copy_slowly(source, os.path.join(base, "2"), seconds / 6)
+        events[-1]["new_version_served_after_s"] = seconds_until_served(server, 2)
+        fault("delete_served", "the folder of version 2, the one being served, removed", 0.05)
+        shutil.rmtree(os.path.join(base, "2"))
+        fault("corrupt", "version 3 with a garbage saved_model.pb", 0.1)
+        os.makedirs(os.path.join(base, "3"))
+        write_file(os.path.join(base, "3", "saved_model.pb"), "garbage")
+        fault("config_change", "models.config: model 'second' added, kerasbert's policy latest 2", 0.1)
+        write_file(config_file, model_config({"kerasbert": base, "second": second},
+                                             " model_version_policy { latest { num_versions: 2 } }"))
+        events[-1]["second_model_served_after_s"] = seconds_until_served(server, model="second")
+        fault("config_broken", "models.config rewritten with a syntax error", 0.05)
+        write_file(config_file, "model_config_list { config {{ ")
+        fault("remove_corrupt", "version 3 removed and models.config repaired, so the server can restart", 0.05)
+        shutil.rmtree(os.path.join(base, "3"))
+        write_file(config_file, model_config({"kerasbert": base, "second": second}))
+        fault("kill", "SIGKILL, then the same command started again", 0.05)
+        server.process.kill()
+        server.process.wait()
+        restart_began = events[-1]["killed_at_s"] = round(time.monotonic() - start, 2)
+        server.start()
+        # The window ends at the new process's first answer: one the old process gave just
+        # before its death (a client may count it a moment later) must not end it.
+        started_again = time.monotonic() - start
+        events[-1]["serving_again_after_s"] = seconds_until_served(server)
+        time.sleep(max(seconds * 0.1, start + seconds - time.monotonic()))
+        stop.set()
+        for thread in threads:
+            thread.join()
+        up_at_end = server.process.poll() is None
 
     first_ok_after = min((t for t in tally.ok_times if t > started_again), default=float("inf"))
     window = (restart_began, first_ok_after)
@@ -254,7 +186,7 @@ def run(export_base: str, seconds: float, clients: int, work: str) -> dict:
             "good_failed_or_lost_outside_restart": len(outside), "first_failures_outside": outside[:5],
             "good_failed_or_lost_in_restart": len(tally.failures) - len(outside),
             "longest_gap_without_200_s": round(longest_gap, 2), "server_up_at_end": up_at_end,
-            "first_load_s": round(load_seconds, 2)}
+            "first_load_s": load_seconds}
 
 
 def write_file(path: str, text: str) -> None:
@@ -263,19 +195,12 @@ def write_file(path: str, text: str) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.faults", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--export_base", default="saved_models/kerasbert", help="Versions to serve (newest).")
-    parser.add_argument("--seconds", type=float, default=60.0, help="Length of the client run.")
-    parser.add_argument("--clients", type=int, default=32, help="Concurrent keep-alive REST clients.")
-    parser.add_argument("--output_dir", default="runs/bench-faults", help="Where results.json/.md go.")
-    args = parser.parse_args(argv)
+    args = command_line("faults", __doc__, 60.0, "Length of the client run.").parse_args(argv)
     os.makedirs(args.output_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kerasbert-faults-") as work:
         results = run(args.export_base, args.seconds, args.clients, work)
         shutil.copy(os.path.join(work, "server.log"), os.path.join(args.output_dir, "server.log"))
-    save_results(args.output_dir, results, "benchmarks.faults", TITLE)
-    print(render_markdown(results, TITLE))
+    print(save_results(args.output_dir, results, "benchmarks.faults", TITLE))
     return 0
 
 

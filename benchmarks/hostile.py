@@ -36,7 +36,6 @@ after, request data held by budget. Writes results.json and results.md. A short 
 
 from __future__ import annotations
 
-import argparse
 import collections
 import http.client
 import json
@@ -46,6 +45,7 @@ import re
 import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -547,15 +547,10 @@ def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str) -
 
 def main(argv=None) -> int:
     from benchmarks.results import save_results
-    from benchmarks.serving import private_copy_of_newest
+    from benchmarks.serving import command_line, copy_of_newest
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.hostile", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--export_base", default="saved_models/kerasbert", help="Exported model base path.")
-    parser.add_argument("--output_dir", default="runs/bench-hostile", help="Results folder.")
-    parser.add_argument("--seconds", type=float, default=20.0, help="Length of the run beside each attack group.")
+    parser = command_line("hostile", __doc__, 20.0, "Length of the run beside each attack group.")
     parser.add_argument("--calm_seconds", type=float, default=20.0, help="Length of the run without attackers.")
-    parser.add_argument("--clients", type=int, default=32, help="Concurrent good REST clients.")
     parser.add_argument("--grpc_clients", type=int, default=4, help="Concurrent good gRPC clients, a connection each.")
     parser.add_argument("--attacks", default=",".join(ATTACK_GROUPS),
                         help=f"Which attacks run, comma-separated, of {', '.join(ATTACK_GROUPS)} (default: all).")
@@ -567,10 +562,8 @@ def main(argv=None) -> int:
     modes = [mode for mode in args.batching.split(",") if mode]
     if not modes or not set(modes) <= {"on", "off"}:
         parser.error(f"--batching takes on, off or on,off. Received: {args.batching!r}")
-    copy = private_copy_of_newest(args.export_base, "kerasbert-bench-hostile-")
-    if copy is None:
-        return 2
-    base, export = copy
+    base = tempfile.mkdtemp(prefix="kerasbert-bench-hostile-")
+    export = copy_of_newest(args.export_base, base)
     os.makedirs(args.output_dir, exist_ok=True)
     results = {"export": export, "max_body_bytes": MAX_BODY, "attack_groups": list(groups), "modes": {}}
     monitoring = base + "-monitoring.config"

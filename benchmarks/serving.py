@@ -190,35 +190,44 @@ def newest_version(export_base: str) -> str | None:
     return os.path.join(export_base, versions[max(versions)]) if versions else None
 
 
-def private_copy_of_newest(export_base: str, prefix: str) -> tuple[str, str] | None:
-    """(a temporary base path holding the newest version under `export_base` as version 1,
-    that version's path): the serving benchmarks add versions and must not touch the user's
-    exports. None, after an error line, when there is no version."""
+def copy_of_newest(export_base: str, base: str) -> str:
+    """Copies the newest version under `export_base` to `base`/1 (the serving benchmarks add
+    versions and must not touch the user's exports); returns the version copied. Exits with a
+    message when there is none.
+
+    >>> copy_of_newest("saved_models/kerasbert", tempfile.mkdtemp())
+    'saved_models/kerasbert/3'
+    """
     newest = newest_version(export_base)
     if newest is None:
-        print(f"error: no exported version under {export_base}; run make demo (or pipelines.export) first",
-              file=sys.stderr)
-        return None
-    base = tempfile.mkdtemp(prefix=prefix)
+        raise SystemExit(f"error: no exported version under {export_base}; run make demo (or pipelines.export) first")
     shutil.copytree(newest, os.path.join(base, "1"))
-    return base, newest
+    return newest
+
+
+def command_line(name: str, doc: str, seconds: float, seconds_help: str) -> argparse.ArgumentParser:
+    """The serving benchmarks' shared flags: --export_base, --output_dir (runs/bench-`name`),
+    --seconds, --clients.
+
+    >>> command_line("faults", __doc__, 60.0, "Length of the client run.").parse_args([]).clients
+    32
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--export_base", default="saved_models/kerasbert", help="Exported versions (newest served).")
+    parser.add_argument("--output_dir", default=f"runs/bench-{name}", help="Results folder.")
+    parser.add_argument("--seconds", type=float, default=seconds, help=seconds_help)
+    parser.add_argument("--clients", type=int, default=32, help="Concurrent keep-alive REST clients.")
+    return parser
 
 
 def main(argv=None) -> int:
     from benchmarks.results import save_results
     from serving.process import LocalServer
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.serving", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--export_base", default="saved_models/kerasbert", help="Exported model base path.")
-    parser.add_argument("--output_dir", default="runs/bench-serving", help="Results folder.")
-    parser.add_argument("--seconds", type=float, default=60.0, help="Length of each 32-client run.")
-    parser.add_argument("--clients", type=int, default=32, help="Concurrent clients.")
-    args = parser.parse_args(argv)
-    copy = private_copy_of_newest(args.export_base, "kerasbert-bench-serving-")
-    if copy is None:
-        return 2
-    base, export = copy
+    args = command_line("serving", __doc__, 60.0, "Length of each 32-client run.").parse_args(argv)
+    base = tempfile.mkdtemp(prefix="kerasbert-bench-serving-")
+    export = copy_of_newest(args.export_base, base)
     os.makedirs(args.output_dir, exist_ok=True)
     results = {"export": export,
                "in_process_batch_sentences_per_second": in_process_batch_throughput(os.path.join(base, "1"))}

@@ -2,6 +2,7 @@
 
 The server is stopped when the `with` block ends, whatever ends it (an error,
 Ctrl-C, or SIGTERM to this process, which `stop_on_sigterm` turns into an exception).
+`start()` after a kill starts the same command on the same ports, appending to the log.
 
 Example:
     >>> with LocalServer("kerasbert", "saved_models/kerasbert", log_path="server.log") as server:
@@ -57,7 +58,10 @@ class LocalServer:
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> "LocalServer":
-        log = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL
+        return self.start()
+
+    def start(self) -> "LocalServer":
+        log = open(self.log_path, "a") if self.log_path else subprocess.DEVNULL
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
                "TF_CPP_MIN_LOG_LEVEL": "2"}
         self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
@@ -78,8 +82,8 @@ class LocalServer:
             self.process.kill()
             self.process.wait()
 
-    def url(self, path: str = "") -> str:
-        return f"http://127.0.0.1:{self.rest_port}/v1/models/{self.model_name}{path}"
+    def url(self, path: str = "", model: str | None = None) -> str:
+        return f"http://127.0.0.1:{self.rest_port}/v1/models/{model or self.model_name}{path}"
 
     def _log_tail(self) -> str:
         if not self.log_path or not os.path.exists(self.log_path):
@@ -87,15 +91,16 @@ class LocalServer:
         with open(self.log_path, errors="replace") as f:
             return "".join(f.readlines()[-15:])
 
-    def wait_for_version(self, version: int | None = None, timeout: float = 180.0) -> int:
-        """Blocks until `version` (or any version) is AVAILABLE; returns the version served."""
+    def wait_for_version(self, version: int | None = None, timeout: float = 180.0, model: str | None = None) -> int:
+        """Blocks until `version` (or any version) of `model` (default: `model_name`) is
+        AVAILABLE; returns the version served."""
         deadline = time.time() + timeout
         path = f"/versions/{version}" if version else ""
         while time.time() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited with code {self.process.returncode}:\n{self._log_tail()}")
             try:
-                with urllib.request.urlopen(self.url(path), timeout=5) as response:
+                with urllib.request.urlopen(self.url(path, model), timeout=5) as response:
                     states = json.loads(response.read())["model_version_status"]
                 available = [int(s["version"]) for s in states if s["state"] == "AVAILABLE"]
                 if available:
@@ -103,5 +108,5 @@ class LocalServer:
             except (urllib.error.URLError, OSError, ValueError, KeyError):
                 pass  # not listening yet, or the version is not loaded yet
             time.sleep(0.25)
-        raise TimeoutError(f"{self.model_name} version {version or 'any'} not served after {timeout:.0f} s "
+        raise TimeoutError(f"{model or self.model_name} version {version or 'any'} not served after {timeout:.0f} s "
                            f"(base path {self.base_path}):\n{self._log_tail()}")
