@@ -30,14 +30,17 @@ class Target(NamedTuple):
     def head(self) -> bytes:
         return f"POST /v1/models/{self.model}:predict HTTP/1.1\r\nHost: x\r\n".encode()
 
+    def post(self, body: bytes | None = None, headers: bytes = b"") -> bytes:
+        """A whole request: `body` (default: the good one) after `headers` and its Content-Length."""
+        body = self.body() if body is None else body
+        return self.head() + headers + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
 
 def framing_attacks(target: Target) -> list[tuple[str, bytes]]:
     """Raw requests that break HTTP/1.1 framing or the JSON inside: each must get exactly one
     4xx answer, and the server must answer the next good request."""
     body, head = target.body(), target.head()
     prefix = f'{{"signature_name": "{target.signature}", "instances": ['.encode()
-    surrogate = prefix + b'"\\ud800"]}'
-    digits = prefix + b"1" + b"0" * 4999 + b"]}"
     return [
         ("Content-Length: -1 (was: read to EOF, 320 MiB accepted)", head + b"Content-Length: -1\r\n\r\n" + body),
         ("Content-Length: -5 (was: 500)", head + b"Content-Length: -5\r\n\r\n" + body),
@@ -56,8 +59,8 @@ def framing_attacks(target: Target) -> list[tuple[str, bytes]]:
         ("200 headers", b"GET /v1/models/x HTTP/1.1\r\n" + b"".join(b"X%d: y\r\n" % i for i in range(200)) + b"\r\n"),
         ("a gzip Content-Encoding: the body is read as sent, as TF Serving reads it",
          head + b"Content-Encoding: gzip\r\nContent-Length: 5\r\n\r\nabcde"),
-        ("a lone surrogate in a string (was: 500)", head + b"Content-Length: %d\r\n\r\n" % len(surrogate) + surrogate),
-        ("a 5000-digit integer (was: 500)", head + b"Content-Length: %d\r\n\r\n" % len(digits) + digits),
+        ("a lone surrogate in a string (was: 500)", target.post(prefix + b'"\\ud800"]}')),
+        ("a 5000-digit integer (was: 500)", target.post(prefix + b"1" + b"0" * 4999 + b"]}")),
     ]
 
 
@@ -223,8 +226,7 @@ def big_requests(model: str = "kerasbert") -> list[tuple[str, bytes]]:
 
     def request(signature: str, document: dict) -> bytes:
         body = json.dumps({"signature_name": signature, **document}).encode()
-        return (f"POST /v1/models/{model}:predict HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        return Target(model, signature, "", "").post(body, b"Connection: close\r\n")
 
     ids = [[7] * 512] * 800
     return [("embed: 15,000 texts of 200 characters", request("embed", {"instances": ["a fine film " * 16] * 15_000})),

@@ -2,35 +2,13 @@
 
     python -m benchmarks.hostile --export_base saved_models/kerasbert [--seconds 20] [--batching on,off]
 
-The newest version under --export_base is copied to a scratch folder and served by
-`python -m serving` with --max_body_bytes=4 MiB and --rest_api_timeout_in_ms=10000, with
-batching (serving/batching.config) and without. `--clients` keep-alive REST clients send the
-`sentiment` signature, each its own sentences, and check every answer against the one that
-sentence got alone before the load began (label equal, probabilities within 1e-4): an answer
-carrying another client's row fails the check; `--grpc_clients` good gRPC clients, on a
-connection each, run beside them. They run `--calm_seconds` alone, then `--seconds` beside
-each attack group in turn, run in a loop by a second process (benchmarks.attacks): malformed
-framing (negative, non-numeric and conflicting Content-Length, smuggled chunked bodies, bad
-chunks, huge headers, lone surrogates, 5000-digit numbers), memory bombs (dense, nested and
-object bodies near the limit, one 10x over it), 400 slow connections that send headers and
-one byte, gRPC requests that declare huge tensors, use unknown names, malformed dtypes,
-duplicate output aliases, or run past a 2 ms deadline; and (issue 53) 1,500 idle REST and
-1,500 idle gRPC sockets kept open, predicts for model names that do not exist (metrics are
-on), HTTP/2 rapid reset (50,000 HEADERS + RST_STREAM on one connection, again and again),
-big-request bombs (15,000 texts, [800, 512] token ids, 100,000 one-character texts; two at
-once) and 8 gRPC calls of 2,000 sentences cancelled by their client after 0.5 s.
-
-Cores: with two or more, the server is pinned to the first half and the good clients and
-the attackers' process to the rest (each thread of the server's, after start-up), so the
-attackers take none of the server's CPU; the split is in the results. On one core they
-share it, and the p99 ratio then counts the attackers' CPU too.
-
-Reported per attack group, batching on and off: good requests answered correctly, REST and
-gRPC (goal: all), p99 beside the attack over p99 alone (goal: at most 2), the server's peak
-RSS over its RSS before the attack (goal: at most 2 GiB); then the CPU-seconds the server
-spends after a 504 and after a gRPC cancellation, with no other load, against one slice's
-time alone (goal: under it); threads at the end against idle, metric series before and
-after, request data held by budget. Writes results.json and results.md. A short smoke run:
+`--clients` keep-alive REST clients and `--grpc_clients` gRPC ones send the `sentiment`
+signature, each its own sentences, and check every answer against the one its sentence got
+alone: `--calm_seconds` alone, then `--seconds` beside each attack group in turn, the attacks
+of benchmarks.attacks run in a loop by a second process (on the other half of the cores, the
+server on the first), batching on and off. Then, with no other load, the server's CPU after a
+504 and after a gRPC cancellation against one slice's time. docs/benchmarks.md tells what is
+measured and the goals. Writes results.json and results.md. A short smoke run:
 --seconds 5 --calm_seconds 5 --attacks framing,big_requests --batching off.
 """
 
@@ -41,19 +19,24 @@ import http.client
 import json
 import multiprocessing
 import os
+import random
 import re
 import shutil
-import socket
+import string
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
 
+from benchmarks.attacks import Target, big_requests, exchange, statuses
+from benchmarks.serving import BATCHING, percentile
+
 TITLE = "Serving under attack (sentiment signature; batching on and off)"  # of results.md
 MAX_BODY = 4 * 1024 * 1024
 TIMEOUT_MS = 10_000  # --rest_api_timeout_in_ms: a big request's 504 comes within the run
 ADJECTIVES = ["gripping", "dull", "moving", "clumsy", "tender", "bloated", "witty", "tedious"]
+TARGET = Target("kerasbert", "sentiment", "text", '"a fine film"')
 
 
 def sentences_of(client: int, count: int = 6) -> list[str]:
@@ -62,38 +45,60 @@ def sentences_of(client: int, count: int = 6) -> list[str]:
             for i in range(count)]
 
 
-def predict(connection: http.client.HTTPConnection, sentence: str) -> tuple[int, dict]:
-    connection.request("POST", "/v1/models/kerasbert:predict",
-                       json.dumps({"signature_name": "sentiment", "instances": [sentence]}))
-    response = connection.getresponse()
-    return response.status, json.loads(response.read())
+def grpc_stub(port: int, own_connection: bool = False):
+    """A PredictionService stub on 127.0.0.1:`port` (its channel closes with it); with
+    `own_connection`, on a connection no other channel of the process shares."""
+    import grpc
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    options = [("grpc.use_local_subchannel_pool", 1)] if own_connection else []
+    return prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}", options))
 
 
-def same_answer(got: dict, expected: dict) -> bool:
-    (a,), (b,) = got["predictions"], expected["predictions"]
-    return a["label"] == b["label"] and all(abs(x - y) <= 1e-4 for x, y in zip(a["probabilities"],
-                                                                               b["probabilities"]))
+def sentiment_request(texts: list[str]):
+    """A gRPC PredictRequest of `texts` for kerasbert's `sentiment` signature."""
+    import numpy as np
+    import tensorflow as tf
+
+    from benchmarks.attacks import predict_request
+
+    return predict_request("kerasbert", "sentiment", text=tf.make_tensor_proto(np.array(texts, object)))
 
 
-def good_clients(port: int, clients: int, seconds: float, expected: dict) -> dict:
-    """`clients` threads on keep-alive connections for `seconds`; every answer checked."""
+def ended(call) -> str:
+    """How a gRPC call (`call()` waits for it) ended: OK, or why not."""
+    import grpc
+
+    try:
+        call()
+        return "OK"
+    except grpc.FutureCancelledError:
+        return "cancelled by the client"
+    except grpc.RpcError as error:
+        return error.code().name
+
+
+def status_line(received: bytes) -> str:
+    """The status codes of the HTTP answers in `received`: "400", "408,400" or "no answer"."""
+    return ",".join(map(str, statuses(received))) or "no answer"
+
+
+# --- The good clients ----------------------------------------------------------------------
+
+
+def good_clients(clients: int, seconds: float, connect, ask) -> dict:
+    """`clients` threads for `seconds`, each on a connection of its own (`connect()`) sending
+    its own sentences; `ask(connection, sentence)` says how each went: "correct", "wrong" or
+    what failed. Returns the outcomes and the latency of correct answers."""
     tally, latencies, lock = collections.Counter(), [], threading.Lock()
     stop_at = time.perf_counter() + seconds
 
     def client(index):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        own, i = sentences_of(index), 0
+        connection, own, i = connect(), sentences_of(index), 0  # closed as the thread ends
         while time.perf_counter() < stop_at:
-            sentence = own[i % len(own)]
-            i += 1
             started = time.perf_counter()
-            try:
-                status, answer = predict(connection, sentence)
-                outcome = ("correct" if same_answer(answer, expected[sentence]) else "wrong") if status == 200 \
-                    else f"status {status}"
-            except (OSError, http.client.HTTPException, ValueError) as error:
-                outcome = f"failed: {type(error).__name__}"
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            outcome = ask(connection, own[i % len(own)])
+            i += 1
             with lock:
                 tally[outcome] += 1
                 if outcome == "correct":
@@ -104,48 +109,45 @@ def good_clients(port: int, clients: int, seconds: float, expected: dict) -> dic
         thread.start()
     for thread in threads:
         thread.join()
-    latencies.sort()
     return {"sent": sum(tally.values()), "outcomes": dict(tally),
-            "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else float("nan"),
-            "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))] if latencies else float("nan")}
+            "p50_ms": 1000 * percentile(latencies, 0.5), "p99_ms": 1000 * percentile(latencies, 0.99)}
 
 
-def good_grpc_clients(port: int, clients: int, seconds: float, expected: dict) -> dict:
-    """`clients` threads, each on a gRPC connection of its own, for `seconds`; every answer's
-    label checked against the one its sentence got alone."""
+def predict(connection: http.client.HTTPConnection, sentence: str) -> tuple[int, dict]:
+    connection.request("POST", "/v1/models/kerasbert:predict",
+                       json.dumps({"signature_name": "sentiment", "instances": [sentence]}))
+    response = connection.getresponse()
+    return response.status, json.loads(response.read())
+
+
+def rest_ask(expected: dict):
+    """`ask` for REST: label equal, probabilities within 1e-4 of the sentence's answer alone
+    (an answer carrying another client's row fails)."""
+    def ask(connection: http.client.HTTPConnection, sentence: str) -> str:
+        try:
+            status, answer = predict(connection, sentence)
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            connection.close()  # the next request connects again
+            return f"failed: {type(error).__name__}"
+        if status != 200:
+            return f"status {status}"
+        (got,), (alone,) = answer["predictions"], expected[sentence]["predictions"]
+        return "correct" if got["label"] == alone["label"] and all(
+            abs(x - y) <= 1e-4 for x, y in zip(got["probabilities"], alone["probabilities"])) else "wrong"
+    return ask
+
+
+def grpc_ask(expected: dict):
+    """`ask` for gRPC: the label of the sentence's answer alone."""
     import grpc
-    import numpy as np
-    import tensorflow as tf
-    from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-    from benchmarks.attacks import predict_request
-
-    tally, lock = collections.Counter(), threading.Lock()
-    stop_at = time.perf_counter() + seconds
-
-    def client(index):
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
-        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        own, i = sentences_of(index), 0
-        while time.perf_counter() < stop_at:
-            sentence = own[i % len(own)]
-            i += 1
-            request = predict_request("kerasbert", "sentiment", text=tf.make_tensor_proto(np.array([sentence], object)))
-            try:
-                label = stub.Predict(request, timeout=30).outputs["label"].int64_val[0]
-                outcome = "correct" if label == expected[sentence]["predictions"][0]["label"] else "wrong"
-            except grpc.RpcError as error:
-                outcome = error.code().name
-            with lock:
-                tally[outcome] += 1
-        channel.close()
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return {"sent": sum(tally.values()), "outcomes": dict(tally)}
+    def ask(stub, sentence: str) -> str:
+        try:
+            label = stub.Predict(sentiment_request([sentence]), timeout=30).outputs["label"].int64_val[0]
+        except grpc.RpcError as error:
+            return error.code().name
+        return "correct" if label == expected[sentence]["predictions"][0]["label"] else "wrong"
+    return ask
 
 
 def split_cores() -> tuple[set[int], set[int]]:
@@ -166,78 +168,93 @@ def pin_process(pid: int, cores: set[int]) -> None:
             pass
 
 
-# --- The attackers' process -----------------------------------------------------------------
+# --- The attackers' process: each group a round of attacks -> [(attack, answer)] --------------
 
 
-def _grpc_attacks(grpc_port: int):
-    import grpc
-    import numpy as np
-    import tensorflow as tf
+ATTACK_GROUPS = ("framing", "bombs", "slow", "grpc", "idle_rest", "idle_grpc", "model_names", "rapid_reset",
+                 "big_requests", "grpc_cancel")
+IDLE_SOCKETS = 1500  # per port: more than the server's 1,024 connections
+CANCELLED_CALLS, CANCEL_AFTER = 8, 0.5  # gRPC calls at once, each cancelled by its client after 0.5 s
+
+
+def raw_requests(port: int, requests: list[tuple[str, bytes]], quiet: float):
+    """Each request on a connection of its own, answered within `quiet` seconds of silence."""
+    return lambda: [(name, status_line(exchange(port, data, quiet))) for name, data in requests]
+
+
+def held_open(name: str, port: int, count: int, greeting: bytes = b""):
+    """`count` connections that send `greeting` and then nothing, reopened as the server
+    closes them."""
+    from benchmarks.attacks import closed_by_server, idle_sockets
+
+    held = set()
+
+    def round_():
+        closed = {sock for sock in held if closed_by_server(sock)}
+        for sock in closed:
+            sock.close()
+        held.difference_update(closed)
+        opened = idle_sockets(port, count - len(held), timeout=2)
+        for sock in opened:
+            try:
+                sock.sendall(greeting)
+            except OSError:  # closed at once: counted next round
+                pass
+        held.update(opened)
+        return [(name, "opened")] * len(opened) + [(name, "closed by the server")] * len(closed)
+    return round_
+
+
+def unknown_models(port: int):
+    """A predict for a name no server has (8, 64 or 4,000 letters): it must cost no metric series."""
+    def round_():
+        name = "".join(random.choices(string.ascii_lowercase, k=random.choice([8, 64, 4000])))
+        data = TARGET._replace(model=name).post(headers=b"Connection: close\r\n")
+        return [("predict for a model that does not exist", status_line(exchange(port, data, 0.5)))]
+    return round_
+
+
+def rapid_resets(port: int):
+    from benchmarks.attacks import rapid_reset
+
+    return lambda: [("HTTP/2 rapid reset, 50,000 streams a round", "connection closed by the server"
+                     if rapid_reset(port, 50_000)["closed_by_server"] else "connection kept")]
+
+
+def grpc_attacks(port: int):
+    """Requests that declare huge tensors, use unknown names or dtypes, name an output twice,
+    or run past a 2 ms deadline."""
     from tensorflow.core.framework import types_pb2
-    from tensorflow_serving.apis import prediction_service_pb2_grpc
 
     from benchmarks.attacks import declared, predict_request
 
     def request(**inputs):
         return predict_request("kerasbert", "sentiment", **inputs)
 
-    text = tf.make_tensor_proto(["a film"])
-    duplicate = request(text=text)
+    duplicate = sentiment_request(["a film"])
     duplicate.output_filter.extend(["label", "label"])
     attacks = [("grpc: DT_STRING [20000000]", request(text=declared(types_pb2.DT_STRING, [20_000_000],
                                                                      string_val=[b"a"])), 30),
                ("grpc: unknown key, [500000000] floats", request(nope=declared(types_pb2.DT_FLOAT, [500_000_000])), 30),
                ("grpc: dtype 999", request(text=declared(999, [1])), 30),
                ("grpc: duplicate output alias", duplicate, 30),
-               ("grpc: 32 sentences, 2 ms deadline",
-                request(text=tf.make_tensor_proto(np.array(["a long and winding film review"] * 32, object))), 0.002)]
-    stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(f"127.0.0.1:{grpc_port}"))
-
-    def run(tally):
-        for name, message, timeout in attacks:
-            try:
-                stub.Predict(message, timeout=timeout)
-                tally[(name, "OK")] += 1
-            except grpc.RpcError as error:
-                tally[(name, error.code().name)] += 1
-    return run
+               ("grpc: 32 sentences, 2 ms deadline", sentiment_request(["a long and winding film review"] * 32), 0.002)]
+    stub = grpc_stub(port)
+    return lambda: [(name, ended(lambda: stub.Predict(message, timeout=timeout))) for name, message, timeout in attacks]
 
 
-ATTACK_GROUPS = ("framing", "bombs", "slow", "grpc", "idle_rest", "idle_grpc", "model_names", "rapid_reset",
-                 "big_requests", "grpc_cancel")
-IDLE_SOCKETS = 1500  # per port: more than the server's 1,024 connections
-CANCELLED_CALLS = 8  # gRPC calls at once, each cancelled by its client after CANCEL_AFTER seconds
-CANCEL_AFTER = 0.5
+def cancelled_calls(port: int, wait):
+    """Issue 53: CANCELLED_CALLS gRPC calls of 2,000 sentences at once, each cancelled by its
+    client after `wait(CANCEL_AFTER)`."""
+    request = sentiment_request(["a long and winding film review of many words"] * 2000)
+    stub = grpc_stub(port)
 
-
-def cancelled_grpc_calls(grpc_port: int):
-    """Issue 53: 8 gRPC calls of 2,000 sentences each, cancelled by their client after 0.5 s.
-    Returns a function that makes one round and counts how each call ended in a tally."""
-    import grpc
-    import numpy as np
-    import tensorflow as tf
-    from tensorflow_serving.apis import prediction_service_pb2_grpc
-
-    from benchmarks.attacks import predict_request
-
-    request = predict_request("kerasbert", "sentiment", text=tf.make_tensor_proto(
-        np.array(["a long and winding film review of many words"] * 2000, object)))
-    stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(f"127.0.0.1:{grpc_port}"))
-
-    def round_(tally, stop):
+    def round_():
         calls = [stub.Predict.future(request, timeout=60) for _ in range(CANCELLED_CALLS)]
-        stop.wait(CANCEL_AFTER)
+        wait(CANCEL_AFTER)
         for call in calls:
             call.cancel()
-        for call in calls:
-            try:
-                call.result()
-                outcome = "OK"
-            except grpc.FutureCancelledError:
-                outcome = "cancelled by the client"
-            except grpc.RpcError as error:
-                outcome = error.code().name
-            tally[("gRPC: 8 calls of 2,000 sentences cancelled after 0.5 s", outcome)] += 1
+        return [("gRPC: 8 calls of 2,000 sentences cancelled after 0.5 s", ended(call.result)) for call in calls]
     return round_
 
 
@@ -246,118 +263,35 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_
     """Runs the attacks of `groups` in a loop until `stop` is set, on `cores` (default: any);
     sets `ready` once its imports are done and the attacks start; puts {attack: {answer:
     count}} in `results`."""
-    from benchmarks.attacks import (Target, big_requests, closed_by_server, exchange, framing_attacks, idle_sockets,
-                                    memory_bombs, rapid_reset, statuses)
+    from benchmarks.attacks import framing_attacks, memory_bombs
 
     if cores:
         os.sched_setaffinity(0, cores)  # before any thread starts: they inherit it
-
-    target = Target("kerasbert", "sentiment", "text", '"a fine film"')
+    rounds = {  # group: () -> (a round of its attacks, seconds between rounds)
+        "framing": lambda: (raw_requests(rest_port, framing_attacks(TARGET), 0.5), 0),
+        "bombs": lambda: (raw_requests(rest_port, [(name, TARGET.post(body)) for name, body
+                                                   in memory_bombs(TARGET, MAX_BODY)], 1.0), 0),
+        "slow": lambda: (held_open("slow client (headers and one byte)", rest_port, 400,
+                                   TARGET.head() + b"Content-Length: 100\r\n\r\n{"), 1),
+        "grpc": lambda: (grpc_attacks(grpc_port), 0),
+        "idle_rest": lambda: (held_open("idle REST sockets (1,500 kept open)", rest_port, IDLE_SOCKETS), 1),
+        "idle_grpc": lambda: (held_open("idle gRPC sockets (1,500 kept open)", grpc_port, IDLE_SOCKETS), 1),
+        "model_names": lambda: (unknown_models(rest_port), 0),
+        "rapid_reset": lambda: (rapid_resets(grpc_port), 1),
+        "big_requests": lambda: (raw_requests(rest_port, big_requests(), 40.0), 0),
+        "grpc_cancel": lambda: (cancelled_calls(grpc_port, stop.wait), 0)}
     tally, lock = collections.Counter(), threading.Lock()
 
-    def record(name, received):
-        codes = statuses(received)
-        with lock:
-            tally[(name, ",".join(map(str, codes)) or "no answer")] += 1
-
-    def raw_loop(attacks, quiet):
+    def repeat(round_, pause: float) -> None:
         while not stop.is_set():
-            for name, data in attacks:
-                record(name, exchange(rest_port, data, quiet))
-
-    def slow_loop():
-        held = []
-        while not stop.is_set():
-            while len(held) < 400:
-                try:
-                    sock = socket.create_connection(("127.0.0.1", rest_port))
-                    sock.sendall(target.head() + b"Content-Length: 100\r\n\r\n{")
-                    held.append(sock)
-                except OSError:
-                    break
-            time.sleep(1)
-            alive = []
-            for sock in held:  # the server answers 408 and closes once the request's deadline passes
-                sock.setblocking(False)
-                try:
-                    if sock.recv(4096) == b"":
-                        raise ConnectionResetError
-                    sock.close()
-                    with lock:
-                        tally[("slow client (headers and one byte)", "answered and closed")] += 1
-                except BlockingIOError:
-                    alive.append(sock)
-                except OSError:
-                    sock.close()
-            held = alive
-        for sock in held:
-            sock.close()
-
-    grpc_run = _grpc_attacks(grpc_port) if "grpc" in groups else None  # imports TensorFlow: before `ready`
-    cancel_round = cancelled_grpc_calls(grpc_port) if "grpc_cancel" in groups else None
-
-    def grpc_cancel_loop():
-        local = collections.Counter()
-        while not stop.is_set():
-            cancel_round(local, stop)
-        with lock:
-            tally.update(local)
-
-    def grpc_loop():
-        local = collections.Counter()
-        while not stop.is_set():
-            grpc_run(local)
-        with lock:
-            tally.update(local)
-
-    def idle_loop(name, port):
-        """IDLE_SOCKETS connections that send nothing, reopened as the server closes them."""
-        held = []
-        while not stop.is_set():
-            opened = idle_sockets(port, IDLE_SOCKETS - len(held), timeout=2)
-            alive = []
-            for sock in held:
-                if closed_by_server(sock):
-                    sock.close()
-                else:
-                    alive.append(sock)
+            answers = round_()
             with lock:
-                tally[(name, "opened")] += len(opened)
-                tally[(name, "closed by the server")] += len(held) - len(alive)
-            held = alive + opened
-            stop.wait(1)
-        for sock in held:
-            sock.close()
+                tally.update(answers)
+            stop.wait(pause)
 
-    def model_names_loop():
-        """Predicts for names no server has: each must cost no metric series."""
-        import random
-        while not stop.is_set():
-            name = "".join(random.choices("abcdefghijklmnopqrstuvwxyz", k=random.choice([8, 64, 4000])))
-            head = f"POST /v1/models/{name}:predict HTTP/1.1\r\nHost: x\r\n".encode()
-            record("predict for a model that does not exist", exchange(
-                rest_port, head + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(good_body) + good_body,
-                0.5))
-
-    def rapid_reset_loop():
-        while not stop.is_set():
-            flood = rapid_reset(grpc_port, 50_000)
-            with lock:
-                tally[("HTTP/2 rapid reset, 50,000 streams a round", "connection closed by the server"
-                       if flood["closed_by_server"] else "connection kept")] += 1
-            stop.wait(1)
-
-    good_body = target.body()
-    bombs = [(name, target.head() + b"Content-Length: %d\r\n\r\n" % len(body) + body)
-             for name, body in memory_bombs(target, MAX_BODY)]
-    loops = {"framing": (raw_loop, (framing_attacks(target), 0.5)), "bombs": (raw_loop, (bombs, 1.0)),
-             "slow": (slow_loop, ()), "grpc": (grpc_loop, ()),
-             "idle_rest": (idle_loop, ("idle REST sockets (1,500 kept open)", rest_port)),
-             "idle_grpc": (idle_loop, ("idle gRPC sockets (1,500 kept open)", grpc_port)),
-             "model_names": (model_names_loop, ()), "rapid_reset": (rapid_reset_loop, ()),
-             "big_requests": (raw_loop, (big_requests(), 40.0)), "grpc_cancel": (grpc_cancel_loop, ())}
-    # Two big-request loops at once: requests that overlap, as the issue's four did.
-    threads = [threading.Thread(target=loops[group][0], args=loops[group][1])
+    # Built here, before `ready` (the gRPC groups import TensorFlow). Two big-request loops at
+    # once: requests that overlap, as the issue's four did.
+    threads = [threading.Thread(target=repeat, args=rounds[group]())
                for group in groups for _ in range(2 if group == "big_requests" else 1)]
     for thread in threads:
         thread.start()
@@ -447,34 +381,30 @@ def abandoned_requests(server, rows: int) -> dict:
     """The server's CPU after a 504 (a big `embed` request past --rest_api_timeout_in_ms) and
     after a gRPC cancellation (CANCELLED_CALLS calls cancelled after CANCEL_AFTER s), against
     one slice's time."""
-    from benchmarks.attacks import big_requests, exchange, statuses
-
     name, data = big_requests()[0]
-    cancel_round = cancelled_grpc_calls(server.grpc_port)
-
-    def after_504():
-        return ",".join(map(str, statuses(exchange(server.rest_port, data, 60.0)))) or "no answer"
+    cancel_round = cancelled_calls(server.grpc_port, time.sleep)
 
     def after_cancel():
-        tally = collections.Counter()
-        cancel_round(tally, threading.Event())
-        return ", ".join(f"{outcome}: {n}" for (_, outcome), n in tally.items())
+        outcomes = collections.Counter(outcome for _, outcome in cancel_round())
+        return ", ".join(f"{outcome}: {n}" for outcome, n in outcomes.items())
     pid = server.process.pid
-    cancelled = cpu_after(pid, after_cancel)
+    after_504, cancelled = cpu_after(pid, lambda: status_line(exchange(server.rest_port, data, 60.0))), \
+        cpu_after(pid, after_cancel)
     return {"slice_rows": rows, "one_slice_s": one_slice_seconds(server.rest_port, rows),
-            "after_504": {"request": name, **cpu_after(pid, after_504)},
+            "after_504": {"request": name, **after_504},
             "after_cancel": {**cancelled, "cpu_s_per_call": cancelled["cpu_s"] / CANCELLED_CALLS}}
 
 
 def both_kinds(server, args, seconds: float, expected: dict) -> dict:
     """The good REST and gRPC clients at once for `seconds`."""
     grpc_run = {}
-    grpc_thread = threading.Thread(target=lambda: grpc_run.update(
-        good_grpc_clients(server.grpc_port, args.grpc_clients, seconds, expected)))
+    grpc_thread = threading.Thread(target=lambda: grpc_run.update(good_clients(
+        args.grpc_clients, seconds, lambda: grpc_stub(server.grpc_port, own_connection=True), grpc_ask(expected))))
     grpc_thread.start()
-    rest_run = {"seconds": seconds, **good_clients(server.rest_port, args.clients, seconds, expected)}
+    rest_run = good_clients(args.clients, seconds, lambda: http.client.HTTPConnection(
+        "127.0.0.1", server.rest_port, timeout=60), rest_ask(expected))
     grpc_thread.join()
-    return {"rest": rest_run, "grpc": grpc_run}
+    return {"rest": {"seconds": seconds, **rest_run}, "grpc": grpc_run}
 
 
 def under_attack(server, args, group: str, expected: dict, cores: set[int]) -> dict:
@@ -508,9 +438,7 @@ def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str) -
 
     flags = [f"--max_body_bytes={MAX_BODY}", f"--monitoring_config_file={monitoring}",
              f"--rest_api_timeout_in_ms={TIMEOUT_MS}"]
-    if batching:
-        flags += ["--enable_batching", "--batching_parameters_file=serving/batching.config"]
-    with LocalServer("kerasbert", base, extra_flags=flags) as server:
+    with LocalServer("kerasbert", base, extra_flags=flags + (BATCHING if batching else [])) as server:
         server.wait_for_version()
         pid = server.process.pid
         connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=60)
