@@ -99,20 +99,17 @@ def client(index: int, port: int, stop: threading.Event, tally: Tally, start: fl
                 tally.failures.append((now, f"{status} {answer[:120]!r}" if status else "no answer"))
 
 
-def copy_slowly(source: str, target: str, seconds: float) -> None:
-    """Copies a version folder with its largest file written in pieces over `seconds`:
+def copy_slowly(source: str, target: str, seconds: float, pieces: int = 10) -> None:
+    """Copies a version folder with its largest file written in `pieces` over `seconds`:
     saved_model.pb is there from the start, so a polling server sees a half-written version."""
-    files = sorted((os.path.getsize(os.path.join(folder, name)), os.path.relpath(os.path.join(folder, name), source))
-                   for folder, _, names in os.walk(source) for name in names)
-    largest = files[-1][1]
-    for _, relative in files[:-1]:
-        os.makedirs(os.path.dirname(os.path.join(target, relative)), exist_ok=True)
-        shutil.copy(os.path.join(source, relative), os.path.join(target, relative))
-    os.makedirs(os.path.dirname(os.path.join(target, largest)), exist_ok=True)
-    with open(os.path.join(source, largest), "rb") as f:
+    sizes = {os.path.join(folder, name): os.path.getsize(os.path.join(folder, name))
+             for folder, _, names in os.walk(source) for name in names}
+    largest = max(sizes, key=sizes.get)
+    shutil.copytree(source, target, ignore=lambda folder, names: [n for n in names
+                                                                  if os.path.join(folder, n) == largest])
+    with open(largest, "rb") as f:
         data = f.read()
-    pieces = 10
-    with open(os.path.join(target, largest), "wb") as f:
+    with open(os.path.join(target, os.path.relpath(largest, source)), "wb") as f:
         for k in range(pieces):
             f.write(data[k * len(data) // pieces:(k + 1) * len(data) // pieces])
             f.flush()

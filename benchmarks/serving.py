@@ -2,20 +2,10 @@
 
     python -m benchmarks.serving --export_base saved_models/kerasbert [--seconds 60] [--clients 32]
 
-For batching off and on: `--clients` concurrent REST clients (keep-alive connections,
-one sentence per request) for `--seconds`, and 1 client; requests/s, p50/p99 latency,
-errors. Halfway through
-each 32-client run a copy of the newest version is dropped into the base path as a
-new version; the report gives how long until a predict request addressed to it was
-answered, and whether any request failed meanwhile. The servers load it in full (with
-warm-up), except a third batching run with `--warm_standby`. Then two batching servers, one
-exporting Prometheus metrics (--monitoring_config_file) scraped every second, are loaded in
-turn, three slices of a quarter of --seconds each: the ratio of their median requests/s is
-the cost of monitoring. The batching server's requests/s in three more runs of half of
---seconds, with nothing else going on, is set against the SavedModel called in process on
-batches of 32 of the same sentences (the median of the three is the server-over-model ratio),
-with the CPU the server and the load generator spent per request. Writes results.json and
-results.md.
+Keep-alive REST clients, one sentence a request, batching off, on, and on with --warm_standby,
+a new version dropped in halfway through each run; the batching server against the model's
+own batch-32 calls in process; Prometheus monitoring on against off. docs/benchmarks.md tells
+what is measured. Writes results.json and results.md.
 """
 
 from __future__ import annotations
