@@ -1,15 +1,12 @@
 """Good clients beside hostile ones: what attacks cost the clients that behave.
 
     python -m benchmarks.hostile --export_base saved_models/kerasbert [--seconds 20] [--batching on,off]
+    python -m benchmarks.hostile --seconds 5 --calm_seconds 5 --attacks framing,big_requests --batching off
 
-`--clients` keep-alive REST clients and `--grpc_clients` gRPC ones send the `sentiment`
-signature, each its own sentences, and check every answer against the one its sentence got
-alone: `--calm_seconds` alone, then `--seconds` beside each attack group in turn, the attacks
-of benchmarks.attacks run in a loop by a second process (on the other half of the cores, the
-server on the first), batching on and off. Then, with no other load, the server's CPU after a
-504 and after a gRPC cancellation against one slice's time. docs/benchmarks.md tells what is
-measured and the goals. Writes results.json and results.md. A short smoke run:
---seconds 5 --calm_seconds 5 --attacks framing,big_requests --batching off.
+Good REST and gRPC clients check every answer, alone and then beside each attack group of
+benchmarks.attacks (run in a loop by a second process on the other half of the cores), batching
+on and off; then the server's CPU after abandoned requests. docs/benchmarks.md tells what is
+measured and the goals. Writes results.json and results.md.
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ import multiprocessing
 import os
 import random
 import re
-import shutil
 import string
 import sys
 import tempfile
@@ -29,8 +25,13 @@ import threading
 import time
 import urllib.request
 
-from benchmarks.attacks import Target, big_requests, exchange, statuses
-from benchmarks.serving import BATCHING, percentile
+import grpc
+
+from benchmarks.attacks import (Target, big_requests, closed_by_server, declared, exchange, framing_attacks,
+                                idle_sockets, memory_bombs, predict_request, rapid_reset, statuses)
+from benchmarks.results import save_results
+from benchmarks.serving import BATCHING, command_line, copy_of_newest, cpu_seconds, post_sentence, run_clients
+from serving.process import LocalServer
 
 TITLE = "Serving under attack (sentiment signature; batching on and off)"  # of results.md
 MAX_BODY = 4 * 1024 * 1024
@@ -48,7 +49,6 @@ def sentences_of(client: int, count: int = 6) -> list[str]:
 def grpc_stub(port: int, own_connection: bool = False):
     """A PredictionService stub on 127.0.0.1:`port` (its channel closes with it); with
     `own_connection`, on a connection no other channel of the process shares."""
-    import grpc
     from tensorflow_serving.apis import prediction_service_pb2_grpc
 
     options = [("grpc.use_local_subchannel_pool", 1)] if own_connection else []
@@ -60,15 +60,11 @@ def sentiment_request(texts: list[str]):
     import numpy as np
     import tensorflow as tf
 
-    from benchmarks.attacks import predict_request
-
     return predict_request("kerasbert", "sentiment", text=tf.make_tensor_proto(np.array(texts, object)))
 
 
 def ended(call) -> str:
     """How a gRPC call (`call()` waits for it) ended: OK, or why not."""
-    import grpc
-
     try:
         call()
         return "OK"
@@ -86,46 +82,14 @@ def status_line(received: bytes) -> str:
 # --- The good clients ----------------------------------------------------------------------
 
 
-def good_clients(clients: int, seconds: float, connect, ask) -> dict:
-    """`clients` threads for `seconds`, each on a connection of its own (`connect()`) sending
-    its own sentences; `ask(connection, sentence)` says how each went: "correct", "wrong" or
-    what failed. Returns the outcomes and the latency of correct answers."""
-    tally, latencies, lock = collections.Counter(), [], threading.Lock()
-    stop_at = time.perf_counter() + seconds
-
-    def client(index):
-        connection, own, i = connect(), sentences_of(index), 0  # closed as the thread ends
-        while time.perf_counter() < stop_at:
-            started = time.perf_counter()
-            outcome = ask(connection, own[i % len(own)])
-            i += 1
-            with lock:
-                tally[outcome] += 1
-                if outcome == "correct":
-                    latencies.append(time.perf_counter() - started)
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return {"sent": sum(tally.values()), "outcomes": dict(tally),
-            "p50_ms": 1000 * percentile(latencies, 0.5), "p99_ms": 1000 * percentile(latencies, 0.99)}
-
-
-def predict(connection: http.client.HTTPConnection, sentence: str) -> tuple[int, dict]:
-    connection.request("POST", "/v1/models/kerasbert:predict",
-                       json.dumps({"signature_name": "sentiment", "instances": [sentence]}))
-    response = connection.getresponse()
-    return response.status, json.loads(response.read())
-
-
 def rest_ask(expected: dict):
-    """`ask` for REST: label equal, probabilities within 1e-4 of the sentence's answer alone
-    (an answer carrying another client's row fails)."""
+    """`ask` of `run_clients` for REST: "correct" if the label equals, and the probabilities
+    are within 1e-4 of, the sentence's answer alone (an answer carrying another client's row
+    fails)."""
     def ask(connection: http.client.HTTPConnection, sentence: str) -> str:
         try:
-            status, answer = predict(connection, sentence)
+            status, body = post_sentence(connection, sentence)
+            answer = json.loads(body)
         except (OSError, http.client.HTTPException, ValueError) as error:
             connection.close()  # the next request connects again
             return f"failed: {type(error).__name__}"
@@ -138,9 +102,7 @@ def rest_ask(expected: dict):
 
 
 def grpc_ask(expected: dict):
-    """`ask` for gRPC: the label of the sentence's answer alone."""
-    import grpc
-
+    """`ask` of `run_clients` for gRPC: "correct" if the label equals the sentence's answer alone."""
     def ask(stub, sentence: str) -> str:
         try:
             label = stub.Predict(sentiment_request([sentence]), timeout=30).outputs["label"].int64_val[0]
@@ -185,8 +147,6 @@ def raw_requests(port: int, requests: list[tuple[str, bytes]], quiet: float):
 def held_open(name: str, port: int, count: int, greeting: bytes = b""):
     """`count` connections that send `greeting` and then nothing, reopened as the server
     closes them."""
-    from benchmarks.attacks import closed_by_server, idle_sockets
-
     held = set()
 
     def round_():
@@ -215,8 +175,6 @@ def unknown_models(port: int):
 
 
 def rapid_resets(port: int):
-    from benchmarks.attacks import rapid_reset
-
     return lambda: [("HTTP/2 rapid reset, 50,000 streams a round", "connection closed by the server"
                      if rapid_reset(port, 50_000)["closed_by_server"] else "connection kept")]
 
@@ -225,8 +183,6 @@ def grpc_attacks(port: int):
     """Requests that declare huge tensors, use unknown names or dtypes, name an output twice,
     or run past a 2 ms deadline."""
     from tensorflow.core.framework import types_pb2
-
-    from benchmarks.attacks import declared, predict_request
 
     def request(**inputs):
         return predict_request("kerasbert", "sentiment", **inputs)
@@ -263,8 +219,6 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_
     """Runs the attacks of `groups` in a loop until `stop` is set, on `cores` (default: any);
     sets `ready` once its imports are done and the attacks start; puts {attack: {answer:
     count}} in `results`."""
-    from benchmarks.attacks import framing_attacks, memory_bombs
-
     if cores:
         os.sched_setaffinity(0, cores)  # before any thread starts: they inherit it
     rounds = {  # group: () -> (a round of its attacks, seconds between rounds)
@@ -309,41 +263,28 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_
 
 
 def proc_status(pid: int) -> dict[str, int]:
-    values = {}
+    """A process's VmRSS and VmHWM (KiB) and Threads."""
     with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, value = line.split(":", 1)
-            if key in ("VmRSS", "VmHWM", "Threads"):
-                values[key] = int(value.split()[0])
-    return values
+        fields = dict(line.split(":", 1) for line in f)
+    return {key: int(fields[key].split()[0]) for key in ("VmRSS", "VmHWM", "Threads")}
 
 
-def budget_peaks(page: str) -> dict[str, float]:
-    """The most request data each budget held (MiB), from the server's metrics page."""
-    peaks = {}
-    for line in page.splitlines():
-        if line.startswith(":kerasbert:serving:memory_budget_bytes{") and 'kind="peak"' in line:
-            name = line.split('budget="')[1].split('"')[0]
-            peaks[name] = float(line.rsplit(" ", 1)[1]) / 2**20
-    return peaks
-
-
-def series_count(page: str) -> int:
-    """Samples on a Prometheus text page."""
-    return sum(1 for line in page.splitlines() if line and not line.startswith("#"))
-
-
-def model_labels(page: str) -> list[str]:
-    """The model names that label a Prometheus text page's samples."""
-    return sorted(set(re.findall(r'model(?:_name)?="([^"]*)"', page)))
+def metrics_of(port: int) -> dict:
+    """From the server's Prometheus page: its samples, the model names labelling them, and the
+    most request data each memory budget held (MiB)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/monitoring/prometheus/metrics") as response:
+        page = response.read().decode()
+    samples = [line for line in page.splitlines() if line and not line.startswith("#")]
+    return {"series": len(samples), "model_labels": sorted(set(re.findall(r'model(?:_name)?="([^"]*)"', page))),
+            "budget_peaks_mib": {re.search(r'budget="([^"]*)"', line)[1]: float(line.rsplit(" ", 1)[1]) / 2**20
+                                 for line in samples if line.startswith(":kerasbert:serving:memory_budget_bytes{")
+                                 and 'kind="peak"' in line}}
 
 
 def cpu_after(pid: int, start, settle: float = 3.0) -> dict:
     """`start()` sends one abandoned request and returns once the client has its answer (a
     504 or a 400) or has cancelled it; then the server's CPU-seconds over the next `settle`
     seconds, less what it spends idle over as long: the work it did for nobody."""
-    from benchmarks.serving import cpu_seconds
-
     before = cpu_seconds(pid)
     time.sleep(settle)
     idle = cpu_seconds(pid) - before
@@ -398,13 +339,14 @@ def abandoned_requests(server, rows: int) -> dict:
 def both_kinds(server, args, seconds: float, expected: dict) -> dict:
     """The good REST and gRPC clients at once for `seconds`."""
     grpc_run = {}
-    grpc_thread = threading.Thread(target=lambda: grpc_run.update(good_clients(
-        args.grpc_clients, seconds, lambda: grpc_stub(server.grpc_port, own_connection=True), grpc_ask(expected))))
+    grpc_thread = threading.Thread(target=lambda: grpc_run.update(run_clients(
+        args.grpc_clients, seconds, lambda: grpc_stub(server.grpc_port, own_connection=True), grpc_ask(expected),
+        sentences_of, good="correct")))
     grpc_thread.start()
-    rest_run = good_clients(args.clients, seconds, lambda: http.client.HTTPConnection(
-        "127.0.0.1", server.rest_port, timeout=60), rest_ask(expected))
+    rest_run = run_clients(args.clients, seconds, lambda: http.client.HTTPConnection(
+        "127.0.0.1", server.rest_port, timeout=60), rest_ask(expected), sentences_of, good="correct")
     grpc_thread.join()
-    return {"rest": {"seconds": seconds, **rest_run}, "grpc": grpc_run}
+    return {"rest": rest_run, "grpc": grpc_run}
 
 
 def under_attack(server, args, group: str, expected: dict, cores: set[int]) -> dict:
@@ -434,8 +376,6 @@ def under_attack(server, args, group: str, expected: dict, cores: set[int]) -> d
 def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str) -> dict:
     """One server (batching on or off): the good clients alone, then beside each attack group
     in turn, then the abandoned-request probes."""
-    from serving.process import LocalServer
-
     flags = [f"--max_body_bytes={MAX_BODY}", f"--monitoring_config_file={monitoring}",
              f"--rest_api_timeout_in_ms={TIMEOUT_MS}"]
     with LocalServer("kerasbert", base, extra_flags=flags + (BATCHING if batching else [])) as server:
@@ -445,28 +385,24 @@ def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str) -
         expected = {}
         for client in range(args.clients):
             for sentence in sentences_of(client):
-                status, expected[sentence] = predict(connection, sentence)
-                assert status == 200, expected[sentence]
+                status, body = post_sentence(connection, sentence)
+                assert status == 200, body
+                expected[sentence] = json.loads(body)
         server_cores, other_cores = split_cores()
         pin_process(pid, server_cores)
         os.sched_setaffinity(0, other_cores)  # the good clients (threads started from here on inherit it)
-        metrics_url = f"http://127.0.0.1:{server.rest_port}/monitoring/prometheus/metrics"
         print(f"== batching {'on' if batching else 'off'}: {args.calm_seconds:.0f} s without attackers", flush=True)
         run = {"calm": both_kinds(server, args, args.calm_seconds, expected)}
         time.sleep(2)
         idle = proc_status(pid)
-        with urllib.request.urlopen(metrics_url) as page:
-            run["series_before"] = series_count(page.read().decode())
+        run["metrics_before"] = metrics_of(server.rest_port)
         run["attacks"] = {group: under_attack(server, args, group, expected, other_cores) for group in groups}
         for attack in run["attacks"].values():  # README's "p99 at most 2x alone"
             attack["p99_over_alone"] = attack["rest"]["p99_ms"] / run["calm"]["rest"]["p99_ms"]
         time.sleep(5)  # connections closed, threads back
         end = proc_status(pid)
         run["abandoned"] = abandoned_requests(server, slice_rows(batching))
-        with urllib.request.urlopen(metrics_url) as page:
-            text = page.read().decode()
-        run.update(budget_peaks_mib=budget_peaks(text), series_after=series_count(text),
-                   model_labels=model_labels(text), idle_rss_mib=idle["VmRSS"] / 1024,
+        run.update(metrics_after=metrics_of(server.rest_port), idle_rss_mib=idle["VmRSS"] / 1024,
                    idle_threads=idle["Threads"], end_threads=end["Threads"])
         run["cores"] = {"server": sorted(server_cores), "others": sorted(other_cores)}
         os.sched_setaffinity(0, server_cores | other_cores)
@@ -474,9 +410,6 @@ def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str) -
 
 
 def main(argv=None) -> int:
-    from benchmarks.results import save_results
-    from benchmarks.serving import command_line, copy_of_newest
-
     parser = command_line("hostile", __doc__, 20.0, "Length of the run beside each attack group.")
     parser.add_argument("--calm_seconds", type=float, default=20.0, help="Length of the run without attackers.")
     parser.add_argument("--grpc_clients", type=int, default=4, help="Concurrent good gRPC clients, a connection each.")
@@ -490,20 +423,16 @@ def main(argv=None) -> int:
     modes = [mode for mode in args.batching.split(",") if mode]
     if not modes or not set(modes) <= {"on", "off"}:
         parser.error(f"--batching takes on, off or on,off. Received: {args.batching!r}")
-    base = tempfile.mkdtemp(prefix="kerasbert-bench-hostile-")
-    export = copy_of_newest(args.export_base, base)
     os.makedirs(args.output_dir, exist_ok=True)
-    results = {"export": export, "max_body_bytes": MAX_BODY, "attack_groups": list(groups), "modes": {}}
-    monitoring = base + "-monitoring.config"
-    with open(monitoring, "w") as f:
-        f.write("prometheus_config { enable: true }")
-    try:
+    with tempfile.TemporaryDirectory(prefix="kerasbert-bench-hostile-") as work:
+        base, monitoring = os.path.join(work, "kerasbert"), os.path.join(work, "monitoring.config")
+        results = {"export": copy_of_newest(args.export_base, base), "max_body_bytes": MAX_BODY,
+                   "attack_groups": list(groups), "modes": {}}
+        with open(monitoring, "w") as f:
+            f.write("prometheus_config { enable: true }")
         for mode in modes:
             results["modes"][mode] = serve_and_attack(base, args, groups, mode == "on", monitoring)
             results["cores"] = results["modes"][mode].pop("cores")
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-        os.remove(monitoring)
     print(save_results(args.output_dir, results, "benchmarks.hostile", TITLE))
     return 0
 

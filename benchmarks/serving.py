@@ -2,15 +2,15 @@
 
     python -m benchmarks.serving --export_base saved_models/kerasbert [--seconds 60] [--clients 32]
 
-Keep-alive REST clients, one sentence a request, batching off, on, and on with --warm_standby,
-a new version dropped in halfway through each run; the batching server against the model's
-own batch-32 calls in process; Prometheus monitoring on against off. docs/benchmarks.md tells
-what is measured. Writes results.json and results.md.
+Keep-alive REST clients, batching off and on (a new version dropped in halfway), the server
+against the model's own batch-32 calls in process, monitoring on against off; docs/benchmarks.md
+tells more. Writes results.json and results.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import http.client
 import json
 import os
@@ -22,6 +22,8 @@ import threading
 import time
 import urllib.request
 
+from benchmarks.results import save_results
+from serving.process import LocalServer
 from serving.source import parse_version
 
 TITLE = "Serving benchmark (sentiment signature, REST)"  # of results.md
@@ -34,45 +36,67 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def load(port: int, clients: int, seconds: float, on_half_time=None) -> dict:
-    """`clients` threads, each on its own keep-alive connection, for `seconds`."""
-    latencies, errors, lock = [], [], threading.Lock()
+def run_clients(clients: int, seconds: float, connect, ask, sentences_of, on_half_time=None, good: str = "ok") -> dict:
+    """`clients` threads for `seconds`, each on a connection of its own (`connect()`, closed as
+    the thread ends) asking its own sentences (`sentences_of(index)`) in turn: `ask(connection,
+    sentence)` says how each went, `good` or what went wrong; `on_half_time()` runs halfway.
+    Returns the count of each outcome and the latency of the `good` ones.
+
+    >>> run_clients(2, 0.1, lambda: None, lambda connection, sentence: "ok", lambda index: ["a film"])["sent"] > 0
+    True
+    """
+    tally, latencies, lock = collections.Counter(), [], threading.Lock()
     stop_at = time.perf_counter() + seconds
 
     def client(index):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        i = index
+        connection, own, i = connect(), sentences_of(index), 0
         while time.perf_counter() < stop_at:
-            body = json.dumps({"signature_name": "sentiment", "instances": [SENTENCES[i % len(SENTENCES)]]})
-            start = time.perf_counter()
-            try:
-                connection.request("POST", "/v1/models/kerasbert:predict", body,
-                                   {"Content-Type": "application/json"})
-                response = connection.getresponse()
-                response.read()
-                ok = response.status == 200
-            except OSError as error:
-                ok = False
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-                response = error
-            with lock:
-                (latencies if ok else errors).append(time.perf_counter() - start if ok else str(response))
+            started = time.perf_counter()
+            outcome = ask(connection, own[i % len(own)])
             i += 1
+            with lock:
+                tally[outcome] += 1
+                if outcome == good:
+                    latencies.append(time.perf_counter() - started)
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     started = time.perf_counter()
-    for t in threads:
-        t.start()
+    for thread in threads:
+        thread.start()
     if on_half_time is not None:
         time.sleep(seconds / 2)
         on_half_time()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - started
-    return {"clients": clients, "seconds": elapsed, "requests": len(latencies), "errors": len(errors),
-            "requests_per_second": len(latencies) / elapsed,
-            "p50_ms": 1000 * percentile(latencies, 0.5), "p99_ms": 1000 * percentile(latencies, 0.99),
-            "first_errors": errors[:3]}
+    for thread in threads:
+        thread.join()
+    return {"seconds": time.perf_counter() - started, "sent": sum(tally.values()), "outcomes": dict(tally),
+            "p50_ms": 1000 * percentile(latencies, 0.5), "p99_ms": 1000 * percentile(latencies, 0.99)}
+
+
+def post_sentence(connection: http.client.HTTPConnection, sentence: str) -> tuple[int, bytes]:
+    """(status, body) of one sentence sent to kerasbert's `sentiment` signature."""
+    connection.request("POST", "/v1/models/kerasbert:predict",
+                       json.dumps({"signature_name": "sentiment", "instances": [sentence]}),
+                       {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    return response.status, response.read()
+
+
+def answered(connection: http.client.HTTPConnection, sentence: str) -> str:
+    """`ask` for `load`: "ok" on a 200, else the status or the failure."""
+    try:
+        status, _ = post_sentence(connection, sentence)
+    except (OSError, http.client.HTTPException) as error:
+        connection.close()  # the next request connects again
+        return f"failed: {type(error).__name__}"
+    return "ok" if status == 200 else f"status {status}"
+
+
+def load(port: int, clients: int, seconds: float, on_half_time=None) -> dict:
+    """`clients` keep-alive REST clients for `seconds`, each starting at its own one of SENTENCES."""
+    run = run_clients(clients, seconds, lambda: http.client.HTTPConnection("127.0.0.1", port, timeout=30), answered,
+                      lambda index: SENTENCES[index % len(SENTENCES):] + SENTENCES[:index % len(SENTENCES)],
+                      on_half_time)
+    return {"clients": clients, **run, "requests_per_second": run["outcomes"].get("ok", 0) / run["seconds"]}
 
 
 def in_process_batch_throughput(path: str, batch: int = 32, calls: int = 60) -> float:
@@ -116,16 +140,21 @@ def histogram_mean(page: str, name: str) -> float:
     return values["_sum"] / values["_count"] if values.get("_count") else float("nan")
 
 
-def watch_new_version(port: int, version: int, dropped_at: list, result: dict) -> None:
-    """Records when a predict request addressed to `version` is first answered."""
+def drop_new_version(base: str, port: int, result: dict) -> None:
+    """Copies version 1 under `base` in as the next version (built aside and renamed, as an
+    export is), then records in `result` when a predict request addressed to it is first
+    answered."""
+    version = int(os.path.basename(newest_version(base))) + 1
+    shutil.copytree(os.path.join(base, "1"), os.path.join(base, ".building"))
+    dropped_at = time.perf_counter()
+    os.rename(os.path.join(base, ".building"), os.path.join(base, str(version)))
     body = json.dumps({"signature_name": "sentiment", "instances": [SENTENCES[0]]}).encode()
     url = f"http://127.0.0.1:{port}/v1/models/kerasbert/versions/{version}:predict"
-    deadline = time.time() + 30
-    while time.time() < deadline:
+    while time.perf_counter() < dropped_at + 30:
         try:
             with urllib.request.urlopen(urllib.request.Request(url, body), timeout=10) as r:
                 if "predictions" in json.loads(r.read()):
-                    result["new_version_served_after_s"] = time.perf_counter() - dropped_at[0]
+                    result["new_version_served_after_s"] = time.perf_counter() - dropped_at
                     return
         except OSError:  # 404 until the version is loaded
             pass
@@ -145,15 +174,13 @@ def monitoring_cost(base: str, clients: int, seconds: float, rounds: int = 3) ->
     """Requests/s of two batching servers of the same model, one exporting Prometheus metrics
     scraped every second: their loads alternate in `rounds` slices of `seconds` each, so the
     machine's drift falls on both. Also the mean batch size, from the metrics."""
-    from serving.process import LocalServer
-
-    config = base + "-monitoring.config"
-    with open(config, "w") as f:
-        f.write(f'prometheus_config {{ enable: true path: "{MONITORING_PATH}" }}')
     rates = {"off": [], "on": []}
-    try:
+    with tempfile.NamedTemporaryFile("w", suffix="-monitoring.config") as config:
+        config.write(f'prometheus_config {{ enable: true path: "{MONITORING_PATH}" }}')
+        config.flush()
+        monitored = BATCHING + [f"--monitoring_config_file={config.name}"]
         with LocalServer("kerasbert", base, extra_flags=BATCHING) as plain, \
-                LocalServer("kerasbert", base, extra_flags=BATCHING + [f"--monitoring_config_file={config}"]) as on:
+                LocalServer("kerasbert", base, extra_flags=monitored) as on:
             plain.wait_for_version()
             on.wait_for_version()
             stop, pages = threading.Event(), []
@@ -166,8 +193,6 @@ def monitoring_cost(base: str, clients: int, seconds: float, rounds: int = 3) ->
                     rates[key].append(load(server.rest_port, clients, seconds)["requests_per_second"])
             stop.set()
             time.sleep(1.1)
-    finally:
-        os.remove(config)
     return {"requests_per_second": rates, "ratio": statistics.median(rates["on"]) / statistics.median(rates["off"]),
             "mean_batch_size": histogram_mean(pages[0], ":tensorflow:serving:batching_session:processed_batch_size")
             if pages else float("nan")}
@@ -212,9 +237,6 @@ def command_line(name: str, doc: str, seconds: float, seconds_help: str) -> argp
 
 
 def main(argv=None) -> int:
-    from benchmarks.results import save_results
-    from serving.process import LocalServer
-
     args = command_line("serving", __doc__, 60.0, "Length of each 32-client run.").parse_args(argv)
     base = tempfile.mkdtemp(prefix="kerasbert-bench-serving-")
     export = copy_of_newest(args.export_base, base)
@@ -230,28 +252,19 @@ def main(argv=None) -> int:
             load(port, 4, 5)  # warm up (traces, connections)
             single = load(port, 1, 15)
             swap = {}
-            dropped_at = []
-
-            def drop_new_version():
-                newest = int(os.path.basename(newest_version(base)))
-                shutil.copytree(os.path.join(base, "1"), os.path.join(base, ".building"))
-                dropped_at.append(time.perf_counter())
-                os.rename(os.path.join(base, ".building"), os.path.join(base, str(newest + 1)))
-                threading.Thread(target=watch_new_version, args=(port, newest + 1, dropped_at, swap)).start()
-
+            dropper = threading.Thread(target=drop_new_version, args=(base, port, swap))
             server_cpu, client_cpu = cpu_seconds(server.process.pid), time.process_time()
-            many = load(port, args.clients, args.seconds, drop_new_version)
-            many["server_cpu_per_request_s"] = (cpu_seconds(server.process.pid) - server_cpu) / max(many["requests"], 1)
-            many["client_cpu_per_request_s"] = (time.process_time() - client_cpu) / max(many["requests"], 1)
-            time.sleep(0.5)  # let the watcher record its answer
+            many = load(port, args.clients, args.seconds, dropper.start)
+            answered_ok = max(many["outcomes"].get("ok", 0), 1)
+            many["server_cpu_per_request_s"] = (cpu_seconds(server.process.pid) - server_cpu) / answered_ok
+            many["client_cpu_per_request_s"] = (time.process_time() - client_cpu) / answered_ok
+            dropper.join()
             results[key] = {"one_client": single, "many_clients": many, **swap}
             if key == "batching":  # the server-over-model ratio: three runs with nothing else going on
                 results[key]["ratio_runs"] = [load(port, args.clients, args.seconds / 2)["requests_per_second"]
                                               / results["in_process_batch_sentences_per_second"] for _ in range(3)]
-            print(f"   {key}: {many['requests_per_second']:.1f} req/s at {args.clients} clients, "
-                  f"p50 {many['p50_ms']:.1f} ms, p99 {many['p99_ms']:.1f} ms, errors {many['errors']}; "
-                  f"1 client p50 {single['p50_ms']:.2f} ms; new version served after "
-                  f"{swap.get('new_version_served_after_s', float('nan')):.2f} s", flush=True)
+            print(f"   {key}: {many['requests_per_second']:.0f} req/s, p99 {many['p99_ms']:.0f} ms, "
+                  f"{many['outcomes']}, new version in {swap.get('new_version_served_after_s', -1):.2f} s", flush=True)
     print("   monitoring on and off, in turn", flush=True)
     results["monitoring"] = monitoring_cost(base, args.clients, args.seconds / 4)
     shutil.rmtree(base, ignore_errors=True)
