@@ -3,23 +3,14 @@
     python -m benchmarks.batch --data_dir ../shared/data --output_dir runs/bench-batch \
         [--export_base saved_models/kerasbert] [--sentences 20000] [--vectors 1000000]
 
-1. Throughput: the first --sentences distinct Quora train questions, one a line, embedded
-   (`embed`, batches of 64) by `pipelines.batch_predict` on the direct runner with 2 worker
-   processes, and by a plain loop calling the same SavedModel signature at the same batch
-   size in one process, run one after the other in this run. Both are timed from process
-   start to finish (model loading and output writing included); the loop also times its
-   calls alone, which shows where the rest goes.
-2. Search at --vectors vectors: the real embeddings that batch_predict wrote, plus synthetic
-   ones drawn around them: each synthetic vector is a real one, picked at random, plus
-   Gaussian noise of the size that puts it at the cosine a real question has to its nearest
-   real neighbour (the median over the real ones), then L2-normalised. Queries: the next
-   1,000 distinct questions, embedded by the same SavedModel. recall@10 against exact search
-   (a matrix product against every vector), and queries/s one query at a time and in batches
-   of 64, of exact search, ScaNN and FAISS (`kerasbert.vector_index`: its default share of the
-   index searched, half and twice that); build time and size on disk.
-
-Needs an export under --export_base (make demo writes one). Writes results.json and
-results.md under --output_dir.
+1. Throughput: --sentences distinct Quora questions embedded (`embed`, batches of 64) by
+   `pipelines.batch_predict` (direct runner, 2 workers) and by a plain loop over the same
+   signature in one process, each timed from process start to finish.
+2. Search over --vectors vectors: batch_predict's real embeddings plus synthetic ones around
+   them (`synthetic_around`); 1,000 held-out questions as queries; recall@10 against exact
+   search and queries/s (one at a time, batches of 64) of exact search, ScaNN and FAISS at
+   their default share of the index searched, half and twice it.
+Needs an export under --export_base (make demo writes one).
 """
 
 from __future__ import annotations

@@ -125,29 +125,18 @@ def part_throughput(data_dir: str, output_dir: str, steps: int = 20, repeats: in
     return result
 
 
-def part_scratch(data_dir: str, output_dir: str) -> dict:
+def part_pretraining(data_dir: str, output_dir: str, part: str) -> dict:
+    """`scratch` or `continue`: the part's config trained by `run_pretraining` into output_dir/part."""
     from kerasbert.config import PretrainConfig, load_config
-    from kerasbert.pretraining.run import run_pretraining
-
-    config = load_config(PretrainConfig, "pipelines/configs/pretrain_mini.json")
-    start = time.perf_counter()
-    metrics = run_pretraining(config, data_dir, os.path.join(output_dir, "scratch"))
-    return {**metrics, "wall_seconds": time.perf_counter() - start,
-            "config": "pipelines/configs/pretrain_mini.json"}
-
-
-def part_continue(data_dir: str, output_dir: str) -> dict:
     from kerasbert.models.encoder import minilm_checkpoint
-
-    from kerasbert.config import PretrainConfig, load_config
     from kerasbert.pretraining.run import run_pretraining
 
-    config = load_config(PretrainConfig, "pipelines/configs/continue_minilm_tasks.json")
+    config_file = {"scratch": "pipelines/configs/pretrain_mini.json",
+                   "continue": "pipelines/configs/continue_minilm_tasks.json"}[part]
     start = time.perf_counter()
-    metrics = run_pretraining(config, data_dir, os.path.join(output_dir, "continue"),
-                              init_checkpoint=minilm_checkpoint())
-    return {**metrics, "wall_seconds": time.perf_counter() - start,
-            "config": "pipelines/configs/continue_minilm_tasks.json"}
+    metrics = run_pretraining(load_config(PretrainConfig, config_file), data_dir, os.path.join(output_dir, part),
+                              init_checkpoint=minilm_checkpoint() if part == "continue" else None)
+    return {**metrics, "wall_seconds": time.perf_counter() - start, "config": config_file}
 
 
 def main(argv=None) -> int:
@@ -161,10 +150,10 @@ def main(argv=None) -> int:
                         help="Which parts to run (default: all).")
     args = parser.parse_args(argv)
     results = load_results(args.output_dir, default={})
-    runners = {"throughput": part_throughput, "scratch": part_scratch, "continue": part_continue}
     for part in args.parts:
         print(f"== benchmark part: {part}", flush=True)
-        results[part] = runners[part](args.data_dir, args.output_dir)
+        results[part] = (part_throughput(args.data_dir, args.output_dir) if part == "throughput"
+                         else part_pretraining(args.data_dir, args.output_dir, part))
         save_results(args.output_dir, results, "benchmarks.pretrain", TITLE)
     print(render_markdown(results, TITLE))
     return 0

@@ -4,34 +4,16 @@ on the same MiniLM checkpoint, the same examples and the same budget, in one run
     make bench-tasks      # the configs' full budget
     python -m benchmarks.tasks --max_steps 200 --train_examples 2000 --dev_examples 300   # a reduced one
 
-For each task (`ner`: pipelines/configs/finetune_ner.json, `squad`: finetune_squad.json):
-    train   the training examples kerasbert reads (its own reader), shuffled once with the
-            config's seed and cut to --train_examples (or the config's max_train_examples), are written twice: in the task's
-            format for kerasbert (inputs/<task>/train.*) and as JSON Lines for the peer
-            (train.jsonl), with the dev examples (cut to --dev_examples) and the settings
-            (steps, batch size, sequence length, doc stride, learning rate, warm-up, weight
-            decay, clipping). kerasbert trains with `python -m pipelines.finetune` in the
-            config's blocks (--max_steps: one block), then exports to export/<task>/<version>
-            (`pipelines.export`: the best dev block's weights, as the run keeps them); the
-            peer (benchmarks/peer_tasks.py, in .venv-peer) trains on the same list in its
-            order, epoch after epoch, in the same blocks. Both score dev after every block
-            (`<task>_blocks.png`); the headline is the last block's. Dev scores: kerasbert's
-            history.csv; the peer's predictions scored here by kerasbert's scorers
-            (conlleval entity F1; SQuAD's EM and F1). Training examples/s: the median
-            block's, each block leaving out its first step. Killed, both sides resume from
-            their last finished block when the command runs again.
-    speed   raw text in, entities or answers out, over the dev rows at --batch_size, in a
-            fresh process each: the export's `entities` / `answer` signature called from
-            TensorFlow, then the peer's `pipeline("token-classification",
-            aggregation_strategy="first")` / tokenizer + BertForQuestionAnswering + run_qa.py's
-            postprocessing (transformers 5 dropped `pipeline("question-answering")`). The
-            export's dev answers are scored too, and the export is served by `python -m
-            serving`: the dev rows over REST and over gRPC must answer as in process. It
-            measures the newest version in export/<task>/: after a change to the serving
-            graph, `python -m pipelines.export --model_dir runs/bench-tasks/kerasbert/<task>
-            --export_base runs/bench-tasks/export/<task>`, then `--parts speed`.
-Writes runs/bench-tasks/results.json and results.md; a finished part is kept when the
-command runs again (a run folder with a finished run is reused).
+Per task (`ner`: finetune_ner.json, `squad`: finetune_squad.json), parts:
+    train   one shuffled example list, written in the task's format for `pipelines.finetune`
+            and as JSON Lines for the peer (benchmarks/peer_tasks.py in .venv-peer), with the
+            shared settings; both train in the config's blocks and score dev after each with
+            kerasbert's scorers (`<task>_blocks.png`); kerasbert exports to export/<task>/<N>.
+            Killed, both resume from their last finished block.
+    speed   raw text to entities / answers over the dev rows: the newest export's signature
+            against the peer's pipeline; the export served by `python -m serving` must answer
+            over REST and gRPC as in process.
+docs/benchmarks.md tells the rest. A finished part is kept when the command runs again.
 """
 
 from __future__ import annotations
