@@ -80,6 +80,7 @@ def render_markdown(results: dict, title: str) -> str:
     <BLANKLINE>
     """
     stamps = [f"{key}: `{results[key]}`  " for key in ("command", "machine", "updated") if key in results]
+    stamps += [""] if stamps else []
     body = {key: value for key, value in results.items() if key not in ("command", "machine", "updated")}
     return "\n".join([f"# {title}", "", *stamps, *_section(body, 2)]) + "\n"
 
