@@ -72,7 +72,6 @@ bench-tasks: install $(PEER_VENV)/.installed
 bench-pretrain: install
 	$(PY) -m benchmarks.pretrain --data_dir $(DATA_DIR) --output_dir runs/bench-pretrain
 
-# Needs bench-pretrain's outputs (continued and from-scratch encoders) for two of its rows.
 bench-multitask: install
 	$(PY) -m benchmarks.multitask --data_dir $(DATA_DIR) --output_dir runs/bench-multitask
 

@@ -183,8 +183,7 @@ def main(argv=None) -> int:
     del synthetic
     results["search"] = {"vectors": len(vectors), "real": len(real), "queries": len(queries),
                          "synthetic_cosine": cosine, "rows": search_part(vectors, queries, args.output_dir)}
-    save_results(args.output_dir, results, "benchmarks.batch", TITLE)
-    print(render_markdown(results, TITLE))
+    print(save_results(args.output_dir, results, "benchmarks.batch", TITLE))
     return 0
 
 

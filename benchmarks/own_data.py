@@ -10,7 +10,7 @@ import csv
 import json
 import os
 
-from benchmarks.results import load_results, render_markdown, save_results, timestamp
+from benchmarks.results import load_results, save_results, timestamp
 
 TITLE = "Your own data: tasks declared in a config"  # of results.md
 SENTIMENT = ("very negative", "negative", "neutral", "positive", "very positive")
@@ -107,8 +107,7 @@ def main(argv=None) -> int:
                         for task in config.tasks}
     results.update(train_steps=metrics["train_steps"], best_step=metrics["best_step"],
                    train_seconds=metrics["train_seconds"], finished=timestamp())
-    save_results(args.output_dir, results, "benchmarks.own_data", TITLE)
-    print(render_markdown(results, TITLE))
+    print(save_results(args.output_dir, results, "benchmarks.own_data", TITLE))
     return 0
 
 

@@ -1,15 +1,10 @@
-"""Pretraining benchmark: quality of a from-scratch mini BERT, continued MLM from MiniLM,
-and training throughput against the machine's matmul peak.
+"""Pretraining benchmark (docs/benchmarks.md tells the figures):
 
-    python -m benchmarks.pretrain --output_dir runs/bench-pretrain [--parts ...]
+    python -m benchmarks.pretrain --output_dir runs/bench-pretrain [--parts throughput scratch continue]
 
-Parts (each writes its entry of results.json, then results.md is redrawn):
-    throughput  tokens/s of the mini model fed by the full tf.data pipeline (packing,
-                dynamic masking, both heads) vs. the same batches pre-made in memory,
-                XLA off and on; fp32 2048x2048 matmul GFLOP/s as the peak.
-    scratch     pipelines/configs/pretrain_mini.json from scratch: held-out metrics.
-    continue    MLM on the task sentences from the MiniLM checkpoint:
-                pipelines/configs/continue_minilm_tasks.json, held out on the dev sets.
+throughput: the mini model's tokens/s fed by the tf.data pipeline against the same batches in
+memory, XLA off and on, against a 2048x2048 matmul's GFLOP/s; scratch: pretrain_mini.json from
+scratch; continue: continue_minilm_tasks.json from MiniLM; both scored on held-out text.
 """
 
 from __future__ import annotations

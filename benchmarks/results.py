@@ -21,9 +21,7 @@ from kerasbert.cpu_kernels import onednn_enabled
 
 def machine() -> str:
     """Cores, CPU model, its widest vector instructions, and whether this process's
-    TensorFlow (if it has one) runs oneDNN's kernels: speed ratios between libraries differ
-    with both (kerasbert fine-tuned at 0.85x transformers' speed with Eigen's kernels on an
-    AVX2 machine, 1.75x with oneDNN's, and 1.7-2.3x on an AVX-512 one)."""
+    TensorFlow (if any) runs oneDNN's kernels: speed ratios between libraries differ with both."""
     cpu, flags = platform.processor() or "cpu", set()
     try:
         with open("/proc/cpuinfo") as f:

@@ -1,14 +1,9 @@
-"""The most similar pair among N sentences with a bi-encoder, timed end to end.
+"""The most similar pair among N sentences (the first N distinct Quora train questions) with
+a bi-encoder, timed end to end, beside the bi- and cross-encoder's Quora dev paraphrase
+accuracy (from their metrics.json): what one embedding per sentence costs in accuracy.
 
     python -m benchmarks.search --bi_model runs/bench-multitask/minilm_bi \
         --cross_model runs/bench-multitask/minilm_cross [--sizes 1000 5000]
-
-The sentences are the first N distinct questions of the Quora training file. The
-bi-encoder embeds each sentence once and takes the best of all N(N-1)/2 cosines (one
-matrix product, in blocks). Its price is accuracy: each model's Quora dev paraphrase
-accuracy, from its fine-tuning metrics.json, is reported beside the cross-encoder's (which
-must run BERT on every one of the N(N-1)/2 pairs). Writes results.json and results.md
-under --output_dir.
 """
 
 from __future__ import annotations
@@ -50,7 +45,7 @@ def bi_encoder_search(embedder, sentences: list[str]) -> dict:
 
 
 def main(argv=None) -> int:
-    from benchmarks.results import load_results, render_markdown, save_results
+    from benchmarks.results import load_results, save_results
     from kerasbert.data.corpus import default_data_dir
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.search", description=__doc__,
@@ -83,8 +78,7 @@ def main(argv=None) -> int:
     results = load_results(args.output_dir, default={})
     results.update(rows=rows, sentences_file=sentences_file, para_accuracy=accuracy,
                    models={"bi": args.bi_model, "cross": args.cross_model})
-    save_results(args.output_dir, results, "benchmarks.search", TITLE)
-    print(render_markdown(results, TITLE))
+    print(save_results(args.output_dir, results, "benchmarks.search", TITLE))
     return 0
 
 

@@ -250,7 +250,6 @@ def main(argv=None) -> int:
                 time.sleep(10)  # the standby copy loads in the background; keep it out of the latencies
             port = server.rest_port
             load(port, 4, 5)  # warm up (traces, connections)
-            single = load(port, 1, 15)
             swap = {}
             dropper = threading.Thread(target=drop_new_version, args=(base, port, swap))
             server_cpu, client_cpu = cpu_seconds(server.process.pid), time.process_time()
@@ -259,7 +258,7 @@ def main(argv=None) -> int:
             many["server_cpu_per_request_s"] = (cpu_seconds(server.process.pid) - server_cpu) / answered_ok
             many["client_cpu_per_request_s"] = (time.process_time() - client_cpu) / answered_ok
             dropper.join()
-            results[key] = {"one_client": single, "many_clients": many, **swap}
+            results[key] = {"many_clients": many, **swap}
             if key == "batching":  # the server-over-model ratio: three runs with nothing else going on
                 results[key]["ratio_runs"] = [load(port, args.clients, args.seconds / 2)["requests_per_second"]
                                               / results["in_process_batch_sentences_per_second"] for _ in range(3)]

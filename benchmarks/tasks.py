@@ -324,11 +324,8 @@ def export_predictions(task: str, dev: list[dict], outputs: list):
 
 
 def part_command(args, part: str, task: str) -> list[str]:
-    return [sys.executable, "-m", "benchmarks.tasks", "--data_dir", args.data_dir, "--output_dir", args.output_dir,
-            "--peer_python", args.peer_python, "--config_dir", args.config_dir, "--max_steps", str(args.max_steps), "--train_examples",
-            str(args.train_examples), "--dev_examples", str(args.dev_examples), "--batch_size", str(args.batch_size),
-            "--repeats", str(args.repeats), "--parts", part, "--tasks", task] \
-        + (["--seed", str(args.seed)] if args.seed is not None else [])
+    """This command for one part and task (argparse keeps a flag's last value)."""
+    return [sys.executable, "-m", "benchmarks.tasks", *args.argv, "--parts", part, "--tasks", task]
 
 
 def main(argv=None) -> int:
@@ -351,6 +348,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batch_size", type=int, default=32, help="Rows per inference call.")
     parser.add_argument("--repeats", type=int, default=1, help="Timed passes over the dev rows.")
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)
     if len(args.parts) * len(args.tasks) > 1:  # each (part, task) in a process of its own
         for task in args.tasks:
             for part in args.parts:
