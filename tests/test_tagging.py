@@ -179,16 +179,18 @@ def fixed_tagger():
     return model
 
 
-TEXTS = ["Rex  sat in New York .", "Le café Cats, in Paris!", "", "the the"]
+# Punctuation a tokenizer splits off is not part of an entity: "Cats," and "Paris)!" are
+# "Cats" and "Paris"; a full stop only where the entity ends the text ("York." but "Rex.").
+TEXTS = ["Rex.  sat in New York.", "Le café Cats, in Paris)!", "", "the the"]
 EXPECTED = {
-    "entity_text": [["Rex", "New York", ""], ["café", "Cats,", "Paris!"], ["", "", ""], ["", "", ""]],
+    "entity_text": [["Rex.", "New York", ""], ["café", "Cats", "Paris"], ["", "", ""], ["", "", ""]],
     "entity_type": [["ANIMAL", "LOC", ""], ["LOC", "ANIMAL", "LOC"], ["", "", ""], ["", "", ""]],
-    "entity_start": [[0, 12, -1], [3, 8, 17], [-1] * 3, [-1] * 3],
-    "entity_end": [[3, 20, -1], [7, 13, 23], [-1] * 3, [-1] * 3],
+    "entity_start": [[0, 13, -1], [3, 8, 17], [-1] * 3, [-1] * 3],
+    "entity_end": [[4, 21, -1], [7, 12, 22], [-1] * 3, [-1] * 3],
     "num_entities": [2, 3, 0, 0],
-    "word_tag": [["B-ANIMAL", "O", "O", "B-LOC", "I-LOC", "O"], ["O", "I-LOC", "B-ANIMAL", "O", "B-LOC", ""],
-                 [""] * 6, ["O", "O", "", "", "", ""]],
-    "num_words": [6, 5, 0, 2],
+    "word_tag": [["B-ANIMAL", "O", "O", "B-LOC", "I-LOC"], ["O", "I-LOC", "B-ANIMAL", "O", "B-LOC"],
+                 [""] * 5, ["O", "O", "", "", ""]],
+    "num_words": [5, 5, 0, 2],
 }
 
 

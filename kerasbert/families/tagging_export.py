@@ -18,7 +18,9 @@
 
 n is the batch's largest entity count. Entities are read from the word tags with
 conlleval's rules (`kerasbert.families.conlleval.entities`): the same entities the metrics
-score. Text that is not valid UTF-8 is an InvalidArgumentError naming the input.
+score. Words are whitespace-separated, as CoNLL's; an entity's text leaves out the punctuation
+a tokenizer splits off ("(Reuters)," -> "Reuters"; "in Paris." at the end -> "Paris": `trimmed`).
+Text that is not valid UTF-8 is an InvalidArgumentError naming the input.
 
 Example:
     >>> signatures = TaggingSignatures(functools.partial(model.head_output, "ner"), graph)
@@ -37,6 +39,34 @@ from kerasbert.packing import ENCODER_KEYS
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 TOKENS = [tf.TensorSpec([None, None], tf.int32, name=key) for key in ENCODER_KEYS]
+# Punctuation around a name that a tokenizer splits off (words here are whitespace-separated):
+# opening brackets and quotes before it; closing ones, , ; : ! ? after it; and a full stop when
+# the entity ends the text ("in Paris." -> "Paris"), as Penn Treebank tokenizers split it.
+OPENING = "^[(\\[{\"'“‘«]+"
+CLOSING = "[)\\]}\"'”’»,;:!?]+$"
+CLOSING_AT_END = "[)\\]}\"'”’»,;:!?.]+$"
+
+
+def trimmed(text: tf.Tensor, start_byte: tf.Tensor, end_byte: tf.Tensor, ends_text: tf.Tensor):
+    """Byte spans (start, end) in `text` (all (entities,)) without the punctuation around the
+    name (OPENING, CLOSING; CLOSING_AT_END where `ends_text`); a span of punctuation only is
+    kept whole.
+
+    Example:
+        >>> text = tf.constant(["(Reuters)", "Paris.", "U.S.", "!!"])
+        >>> trimmed(text, tf.constant([0, 0, 0, 0], tf.int64), tf.constant([9, 6, 4, 2], tf.int64),
+        ...         tf.constant([False, True, False, True]))[0].numpy().tolist()
+        [1, 0, 0, 0]
+    """
+    span = tf.strings.substr(text, start_byte, end_byte - start_byte)
+    opened = tf.strings.regex_replace(span, OPENING, "")
+    closed = tf.where(ends_text, tf.strings.regex_replace(opened, CLOSING_AT_END, ""),
+                      tf.strings.regex_replace(opened, CLOSING, ""))
+    size = tf.strings.length(span, unit="BYTE")
+    lead = tf.cast(size - tf.strings.length(opened, unit="BYTE"), tf.int64)
+    trail = tf.cast(tf.strings.length(opened, unit="BYTE") - tf.strings.length(closed, unit="BYTE"), tf.int64)
+    name = tf.strings.length(closed, unit="BYTE") > 0
+    return tf.where(name, start_byte + lead, start_byte), tf.where(name, end_byte - trail, end_byte)
 
 
 def tag_tables(tag_names: tuple[str, ...]):
@@ -117,15 +147,17 @@ class TaggingSignatures:
         word_ends = aligned["word_ends"].to_tensor(default_value=-1)
         row_first = tf.stack([spans["row"], spans["first_word"]], axis=1)
         row_last = tf.stack([spans["row"], spans["last_word"]], axis=1)
-        start_byte = tf.gather_nd(word_starts, row_first)  # (entities,)
-        end_byte = tf.gather_nd(word_ends, row_last)
-        entity_text = tf.strings.substr(tf.gather(text, spans["row"]), start_byte, end_byte - start_byte)
+        words = aligned["words"]
+        num_words = words.row_lengths()
+        entity_rows = tf.gather(text, spans["row"])
+        start_byte, end_byte = trimmed(entity_rows, tf.gather_nd(word_starts, row_first),  # (entities,)
+                                       tf.gather_nd(word_ends, row_last),
+                                       spans["last_word"] == tf.gather(num_words, spans["row"]) - 1)
+        entity_text = tf.strings.substr(entity_rows, start_byte, end_byte - start_byte)
 
         def per_row(values):  # (entities,) -> ragged (batch, n)
             return tf.RaggedTensor.from_row_lengths(values, spans["count"], validate=False)
 
-        words = aligned["words"]
-        num_words = words.row_lengths()
         return {
             "entity_text": per_row(entity_text).to_tensor(default_value=""),
             "entity_type": per_row(tf.gather(self._types, spans["kind"])).to_tensor(default_value=""),
