@@ -165,6 +165,19 @@ def is_bad_input(error: BaseException) -> bool:
             or (isinstance(error, OSError) and error.errno in _DISK_ERRNOS))
 
 
+def missing_dependency(error: BaseException) -> bool:
+    """True for an import of a library kerasbert needs that this Python lacks (another
+    interpreter than the project's .venv); a module of kerasbert's own missing is a bug.
+
+    >>> missing_dependency(ModuleNotFoundError("No module named 'tensorflow'", name="tensorflow"))
+    True
+    >>> missing_dependency(ModuleNotFoundError("No module named 'kerasbert.x'", name="kerasbert.x"))
+    False
+    """
+    return isinstance(error, ModuleNotFoundError) and bool(error.name) and \
+        error.name.split(".")[0] not in ("kerasbert", "pipelines", "serving", "benchmarks")
+
+
 def main_guard(run, verbose: bool = False) -> int:
     """Runs `run()` after a quiet TensorFlow start-up: bad input is one `error:` line and exit
     code 2; a bug keeps its whole traceback, says it is one, and exits 1."""
@@ -176,6 +189,11 @@ def main_guard(run, verbose: bool = False) -> int:
     except Exception as error:  # noqa: BLE001 (sorted into bad input and bugs)
         if is_bad_input(error):
             print(f"error: {error}", file=sys.stderr)
+            return 2
+        if missing_dependency(error):
+            print(f"error: {error}: this Python ({sys.executable}) lacks kerasbert's dependencies; run "
+                  "the project's .venv/bin/python (`make install` makes it) or `source .venv/bin/activate` "
+                  "first", file=sys.stderr)
             return 2
         traceback.print_exc()
         print(f"error: {type(error).__name__} above is a bug (in kerasbert or a library it calls), not a "

@@ -61,3 +61,12 @@ def test_an_os_error_that_is_not_about_a_users_path_is_a_bug(capsys):
 def test_expected_failures_are_still_value_errors_where_callers_catch_those():
     for error in (kerasbert.ConfigError, kerasbert.DataError, BackupError, NonFiniteError):
         assert issubclass(error, kerasbert.KerasbertError) and issubclass(error, ValueError)
+
+
+def test_a_library_missing_from_this_python_points_at_the_projects_venv(capsys):
+    """Run with another interpreter than .venv's, kerasbert's own imports fail: not a bug."""
+    missing = ModuleNotFoundError("No module named 'tensorflow'", name="tensorflow")
+    assert main_guard(raising(missing)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and ".venv/bin/python" in err and "No module named 'tensorflow'" in err
+    assert main_guard(raising(ModuleNotFoundError("No module named 'kerasbert.gone'", name="kerasbert.gone"))) == 1
