@@ -97,7 +97,6 @@ def serve_and_query(args, versions: dict[str, str]) -> dict[str, dict]:
             f'  config {{ name: "{task}" base_path: "{os.path.abspath(os.path.dirname(path))}" '
             f'model_platform: "tensorflow" }}\n' for task, path in versions.items()) + "}\n")
     expected = in_process(versions)
-    print("== serve: python -m serving --model_config_file=" + config, flush=True)
     answers = {}
     with LocalServer("ner", config_file=config, log_path=os.path.join(args.output_dir, "server.log")) as server:
         for task, path in versions.items():
@@ -121,7 +120,6 @@ def check_equal(task: str, way: str, got: dict, expected: dict) -> None:
             else got[name] == value
         if not same:
             raise RuntimeError(f"{task}: {way} answered {name}={got[name]}, the SavedModel {value}")
-
 
 
 def flat(value) -> list:
@@ -162,6 +160,8 @@ def main(argv=None) -> int:
         os.makedirs(args.output_dir, exist_ok=True)
         versions = {task: train_and_export(args, task) for task in TASKS}
         show(serve_and_query(args, versions))
+        print("Serve them: python -m serving --rest_api_port=8501 --model_config_file="
+              + os.path.abspath(os.path.join(args.output_dir, "models.config")))
 
     return main_guard(demo, verbose=args.verbose)
 

@@ -18,7 +18,8 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus", action="append", required=True,
                         help="Corpus name or text file path. Repeatable.")
     parser.add_argument("--vocab_size", type=int, default=8000,
-                        help="Vocabulary size, special tokens included (default 8000).")
+                        help="Largest vocabulary size, special tokens included (default 8000): tf_text's "
+                        "learner lands at or below it.")
     parser.add_argument("--output", required=True, help="Where to write vocab.txt (one token a line).")
     parser.add_argument("--data_dir", default=default_data_dir(),
                         help="Folder holding cs224n/ and wikitext-2/ for named corpora.")
@@ -40,7 +41,9 @@ def main(argv=None) -> int:
         sentences = [s for doc in documents for s in doc]
         print(f"== training on {len(sentences)} sentences from {args.corpus}", flush=True)
         vocabulary = train_vocabulary(sentences, args.vocab_size, args.output)
-        print(f"== wrote {len(vocabulary)} tokens to {args.output}")
+        print(f"== wrote {len(vocabulary)} tokens to {args.output}"
+              + (f" (at most {args.vocab_size} asked for: tf_text's learner searches a piece-count "
+                 "threshold that keeps the vocabulary at or below it)" if len(vocabulary) < args.vocab_size else ""))
 
     return main_guard(run, verbose=args.verbose)
 

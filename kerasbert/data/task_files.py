@@ -94,8 +94,9 @@ def read_task_file(task: "str | Task", path: str, max_bad_fraction: float = 0.1)
     if task.is_family:
         return read_family_file(task, path, max_bad_fraction)
     if not task.is_resolved:
-        raise ValueError(f"task {task.name!r} has no classes (or score range) yet: read its training "
-                         "file with read_task_rows and take them from it (Task.resolved)")
+        raise ValueError(f"task {task.name!r} has no classes (or score range) yet: they come from its "
+                         "training file (`task, train = kerasbert.data.task_files.read_training_file(task, "
+                         "train_path)`); read its other files with the task that returns")
     return label_examples(task, read_task_rows(task, path), max_bad_fraction)
 
 

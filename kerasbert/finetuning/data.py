@@ -204,15 +204,17 @@ def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, b
     if task.kind == "tags":
         features = tagging_features(graph, examples)
         labels = features.labels
-        if features.untagged_words:
+        if features.untagged_words and training:  # the training data's summary, once
             print(f"   {task.name}: {features.untagged_words} words past {graph.sequence_length - 2} word pieces "
                   "have no label (their sentences are cut)")
     else:
         features = span_features(graph, examples)
         labels = features.positions
-        print(f"   {task.name}: {len(labels)} windows of {len(examples)} questions, {features.windows_without_answer} "
-              "without the answer" + (f"; {features.skipped} questions skipped (their answer covers no word "
-                                      "piece)" if features.skipped else ""))
+        if training:
+            print(f"   {task.name}: {len(labels)} windows of {len(examples)} questions, "
+                  f"{features.windows_without_answer} without the answer" + (
+                      f"; {features.skipped} questions skipped (their answer covers no word piece)"
+                      if features.skipped else ""))
     data = tf.data.Dataset.from_tensor_slices(({key: getattr(features, key) for key in ENCODER_KEYS},
                                                labels.astype(np.float32)))
     if training:

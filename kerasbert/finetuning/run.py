@@ -140,8 +140,9 @@ class DevEvaluation(keras.callbacks.Callback):
 
 
 def write_predictions(path: str, task: Task, examples, predictions) -> None:
-    """id, label, prediction per dev example: a class id or a score; a tags task's tags (the
-    sentence's first line as its id), a span task's reference answers (joined by " | ") and answer."""
+    """id, label, prediction per dev example: a class name (the served one) or a score; a tags
+    task's tags (the sentence's first line as its id), a span task's reference answers (joined
+    by " | ") and answer."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, delimiter="\t")
         writer.writerow(["id", "label", "prediction"])
@@ -150,6 +151,9 @@ def write_predictions(path: str, task: Task, examples, predictions) -> None:
                 writer.writerow([example.line, " ".join(label), " ".join(prediction)])
             elif task.kind == "span":
                 writer.writerow([example.uid, " | ".join(label), prediction])
+            elif np.ndim(prediction) and task.served_names:
+                names = task.served_names
+                writer.writerow([example.uid, names[int(label)], names[int(np.argmax(prediction))]])
             else:
                 value = int(np.argmax(prediction)) if np.ndim(prediction) else round(float(prediction), 6)
                 writer.writerow([example.uid, label, value])
