@@ -37,7 +37,7 @@ DOCTEST_MODULES := kerasbert/errors.py kerasbert/console.py kerasbert/cpu_kernel
 	kerasbert/data/corpus.py kerasbert/data/rows.py kerasbert/durable.py kerasbert/quiet.py \
 	kerasbert/pretraining/document_pairs.py kerasbert/pretraining/pairs.py kerasbert/training/run_folder.py \
 	kerasbert/vector_index.py pipelines/common.py kerasbert/config.py kerasbert/tasks.py kerasbert/data/cleaning.py \
-	kerasbert/data/task_files.py kerasbert/finetuning/report.py benchmarks/results.py
+	kerasbert/data/task_files.py kerasbert/finetuning/report.py
 
 # Two workers: most of a test's time is single-threaded graph tracing, so two cores
 # finish the suite ~1.5x sooner than one worker does.
