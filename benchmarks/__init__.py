@@ -1,8 +1,9 @@
-"""Benchmarks measure kerasbert as its pipelines run it: TensorFlow loaded with its oneDNN
-kernels (`kerasbert.cpu_kernels`), unless TF_ENABLE_ONEDNN_OPTS is set. The servers they
-start keep TensorFlow's own choice, as a user's do. `python -m benchmarks.<name>` imports
-this package first."""
+"""Benchmarks run TensorFlow as kerasbert's pipelines do, with oneDNN's kernels unless
+TF_ENABLE_ONEDNN_OPTS says otherwise; the servers they start keep TensorFlow's own choice."""
 
-from kerasbert.cpu_kernels import prefer_onednn
+import importlib.util
 
-prefer_onednn()
+if importlib.util.find_spec("tensorflow"):  # none in the peers' environment: kerasbert stays out of it
+    from kerasbert.cpu_kernels import prefer_onednn
+
+    prefer_onednn()
