@@ -24,7 +24,7 @@ import urllib.request
 
 from benchmarks.results import save_results
 from serving.process import LocalServer
-from serving.source import parse_version
+from serving.source import versions_on_disk
 
 TITLE = "Serving benchmark (sentiment signature, REST)"  # of results.md
 SENTENCES = ["a gripping , funny and moving film .", "the plot is thin and the acting is worse .",
@@ -199,9 +199,8 @@ def monitoring_cost(base: str, clients: int, seconds: float, rounds: int = 3) ->
 
 
 def newest_version(export_base: str) -> str | None:
-    """The path of the highest numbered version under `export_base`, or None."""
-    names = os.listdir(export_base) if os.path.isdir(export_base) else []
-    versions = {parse_version(name): name for name in names if parse_version(name) is not None}
+    """The path of the highest version under `export_base` the server would load, or None."""
+    versions = versions_on_disk(export_base)
     return os.path.join(export_base, versions[max(versions)]) if versions else None
 
 
