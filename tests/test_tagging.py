@@ -111,6 +111,9 @@ def test_features_label_each_words_first_piece_and_count_truncated_words(caplog)
     assert features.padding_mask.tolist() == [[1] * 8, [1] * 8]
     assert features.untagged_words == 1  # "sat", past 6 pieces
     assert "1 words past 6 word pieces got no label" in caplog.text
+    # An opening quote a word starts with is passed over: [CLS] in " paris [SEP], "Paris labelled at paris.
+    quoted = tagging_features(graph(), [Sentence(["in", '"Paris'], ["O", "B-LOC"], 1)])
+    assert quoted.labels.tolist()[0][:5] == [IGNORED, 0, IGNORED, 3, IGNORED]
     with pytest.raises(ValueError, match=r"line 1: tag\(s\) \['B-PER'\] not among"):
         tagging_features(graph(), [Sentence(["Rex"], ["B-PER"], 1)])
 
@@ -179,14 +182,15 @@ def fixed_tagger():
     return model
 
 
-# Punctuation a tokenizer splits off is not part of an entity: "Cats," and "Paris)!" are
-# "Cats" and "Paris"; a full stop only where the entity ends the text ("York." but "Rex.").
-TEXTS = ["Rex.  sat in New York.", "Le café Cats, in Paris)!", "", "the the"]
+# Punctuation a tokenizer splits off is not part of an entity: "Cats," and "(Paris)!" are
+# "Cats" and "Paris" ("(Paris)!" tagged from "paris", not from "("); a full stop only where
+# the entity ends the text ("York." but "Rex.").
+TEXTS = ["Rex.  sat in New York.", "Le café Cats, in (Paris)!", "", "the the"]
 EXPECTED = {
     "entity_text": [["Rex.", "New York", ""], ["café", "Cats", "Paris"], ["", "", ""], ["", "", ""]],
     "entity_type": [["ANIMAL", "LOC", ""], ["LOC", "ANIMAL", "LOC"], ["", "", ""], ["", "", ""]],
-    "entity_start": [[0, 13, -1], [3, 8, 17], [-1] * 3, [-1] * 3],
-    "entity_end": [[4, 21, -1], [7, 12, 22], [-1] * 3, [-1] * 3],
+    "entity_start": [[0, 13, -1], [3, 8, 18], [-1] * 3, [-1] * 3],
+    "entity_end": [[4, 21, -1], [7, 12, 23], [-1] * 3, [-1] * 3],
     "num_entities": [2, 3, 0, 0],
     "word_tag": [["B-ANIMAL", "O", "O", "B-LOC", "I-LOC"], ["O", "I-LOC", "B-ANIMAL", "O", "B-LOC"],
                  [""] * 5, ["O", "O", "", "", ""]],

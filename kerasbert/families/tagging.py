@@ -2,7 +2,9 @@
 
 Words are the text's whitespace-separated tokens; each word's tag is predicted from its
 first word piece, the other pieces (and [CLS], [SEP], padding) are left out of the loss
-(label -1), as BERT's paper and `run_ner.py` do. A sentence longer than the sequence is
+(label -1), as BERT's paper and `run_ner.py` do. Opening brackets and quotes a word starts
+with are passed over (`"Paris` is tagged from `paris`, as `pipeline("token-classification")`,
+which splits them off, would tag it); CoNLL-2003 splits them off its words itself. A sentence longer than the sequence is
 cut after `sequence_length - 2` word pieces: its later words get no tag, and they are
 counted (`TaggingFeatures.untagged_words`, and `num_untagged_words` in the export), never
 dropped silently. The words are found by one graph function (`TaggingGraph.align`) in
@@ -46,6 +48,7 @@ from kerasbert.packing import ENCODER_KEYS, pack_segments
 
 log = logging.getLogger(__name__)
 IGNORED = -1  # the label of tokens left out of the loss
+OPENING_MARK = "[(\\[{\"“‘«`]"  # a piece passed over when a word starts with it
 
 
 def special_ids(vocabulary: list[str]) -> dict[str, int]:
@@ -88,7 +91,10 @@ class TaggingGraph(tf.Module):
         (the packed position of each word's first piece; -1 past the sequence), all ragged
         (batch, words); and the packed `token_ids`, `segment_ids`, `padding_mask` (batch, width)."""
         words, word_starts, word_ends = tf_text.regex_split_with_offsets(text, self._whitespace)
-        ids, starts, _ = self.tokenizer.tokenize_with_offsets(text)  # (batch, tokens)
+        ids, starts, ends = self.tokenizer.tokenize_with_offsets(text)  # (batch, tokens)
+        piece_text = tf.strings.substr(tf.gather(text, starts.value_rowids()), starts.flat_values,
+                                       ends.flat_values - starts.flat_values)
+        opening = starts.with_flat_values(tf.strings.regex_full_match(piece_text, OPENING_MARK)).to_tensor()
         packed = pack_segments([ids], self.sequence_length, self.ids)
         kept = tf.minimum(ids.row_lengths(), self.sequence_length - 2)  # pieces that fit
         dense_words = word_starts.to_tensor(default_value=tf.int64.max)  # (batch, W)
@@ -98,8 +104,12 @@ class TaggingGraph(tf.Module):
         # One segment per (row, word); pieces past the cut go to a spare last segment.
         segment = tf.range(batch)[:, tf.newaxis] * width + tf.cast(token_word, tf.int64)
         segment = tf.where(position < kept[:, tf.newaxis], segment, batch * width)
-        first = tf.math.unsorted_segment_min(tf.broadcast_to(position + 1, tf.shape(segment)), segment,
-                                             batch * width + 1)[:-1]  # +1: [CLS] is position 0
+        packed_position = tf.broadcast_to(position + 1, tf.shape(segment))  # +1: [CLS] is position 0
+        first = tf.math.unsorted_segment_min(packed_position, segment, batch * width + 1)[:-1]
+        # A word's first piece that is not an opening mark, where it has one.
+        first_text = tf.math.unsorted_segment_min(packed_position, tf.where(opening, batch * width, segment),
+                                                  batch * width + 1)[:-1]
+        first = tf.where(first_text <= self.sequence_length, first_text, first)
         first = tf.where(first > self.sequence_length, tf.constant(-1, tf.int64), first)  # no piece kept
         first = tf.RaggedTensor.from_tensor(tf.reshape(first, [batch, width]), lengths=words.row_lengths())
         return {"words": words, "word_starts": word_starts, "word_ends": word_ends, "first_token": first,
