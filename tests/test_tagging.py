@@ -222,6 +222,9 @@ def test_entities_signature_gives_entities_with_character_offsets():
     tokens = tf.constant([[2, 13, 8, 3]])
     by_token = signatures.tags_tokens(tokens, tf.zeros_like(tokens), tf.ones_like(tokens))
     assert [t.decode() for t in by_token["tag"].numpy()[0]] == ["O", "B-ANIMAL", "O", "O"]
+    quoted = signatures.entities(tf.constant(["„Paris“ »Rex«"]))  # German and Swiss quotes, tagged from the names
+    assert [t.decode() for t in quoted["entity_text"].numpy()[0]] == ["Paris", "Rex"]
+    assert quoted["entity_start"].numpy()[0].tolist() == [1, 9] and quoted["entity_end"].numpy()[0].tolist() == [6, 12]
     with pytest.raises(tf.errors.InvalidArgumentError, match="the text input is not valid UTF-8"):
         signatures.entities(tf.constant([b"caf\xe9"]))
     # Scoring goes through the same signature: predicted tags per word, untagged words as O.

@@ -48,7 +48,7 @@ from kerasbert.packing import ENCODER_KEYS, pack_segments
 
 log = logging.getLogger(__name__)
 IGNORED = -1  # the label of tokens left out of the loss
-OPENING_MARK = "[(\\[{\"“‘«`]"  # a piece passed over when a word starts with it
+OPENING_MARK = "[(\\[{\"“”‘„‚«»‹›`]"  # a piece passed over when a word starts with it
 
 
 def special_ids(vocabulary: list[str]) -> dict[str, int]:

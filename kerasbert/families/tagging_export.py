@@ -42,9 +42,9 @@ TOKENS = [tf.TensorSpec([None, None], tf.int32, name=key) for key in ENCODER_KEY
 # Punctuation around a name that a tokenizer splits off (words here are whitespace-separated):
 # opening brackets and quotes before it; closing ones, , ; : ! ? after it; and a full stop when
 # the entity ends the text ("in Paris." -> "Paris"), as Penn Treebank tokenizers split it.
-OPENING = "^[(\\[{\"'“‘«]+"
-CLOSING = "[)\\]}\"'”’»,;:!?]+$"
-CLOSING_AT_END = "[)\\]}\"'”’»,;:!?.]+$"
+OPENING = "^[(\\[{\"'“”‘’„‚«»‹›]+"
+CLOSING = "[)\\]}\"'“”‘’»«›‹,;:!?]+$"
+CLOSING_AT_END = "[)\\]}\"'“”‘’»«›‹,;:!?.]+$"
 
 
 def trimmed(text: tf.Tensor, start_byte: tf.Tensor, end_byte: tf.Tensor, ends_text: tf.Tensor):
