@@ -4,10 +4,10 @@ Words are the text's whitespace-separated tokens; each word's tag is predicted f
 first word piece, the other pieces (and [CLS], [SEP], padding) are left out of the loss
 (label -1), as BERT's paper and `run_ner.py` do. Opening brackets and quotes a word starts
 with are passed over (`"Paris` is tagged from `paris`, as `pipeline("token-classification")`,
-which splits them off, would tag it); CoNLL-2003 splits them off its words itself. A sentence longer than the sequence is
-cut after `sequence_length - 2` word pieces: its later words get no tag, and they are
-counted (`TaggingFeatures.untagged_words`, and `num_untagged_words` in the export), never
-dropped silently. The words are found by one graph function (`TaggingGraph.align`) in
+which splits them off, would tag it); CoNLL-2003 splits them off its words itself. A
+sentence longer than the sequence is cut after `sequence_length - 2` word pieces: its later
+words get no tag, and they are counted (`TaggingFeatures.untagged_words`, and
+`num_untagged_words` in the export), never dropped silently. The words are found by one graph function (`TaggingGraph.align`) in
 training and in the exported signature, so both tokenize alike.
 
 Interface for the task system (plain values in, no config objects):
