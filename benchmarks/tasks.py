@@ -207,9 +207,6 @@ def part_train(args, task: str, results: dict) -> None:
         **{side: {**blocks[-1], "examples_per_second": statistics.median(b["examples_per_second"] for b in blocks)}
            for side, blocks in summary.items()},
         "blocks": summary, "peer_versions": peer["versions"], "finished": timestamp()}
-    if task == "squad":  # which reference each side trains on (the peer: run_qa.py's first)
-        train_answer = config_of(args, task).tasks[task].train_answer
-        results[task]["train"]["train_answer"] = {"kerasbert": train_answer, "transformers": "first"}
     if task == "squad" and metrics["best_step"] == settings["total_steps"]:  # the kept block is the last
         results[task]["train"]["f1_gap"] = f1_gap_interval(dev, run_predictions(run_dir, task), peer["predictions"])
     plot_blocks(results[task]["train"], task, os.path.join(args.output_dir, f"{task}_blocks.png"))

@@ -28,9 +28,7 @@ its tag last, blank lines between sentences) and its `labels` are its tag names 
 first; from the training file when not declared); a span task reads SQuAD v1.1's JSON
 (format `squad`). Their settings are fields: `sequence_length` (0: the run's
 `data.max_sequence_length`), and for span tasks `doc_stride`, `max_query_length`,
-`max_answer_length`, `max_windows` (the longest context answered, in windows) and
-`train_answer` (which of a question's references it trains on: `consensus`, the one the
-others agree with most, or `first`).
+`max_answer_length` and `max_windows` (the longest context answered, in windows).
 Their scores are fractions in [0, 1] like every other metric: SQuAD's official script
 prints `squad_f1` and `squad_exact_match` in percent (100x).
 
@@ -65,7 +63,6 @@ from kerasbert.errors import ConfigError
 KINDS = ("classes", "pair_classes", "pair_binary", "score", "pair_score", "tags", "span")
 CLASSES_KINDS = ("classes", "pair_classes", "pair_binary")
 FAMILY_KINDS = ("tags", "span")  # BERT's token-level families (kerasbert/families/)
-SPAN_TRAIN_ANSWERS = ("consensus", "first")  # kerasbert.families.span_qa.TRAIN_ANSWERS
 FORMATS = ("csv", "tsv", "jsonl", "conll", "squad")
 FAMILY_FORMATS = {"tags": "conll", "span": "squad"}  # each family's one format
 # The shipped files' TSV layouts, told apart by their header: the CS224N files start with an
@@ -128,7 +125,6 @@ class Task:
     max_query_length: int = 64
     max_answer_length: int = 30
     max_windows: int = 16
-    train_answer: str = "consensus"  # a span task's training target among a question's references: consensus | first
 
     def __post_init__(self):
         fix = object.__setattr__  # frozen: normalise the declaration's values once
@@ -204,8 +200,6 @@ class Task:
         bad = {key: value for key, value in numbers.items() if not (isinstance(value, int) and value >= 1)}
         if bad:
             fail(f"{', '.join(bad)} must be positive integers. Received: {bad}")
-        if self.train_answer not in SPAN_TRAIN_ANSWERS:
-            fail(f"train_answer must be one of {SPAN_TRAIN_ANSWERS}. Received: {self.train_answer!r}")
 
     # --- What follows from the kind ------------------------------------------------------
 

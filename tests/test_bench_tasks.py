@@ -74,7 +74,7 @@ def test_the_peers_features_are_kerasberts(tmp_path):
 
     questions = read_squad(os.path.join(DATA_DIR, "squad", "dev.json")).examples[:len(spans) - 1]
     questions.append(questions[0].__class__("long", spans[-1]["question"], spans[-1]["context"], questions[0].answers))
-    windows = span_features(SpanGraph(vocabulary, 64, 16, 8), questions, "first")  # run_qa.py's answer
+    windows = span_features(SpanGraph(vocabulary, 64, 16, 8), questions)
     assert len(windows.token_ids) > len(questions) + 10  # long contexts: several windows each
     np.testing.assert_array_equal(windows.token_ids, peer["span_ids"])
     np.testing.assert_array_equal(windows.segment_ids, peer["segments"])

@@ -17,12 +17,12 @@ from kerasbert.data.rows import DataError
 from helpers import save_family_functions
 from kerasbert.families.span_qa import SpanGraph, answer_pieces, predict_answers, span_features, span_loss
 from kerasbert.families.span_qa_export import SpanSignatures, best_spans
-from kerasbert.families.squad import (Answer, QaExample, consensus_answer, exact_match, normalize_answer,
-                                      read_squad, squad_scores, token_f1)
+from kerasbert.families.squad import (Answer, QaExample, exact_match, normalize_answer, read_squad, squad_scores,
+                                      token_f1)
 from kerasbert.finetuning.data import TaskPreprocessor, family_dataset
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.packing import ENCODER_KEYS
-from kerasbert.tasks import Task, TaskError
+from kerasbert.tasks import Task
 from kerasbert.tokenization import make_tokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "where", "is", "the", "cat", "sat", "on", "mat", "in",
@@ -112,23 +112,6 @@ def test_features_point_at_the_answer_or_at_cls():
     assert features.token_ids.shape == (3, 12)
     assert answer_pieces([0, 4, 8], [3, 7, 11], 5, 6) == (1, 1)  # an answer inside one piece
     assert answer_pieces([0, 4], [3, 7], 3, 4) is None  # only the space between pieces
-
-
-def test_training_answer_is_the_references_consensus_or_the_first():
-    """SQuAD's dev-style files give three or more references a question: training points at the
-    one the others agree with most (SQuAD F1 summed over them), the first among ties."""
-    context = "the cat sat on the mat in new york ."
-    references = [Answer("on the mat in new york", 12), Answer("new york", 26), Answer("york", 30)]
-    assert consensus_answer(references) == references[1]  # F1 sums 1.90, 2.24, 2.0
-    assert consensus_answer(references[:2]) == references[0]  # two: a tie, the first
-    assert consensus_answer([references[2], references[2], references[1]]) == references[2]  # two agree exactly
-    example = [QaExample("a", "where is the cat?", context, references)]
-    # [CLS] where is the cat ? [SEP]: context piece k at position 7 + k; "on" is piece 3, "york" 8.
-    one_window = graph(sequence_length=24, max_query_length=8)
-    assert span_features(one_window, example, "first").positions.tolist() == [[10, 15]]
-    assert span_features(one_window, example).positions.tolist() == [[14, 15]]  # new york
-    with pytest.raises(TaskError, match="train_answer must be one of"):
-        Task("qa", "span", train_answer="longest")
 
 
 def test_span_loss_is_the_mean_of_start_and_end_cross_entropy():

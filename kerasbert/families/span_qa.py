@@ -15,7 +15,7 @@ Interface for the task system (plain values in, no config objects):
                max_answer_length=30, max_windows=16)
     features:  span_features(graph, examples) -> SpanFeatures (numpy arrays, counts): token_ids,
                segment_ids, padding_mask, and positions int32 (windows, 2): the answer's (start,
-               end) token positions, (0, 0) for none; of the references' consensus answer
+               end) token positions, (0, 0) for none
     loss:      span_loss(y, logits, padding_mask)  (mean of the start and end cross-entropies
                over the real tokens; logits (batch, seq, 2): start, end)
     predict:   predict_answers(answer, examples) -> {uid: answer text} (through the export's graph)
@@ -41,7 +41,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.families.squad import QaExample, consensus_answer
+from kerasbert.families.squad import QaExample
 from kerasbert.families.tagging import special_ids
 from kerasbert.families.wordpiece import OffsetTokenizer
 from kerasbert.packing import ENCODER_KEYS, pack_segments
@@ -146,15 +146,8 @@ def answer_pieces(starts: list[int], ends: list[int], begin: int, end: int) -> t
     return (inside[0], inside[-1]) if inside else None
 
 
-TRAIN_ANSWERS = {"consensus": consensus_answer, "first": lambda answers: answers[0]}
-
-
-def span_features(graph: SpanGraph, examples: list[QaExample], train_answer: str = "consensus",
-                  batch_size: int = 128) -> SpanFeatures:
-    """Every window of every example, with the token positions of one reference answer:
-    `train_answer` "consensus" (the one the other references agree with most,
-    `squad.consensus_answer`) or "first" (the file's first, as run_squad.py and run_qa.py)."""
-    choose = TRAIN_ANSWERS[train_answer]
+def span_features(graph: SpanGraph, examples: list[QaExample], batch_size: int = 128) -> SpanFeatures:
+    """Every window of every example, with the first reference answer's token positions."""
     length = graph.sequence_length
     rows = {name: [] for name in (*ENCODER_KEYS, "positions")}
     without = skipped = 0
@@ -166,7 +159,7 @@ def span_features(graph: SpanGraph, examples: list[QaExample], train_answer: str
         starts, ends = windows["context_starts"].to_list(), windows["context_ends"].to_list()
         spans = []
         for row, example in enumerate(chunk):
-            answer = choose(example.answers)
+            answer = example.answers[0]
             byte_begin = len(example.context[:answer.start].encode("utf-8"))
             byte_end = byte_begin + len(answer.text.encode("utf-8"))
             spans.append(answer_pieces(starts[row], ends[row], byte_begin, byte_end))

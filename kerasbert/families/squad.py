@@ -125,20 +125,6 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def consensus_answer(answers: list[Answer]) -> Answer:
-    """The reference the others agree with most: the highest summed SQuAD F1 against all of
-    them, the earliest among ties (so the first of one or two). A question with several
-    references (SQuAD's dev files carry three or more) trains on this one.
-
-    Example:
-        >>> consensus_answer([Answer("the Denver Broncos team", 0), Answer("Denver Broncos", 4),
-        ...                   Answer("Broncos", 11)])
-        Answer(text='Denver Broncos', start=4)
-    """
-    agreement = [sum(token_f1(answer.text, other.text) for other in answers) for answer in answers]
-    return answers[max(range(len(answers)), key=lambda i: (agreement[i], -i))]
-
-
 def squad_scores(predictions: dict[str, str], references: dict[str, list[str]]) -> dict[str, float]:
     """Exact match and F1 in percent, each the best over a question's references, averaged
     over all questions of `references` (a question without a prediction scores 0, as in the

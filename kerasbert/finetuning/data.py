@@ -208,7 +208,7 @@ def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, b
             print(f"   {task.name}: {features.untagged_words} words past {graph.sequence_length - 2} word pieces "
                   "have no label (their sentences are cut)")
     else:
-        features = span_features(graph, examples, task.train_answer)
+        features = span_features(graph, examples)
         labels = features.positions
         if training:
             print(f"   {task.name}: {len(labels)} windows of {len(examples)} questions, "
