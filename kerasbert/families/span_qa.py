@@ -184,18 +184,14 @@ def span_features(graph: SpanGraph, examples: list[QaExample], batch_size: int =
     return SpanFeatures(**arrays, windows_without_answer=without, skipped=skipped)
 
 
-def span_loss(positions, logits, padding_mask=None, segment_ids=None):
-    """The mean of the start and end positions' cross-entropies; the softmax over [CLS] and the
-    context pieces only (with segment_ids; XLNet's p_mask), else over the real tokens."""
+def span_loss(positions, logits, padding_mask=None):
+    """The mean of the start and end positions' cross-entropies, as BERT's run_squad.py; with
+    `padding_mask` (batch, seq), over the real tokens only (run_squad.py's softmax also spans the
+    padding, whose share then depends on how a batch was padded)."""
     positions = tf.cast(positions, tf.int32)  # (batch, 2)
     logits = tf.cast(logits, tf.float32)
     if padding_mask is not None:
-        allowed = tf.cast(padding_mask, tf.bool)
-        if segment_ids is not None:
-            length = tf.reduce_sum(tf.cast(padding_mask, tf.int32), axis=1, keepdims=True)
-            position = tf.range(tf.shape(logits)[1])[tf.newaxis, :]
-            allowed = (position == 0) | ((tf.cast(segment_ids, tf.int32) == 1) & (position < length - 1))
-        logits = tf.where(allowed[:, :, None], logits, -1e9)
+        logits = tf.where(tf.cast(padding_mask, tf.bool)[:, :, None], logits, -1e9)
     logits = tf.transpose(logits, [0, 2, 1])  # (batch, 2, seq)
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(positions, logits))
 

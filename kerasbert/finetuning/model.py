@@ -241,8 +241,7 @@ class MultitaskBert(DatasetFit, keras.Model):
             labels = tf.reshape(y, tf.shape(x["token_ids"]))
             return masked_tag_loss(labels, self.head_output(task, x, training=True))
         if spec.kind == "span":  # (batch, 2): the answer's first and last piece
-            return span_loss(tf.reshape(y, [-1, 2]), self.head_output(task, x, training=True), x["padding_mask"],
-                             x["segment_ids"])
+            return span_loss(tf.reshape(y, [-1, 2]), self.head_output(task, x, training=True), x["padding_mask"])
         y = tf.reshape(y, [-1])  # (batch,)
         if spec.kind == "pair_binary":
             return self._binary_loss(task, x, y)
