@@ -7,8 +7,9 @@ with are passed over (`"Paris` is tagged from `paris`, as `pipeline("token-class
 which splits them off, would tag it); CoNLL-2003 splits them off its words itself. A
 sentence longer than the sequence is cut after `sequence_length - 2` word pieces: its later
 words get no tag, and they are counted (`TaggingFeatures.untagged_words`, and
-`num_untagged_words` in the export), never dropped silently. The words are found by one graph function (`TaggingGraph.align`) in
-training and in the exported signature, so both tokenize alike.
+`num_untagged_words` in the export), never dropped silently. The words are found by one
+graph function (`TaggingGraph.align`) in training and in the exported signature, so both
+tokenize alike.
 
 Interface for the task system (plain values in, no config objects):
     reader:    kerasbert.families.conll.read_conll(path) -> ConllFile(.sentences: [Sentence(words, tags, line)])
