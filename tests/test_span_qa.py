@@ -16,7 +16,7 @@ from conftest import DATA_DIR, ROOT
 from kerasbert.data.rows import DataError
 from helpers import save_family_functions
 from kerasbert.families.span_qa import SpanGraph, answer_pieces, predict_answers, span_features, span_loss
-from kerasbert.families.span_qa_export import SpanSignatures, best_spans
+from kerasbert.families.span_qa_export import SpanSignatures, best_spans, max_context
 from kerasbert.families.squad import (Answer, QaExample, exact_match, normalize_answer, read_squad, squad_scores,
                                       token_f1)
 from kerasbert.finetuning.data import TaskPreprocessor, family_dataset
@@ -135,6 +135,10 @@ def test_best_span_respects_order_length_and_the_allowed_pieces():
     # 3 + 5 spans 3 pieces (3..5); 1 + 5 would span 5; 3 + 4 would end before it starts.
     assert (best["start"].numpy()[0], best["end"].numpy()[0], best["logit"].numpy()[0]) == (3, 5, 8.0)
     assert best_spans(start, end, allowed, max_answer_length=2)["end"].numpy()[0] == 2  # 1 + 4
+    # Starts limited to positions 1 and 2: 1 + 4 (1..2) beats 1 + 5, which spans 5 pieces.
+    starts_allowed = tf.constant([[True, True, True, False, False, False]])
+    limited = best_spans(start, end, allowed, max_answer_length=3, starts_allowed=starts_allowed)
+    assert (limited["start"].numpy()[0], limited["end"].numpy()[0]) == (1, 2)
     probability = np.exp(3) / np.exp(start.numpy()[0, 1:]).sum() * np.exp(5) / np.exp(end.numpy()[0, 1:]).sum()
     assert best["probability"].numpy()[0] == pytest.approx(probability, rel=1e-5)
 
@@ -181,6 +185,48 @@ def check_answers(outputs):
         got = [v.decode() if isinstance(v, bytes) else v for v in np.asarray(outputs[key]).tolist()]
         assert got == value, key
     assert [c[s:e] for c, s, e in zip(CONTEXTS, EXPECTED["answer_start"], EXPECTED["answer_end"])] == EXPECTED["answer"]
+
+
+def bert_is_max_context(doc_spans: list[tuple[int, int]], cur_span_index: int, position: int) -> bool:
+    """run_squad.py's `_check_is_max_context`, as written there (doc_spans: (start, length))."""
+    best_score, best_span_index = None, None
+    for span_index, (start, length) in enumerate(doc_spans):
+        end = start + length - 1
+        if position < start or position > end:
+            continue
+        score = min(position - start, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score, best_span_index = score, span_index
+    return cur_span_index == best_span_index
+
+
+@pytest.mark.parametrize("settings", [
+    {"doc_stride": 1}, {"doc_stride": 2}, {"doc_stride": 4},
+    # Windows of 196, 196 and 60 pieces: 0.01 * the length outweighs a piece more of context.
+    {"sequence_length": 200, "doc_stride": 150}])
+def test_max_context_is_run_squads_rule(settings):
+    questions = ["Where is New York?", "cat", "Where is the cat?", "Where?"]
+    contexts = [CONTEXTS[0], "the cat sat on the mat in Paris " * 2, "The cat sat in Paris.", CONTEXTS[0] * 2]
+    if "sequence_length" in settings:
+        questions, contexts = questions + ["cat"], contexts + ["the cat sat on the mat " * 60]
+    windows = graph(**settings, max_windows=32).windows(tf.constant(questions), tf.constant(contexts))
+    width = windows["token_ids"].shape[1]
+    position = np.arange(width)[None, :]
+    offset, length = windows["context_offset"].numpy()[:, None], windows["window_length"].numpy()[:, None]
+    allowed = (position >= offset) & (position < offset + length)
+    got = max_context(windows, tf.constant(allowed)).numpy()
+    assert windows["window_count"].numpy().max() >= 3  # several windows overlap a piece
+    expected = np.zeros_like(got)
+    spans = {}
+    for w, example in enumerate(windows["example"].numpy()):
+        spans.setdefault(example, []).append((int(windows["window_start"].numpy()[w]), int(length[w, 0])))
+    for w, example in enumerate(windows["example"].numpy()):
+        index = len([e for e in windows["example"].numpy()[:w] if e == example])
+        for p in range(width):
+            if allowed[w, p]:
+                piece = spans[example][index][0] + p - offset[w, 0]
+                expected[w, p] = bert_is_max_context(spans[example], index, piece)
+    assert got.tolist() == expected.tolist()
 
 
 def test_answer_signature_finds_the_best_span_over_all_windows():

@@ -12,7 +12,8 @@
 All of it runs in the graph: the context's windows (`SpanGraph.windows`), the model over
 every window of the batch at once, and the best span over all windows of each example: the
 highest start + end logit with both ends on context pieces, end not before start, at
-most `max_answer_length` pieces, as BERT's run_squad.py chooses. An empty question or
+most `max_answer_length` pieces, starting in the window where its first piece has the
+most context (`max_context`), as BERT's run_squad.py chooses. An empty question or
 context, a context longer than `SpanGraph.max_windows` windows, or text that is not valid
 UTF-8 is an InvalidArgumentError naming the problem.
 
@@ -37,11 +38,12 @@ TOKENS = [tf.TensorSpec([None, None], tf.int32, name=key) for key in ENCODER_KEY
 EXCLUDED = -1e9  # the logit of a piece that cannot be an answer's end
 
 
-def best_spans(start_logits, end_logits, allowed, max_answer_length: int) -> dict:
+def best_spans(start_logits, end_logits, allowed, max_answer_length: int, starts_allowed=None) -> dict:
     """The best span of each row: start_logits, end_logits (rows, seq) float, allowed (rows,
     seq) bool -> `start`, `end` positions (int64), `logit` (start + end logit) and
     `probability` (their softmax probabilities' product over the allowed pieces), (rows,).
-    A row with no allowed piece gets logit about -2e9.
+    `starts_allowed` (rows, seq) bool, if given, also limits where a span may start. A row
+    with no allowed piece gets logit about -2e9.
 
     Example:
         >>> allowed = tf.constant([[False, True, True]])
@@ -54,7 +56,8 @@ def best_spans(start_logits, end_logits, allowed, max_answer_length: int) -> dic
     padded = tf.pad(end_logits, [[0, 0], [0, max_answer_length]], constant_values=EXCLUDED)
     # ends[r, p, k]: the end logit k pieces after start p, so k + 1 pieces long.
     ends = tf.stack([padded[:, k:k + width] for k in range(max_answer_length)], axis=-1)  # (rows, seq, A)
-    spans = start_logits[:, :, tf.newaxis] + ends  # (rows, seq, A)
+    span_starts = start_logits if starts_allowed is None else tf.where(starts_allowed, start_logits, EXCLUDED)
+    spans = span_starts[:, :, tf.newaxis] + ends  # (rows, seq, A)
     flat = tf.reshape(spans, [tf.shape(spans)[0], -1])  # (rows, seq * A)
     best = tf.argmax(flat, axis=-1)  # (rows,)
     logit = tf.reduce_max(flat, axis=-1)
@@ -62,6 +65,34 @@ def best_spans(start_logits, end_logits, allowed, max_answer_length: int) -> dic
     normaliser = tf.reduce_logsumexp(start_logits, axis=-1) + tf.reduce_logsumexp(end_logits, axis=-1)
     return {"start": start, "end": start + best % max_answer_length, "logit": logit,
             "probability": tf.exp(logit - normaliser)}
+
+
+def max_context(windows: dict, allowed) -> tf.Tensor:
+    """Whether each window position holds a context piece in the window where that piece has
+    the most context: bool (W, width), from `SpanGraph.windows`' windows and `allowed`, bool
+    (W, width), the positions of context pieces. A piece's context in a window is
+    min(pieces before it, pieces after it) + 0.01 * the window's context pieces, the first
+    window winning a tie: run_squad.py's `_check_is_max_context`, which keeps a span from
+    starting where a window's edge cuts off what comes before or after it (Model Garden's
+    squad_lib does the same; transformers' run_qa.py does not). Computed on integers
+    (100 times the score), so exactly.
+
+    Example:
+        >>> windows = graph.windows(question, context)  # 10 context pieces, 6 a window, stride 2
+        >>> max_context(windows, allowed)  # piece 2: min(2, 3) in window 0, min(0, 5) in 1 -> window 0
+    """
+    position = tf.range(tf.shape(allowed, out_type=tf.int64)[1])[tf.newaxis, :]  # (1, width)
+    before = position - windows["context_offset"][:, tf.newaxis]  # pieces before it in its window (W, width)
+    length = windows["window_length"][:, tf.newaxis]
+    score = 100 * tf.minimum(before, length - 1 - before) + length
+    rank = tf.ragged.range(windows["window_count"]).flat_values[:, tf.newaxis]  # the window's index in its example
+    context = tf.where(allowed, score * (tf.reduce_max(windows["window_count"]) + 1) - rank, -1)  # a tie: the first
+    # Each position's piece, numbered over the batch's contexts.
+    first_piece = tf.gather(windows["context_starts"].row_starts(), windows["example"]) + windows["window_start"]
+    piece = tf.where(allowed, first_piece[:, tf.newaxis] + before, 0)
+    most = tf.math.unsorted_segment_max(tf.reshape(context, [-1]), tf.reshape(piece, [-1]),
+                                        tf.shape(windows["context_starts"].flat_values, out_type=tf.int64)[0])
+    return allowed & (context == tf.gather(most, piece))
 
 
 class SpanSignatures:
@@ -95,7 +126,8 @@ class SpanSignatures:
         position = tf.range(tf.shape(start_logits, out_type=tf.int64)[1])[tf.newaxis, :]  # (1, width)
         offset = windows["context_offset"][:, tf.newaxis]  # (W, 1)
         allowed = (position >= offset) & (position < offset + windows["window_length"][:, tf.newaxis])
-        best = best_spans(start_logits, end_logits, allowed, self.graph.max_answer_length)  # each (W,)
+        best = best_spans(start_logits, end_logits, allowed, self.graph.max_answer_length,
+                          max_context(windows, allowed))  # each (W,)
 
         # The best window of each example (windows are in example order).
         per_example = tf.RaggedTensor.from_row_lengths(best["logit"], windows["window_count"], validate=False)
