@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 
-from serving.flags import ServerFlags, parse_channel_arguments, parse_flags, report_ignored
+from serving.flags import ServerFlags, parse_channel_arguments, parse_flags, report_ignored, session_config
 
 log = logging.getLogger("serving")
 
@@ -84,12 +84,6 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
     if not flags.port and not flags.grpc_socket_path:  # server.cc BuildAndStart
         raise SystemExit("server_options.grpc_port is not set and server_options.grpc_socket_path must be set.")
     import_tensorflow(flags.verbose)
-    import tensorflow as tf
-
-    if flags.tensorflow_intra_op_parallelism:
-        tf.config.threading.set_intra_op_parallelism_threads(flags.tensorflow_intra_op_parallelism)
-    if flags.tensorflow_inter_op_parallelism:
-        tf.config.threading.set_inter_op_parallelism_threads(flags.tensorflow_inter_op_parallelism)
 
     from serving.connections import descriptor_caps
     from serving.grpc_server import make_grpc_server, server_credentials
@@ -115,7 +109,9 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
                        standby=flags.warm_standby, max_load_retries=flags.max_num_load_retries,
                        load_retry_seconds=flags.load_retry_interval_micros / 1e6,
                        signature_method_name_check=flags.enable_signature_method_name_check, tags=tags,
-                       num_load_threads=flags.num_load_threads, metrics=metrics)
+                       num_load_threads=flags.num_load_threads, metrics=metrics,
+                       session_config=session_config(flags), prefer_tflite=flags.prefer_tflite_model,
+                       num_tflite_interpreters=flags.num_tflite_pools)
     manager.start()
     stop = stop or threading.Event()
     if flags.model_config_file and flags.model_config_file_poll_wait_seconds > 0:

@@ -83,9 +83,9 @@ FLAGS = [
                                           "initial load of all servables, and after each subsequent individual "
                                           "servable reload (if the number of load threads is 1).", "ignored"),
     Flag("tensorflow_session_parallelism", 0, "Number of threads to use for running a Tensorflow session. "
-                                              "Auto-configured by default.", "ignored"),
+                                              "Auto-configured by default."),
     Flag("tensorflow_session_config_file", "", "If non-empty, read an ascii TensorFlow Session ConfigProto "
-                                               "protobuf from the supplied file name.", "ignored"),
+                                               "protobuf from the supplied file name."),
     Flag("tensorflow_intra_op_parallelism", 0, "Number of threads to use to parallelize the execution of an "
                                                "individual op. Auto-configured by default."),
     Flag("tensorflow_inter_op_parallelism", 0, "Controls the number of operators that can be executed "
@@ -114,9 +114,9 @@ FLAGS = [
     Flag("remove_unused_fields_from_bundle_metagraph", True, "Removes unused fields from MetaGraphDef proto "
                                                              "message to save memory.", "ignored"),
     Flag("prefer_tflite_model", False, "EXPERIMENTAL; CAN BE REMOVED ANYTIME! Prefer TensorFlow Lite model from "
-                                       "`model.tflite` file in SavedModel directory.", "ignored"),
+                                       "`model.tflite` file in SavedModel directory."),
     Flag("num_tflite_pools", CPUS, "EXPERIMENTAL; CAN BE REMOVED ANYTIME! Number of TFLite interpreters in an "
-                                   "interpreter pool of TfLiteSession.", "ignored"),
+                                   "interpreter pool of TfLiteSession."),
     Flag("num_tflite_interpreters_per_pool", 1, "EXPERIMENTAL; CAN BE REMOVED ANYTIME! Number of TFLite "
                                                 "interpreters in an interpreter pool of TfLiteSession.", "ignored"),
     Flag("enable_signature_method_name_check", False, "Enable method_name check for SignatureDef. Disable this if "
@@ -219,6 +219,29 @@ def model_work_limits(flags) -> ModelWorkLimits:
     """The bounds of model work per request the flags set."""
     return ModelWorkLimits(flags.max_request_batch_size, flags.max_execution_batch_size,
                            flags.max_execution_tokens, flags.string_input_tokens, flags.activation_bytes_per_token)
+
+
+def session_config(flags):
+    """The ConfigProto of every version's session, as server.cc builds it: the
+    --tensorflow_session_config_file, then the thread pools (intra and inter together, or
+    --tensorflow_session_parallelism for both; all three at once is refused)."""
+    from google.protobuf import text_format
+    from tensorflow.core.protobuf import config_pb2
+
+    config = config_pb2.ConfigProto()
+    if flags.tensorflow_session_config_file:
+        with open(flags.tensorflow_session_config_file) as f:
+            text_format.Parse(f.read(), config)
+    intra, inter = flags.tensorflow_intra_op_parallelism, flags.tensorflow_inter_op_parallelism
+    if intra > 0 and inter > 0 and flags.tensorflow_session_parallelism > 0:
+        raise SystemExit("Either configure server_options.tensorflow_session_parallelism or "
+                         "(server_options.tensorflow_intra_op_parallelism, "
+                         "server_options.tensorflow_inter_op_parallelism) separately. You cannot configure all.")
+    if intra > 0 or inter > 0:
+        config.intra_op_parallelism_threads, config.inter_op_parallelism_threads = intra, inter
+    else:
+        config.intra_op_parallelism_threads = config.inter_op_parallelism_threads = flags.tensorflow_session_parallelism
+    return config
 
 
 def report_ignored(flags) -> None:

@@ -102,8 +102,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         with contextlib.ExitStack() as held:
             def decode(servable):
                 """The request's tensors as arrays, checked first and their memory reserved."""
-                specs = servable.input_specs(signature)
-                check_input_names(specs, request.inputs)
+                dtypes = servable.input_dtypes(signature)
+                check_input_names(dtypes, request.inputs)
                 cost = 0
                 for key in sorted(request.inputs):
                     proto = request.inputs[key]
@@ -111,9 +111,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
                     if size > self.budget.capacity:
                         raise tensor_proto.too_large(key, size, self.budget.capacity)
                     cost += size
-                    if proto.dtype != specs[key].dtype.as_datatype_enum:
+                    if proto.dtype != dtypes[key].as_datatype_enum:
                         sent = json_tensor.dtype_name(tf.as_dtype(proto.dtype))
-                        raise InvalidArgument(f"Expects arg[{key}] to be {json_tensor.dtype_name(specs[key].dtype)} "
+                        raise InvalidArgument(f"Expects arg[{key}] to be {json_tensor.dtype_name(dtypes[key])} "
                                               f"but {sent} is provided")
                 check_output_filter(servable.signature_defs[signature], request.output_filter)
                 held.enter_context(self.budget.reserve(cost, deadline))

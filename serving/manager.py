@@ -40,6 +40,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from serving.servable import Servable, program_key
 from serving.source import ModelConfig, aspired_versions
 from serving.status import InvalidArgument, NotFound
+from serving.tflite import TfLiteServable, has_tflite_model
 from serving.warmup import replay_warmup_requests
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,14 @@ class ModelManager:
     def __init__(self, configs: list[ModelConfig], poll_seconds: float = 1.0, warmup: bool = True,
                  standby: bool = False, max_load_retries: int = 5, load_retry_seconds: float = 60.0,
                  signature_method_name_check: bool = False, tags: tuple[str, ...] = ("serve",),
-                 num_load_threads: int = 0, metrics=None):
+                 num_load_threads: int = 0, metrics=None, session_config=None, prefer_tflite: bool = False,
+                 num_tflite_interpreters: int = 1):
         self.configs = {config.name: config for config in configs}
         self.tags = tags  # TF Serving's --saved_model_tags: the MetaGraphDef to load
+        self.session_config = session_config  # a ConfigProto for every version's session, or None
+        # TF Serving's --prefer_tflite_model: a version folder's model.tflite, where it has one,
+        # is served (by --num_tflite_pools interpreters) rather than its SavedModel.
+        self.prefer_tflite, self.num_tflite_interpreters = prefer_tflite, num_tflite_interpreters
         # TF Serving's --num_load_threads: 0 loads one version after another in the poll
         # thread; N loads up to N versions at once.
         self.num_load_threads = num_load_threads
@@ -183,11 +189,13 @@ class ModelManager:
         """A warmed Servable: the spare's graph with this version's weights, if they match."""
         with self._lock:
             spare = self._spares.pop(name, None)  # only ever set with standby on
+        if self.prefer_tflite and has_tflite_model(path):
+            return TfLiteServable(name, version, path, self.num_tflite_interpreters)
         if spare is not None and spare[0] == program_key(path):
             servable = Servable(name, version, path, loaded=spare[1], tags=self.tags)
             log.info("%s version %d: weights restored into the standby copy", name, version)
             return servable
-        servable = Servable(name, version, path, tags=self.tags)
+        servable = Servable(name, version, path, tags=self.tags, session_config=self.session_config)
         if self.warmup:
             started, ok = time.monotonic(), False
             try:
@@ -202,9 +210,9 @@ class ModelManager:
         """Loads and warms a spare copy of `path` for the next version of `name`."""
         try:
             key = program_key(path)
-            if key is None:
+            if key is None or (self.prefer_tflite and has_tflite_model(path)):
                 return
-            spare = Servable(name, 0, path, tags=self.tags)
+            spare = Servable(name, 0, path, tags=self.tags, session_config=self.session_config)
             replay_warmup_requests(spare, self.signature_method_name_check)
             with self._lock:
                 self._spares[name] = (key, spare.loaded)

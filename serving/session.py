@@ -84,16 +84,18 @@ class ModelWorkLimits:
 
 
 def rows_of(inputs: dict[str, np.ndarray]) -> int | None:
-    """The request's rows: the 0th dimension every input shares, as TF Serving's batching
-    requires (batching_util.h ComputeTensorBatchSize); None if an input is a scalar (then
-    the request is one call of the model, as TF Serving runs it without batching)."""
+    """The request's rows: the 0th dimension every input shares, which is what a request is
+    cut into slices by (and batched by: TF Serving's batching_util.h ComputeTensorBatchSize).
+    None if an input is a scalar or the inputs do not share a 0th dimension: then the request
+    is one call of the model, as TF Serving runs it without batching, and the graph decides.
+
+    >>> rows_of({"a": np.zeros((3, 2)), "b": np.zeros(3)}), rows_of({"a": np.zeros(3), "b": np.zeros(2)})
+    (3, None)
+    """
     if not inputs or any(array.ndim == 0 for array in inputs.values()):
         return None
-    sizes = {name: array.shape[0] for name, array in inputs.items()}
-    if len(set(sizes.values())) > 1:
-        raise InvalidArgument("Every input must have the same 0th-dimension size (its rows); received "
-                              + ", ".join(f"{name}: {size}" for name, size in sorted(sizes.items())))
-    return next(iter(sizes.values()))
+    sizes = {array.shape[0] for array in inputs.values()}
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def concatenate_slices(pieces: list[dict[str, np.ndarray]], sizes: list[int]) -> dict[str, np.ndarray]:
@@ -121,11 +123,11 @@ class DirectSession:
     def _call(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None):
         """One call of the model, its activations held from the budget meanwhile."""
         if self.budget is None:
-            return servable.run(signature, inputs)
-        rows = min((len(array) for array in inputs.values() if array.ndim), default=1)
+            return servable.run(signature, inputs, deadline)
+        rows = max((len(array) for array in inputs.values() if array.ndim), default=1)
         cost = rows * self.limits.row_tokens(inputs) * self.limits.activation_bytes_per_token
         with self.budget.reserve(cost, deadline):
-            return servable.run(signature, inputs)
+            return servable.run(signature, inputs, deadline)
 
     def run(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None = None,
             cancelled: Callable[[], bool] | None = None) -> dict[str, np.ndarray]:
@@ -138,8 +140,8 @@ class DirectSession:
         step = self.limits.slice_rows(inputs, None if self.budget is None else self.budget.capacity)
         if rows <= step:
             return self._call(servable, signature, inputs, deadline)
-        for name, spec in servable.signature(signature).structured_outputs.items():
-            if spec.shape.rank == 0:  # a sum over rows, say: known before anything runs
+        for name, rank in servable.output_ranks(signature).items():
+            if rank == 0:  # a sum over rows, say: known before anything runs
                 raise FailedPrecondition(f"Output {name} of signature {signature} has no row dimension, so a "
                                          f"request of more rows than one model call ({step}: "
                                          "--max_execution_batch_size, --max_execution_tokens) cannot run")

@@ -86,15 +86,20 @@ def no_versions_message(name: str, base_path: str) -> str:
     return message
 
 
+MODEL_FILES = ("saved_model.pb", "model.tflite")  # what makes a version folder a version
+
+
 def versions_on_disk(base_path: str) -> dict[int, str]:
-    """{version: its folder's name}, for folders holding a saved_model.pb. Two folders with
-    one number ("7" and "007"): the last in name order is used, as TF Serving uses one."""
+    """{version: its folder's name}, for folders holding a saved_model.pb (or a model.tflite,
+    which --prefer_tflite_model serves). Two folders with one number ("7" and "007"): the last
+    in name order is used, as TF Serving uses one."""
     if not os.path.isdir(base_path):
         return {}
     found: dict[int, str] = {}
     for name in sorted(os.listdir(base_path)):
         version = parse_version(name)
-        if version is None or not os.path.isfile(os.path.join(base_path, name, "saved_model.pb")):
+        if version is None or not any(os.path.isfile(os.path.join(base_path, name, model))
+                                      for model in MODEL_FILES):
             continue
         if version in found:
             log.warning("Duplicate version directories detected. Version %d will be loaded from %s, %s "

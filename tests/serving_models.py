@@ -63,6 +63,10 @@ class Counted(tf.Module):
         self.calls.assign_add(1)
         return {"y": x}
 
+    @tf.function(input_signature=[])
+    def count(self):
+        return {"calls": self.calls.read_value()}
+
 
 class HalfPlusTwo(tf.Module):
     """TF Serving's test model `half_plus_two` (y = 0.5 x + 2), saved as any TF2 program

@@ -88,12 +88,12 @@ def test_the_server_starts_with_every_flag_at_its_default(tmp_path):
 def test_an_ineffective_flag_says_so_in_one_line(caplog):
     from serving.flags import parse_flags, report_ignored
 
-    flags = parse_flags(["--model_base_path=/m", "--prefer_tflite_model=true", "--mixed_precision=bfloat16",
-                         "--enable_profiler=true"])
+    flags = parse_flags(["--model_base_path=/m", "--xla_cpu_compilation_enabled=true", "--mixed_precision=bfloat16",
+                         "--enable_model_warmup=true"])
     with caplog.at_level("WARNING", logger="serving"):
         report_ignored(flags)
     assert [record.getMessage() for record in caplog.records] == [
-        "--prefer_tflite_model=True has no effect: it needs TensorFlow Serving's C++ runtime",
+        "--xla_cpu_compilation_enabled=True has no effect: it needs TensorFlow Serving's C++ runtime",
         "--mixed_precision=bfloat16 has no effect: it needs TensorFlow Serving's C++ runtime"]
 
 
