@@ -22,8 +22,8 @@ import time
 
 import grpc
 import tensorflow as tf
-from tensorflow_serving.apis import (classification_pb2, model_pb2, model_service_pb2_grpc, predict_pb2,
-                                     prediction_service_pb2_grpc, regression_pb2)
+from tensorflow_serving.apis import (classification_pb2, model_management_pb2, model_pb2, model_service_pb2_grpc,
+                                     predict_pb2, prediction_service_pb2_grpc, regression_pb2)
 
 from serving import classify_regress, json_tensor, tensor_proto
 from serving.memory_budget import ServerBudgets
@@ -211,6 +211,34 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             return self.manager.status(*_spec(request.model_spec))
         except Exception as error:
             _abort(context, error)
+
+    def HandleReloadConfigRequest(self, request, context):
+        """model_service_impl.cc: a ModelConfigList is applied as ServerCore::ReloadConfig does
+        (ModelManager.reload_config); any other config is refused. A failed reload is logged in
+        one line and is the call's status (gRPC sends no response with it); a successful one
+        answers status OK and, for each of `metric_names`, its increase over the call."""
+        metrics = self.manager.metrics
+        names = list(dict.fromkeys(request.metric_names))
+        before = {name: metrics.int64_value(name) if metrics else 0 for name in names}
+        try:
+            if request.config.WhichOneof("config") != "model_config_list":
+                raise InvalidArgument("ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
+                                      "ModelConfigList is currently supported")
+            for index, config in enumerate(request.config.model_config_list.config):
+                log.info("Config entry index: %d path: %s name: %s platform: %s", index, config.base_path,
+                         config.name, config.model_platform)
+            self.manager.reload_config(request.config, _deadline(context), _cancelled(context))
+        except Exception as error:
+            log.error("ReloadConfig failed: %s", error)
+            code, message = grpc_code(error), str(error)
+            forget_frames(error)
+            context.abort(code, message)
+        response = model_management_pb2.ReloadConfigResponse()
+        response.status.error_code = 0
+        for name in names:
+            after = metrics.int64_value(name) if metrics else 0
+            response.metric.add(name=name, int64_value_increase=after - before[name])
+        return response
 
 
 def server_credentials(ssl_config_file: str):
