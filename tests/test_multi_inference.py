@@ -137,3 +137,31 @@ def test_each_rule_answers_tf_servings_status(stub, tasks, change, code, message
     assert error.value.code().name == code
     assert error.value.details().startswith(message), error.value.details()
 
+
+
+def test_a_multi_inference_warmup_record_replays(tmp_path):
+    """saved_model_warmup.cc replays a multi_inference_log as it replays the others; a record
+    the model cannot take fails the version's load."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from serving.manager import ModelManager
+    from serving.source import ModelConfig
+    from serving.warmup import WARMUP_FILE, replay_warmup_requests
+
+    def write(version, request):
+        save_toy(str(tmp_path / "toy" / str(version)), 1.0)
+        (tmp_path / "toy" / str(version) / WARMUP_FILE).parent.mkdir()
+        with tf.io.TFRecordWriter(str(tmp_path / "toy" / str(version) / WARMUP_FILE)) as writer:
+            writer.write(prediction_log_pb2.PredictionLog(
+                multi_inference_log=prediction_log_pb2.MultiInferenceLog(request=request)).SerializeToString())
+
+    write(1, multi_request(("classify", CLASSIFY), ("regress", REGRESS)))
+    store = ModelManager([ModelConfig(name="toy", base_path=str(tmp_path / "toy"))])
+    store.poll()
+    assert store.status("toy").model_version_status[0].status.error_code == 0
+    assert replay_warmup_requests(store.get("toy")) == 1
+    write(2, multi_request(("classify", CLASSIFY), ("nope", REGRESS)))
+    store.poll()
+    status = store.status("toy", 2).model_version_status[0].status
+    assert (status.error_code, status.error_message) == (13, "Requested signature not found in model graph: nope")
