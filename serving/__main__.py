@@ -111,7 +111,8 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
                        signature_method_name_check=flags.enable_signature_method_name_check, tags=tags,
                        num_load_threads=flags.num_load_threads, metrics=metrics,
                        session_config=session_config(flags), prefer_tflite=flags.prefer_tflite_model,
-                       num_tflite_interpreters=flags.num_tflite_pools)
+                       num_tflite_interpreters=flags.num_tflite_pools,
+                       allow_version_labels_for_unavailable_models=flags.allow_version_labels_for_unavailable_models)
     manager.start()
     stop = stop or threading.Event()
     if flags.model_config_file and flags.model_config_file_poll_wait_seconds > 0:

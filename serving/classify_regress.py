@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
+from tensorflow_serving.apis import classification_pb2, inference_pb2, input_pb2, regression_pb2
 
 from serving.json_tensor import decode_b64, format_decimal, is_b64_object, json_text, json_type_name
 from serving.session import DirectSession
-from serving.status import InvalidArgument
+from serving.status import InvalidArgument, Unimplemented
 
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
@@ -109,9 +109,9 @@ def serialized_examples(request: input_pb2.Input) -> list[bytes]:
             merged.MergeFrom(example)
             examples.append(merged.SerializeToString())
     else:
-        raise InvalidArgument("Input is empty")
+        raise InvalidArgument("Input is empty.")
     if not examples:
-        raise InvalidArgument("Input is empty")
+        raise InvalidArgument("Input is empty.")
     return examples
 
 
@@ -187,19 +187,21 @@ def _check_inputs_key(servable, name: str, signature_def, method: str, kind: str
         raise _not_runnable(f"No {kind} inputs found in SignatureDef: {signature_def}", servable, name, method)
 
 
-def _run(servable, name: str, request: input_pb2.Input, session, deadline,
-         cancelled=None) -> tuple[dict[str, np.ndarray], int]:
-    """The signature on the request's serialized examples, through `session` (so batched
-    with other requests when batching is on)."""
-    examples = serialized_examples(request)
-    outputs = (session or DirectSession()).run(servable, name, {"inputs": np.array(examples, dtype=object)},
-                                               deadline, cancelled)
-    return outputs, len(examples)
+def examples_tensor(request: input_pb2.Input) -> np.ndarray:
+    """The request's examples, serialized once, as the string vector a signature's `inputs`
+    takes (TF Serving's InputToSerializedExampleTensor)."""
+    return np.array(serialized_examples(request), dtype=object)
 
 
-def classify(servable, signature_name: str, request: input_pb2.Input, check_method_name: bool = False,
-             session=None, deadline: float | None = None, cancelled=None) -> classification_pb2.ClassificationResult:
-    """Runs a classify signature (TF Serving's PreProcess/PostProcessClassification)."""
+def _run(servable, name: str, examples: np.ndarray, session, deadline, cancelled=None) -> dict[str, np.ndarray]:
+    """The signature on serialized examples, through `session` (so batched with other
+    requests when batching is on)."""
+    return (session or DirectSession()).run(servable, name, {"inputs": examples}, deadline, cancelled)
+
+
+def check_classify_signature(servable, signature_name: str, check_method_name: bool = False) -> str:
+    """The checks of a classify signature before anything runs (TF Serving's
+    PreProcessClassification); its name, serving_default when none is given."""
     name, signature_def = _checked_signature(servable, signature_name, CLASSIFY_METHOD, "classification",
                                              check_method_name)
     if len(signature_def.outputs) not in (1, 2):
@@ -209,7 +211,12 @@ def classify(servable, signature_name: str, request: input_pb2.Input, check_meth
     if "classes" not in signature_def.outputs and "scores" not in signature_def.outputs:
         raise InvalidArgument('Expected classification signature outputs to contain at least one of '
                               f'"classes" or "scores". Signature was: {signature_def}')
-    outputs, batch = _run(servable, name, request, session, deadline, cancelled)
+    return name
+
+
+def classification_result(outputs: dict[str, np.ndarray], batch: int) -> classification_pb2.ClassificationResult:
+    """A classify signature's outputs for `batch` examples, checked and converted (TF
+    Serving's PostProcessClassificationResult)."""
     classes, scores = outputs.get("classes"), outputs.get("scores")
     for key, value, dtype in (("classes", classes, object), ("scores", scores, np.float32)):
         if value is None:
@@ -237,9 +244,17 @@ def classify(servable, signature_name: str, request: input_pb2.Input, check_meth
     return result
 
 
-def regress(servable, signature_name: str, request: input_pb2.Input, check_method_name: bool = False,
-            session=None, deadline: float | None = None, cancelled=None) -> regression_pb2.RegressionResult:
-    """Runs a regress signature (TF Serving's PreProcess/PostProcessRegressionResult)."""
+def classify(servable, signature_name: str, request: input_pb2.Input, check_method_name: bool = False,
+             session=None, deadline: float | None = None, cancelled=None) -> classification_pb2.ClassificationResult:
+    """Runs a classify signature (TF Serving's PreProcess/PostProcessClassification)."""
+    name = check_classify_signature(servable, signature_name, check_method_name)
+    examples = examples_tensor(request)
+    return classification_result(_run(servable, name, examples, session, deadline, cancelled), len(examples))
+
+
+def check_regress_signature(servable, signature_name: str, check_method_name: bool = False) -> str:
+    """The checks of a regress signature before anything runs (TF Serving's
+    PreProcessRegression); its name, serving_default when none is given."""
     name, signature_def = _checked_signature(servable, signature_name, REGRESS_METHOD, "regression",
                                              check_method_name)
     if len(signature_def.outputs) != 1:
@@ -247,7 +262,12 @@ def regress(servable, signature_name: str, request: input_pb2.Input, check_metho
     _check_inputs_key(servable, name, signature_def, REGRESS_METHOD, "regression")
     if "outputs" not in signature_def.outputs:
         raise InvalidArgument(f"No regression outputs found in SignatureDef: {signature_def}")
-    outputs, batch = _run(servable, name, request, session, deadline, cancelled)
+    return name
+
+
+def regression_result(outputs: dict[str, np.ndarray], batch: int) -> regression_pb2.RegressionResult:
+    """A regress signature's output for `batch` examples, checked and converted (TF
+    Serving's PostProcessRegressionResult)."""
     values = outputs["outputs"]
     if not (values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)):
         raise InvalidArgument("Expected output Tensor shape to be either [batch_size] or [batch_size, 1] "
@@ -260,6 +280,60 @@ def regress(servable, signature_name: str, request: input_pb2.Input, check_metho
     for value in values.reshape(-1):
         result.regressions.add(value=float(value))
     return result
+
+
+def regress(servable, signature_name: str, request: input_pb2.Input, check_method_name: bool = False,
+            session=None, deadline: float | None = None, cancelled=None) -> regression_pb2.RegressionResult:
+    """Runs a regress signature (TF Serving's PreProcess/PostProcessRegressionResult)."""
+    name = check_regress_signature(servable, signature_name, check_method_name)
+    examples = examples_tensor(request)
+    return regression_result(_run(servable, name, examples, session, deadline, cancelled), len(examples))
+
+
+def multi_inference(servable, request: inference_pb2.MultiInferenceRequest, check_method_name: bool = False,
+                    session=None, deadline: float | None = None,
+                    cancelled=None) -> inference_pb2.MultiInferenceResponse:
+    """Runs every task of a MultiInferenceRequest on its shared input (TF Serving's
+    TensorFlowMultiInferenceRunner::Infer, multi_inference.cc): every task is checked first,
+    in order (one model name, distinct signatures, each found, classify or regress, its
+    signature fit for it), then the examples are serialized once and each task's signature
+    runs on them; one result per task, in the tasks' order.
+
+    TF Serving runs the signatures in one session run over the union of their outputs; here
+    each signature is its own function, so each runs on the same serialized examples."""
+    model_name, seen, plan = "", set(), []
+    for task in request.tasks:
+        spec = task.model_spec
+        if not spec.name:
+            raise InvalidArgument("Found ModelSpec with an empty model name.")
+        if not model_name:
+            model_name = spec.name
+        elif spec.name != model_name:
+            raise InvalidArgument("All ModelSpecs in a MultiInferenceRequest must access the same model name.")
+        signature = spec.signature_name or "serving_default"
+        if signature in seen:
+            raise InvalidArgument(f"Duplicate evaluation of signature: {signature}")
+        seen.add(signature)
+        if signature not in servable.signature_defs:
+            raise InvalidArgument(f"Requested signature not found in model graph: {signature}")
+        if task.method_name == CLASSIFY_METHOD:
+            check_classify_signature(servable, signature, check_method_name)
+            plan.append((task, signature, classification_result, "classification_result"))
+        elif task.method_name == REGRESS_METHOD:
+            check_regress_signature(servable, signature, check_method_name)
+            plan.append((task, signature, regression_result, "regression_result"))
+        else:
+            raise Unimplemented(f"Unsupported signature method_name: {task.method_name}")
+    examples = examples_tensor(request.input)
+    outputs = [_run(servable, signature, examples, session, deadline, cancelled) for _, signature, _, _ in plan]
+    response = inference_pb2.MultiInferenceResponse()
+    for (task, signature, convert, field), output in zip(plan, outputs):
+        result = response.results.add()
+        getattr(result, field).CopyFrom(convert(output, len(examples)))
+        result.model_spec.name = task.model_spec.name
+        result.model_spec.version.value = servable.version
+        result.model_spec.signature_name = signature
+    return response
 
 
 # --- Results -> JSON ------------------------------------------------------------------

@@ -22,8 +22,8 @@ import time
 
 import grpc
 import tensorflow as tf
-from tensorflow_serving.apis import (classification_pb2, model_service_pb2_grpc, predict_pb2,
-                                     prediction_service_pb2_grpc, regression_pb2)
+from tensorflow_serving.apis import (classification_pb2, model_management_pb2, model_pb2, model_service_pb2_grpc,
+                                     predict_pb2, prediction_service_pb2_grpc, regression_pb2)
 
 from serving import classify_regress, json_tensor, tensor_proto
 from serving.memory_budget import ServerBudgets
@@ -140,35 +140,66 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             _abort(context, error)
 
     def Classify(self, request, context):
-        return self._examples(request, context, "Classify", classify_regress.classify,
-                              classification_pb2.ClassificationResponse())
+        return self._one_signature(request, context, "Classify", classify_regress.classify,
+                                   classification_pb2.ClassificationResponse())
 
     def Regress(self, request, context):
-        return self._examples(request, context, "Regress", classify_regress.regress, regression_pb2.RegressionResponse())
+        return self._one_signature(request, context, "Regress", classify_regress.regress,
+                                   regression_pb2.RegressionResponse())
 
-    def _examples(self, request, context, method, run, response):
-        started, status = time.monotonic(), "OK"
-        try:
-            deadline = _deadline(context)
-            name, version, label = _spec(request.model_spec)
-            servable = self.manager.get(name, version, label)
-            signature = request.model_spec.signature_name or "serving_default"
-            with self.budget.reserve(classify_regress.serialized_size(request.input), deadline):
-                started_run = time.monotonic()
-                response.result.CopyFrom(run(servable, signature, request.input,
-                                             self.manager.signature_method_name_check, self.session, deadline,
-                                             _cancelled(context)))
-                self.metrics.runtime(name, method, time.monotonic() - started_run)
-                self.metrics.examples(name, classify_regress.count(request.input))
-            response.model_spec.name = name
+    def _one_signature(self, request, context, method, run, response):
+        signature = request.model_spec.signature_name or "serving_default"
+
+        def answer(servable, deadline, cancelled):
+            response.result.CopyFrom(run(servable, signature, request.input, self.manager.signature_method_name_check,
+                                         self.session, deadline, cancelled))
+            response.model_spec.name = request.model_spec.name
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature
+            return response
+
+        return self._examples(context, method, request.model_spec, request.input, answer)
+
+    def MultiInference(self, request, context):
+        """multi_inference_helper.cc: the servable is the first task's model_spec's (a request
+        without tasks names none); multi_inference.cc checks and runs the tasks."""
+        def run(servable, deadline, cancelled):
+            return classify_regress.multi_inference(servable, request, self.manager.signature_method_name_check,
+                                                    self.session, deadline, cancelled)
+
+        model_spec = request.tasks[0].model_spec if request.tasks else model_pb2.ModelSpec()
+        if not model_spec.name:  # ServerCore::ServableRequestFromModelSpec
+            _abort(context, InvalidArgument("ModelSpec has no name specified."))
+        return self._examples(context, "MultiInference", model_spec, request.input, run)
+
+    def _examples(self, context, method, model_spec, examples, run):
+        """Classify, Regress and MultiInference: the servable `model_spec` names, the memory of
+        the serialized `examples` reserved, and `run(servable, deadline, cancelled)`'s response.
+
+        Their metrics, all recorded here: for Classify and Regress the request's count by status
+        and its latency (prediction_service_impl.cc), the model call's latency (classifier.cc,
+        regressor.cc) and the examples (which TF Serving counts for MultiInference only); for
+        MultiInference only the examples, once whatever its tasks (multi_inference.cc
+        RecordRequestExampleCount: TF Serving counts no MultiInference request)."""
+        started, status = time.monotonic(), "OK"
+        per_request = method != "MultiInference"
+        try:
+            deadline = _deadline(context)
+            name, version, label = _spec(model_spec)
+            servable = self.manager.get(name, version, label)
+            with self.budget.reserve(classify_regress.serialized_size(examples), deadline):
+                started_run = time.monotonic()
+                response = run(servable, deadline, _cancelled(context))
+                if per_request:
+                    self.metrics.runtime(name, method, time.monotonic() - started_run)
+                self.metrics.examples(name, classify_regress.count(examples))
             return response
         except Exception as raised:
             status = code_name(raised)
             _abort(context, raised)
         finally:
-            self._finish(request.model_spec.name, method, started, status)
+            if per_request:
+                self._finish(model_spec.name, method, started, status)
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
@@ -180,6 +211,34 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             return self.manager.status(*_spec(request.model_spec))
         except Exception as error:
             _abort(context, error)
+
+    def HandleReloadConfigRequest(self, request, context):
+        """model_service_impl.cc: a ModelConfigList is applied as ServerCore::ReloadConfig does
+        (ModelManager.reload_config); any other config is refused. A failed reload is logged in
+        one line and is the call's status (gRPC sends no response with it); a successful one
+        answers status OK and, for each of `metric_names`, its increase over the call."""
+        metrics = self.manager.metrics
+        names = list(dict.fromkeys(request.metric_names))
+        before = {name: metrics.int64_value(name) if metrics else 0 for name in names}
+        try:
+            if request.config.WhichOneof("config") != "model_config_list":
+                raise InvalidArgument("ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
+                                      "ModelConfigList is currently supported")
+            for index, config in enumerate(request.config.model_config_list.config):
+                log.info("Config entry index: %d path: %s name: %s platform: %s", index, config.base_path,
+                         config.name, config.model_platform)
+            self.manager.reload_config(request.config, _deadline(context), _cancelled(context))
+        except Exception as error:
+            log.error("ReloadConfig failed: %s", error)
+            code, message = grpc_code(error), str(error)
+            forget_frames(error)
+            context.abort(code, message)
+        response = model_management_pb2.ReloadConfigResponse()
+        response.status.error_code = 0
+        for name in names:
+            after = metrics.int64_value(name) if metrics else 0
+            response.metric.add(name=name, int64_value_increase=after - before[name])
+        return response
 
 
 def server_credentials(ssl_config_file: str):

@@ -38,8 +38,10 @@ from typing import NamedTuple
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
 from serving.servable import Servable, program_key
-from serving.source import ModelConfig, aspired_versions
-from serving.status import InvalidArgument, NotFound
+from serving.session import check_deadline
+from serving.source import (ModelConfig, aspired_versions, check_model_config_list, check_no_platform_changes,
+                            check_platforms_supported, model_configs)
+from serving.status import FailedPrecondition, InvalidArgument, NotFound, Unknown
 from serving.tflite import TfLiteServable, has_tflite_model
 from serving.warmup import replay_warmup_requests
 
@@ -60,8 +62,11 @@ class ModelManager:
                  standby: bool = False, max_load_retries: int = 5, load_retry_seconds: float = 60.0,
                  signature_method_name_check: bool = False, tags: tuple[str, ...] = ("serve",),
                  num_load_threads: int = 0, metrics=None, session_config=None, prefer_tflite: bool = False,
-                 num_tflite_interpreters: int = 1):
+                 num_tflite_interpreters: int = 1, allow_version_labels_for_unavailable_models: bool = False):
         self.configs = {config.name: config for config in configs}
+        # TF Serving's --allow_version_labels_for_unavailable_models, as a reload applies it
+        # (ServerCore::UpdateModelVersionLabelMap).
+        self.allow_version_labels_for_unavailable_models = allow_version_labels_for_unavailable_models
         self.tags = tags  # TF Serving's --saved_model_tags: the MetaGraphDef to load
         self.session_config = session_config  # a ConfigProto for every version's session, or None
         # TF Serving's --prefer_tflite_model: a version folder's model.tflite, where it has one,
@@ -84,6 +89,7 @@ class ModelManager:
         self._failed: dict[str, dict[int, LoadFailure]] = {name: {} for name in self.configs}
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
+        self._config_lock = threading.RLock()  # one change of config at a time (ServerCore's config_mu_)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -157,7 +163,7 @@ class ModelManager:
     def reconfigure(self, configs: list[ModelConfig]) -> None:
         """Takes a new model config list: new models are loaded by the next poll, dropped ones
         unloaded now, and changed version policies and labels apply from the next poll."""
-        with self._poll_lock, self._lock:
+        with self._config_lock, self._poll_lock, self._lock:
             self.configs = {config.name: config for config in configs}
             for name in self.configs:
                 self._servables.setdefault(name, {})
@@ -167,6 +173,62 @@ class ModelManager:
                 self._spares.pop(name, None)
                 log.info("unloaded model %s: no longer in the config", name)
         self.poll()
+
+    def reload_config(self, config, deadline: float | None = None, cancelled=None) -> None:
+        """Applies a ModelServerConfig as ServerCore::ReloadConfig does (server_core.cc): a
+        ModelConfigList only; its names unique, its base paths absolute, no model's platform
+        changed, each label on a version now available, every platform served; else refused
+        before anything changes. Then as `reconfigure`, and returns once every new model is
+        available, or raises Unknown naming those whose newest version failed to load for good
+        (every retry spent), the new config staying in force. TF Serving waits without end; here
+        the wait ends at `deadline` or once `cancelled()` (the call's client gone)."""
+        with self._config_lock:
+            configs = model_configs(config, reloading=True)
+            check_model_config_list(configs)
+            check_no_platform_changes(list(self.configs.values()), configs)
+            self._check_labels(configs)
+            check_platforms_supported(configs)
+            new_models = sorted(c.name for c in configs if c.name not in self.configs)
+            self.reconfigure(configs)
+            self._wait_until_available(new_models, deadline, cancelled)
+
+    def _check_labels(self, configs: list[ModelConfig]) -> None:
+        """UpdateModelVersionLabelMap: a label names a version available now, unless
+        allow_version_labels_for_unavailable_models (and then not moving an existing label)."""
+        for config in configs:
+            with self._lock:
+                loaded = set(self._servables.get(config.name, {}))
+            old = self.configs.get(config.name)
+            for label, version in config.version_labels.items():
+                allow = self.allow_version_labels_for_unavailable_models and not (
+                    old is not None and label in old.version_labels and old.version_labels[label] != version)
+                if not allow and version not in loaded:
+                    raise FailedPrecondition(f"Request to assign label to version {version} of model {config.name}, "
+                                             "which is not currently available for inference")
+
+    def _newest_state(self, name: str) -> tuple[int, str | None] | None:
+        """(version, None) once a version of `name` serves, (version, error) once its newest
+        settled version failed to load with no retry left; None while neither."""
+        with self._lock:
+            loaded = set(self._servables.get(name, {}))
+            failed = {v: f.error for v, f in self._failed.get(name, {}).items() if f.retries >= self.max_load_retries}
+        for version in sorted(loaded | set(failed), reverse=True):
+            return version, (None if version in loaded else failed[version])
+        return None
+
+    def _wait_until_available(self, names: list[str], deadline: float | None, cancelled) -> None:
+        """ServerCore::WaitUntilModelsAvailable over the poll thread's loads and retries."""
+        while True:
+            states = {name: self._newest_state(name) for name in names}
+            if all(state is not None for state in states.values()):
+                break
+            check_deadline(deadline, "while its new models loaded", cancelled)
+            time.sleep(0.05)
+        unavailable = {name: state for name, state in states.items() if state[1] is not None}
+        if unavailable:
+            raise Unknown(f"{len(unavailable)} model(s) did not become available: {{"
+                          + "".join(f"{{{{name: {name} version: {version}}} due to error: INTERNAL: {error}}}, "
+                                    for name, (version, error) in unavailable.items()) + "}")
 
     def _load_due(self, name: str, version: int) -> bool:
         """True for a version never tried, or failed with retries left and its wait over."""

@@ -66,6 +66,11 @@ class _Counter:
         with self._lock:
             return self._values.get(label_values, 0)
 
+    def first_value(self) -> float:
+        """The value of the first label values counted (0 before any)."""
+        with self._lock:
+            return next(iter(self._values.values()), 0)
+
     def collect(self):
         metric = Metric(self.name, self.documentation, "unknown")
         with self._lock:
@@ -129,6 +134,21 @@ class ServingMetrics:
                                       sizes)
         self.wrapped_run_count = counter("/tensorflow/serving/batching_session/wrapped_run_count",
                                          "Total count of run calls on the wrapped session")
+
+    def int64_value(self, tf_name: str) -> int:
+        """A counter's first point, as TF Serving's ModelService reads a metric a
+        ReloadConfigRequest names (CollectMetrics: the first point's int64 value); 0 for any
+        other name (and for every name while recording is off).
+
+        >>> metrics = ServingMetrics()
+        >>> metrics.load("/m/1", ok=True, seconds=1.0, model="m")
+        >>> metrics.int64_value("/tensorflow/cc/saved_model/load_attempt_count"), metrics.int64_value("/x")
+        (1, 0)
+        """
+        for counter in vars(self).values():
+            if isinstance(counter, _Counter) and counter.name == prometheus_name(tf_name):
+                return int(counter.first_value())
+        return 0
 
     # --- Where TF Serving records -------------------------------------------------------------
 

@@ -15,31 +15,123 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
+
+from serving.status import FailedPrecondition, InvalidArgument
 
 log = logging.getLogger(__name__)
 ModelConfig = model_server_config_pb2.ModelConfig
 
 
-def parse_model_config_text(text: str, reloading: bool = False) -> list[ModelConfig]:
-    """A `--model_config_file` (ModelServerConfig text proto) as ModelConfig messages.
+def model_configs(config: model_server_config_pb2.ModelServerConfig,
+                  reloading: bool = False) -> list[ModelConfig]:
+    """The ModelConfig messages of a ModelServerConfig: its `model_config_list`, whether it
+    comes from a `--model_config_file` or a ReloadConfigRequest.
 
-    When `reloading` a running server's config, a file without a `model_config_list` (an
+    When `reloading` a running server's config, a config without a `model_config_list` (an
     empty file, or one caught between truncation and writing) is refused, as
-    ServerCore::ReloadConfig refuses it (server_core.cc: "It is only legal to transition
-    from one ModelConfigList to another"); at start-up it means no models.
+    ServerCore::ReloadConfig refuses it (server_core.cc); at start-up it means no models.
+
+    >>> model_configs(model_server_config_pb2.ModelServerConfig(), reloading=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    serving.status.FailedPrecondition: Cannot transition to requested config. It is only legal to transition ...
+    """
+    if reloading and not config.HasField("model_config_list"):
+        raise FailedPrecondition("Cannot transition to requested config. It is only legal to transition "
+                                 "from one ModelConfigList to another.")
+    return list(config.model_config_list.config)
+
+
+def parse_model_config_text(text: str, reloading: bool = False) -> list[ModelConfig]:
+    """A `--model_config_file` (ModelServerConfig text proto) as ModelConfig messages
+    (`model_configs`, which says what `reloading` refuses).
 
     >>> [c.name for c in parse_model_config_text('model_config_list { config { name: "a" } }')]
     ['a']
     """
     config = model_server_config_pb2.ModelServerConfig()
     text_format.Parse(text, config)
-    if reloading and not config.HasField("model_config_list"):
-        raise ValueError("Cannot transition to requested config. It is only legal to transition "
-                         "from one ModelConfigList to another.")
-    return list(config.model_config_list.config)
+    return model_configs(config, reloading)
+
+
+# --- ServerCore::ReloadConfig's checks of a new ModelConfigList (server_core.cc) -----------
+
+SUPPORTED_PLATFORMS = ("tensorflow",)  # the one platform TF Serving's model server registers
+
+
+def model_platform(config: ModelConfig) -> str:
+    """The model's platform (GetPlatform): `model_platform`, or the deprecated `model_type`.
+
+    >>> model_platform(ModelConfig(name="m", model_type=model_server_config_pb2.TENSORFLOW))
+    'tensorflow'
+    """
+    if config.model_type != model_server_config_pb2.MODEL_TYPE_UNSPECIFIED:
+        log.warning("Deprecated ModelServerConfig::model_type field used. Prefer "
+                    "ModelServerConfig::model_platform.")
+        if config.model_platform:
+            raise InvalidArgument("Illegal setting both ModelServerConfig::model_type (deprecated) and "
+                                  f"ModelServerConfig::model_platform, model name is {config.name}")
+        if config.model_type != model_server_config_pb2.TENSORFLOW:
+            raise InvalidArgument(f"ModelServerConfig::model_type choice {config.model_type} not supported.")
+        return "tensorflow"
+    if not config.model_platform:
+        raise InvalidArgument("Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
+                              f"ModelServerConfig::model_platform, model name is {config.name}")
+    return config.model_platform
+
+
+def _is_relative_path(uri: str) -> bool:
+    """UriIsRelativePath: no scheme:// (tsl's ParseURI: [a-zA-Z][0-9a-zA-Z.]*://) and no leading /."""
+    return not re.match(r"[a-zA-Z][0-9a-zA-Z.]*://", uri) and not uri.startswith("/")
+
+
+def check_model_config_list(configs: list[ModelConfig]) -> None:
+    """ValidateModelConfigList: every name once, every base path absolute (or a URI).
+
+    >>> check_model_config_list([ModelConfig(name="m", base_path="models/m")])
+    Traceback (most recent call last):
+    serving.status.InvalidArgument: Expected model m to have an absolute path or URI; got base_path()=models/m
+    """
+    names = set()
+    for config in configs:
+        if config.name in names:
+            raise InvalidArgument(f"Illegal to list model {config.name} multiple times in config list")
+        names.add(config.name)
+    for config in configs:
+        if _is_relative_path(config.base_path):
+            raise InvalidArgument(f"Expected model {config.name} to have an absolute path or URI; got "
+                                  f"base_path()={config.base_path}")
+
+
+def check_no_platform_changes(old: list[ModelConfig], new: list[ModelConfig]) -> None:
+    """ValidateNoModelsChangePlatforms: a model in both configs keeps its platform. A model
+    of the old config without one (a config file this server started from, which TF Serving
+    would have refused) was served as tensorflow."""
+    def served_platform(config):
+        try:
+            return model_platform(config)
+        except InvalidArgument:
+            return "tensorflow"
+
+    old_platforms = {config.name: served_platform(config) for config in old}
+    for config in new:
+        if config.name not in old_platforms:
+            continue
+        platform = model_platform(config)
+        if platform != old_platforms[config.name]:
+            raise InvalidArgument(f"Illegal to change a model's platform. For model {config.name} platform was "
+                                  f"{old_platforms[config.name]} and new platform requested is {platform}")
+
+
+def check_platforms_supported(configs: list[ModelConfig]) -> None:
+    """CreateStoragePathRoutes: every model names a platform the server serves."""
+    for config in configs:
+        platform = model_platform(config)
+        if platform not in SUPPORTED_PLATFORMS:
+            raise InvalidArgument(f"Model {config.name} requests unsupported platform {platform}")
 
 
 def parse_version(folder: str) -> int | None:

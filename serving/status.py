@@ -66,6 +66,14 @@ class DeadlineExceeded(ServingError, TimeoutError):
     code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+class Unimplemented(ServingError):
+    code = grpc.StatusCode.UNIMPLEMENTED
+
+
+class Unknown(ServingError):
+    code = grpc.StatusCode.UNKNOWN
+
+
 class Cancelled(ServingError):
     """The client cancelled the request (a gRPC cancel, a REST client that disconnected)."""
     code = grpc.StatusCode.CANCELLED

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 import tensorflow as tf
-from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2
+from tensorflow_serving.apis import classification_pb2, inference_pb2, predict_pb2, prediction_log_pb2
 
 from serving import classify_regress
 
@@ -34,7 +34,7 @@ def read_warmup_requests(version_dir: str) -> list:
             raise ValueError(f"{path}: more than {MAX_RECORDS} warm-up records")
         log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
         kind = log.WhichOneof("log_type")
-        if kind not in ("predict_log", "classify_log", "regress_log"):
+        if kind not in ("predict_log", "classify_log", "regress_log", "multi_inference_log"):
             raise ValueError(f"{path}: record {index}: unsupported warm-up log type {kind!r}")
         requests.append(getattr(log, kind).request)
     return requests
@@ -44,6 +44,9 @@ def replay_warmup_requests(servable, check_method_name: bool = False) -> int:
     """Runs each warm-up request once against `servable`; returns how many ran."""
     requests = read_warmup_requests(servable.path)
     for request in requests:
+        if isinstance(request, inference_pb2.MultiInferenceRequest):  # saved_model_warmup.cc RunMultiInference
+            classify_regress.multi_inference(servable, request, check_method_name)
+            continue
         signature = request.model_spec.signature_name or "serving_default"
         if isinstance(request, predict_pb2.PredictRequest):
             inputs = {key: tf.make_ndarray(proto) for key, proto in request.inputs.items()}
