@@ -205,10 +205,8 @@ def parse_flags(argv: list[str]):
                 raise SystemExit(f"--{name} takes a {kind.__name__}. Received: {value!r}") from None
     if flags.version:
         return flags
-    if bool(flags.model_config_file) == bool(flags.model_base_path):
-        raise SystemExit("Give exactly one of --model_base_path or --model_config_file.")
-    if flags.batching_parameters_file and not flags.enable_batching:
-        raise SystemExit("--batching_parameters_file requires --enable_batching")
+    # A model source missing, or batching parameters without --enable_batching, are the
+    # server's start-up errors (serving/__main__.py, check_flags), in TF Serving's words.
     for name in ("rest_api_max_connections", "rest_api_idle_timeout_in_ms", "grpc_max_connections"):
         if getattr(flags, name) < 1:
             raise SystemExit(f"--{name} takes a positive number. Received: {getattr(flags, name)}")
