@@ -1,6 +1,6 @@
 """Query a kerasbert model behind TensorFlow Serving (or `python -m serving`), REST and gRPC.
 
-    python -m serving --port=8500 --rest_api_port=8501 --model_name=kerasbert --model_base_path=saved_models/kerasbert &
+    python -m serving --port=8500 --rest_api_port=8501 --model_name=kerasbert --model_base_path=$PWD/saved_models/kerasbert &
     python examples/query_server.py --text "A gripping film." --signature sentiment
 
 First through `serving.client` (REST, then gRPC; it retries while a version loads),

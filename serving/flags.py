@@ -205,10 +205,8 @@ def parse_flags(argv: list[str]):
                 raise SystemExit(f"--{name} takes a {kind.__name__}. Received: {value!r}") from None
     if flags.version:
         return flags
-    if bool(flags.model_config_file) == bool(flags.model_base_path):
-        raise SystemExit("Give exactly one of --model_base_path or --model_config_file.")
-    if flags.batching_parameters_file and not flags.enable_batching:
-        raise SystemExit("--batching_parameters_file requires --enable_batching")
+    # A model source missing, or batching parameters without --enable_batching, are the
+    # server's start-up errors (serving/__main__.py, check_flags), in TF Serving's words.
     for name in ("rest_api_max_connections", "rest_api_idle_timeout_in_ms", "grpc_max_connections"):
         if getattr(flags, name) < 1:
             raise SystemExit(f"--{name} takes a positive number. Received: {getattr(flags, name)}")
@@ -225,18 +223,19 @@ def session_config(flags):
     """The ConfigProto of every version's session, as server.cc builds it: the
     --tensorflow_session_config_file, then the thread pools (intra and inter together, or
     --tensorflow_session_parallelism for both; all three at once is refused)."""
-    from google.protobuf import text_format
     from tensorflow.core.protobuf import config_pb2
+
+    from serving.protos import parse_text_file
+    from serving.status import InvalidArgument
 
     config = config_pb2.ConfigProto()
     if flags.tensorflow_session_config_file:
-        with open(flags.tensorflow_session_config_file) as f:
-            text_format.Parse(f.read(), config)
+        config = parse_text_file(config_pb2.ConfigProto, flags.tensorflow_session_config_file)
     intra, inter = flags.tensorflow_intra_op_parallelism, flags.tensorflow_inter_op_parallelism
     if intra > 0 and inter > 0 and flags.tensorflow_session_parallelism > 0:
-        raise SystemExit("Either configure server_options.tensorflow_session_parallelism or "
-                         "(server_options.tensorflow_intra_op_parallelism, "
-                         "server_options.tensorflow_inter_op_parallelism) separately. You cannot configure all.")
+        raise InvalidArgument("Either configure server_options.tensorflow_session_parallelism or "
+                              "(server_options.tensorflow_intra_op_parallelism, "
+                              "server_options.tensorflow_inter_op_parallelism) separately. You cannot configure all.")
     if intra > 0 or inter > 0:
         config.intra_op_parallelism_threads, config.inter_op_parallelism_threads = intra, inter
     else:

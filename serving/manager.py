@@ -8,6 +8,8 @@ wanted version serves (TF Serving's availability-preserving policy). A request t
 reference to one `Servable`; unloading only removes it from the
 table, so requests in flight finish on the version they started with. A version
 that fails to load is tried again later (5 more times, a minute apart, by default).
+`start()` returns once every model has a version loaded, as ServerCore waits for the
+first config's models before the server listens; a version out of tries by then fails it.
 
 As TF Serving does, a version's warm-up requests (`assets.extra/
 tf_serving_warmup_requests`) are replayed before it is served. With `standby`, the
@@ -35,13 +37,14 @@ import threading
 import time
 from typing import NamedTuple
 
+import grpc
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
 from serving.servable import Servable, program_key
 from serving.session import check_deadline
 from serving.source import (ModelConfig, aspired_versions, check_model_config_list, check_no_platform_changes,
                             check_platforms_supported, model_configs)
-from serving.status import FailedPrecondition, InvalidArgument, NotFound, Unknown
+from serving.status import FailedPrecondition, InvalidArgument, NotFound, ServingError, Unknown, grpc_code
 from serving.tflite import TfLiteServable, has_tflite_model
 from serving.warmup import replay_warmup_requests
 
@@ -53,6 +56,13 @@ class LoadFailure(NamedTuple):
     error: str
     retries: int  # tries made after the first
     next_try: float  # time.monotonic()
+    status: str = ""  # the error as TF Serving's Status prints it: "<CODE>: <message>"
+
+
+class ModelsUnavailable(ServingError):
+    """The first load of the configured models ended with a model that has no version
+    available: one failed its load and every retry (load_servables_fast.cc)."""
+    code = grpc.StatusCode.UNKNOWN
 
 
 class ModelManager:
@@ -245,7 +255,8 @@ class ModelManager:
                   else "no tries left")
         with self._lock:
             self._failed[name][version] = LoadFailure(str(error), retries,
-                                                      time.monotonic() + self.load_retry_seconds)
+                                                      time.monotonic() + self.load_retry_seconds,
+                                                      f"{grpc_code(error).name}: {error}")
 
     def _load(self, name: str, version: int, path: str) -> Servable:
         """A warmed Servable: the spare's graph with this version's weights, if they match."""
@@ -285,10 +296,53 @@ class ModelManager:
         with self._lock:
             return name in self._spares
 
-    def start(self) -> None:
+    def start(self, stop: threading.Event | None = None) -> bool:
+        """Loads the configured models, then polls their base paths in a thread.
+
+        As TF Serving's ServerCore does before the server listens (ConnectSourcesWithFast-
+        InitialLoad), it returns once every model has a version available: a model with no
+        version yet is waited for (its base path polled every `poll_seconds`; with 0, once),
+        and a version that failed its load and all its retries ends the start with
+        ModelsUnavailable. False if `stop` was set first.
+        """
+        stop = stop or self._stop
         self.poll()
+        polled = time.monotonic()
+        while (failed := self._first_load_failures()) is None:
+            due = self._retry_times() + ([polled + self.poll_seconds] if self.poll_seconds > 0 else [])
+            if stop.wait(max(0.0, min(due) - time.monotonic()) if due else None):
+                return False
+            self.poll()
+            polled = time.monotonic()
+        if failed:
+            # load_servables_fast.cc's message, ServableId::DebugString for each version.
+            raise ModelsUnavailable(f"{len(failed)} servable(s) did not become available: {{" + "".join(
+                f"{{{{name: {name} version: {version}}} due to error: {status}}}, "
+                for name, version, status in failed) + "}")
         self._thread = threading.Thread(target=self._poll_forever, name="model-store-poll", daemon=True)
         self._thread.start()
+        return True
+
+    def _retry_times(self) -> list[float]:
+        with self._lock:
+            return [failure.next_try for failures in self._failed.values() for failure in failures.values()
+                    if failure.retries < self.max_load_retries]
+
+    def _first_load_failures(self) -> list[tuple[str, int, str]] | None:
+        """None while a model has no version available or failed for good; then the models
+        whose first such version (the lowest, as ServableStateMonitor looks) failed, with it
+        and its error."""
+        failed = []
+        with self._lock:
+            for name in self.configs:
+                ended = {version: failure for version, failure in self._failed[name].items()
+                         if failure.retries >= self.max_load_retries}
+                reached = sorted(set(self._servables[name]) | set(ended))
+                if not reached:
+                    return None
+                if reached[0] in ended:
+                    failed.append((name, reached[0], ended[reached[0]].status))
+        return failed
 
     def _poll_forever(self) -> None:
         while not self._stop.wait(self.poll_seconds):

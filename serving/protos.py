@@ -3,6 +3,12 @@ with TF Serving's package, field names and numbers, and parsed by protobuf itsel
 BatchingParameters (servables/tensorflow/session_bundle_config.proto), MonitoringConfig
 and PrometheusConfig (config/monitoring_config.proto), SSLConfig (config/ssl_config.proto).
 
+`parse_text_file` reads a start-up file as TF Serving's ParseProtoTextFile does
+(util/proto_util.h), with its errors: a file that cannot be read is TensorFlow's file
+system error ("NOT_FOUND: <path>; No such file or directory"), and one that does not parse
+logs protobuf's line ("Error parsing text-format tensorflow.serving.ModelServerConfig:
+1:1: ...") and is "INVALID_ARGUMENT: Invalid protobuf file: '<path>'".
+
 Example:
     >>> config = parse_text_file(MonitoringConfig, "monitoring.config")
     >>> config.prometheus_config.enable, config.prometheus_config.path
@@ -11,7 +17,17 @@ Example:
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
+import re
+
+import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, wrappers_pb2
+
+from serving.status import InvalidArgument, ServingError
+
+log = logging.getLogger(__name__)
 
 _F = descriptor_pb2.FieldDescriptorProto
 _WRAPPER = {"int64": ".google.protobuf.Int64Value", "string": ".google.protobuf.StringValue",
@@ -69,11 +85,99 @@ def parse_text(message_class, text: str):
     return message
 
 
-def parse_text_file(message_class, path: str):
-    """A text proto file as a message; a file that does not parse names itself."""
-    with open(path) as f:
-        text = f.read()
+def status_error(code: grpc.StatusCode, message: str) -> ServingError:
+    """An error carrying `code`, for the kinds serving/status.py has no class of."""
+    error = ServingError(message)
+    error.code = code
+    return error
+
+
+# TensorFlow's ErrnoToCode (tsl/platform/errors.cc), for the errors opening a file meets.
+_ERRNO_CODES = {
+    errno.ENOENT: grpc.StatusCode.NOT_FOUND, errno.ENODEV: grpc.StatusCode.NOT_FOUND,
+    errno.ENXIO: grpc.StatusCode.NOT_FOUND,
+    errno.EACCES: grpc.StatusCode.PERMISSION_DENIED, errno.EPERM: grpc.StatusCode.PERMISSION_DENIED,
+    errno.EROFS: grpc.StatusCode.PERMISSION_DENIED,
+    errno.ENOTDIR: grpc.StatusCode.FAILED_PRECONDITION, errno.EISDIR: grpc.StatusCode.FAILED_PRECONDITION,
+    errno.EBUSY: grpc.StatusCode.FAILED_PRECONDITION,
+    errno.ENAMETOOLONG: grpc.StatusCode.INVALID_ARGUMENT, errno.EINVAL: grpc.StatusCode.INVALID_ARGUMENT,
+    errno.EMFILE: grpc.StatusCode.RESOURCE_EXHAUSTED, errno.ENFILE: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errno.ENOMEM: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errno.EFBIG: grpc.StatusCode.OUT_OF_RANGE, errno.EOVERFLOW: grpc.StatusCode.OUT_OF_RANGE,
+    errno.EAGAIN: grpc.StatusCode.UNAVAILABLE, errno.EINTR: grpc.StatusCode.UNAVAILABLE,
+}
+
+
+def read_text_file(path: str) -> str:
+    """The text of `path`, or TensorFlow's error for a file it cannot read (posix_file_system.cc:
+    "<path>; <strerror>", the code errno's). A folder opens, but cannot be mapped: ENODEV.
+
+    >>> read_text_file("/no/such.config")
+    Traceback (most recent call last):
+    serving.status.ServingError: /no/such.config; No such file or directory
+    """
     try:
-        return parse_text(message_class, text)
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as error:
+        number = errno.ENODEV if isinstance(error, IsADirectoryError) else error.errno
+        raise status_error(_ERRNO_CODES.get(number, grpc.StatusCode.UNKNOWN),
+                           f"{path}; {os.strerror(number) if number else error}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:  # the text parser's error, at the first bad byte
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise text_format.ParseError("Invalid UTF-8", line, column) from None
+
+
+# Where Python's text parser words an error otherwise than protobuf's C++ parser
+# (text_format.cc), the C++ wording.
+_CXX_WORDING = [
+    (re.compile(r"^Expected identifier or number, got (.*)\.$"), r"Expected identifier, got: \1"),
+    (re.compile(r"^Expected string but found: '(.*)'$"), r"Expected string, got: \1"),
+    (re.compile(r'^Message type ".*" should not have multiple "(.*)" fields\.$'),
+     r'Non-repeated field "\1" is specified multiple times.'),
+]
+
+
+def parse_error_text(error: text_format.ParseError, text: str) -> str:
+    """"<line>:<column>: <what>", as protobuf's C++ parser reports a text proto's error.
+
+    >>> try:
+    ...     text_format.Parse("improperly formatted file", wrappers_pb2.Int64Value())
+    ... except text_format.ParseError as error:
+    ...     parse_error_text(error, "improperly formatted file")
+    '1:1: Message type "google.protobuf.Int64Value" has no field named "improperly".'
+    """
+    line, column = error.GetLine(), error.GetColumn()
+    what = str(error)
+    if line is not None:
+        what = what.split(" : ", 1)[1] if " : " in what else what
+        lines = text.split("\n")
+        if 0 < line <= len(lines):  # Python repeats the line; C++ does not
+            what = what.removeprefix(f"'{lines[line - 1]}': ")
+    for pattern, wording in _CXX_WORDING:
+        what = pattern.sub(wording, what)
+    if line is None:
+        return what
+    return f"{line}:{column}: {what}" if column is not None else f"{line}: {what}"
+
+
+def parse_text_file(message_class, path: str):
+    """A start-up file holding a text proto, as TF Serving's ParseProtoTextFile reads it: a
+    file that cannot be read fails with TensorFlow's file error; one that does not parse logs
+    protobuf's error line and fails INVALID_ARGUMENT "Invalid protobuf file: '<path>'"."""
+    return read_text_proto_file(message_class, path)[1]
+
+
+def read_text_proto_file(message_class, path: str):
+    """(the file's text, its message), with parse_text_file's errors."""
+    text = ""
+    try:
+        text = read_text_file(path)
+        return text, parse_text(message_class, text)
     except text_format.ParseError as error:
-        raise ValueError(f"{path}: not a {message_class.DESCRIPTOR.name} text proto: {error}") from None
+        log.error("Error parsing text-format %s: %s", message_class.DESCRIPTOR.full_name,
+                  parse_error_text(error, text))
+        raise InvalidArgument(f"Invalid protobuf file: '{path}'") from None

@@ -24,6 +24,49 @@ from serving.status import FailedPrecondition, InvalidArgument
 
 log = logging.getLogger(__name__)
 ModelConfig = model_server_config_pb2.ModelConfig
+ModelServerConfig = model_server_config_pb2.ModelServerConfig
+
+
+def read_model_config_file(path: str) -> tuple[str, list[ModelConfig]]:
+    """A `--model_config_file` at start-up, as BuildAndStart reads it (ParseProtoTextFile<
+    ModelServerConfig>): its text and models, or TF Serving's error for a file that cannot
+    be read or does not parse (serving/protos.py, parse_text_file)."""
+    from serving.protos import read_text_proto_file
+
+    text, config = read_text_proto_file(ModelServerConfig, path)
+    return text, list(config.model_config_list.config)
+
+
+def uri_is_relative_path(uri: str) -> bool:
+    """server_core.cc's UriIsRelativePath: no scheme, no host, and not an absolute path.
+
+    >>> uri_is_relative_path("models/m"), uri_is_relative_path("/models/m"), uri_is_relative_path("gs://b/m")
+    (True, False, False)
+    """
+    if re.match(r"^[a-zA-Z][0-9a-zA-Z.]*://", uri):  # io::ParseURI: a scheme, then host and path
+        return False
+    return not uri.startswith("/")
+
+
+def check_start_up_config(configs: list[ModelConfig], allow_version_labels_for_unavailable_models: bool) -> None:
+    """What ServerCore refuses in the first config, before it loads anything, in its order and
+    words (server_core.cc: ValidateModelConfigList, UpdateModelVersionLabelMap,
+    CreateStoragePathRoutes): a model listed twice, a relative base path, a version label
+    (no version is available yet: a label needs
+    --allow_version_labels_for_unavailable_models at start-up), a platform missing or not
+    "tensorflow".
+
+    >>> check_start_up_config([ModelConfig(name="m", base_path="/m", model_platform="tensorflow")] * 2, False)
+    Traceback (most recent call last):
+    serving.status.InvalidArgument: Illegal to list model m multiple times in config list
+    """
+    check_model_config_list(configs)
+    if not allow_version_labels_for_unavailable_models:
+        for config in configs:
+            for version in config.version_labels.values():
+                raise FailedPrecondition(f"Request to assign label to version {version} of model {config.name}, "
+                                         "which is not currently available for inference")
+    check_platforms_supported(configs)
 
 
 def model_configs(config: model_server_config_pb2.ModelServerConfig,
@@ -83,11 +126,6 @@ def model_platform(config: ModelConfig) -> str:
     return config.model_platform
 
 
-def _is_relative_path(uri: str) -> bool:
-    """UriIsRelativePath: no scheme:// (tsl's ParseURI: [a-zA-Z][0-9a-zA-Z.]*://) and no leading /."""
-    return not re.match(r"[a-zA-Z][0-9a-zA-Z.]*://", uri) and not uri.startswith("/")
-
-
 def check_model_config_list(configs: list[ModelConfig]) -> None:
     """ValidateModelConfigList: every name once, every base path absolute (or a URI).
 
@@ -101,7 +139,7 @@ def check_model_config_list(configs: list[ModelConfig]) -> None:
             raise InvalidArgument(f"Illegal to list model {config.name} multiple times in config list")
         names.add(config.name)
     for config in configs:
-        if _is_relative_path(config.base_path):
+        if uri_is_relative_path(config.base_path):
             raise InvalidArgument(f"Expected model {config.name} to have an absolute path or URI; got "
                                   f"base_path()={config.base_path}")
 
@@ -216,6 +254,16 @@ def aspired_versions(config: ModelConfig) -> dict[int, str]:
     that is missing or holds no version folder is logged at every call, as TF Serving's
     file-system source logs it at every poll (a missing path an error, no versions a warning)."""
     folders = versions_on_disk(config.base_path)
+    policy = config.model_version_policy
+    if policy.WhichOneof("policy_choice") == "specific" and os.path.isdir(config.base_path):
+        if not policy.specific.versions:  # a likely mistake: file_system_storage_path_source.cc says so
+            log.warning("No specific versions requested for servable %s.", config.name)
+            return {}
+        for version in dict.fromkeys(policy.specific.versions):
+            if version not in folders:
+                log.warning("Version %d of servable %s, which was requested to be served as a 'specific' version "
+                            "in the servable's version policy, was not found in the file system", version,
+                            config.name)
     if not folders:
         report = log.warning if os.path.isdir(config.base_path) else log.error
         report("%s", no_versions_message(config.name, config.base_path))

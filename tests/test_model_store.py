@@ -224,7 +224,12 @@ def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, ca
 
 @pytest.mark.parametrize("base", ["typo", "toy/1"])
 def test_a_server_with_no_versions_to_serve_says_so_at_every_poll(tmp_path, caplog, base):
-    from serving_helpers import Server
+    """As TF Serving, the server waits for the model's first version before it opens its
+    ports (ServerCore waits for every configured model), and logs why at every poll."""
+    import threading
+
+    from helpers import free_ports
+    from serving.__main__ import ServerFlags, run_server
 
     save_toy(str(tmp_path / "toy" / "1"), 2.0)
     base_path = str(tmp_path / base)
@@ -232,15 +237,22 @@ def test_a_server_with_no_versions_to_serve_says_so_at_every_poll(tmp_path, capl
     def said():
         return [r.getMessage() for r in caplog.records if f"base path {base_path}" in r.getMessage()]
 
+    grpc_port, rest_port = free_ports(2)
+    flags = ServerFlags(port=grpc_port, rest_api_port=rest_port, model_name="toy", model_base_path=base_path,
+                        file_system_poll_wait_seconds=1)
+    ready, stop = threading.Event(), threading.Event()
     with caplog.at_level(logging.WARNING, logger="serving.source"):
-        server = Server(model_name="toy", model_base_path=base_path, file_system_poll_wait_seconds=1)
+        server = threading.Thread(target=run_server, args=(flags, ready, stop), daemon=True)
+        server.start()
         try:
             started = time.monotonic()
-            while len(said()) < 2 and time.monotonic() - started < 1.5:  # the next poll's line
+            while len(said()) < 2 and time.monotonic() - started < 60:  # the next poll's line
                 time.sleep(0.05)
         finally:
-            server.close()
+            stop.set()
+            server.join(30)
     assert len(said()) >= 2  # at start-up, and again at the next poll
+    assert not ready.is_set() and not server.is_alive()  # never served; stopped while it waited
     if base == "typo":
         assert f"Could not find base path {base_path} for servable toy" in said()[-1]
     else:

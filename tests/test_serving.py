@@ -243,7 +243,9 @@ def test_config_file_policies_labels_and_hot_loading(tmp_path, model_base):
         name: "toy" base_path: "{base}" model_platform: "tensorflow"
         model_version_policy {{ latest {{ num_versions: 2 }} }}
         version_labels {{ key: "stable" value: 1 }} }} }}''')
-    server = Server(model_config_file=str(config), file_system_poll_wait_seconds=0.2)
+    # As TF Serving, a label in the first config needs the flag: no version is available yet.
+    server = Server(model_config_file=str(config), file_system_poll_wait_seconds=0.2,
+                    allow_version_labels_for_unavailable_models=True)
     try:
         assert server.request("/v1/models/toy/labels/stable:predict", {"inputs": [[1.0, 1.0]]})[1] == \
             {"outputs": {"rows": [1], "y": [[2.0, 2.0]]}}
@@ -274,8 +276,10 @@ def test_cli_flags_and_shipped_configs_parse():
                          "--enable_batching", "--batching_parameters_file=serving/batching.config",
                          "--file_system_poll_wait_seconds=2", "--some_tf_serving_flag=1"])
     assert (flags.port, flags.rest_api_port, flags.enable_batching, flags.host) == (9000, 9001, True, "127.0.0.1")
-    with pytest.raises(SystemExit):
-        parse_flags(["--model_base_path=/x", "--batching_parameters_file=b"])  # needs --enable_batching
+    from serving.__main__ import StartupError, run_server
+    with pytest.raises(StartupError, match="batching_parameters_file is set without setting "
+                                           "server_options.enable_batching to true"):
+        run_server(parse_flags(["--model_base_path=/x", "--batching_parameters_file=b"]))
     from serving.batching import parse_batching_parameters
     from serving.source import parse_model_config_text
     configs = parse_model_config_text(open(os.path.join(ROOT, "serving", "models.config")).read())
