@@ -144,7 +144,7 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
         max_message_bytes=flags.max_body_bytes, channel_arguments=parse_channel_arguments(flags.grpc_channel_arguments),
         metrics=metrics, socket_path=flags.grpc_socket_path, credentials=credentials,
         health=flags.enable_grpc_healthcheck_service, tensor_content=flags.enable_serialization_as_tensor_content,
-        max_connections=caps.grpc)
+        max_connections=caps.grpc, profiler=flags.enable_profiler)
     secure = " (TLS)" if credentials is not None else ""
     if grpc_port:
         log.info("Running gRPC ModelServer at %s:%d%s", flags.host, grpc_port, secure)
