@@ -256,7 +256,7 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
     `health`, the standard grpc.health.v1.Health service answers for "ModelService" and
     "PredictionService", as server.cc sets them: SERVING once started, NOT_SERVING once
     shutdown begins. With `profiler` (TF Serving's --enable_profiler), TensorFlow's profiler
-    service answers too (serving/profiler.py).
+    service answers too, on the same port and socket (serving/profiler.py).
     """
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
@@ -273,10 +273,10 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
         health_servicer = health.HealthServicer(experimental_non_blocking=True)
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
 
-    if profiler:  # started before the ports listen, so that a client never waits on it
-        from serving.profiler import ProfilerForwarding, internal_address
+    if profiler:
+        from serving.profiler import generic_handler
 
-        server.add_generic_rpc_handlers((ProfilerForwarding(internal_address(avoid=(port,))),))
+        server.add_generic_rpc_handlers((generic_handler(),))
         log.info("Profiler service is enabled")
 
     def listen(address):
