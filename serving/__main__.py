@@ -210,7 +210,8 @@ def _start(flags: ServerFlags, stop: threading.Event):
             max_message_bytes=flags.max_body_bytes,
             channel_arguments=parse_channel_arguments(flags.grpc_channel_arguments), metrics=metrics,
             socket_path=flags.grpc_socket_path, credentials=credentials, health=flags.enable_grpc_healthcheck_service,
-            tensor_content=flags.enable_serialization_as_tensor_content, max_connections=caps.grpc)
+            tensor_content=flags.enable_serialization_as_tensor_content, max_connections=caps.grpc,
+            profiler=flags.enable_profiler)
     except RuntimeError as error:  # a port or socket that cannot be bound: gRPC logs why
         log.error("%s", error)
         manager.stop()

@@ -125,7 +125,7 @@ FLAGS = [
                                                "(default is disabled).", "ignored"),
     Flag("xla_gpu_compilation_enabled", False, "EXPERIMENTAL; CAN BE REMOVED ANYTIME! Enable both XLA:CPU JIT and "
                                                "XLA:GPU JIT (default is disabled).", "ignored"),
-    Flag("enable_profiler", True, "Enable profiler service.", "ignored"),
+    Flag("enable_profiler", True, "Enable profiler service."),
     Flag("thread_pool_factory_config_file", "", "If non-empty, read an ascii ThreadPoolConfig protobuf from the "
                                                 "supplied file name.", "ignored"),
     Flag("mixed_precision", "", "specify mixed_precision mode", "ignored"),

@@ -302,7 +302,7 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
                      max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024,
                      channel_arguments: list[tuple] | None = None, metrics: ServingMetrics | None = None,
                      socket_path: str = "", credentials=None, health: bool = False, tensor_content: bool = False,
-                     max_connections: int = 4096):
+                     max_connections: int = 4096, profiler: bool = False):
     """A started gRPC server; returns (server, bound TCP port or 0, health servicer or None).
 
     `port` 0 listens on no TCP port (TF Serving's --port=0), `socket_path` on a UNIX socket
@@ -314,7 +314,8 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
     --grpc_channel_arguments) override the message-size and connection defaults. With
     `health`, the standard grpc.health.v1.Health service answers for "ModelService" and
     "PredictionService", as server.cc sets them: SERVING once started, NOT_SERVING once
-    shutdown begins.
+    shutdown begins. With `profiler` (TF Serving's --enable_profiler), TensorFlow's profiler
+    service answers too, on the same port and socket (serving/profiler.py).
     """
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
@@ -330,6 +331,12 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
     if health:
         health_servicer = health.HealthServicer(experimental_non_blocking=True)
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+
+    if profiler:
+        from serving.profiler import generic_handler
+
+        server.add_generic_rpc_handlers((generic_handler(),))
+        log.info("Profiler service is enabled")
 
     def listen(address):
         bound = (server.add_secure_port(address, credentials) if credentials is not None

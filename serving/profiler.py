@@ -1,0 +1,236 @@
+"""TensorFlow's profiler service (`tensorflow.ProfilerService`) on the server's own gRPC port
+and UNIX socket, as TF Serving's --enable_profiler registers it (server.cc,
+tsl::profiler::CreateProfilerService); no other port is opened.
+
+`ProfilerService` answers as TSL's profiler_service_impl.cc does, with TensorFlow's own
+profiler session doing the profiling:
+
+- Profile: one session at a time (a second call, or a session TensorFlow already runs in
+  this process, is INTERNAL "Another profiling session active."); it starts at
+  opts.start_timestamp_ns (when opts.version is set), lasts opts.duration_ms, ends early
+  (OK) on a Terminate for its session_id, and is dropped if the call is cancelled
+  (CANCELLED) or its deadline passes (DEADLINE_EXCEEDED). The XSpace is written to
+  <repository_root>/<session_id>/<host>.xplane.pb (':' in the host written '_'; the host is
+  opts.advanced_configuration["override_hostname"] if set, else host_name), or returned in
+  the response with emit_xspace; empty_trace says whether any event was recorded.
+- Terminate: marks the session_id to stop; always OK.
+- Monitor: UNIMPLEMENTED, as TensorFlow's own service answers it (and grpc answers the
+  continuous-profiling methods TensorFlow 2.21 declares, which this service leaves out).
+
+A trace is captured with TensorFlow's own client, and written under the logdir for
+TensorBoard's profile plugin (logdir/plugins/profile/<run>/<host>.xplane.pb):
+
+    >>> server.add_generic_rpc_handlers((generic_handler(),))
+    >>> from tensorflow.python.profiler import profiler_client
+    >>> profiler_client.trace("127.0.0.1:8500", "/tmp/logs", 2000)
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import tempfile
+import threading
+import time
+
+import grpc
+
+log = logging.getLogger(__name__)
+
+SERVICE = "tensorflow.ProfilerService"
+BUSY = "Another profiling session active."  # TSL's ProfilerLock message, which its service passes on
+# TSL's ProfilerSession::DefaultOptions
+DEFAULT_LEVELS = {"host_tracer_level": 2, "device_tracer_level": 1, "python_tracer_level": 0}
+MAX_STOP_MARKS = 1024  # Terminate marks kept for sessions not (yet) running; the oldest go first
+
+
+def _messages() -> dict:
+    """ProfileRequest, ProfileResponse, TerminateRequest and TerminateResponse of TSL's
+    tsl/profiler/protobuf/profiler_service.proto (package tensorflow), declared here because
+    TensorFlow ships no Python module for it. Only the fields this service reads or writes
+    are declared, with TensorFlow 2.21's names and numbers; the client's others (max_events,
+    tools, tool_options) are kept as unknown fields. The messages live in a pool of their own,
+    beside copies of the two files they use, so that they never clash with a module that
+    does declare them."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from tensorflow.tsl.profiler.protobuf import profiler_options_pb2, xplane_pb2
+
+    pool = descriptor_pool.DescriptorPool()
+    for module in (profiler_options_pb2, xplane_pb2):
+        file = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(file)
+        pool.Add(file)
+    field = descriptor_pb2.FieldDescriptorProto
+    scalars = {"uint64": field.TYPE_UINT64, "string": field.TYPE_STRING, "bool": field.TYPE_BOOL}
+    declared = {
+        "ProfileRequest": [("duration_ms", 1, "uint64"), ("opts", 4, ".tensorflow.ProfileOptions"),
+                           ("repository_root", 5, "string"), ("session_id", 6, "string"),
+                           ("host_name", 7, "string"), ("emit_xspace", 9, "bool")],
+        "ProfileResponse": [("empty_trace", 7, "bool"), ("xspace", 8, ".tensorflow.profiler.XSpace")],
+        "TerminateRequest": [("session_id", 1, "string")],
+        "TerminateResponse": [],
+    }
+    file = descriptor_pb2.FileDescriptorProto(
+        name="tsl/profiler/protobuf/profiler_service.proto", package="tensorflow", syntax="proto3",
+        dependency=[profiler_options_pb2.DESCRIPTOR.name, xplane_pb2.DESCRIPTOR.name])
+    for name, fields in declared.items():
+        message = file.message_type.add(name=name)
+        for field_name, number, kind in fields:
+            message.field.add(name=field_name, number=number, label=field.LABEL_OPTIONAL,
+                              **({"type": scalars[kind]} if kind in scalars else
+                                 {"type": field.TYPE_MESSAGE, "type_name": kind}))
+    pool.Add(file)
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.{name}"))
+            for name in declared}
+
+
+def join_path(*parts: str) -> str:
+    """tsl::io::JoinPath, as TSL's service joins the repository root, session and file name:
+    one '/' between non-empty parts, whatever slashes they begin or end with.
+
+    >>> join_path("/logs/plugins/profile", "/run", "host.xplane.pb")
+    '/logs/plugins/profile/run/host.xplane.pb'
+    """
+    joined = ""
+    for part in filter(None, parts):
+        if not joined:
+            joined = part
+        elif joined.endswith("/") and part.startswith("/"):
+            joined += part[1:]
+        elif joined.endswith("/") or part.startswith("/"):
+            joined += part
+        else:
+            joined += "/" + part
+    return joined
+
+
+def is_empty(xspace) -> bool:
+    """TSL's IsEmpty: no event on any line of any plane."""
+    return not any(line.events for plane in xspace.planes for line in plane.lines)
+
+
+class ProfilerService:
+    """The Profile, Terminate and Monitor methods of `tensorflow.ProfilerService`."""
+
+    def __init__(self):
+        self.messages = _messages()
+        self._busy = threading.Lock()  # one Profile call at a time, from its request to its answer
+        self._changed = threading.Condition()  # a Terminate, or a call ending
+        self._stops: dict[str, None] = {}  # session ids told to stop (insertion-ordered)
+
+    def profile(self, request, context):
+        from tensorflow.python.framework import errors
+        from tensorflow.python.profiler.internal import _pywrap_profiler
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+        if not self._busy.acquire(blocking=False):
+            context.abort(grpc.StatusCode.INTERNAL, BUSY)
+        try:
+            ended = threading.Event()
+
+            def end():
+                ended.set()
+                with self._changed:
+                    self._changed.notify_all()
+
+            context.add_callback(end)
+            opts = request.opts
+            if opts.version and opts.start_timestamp_ns:  # without a version, TSL takes its defaults
+                self._wait(context, ended, (opts.start_timestamp_ns - time.time_ns()) / 1e9)
+            with tempfile.TemporaryDirectory(prefix="kerasbert-profile-") as scratch:
+                session = _pywrap_profiler.ProfilerSession()
+                try:
+                    try:
+                        # TensorFlow 2.21's binding reads these levels as booleans (it warns, and keeps
+                        # its defaults): only those the client changed are passed, to be warned about.
+                        session.start(scratch, {key: getattr(opts, key) for key, default in DEFAULT_LEVELS.items()
+                                                if opts.version and getattr(opts, key) != default})
+                    except errors.OpError as error:
+                        context.abort(grpc.StatusCode.INTERNAL, error.message)
+                    self._wait(context, ended, opts.duration_ms / 1000, request.session_id)
+                    session.export_to_tb()  # scratch/plugins/profile/<run>/<this host>.xplane.pb
+                finally:
+                    session.stop()  # a no-op once exported; else the session ends here, its lock freed
+                exported = glob.glob(os.path.join(scratch, "plugins", "profile", "*", "*.xplane.pb"))
+                if len(exported) != 1:
+                    context.abort(grpc.StatusCode.INTERNAL, "TensorFlow's profiler wrote no XSpace")
+                with open(exported[0], "rb") as f:
+                    data = f.read()
+            return self._answer(request, context, data, xplane_pb2.XSpace.FromString(data))
+        finally:
+            self._busy.release()
+
+    def _wait(self, context, ended: threading.Event, seconds: float, session_id: str | None = None):
+        """Waits `seconds`, or until a Terminate for `session_id` (whose mark it clears);
+        aborts CANCELLED (as TSL's service) once the call is cancelled, DEADLINE_EXCEEDED
+        (what its client sees then) once its deadline has passed."""
+        remaining = context.time_remaining()
+        now = time.monotonic()
+        until = now + max(seconds, 0.0)
+        deadline = now + remaining if remaining is not None else float("inf")
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                if ended.is_set() or now >= deadline or not context.is_active():
+                    break
+                if session_id is not None and session_id in self._stops:
+                    del self._stops[session_id]
+                    return
+                if now >= until:
+                    return
+                self._changed.wait(min(until, deadline) - now)
+        if time.monotonic() >= deadline:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+        context.abort(grpc.StatusCode.CANCELLED, "Cancelled")
+
+    def _answer(self, request, context, data: bytes, xspace):
+        response = self.messages["ProfileResponse"](empty_trace=is_empty(xspace))
+        if request.emit_xspace:
+            response.xspace.ParseFromString(data)
+            return response
+        import tensorflow as tf
+
+        advanced = request.opts.advanced_configuration
+        host = (advanced["override_hostname"].string_value if "override_hostname" in advanced else "") \
+            or request.host_name
+        run = join_path(request.repository_root, request.session_id)
+        path = join_path(run, f"{host}.xplane.pb".replace(":", "_"))
+        try:  # tf.io.gfile: the file systems TSL's Env writes to (gs://, ...)
+            tf.io.gfile.makedirs(run)
+            with tf.io.gfile.GFile(path, "wb") as f:
+                f.write(data)
+        except tf.errors.OpError as error:
+            context.abort(grpc.StatusCode.INTERNAL, error.message)
+        log.info("Profile saved to %s", path)
+        return response
+
+    def terminate(self, request, context):
+        with self._changed:
+            self._stops.pop(request.session_id, None)
+            self._stops[request.session_id] = None
+            while len(self._stops) > MAX_STOP_MARKS:
+                del self._stops[next(iter(self._stops))]
+            self._changed.notify_all()
+        return self.messages["TerminateResponse"]()
+
+    def monitor(self, request: bytes, context):
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "unimplemented.")
+
+
+def generic_handler(service: ProfilerService | None = None) -> grpc.GenericRpcHandler:
+    """The handler to add to a grpc server for /tensorflow.ProfilerService/{Profile,
+    Terminate,Monitor}; grpc answers its other methods UNIMPLEMENTED."""
+    service = service or ProfilerService()
+    messages = service.messages
+
+    def method(behaviour, request=None, response=None):
+        return grpc.unary_unary_rpc_method_handler(
+            behaviour, request_deserializer=request.FromString if request else None,
+            response_serializer=response.SerializeToString if response else None)
+
+    return grpc.method_handlers_generic_handler(SERVICE, {
+        "Profile": method(service.profile, messages["ProfileRequest"], messages["ProfileResponse"]),
+        "Terminate": method(service.terminate, messages["TerminateRequest"], messages["TerminateResponse"]),
+        "Monitor": method(service.monitor),
+    })
