@@ -7,7 +7,7 @@ UV_INSTALL := $(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --qui
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-tasks test bench-peers bench-tasks bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding bench-batch bench-own-data clean
+.PHONY: install demo demo-tasks test tfserving-tests bench-peers bench-tasks bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding bench-batch bench-own-data clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ DOCTEST_MODULES := kerasbert/errors.py kerasbert/console.py kerasbert/cpu_kernel
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_MODULES)
 	$(PY) -m pytest -q -n 2 --dist worksteal --durations=10 tests
+
+# TensorFlow Serving's own end-to-end suite (tensorflow_model_server_test.py, in ../shared/tfserving_tests)
+# with `python -m serving` where the binary would be (~8 min). The project calls the shared runner; it
+# copies none of TF Serving's files. Table: runs/tfserving-tests/results.md.
+tfserving-tests: install
+	python3 ../shared/tfserving_tests/run.py --legacy-keras --with-client --workdir runs/tfserving-tests
 
 # The peer, Hugging Face transformers on PyTorch (CPU), in its own environment: never a
 # dependency of kerasbert. pip takes torch 2.13.0 from this machine's disk.
