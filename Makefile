@@ -38,11 +38,15 @@ DOCTEST_MODULES := kerasbert/errors.py kerasbert/console.py kerasbert/cpu_kernel
 	kerasbert/pretraining/document_pairs.py kerasbert/pretraining/pairs.py kerasbert/training/run_folder.py \
 	kerasbert/vector_index.py pipelines/common.py kerasbert/config.py kerasbert/tasks.py kerasbert/data/cleaning.py \
 	kerasbert/data/task_files.py kerasbert/finetuning/report.py
+# serving/'s examples, in a process of their own (they import TensorFlow; ~15 s): conftest.py
+# gives them tiny models, a loaded servable, a manager, and one child server. client.py's: not yet.
+SERVING_DOCTESTS := serving --ignore=serving/client.py
 
 # Two workers: most of a test's time is single-threaded graph tracing, so two cores
 # finish the suite ~1.5x sooner than one worker does.
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_MODULES)
+	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules $(SERVING_DOCTESTS)
 	$(PY) -m pytest -q -n 2 --dist worksteal --durations=10 tests
 
 # TensorFlow Serving's own end-to-end suite (tensorflow_model_server_test.py, in ../shared/tfserving_tests)

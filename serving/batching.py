@@ -29,7 +29,10 @@ does not ship it).
 
 Example:
     >>> session = BatchingSession(parse_batching_parameters("max_batch_size { value: 32 }"))
-    >>> session.run(servable, "sentiment", {"text": texts}, deadline=time.monotonic() + 30)
+    >>> session.run(servable, "serving_default", {"x": np.array([[1.0, 2.0]], np.float32)},
+    ...             deadline=time.monotonic() + 30)
+    {'rows': array([1]), 'y': array([[2., 4.]], dtype=float32)}
+    >>> session.close()
 """
 
 from __future__ import annotations

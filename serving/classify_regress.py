@@ -14,10 +14,10 @@ A JSON integer (or true/false) is an int64 feature, a number with a fraction or 
 exponent a float feature, a string or {"b64": ...} a bytes feature.
 
 Example:
-    >>> request = input_from_json({"examples": [{"text": "a fine film"}]})
-    >>> result = classify(servable, "sentiment_classify", request)
+    >>> request = input_from_json({"examples": [{"x": [1.0, 2.0]}]})
+    >>> result = classify(servable, "classify", request)
     >>> dumps_classification(result)
-    '{"results": [[["0", 0.01], ["1", 0.02], ...]]}'
+    '{"results": [[["neg", 0.11920291...], ["pos", 0.880797...]]]}'
 """
 
 from __future__ import annotations

@@ -7,11 +7,17 @@ session. At most `max_threads` calls run at once (TF Serving's --grpc_max_thread
 bounded number wait (`call_slots`); beyond, a call is refused RESOURCE_EXHAUSTED at once.
 
 Clients use the official stubs unchanged:
-    >>> stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel("127.0.0.1:8500"))
+    >>> from serving.process import free_port
+    >>> from serving.session import DirectSession
+    >>> server, port, _ = make_grpc_server(manager, free_port(), DirectSession(), ServerBudgets(64 << 20))
+    >>> stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
     >>> request = predict_pb2.PredictRequest()
-    >>> request.model_spec.name = "kerasbert"; request.model_spec.signature_name = "sentiment"
-    >>> request.inputs["text"].CopyFrom(tf.make_tensor_proto(["a fine film"]))
-    >>> stub.Predict(request, timeout=10.0).outputs["label"]
+    >>> request.model_spec.name = "toy"; request.model_spec.signature_name = "serving_default"
+    >>> request.inputs["x"].CopyFrom(tf.make_tensor_proto([[1.0, 2.0]]))
+    >>> tf.make_ndarray(stub.Predict(request, timeout=10.0).outputs["y"])
+    array([[2., 4.]], dtype=float32)
+    >>> server.stop(None).wait()
+    True
 """
 
 from __future__ import annotations

@@ -23,10 +23,13 @@ Which versions exist and are wanted is the source's (serving/source.py); a loade
 version is a `Servable` (serving/servable.py).
 
 Example:
-    >>> manager = ModelManager(parse_model_config_text(open("serving/models.config").read()))
-    >>> manager.poll()
-    >>> servable = manager.get("kerasbert", version=None, label="stable")
-    >>> servable.run("sentiment", servable.check_inputs("sentiment", {"text": np.array([b"great"], object)}))
+    >>> manager = ModelManager([ModelConfig(name="toy", base_path=toy_models, model_platform="tensorflow")])
+    >>> manager.start()  # once every model has a version loaded and warmed up
+    True
+    >>> servable = manager.get("toy")  # the latest version; or version=N, or label="stable"
+    >>> servable.version, servable.run("serving_default", servable.check_inputs("serving_default", {"x": [[1.0, 2.0]]}))
+    (1, {'rows': array([1]), 'y': array([[2., 4.]], dtype=float32)})
+    >>> manager.stop()
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ cannot create series: what they cost is bounded by the server's own model config
 
 Example:
     >>> metrics = ServingMetrics()
+    >>> metrics.load("/models/kerasbert/1", ok=True, seconds=1.5, model="kerasbert")
     >>> metrics.request("kerasbert", "predict", "REST", "OK", seconds=0.012)
     >>> b':tensorflow:serving:request_count{model_name="kerasbert",status="OK"} 1.0' in metrics.exposition()
     True

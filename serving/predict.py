@@ -12,10 +12,12 @@ thread waiting; `predict_blocking` runs the same coroutine on a thread, the sess
 blocking it.
 
 Example:
+    >>> from serving.metrics import ServingMetrics
+    >>> from serving.session import DirectSession
     >>> predictor = Predictor(manager, DirectSession(), ServingMetrics(enabled=False))
-    >>> decode = lambda servable: {"x": np.array([1.0, 2.0], np.float32)}
+    >>> decode = lambda servable: {"x": np.array([[1.0, 2.0]], np.float32)}
     >>> predictor.predict_blocking(("toy", None, None), "serving_default", decode).outputs
-    {'y': array([2., 4.], dtype=float32)}
+    {'rows': array([1]), 'y': array([[2., 4.]], dtype=float32)}
 """
 
 from __future__ import annotations

@@ -5,9 +5,11 @@ Ctrl-C, or SIGTERM to this process, which `stop_on_sigterm` turns into an except
 `start()` after a kill starts the same command on the same ports, appending to the log.
 
 Example:
-    >>> with LocalServer("kerasbert", "saved_models/kerasbert", log_path="server.log") as server:
-    ...     server.wait_for_version(3)
-    ...     ServingClient("kerasbert", rest_port=server.rest_port, version=3).predict(...)
+    >>> with LocalServer("toy", toy_models, log_path=str(tmp_path / "server.log")) as server:
+    ...     version = server.wait_for_version(1)
+    ...     answer = urllib.request.urlopen(server.url(":predict"), b'{"instances": [[1.0, 2.0]]}').read()
+    >>> version, answer
+    (1, b'{"predictions": [{"rows": 1, "y": [2.0, 4.0]}]}')
 """
 
 from __future__ import annotations

@@ -20,9 +20,20 @@ profiler session doing the profiling:
 A trace is captured with TensorFlow's own client, and written under the logdir for
 TensorBoard's profile plugin (logdir/plugins/profile/<run>/<host>.xplane.pb):
 
-    >>> server.add_generic_rpc_handlers((generic_handler(),))
+    >>> import tensorflow as tf
+    >>> from concurrent.futures import ThreadPoolExecutor
     >>> from tensorflow.python.profiler import profiler_client
-    >>> profiler_client.trace("127.0.0.1:8500", "/tmp/logs", 2000)
+    >>> server = grpc.server(ThreadPoolExecutor(2))
+    >>> server.add_generic_rpc_handlers((generic_handler(),))
+    >>> port = server.add_insecure_port("127.0.0.1:0")
+    >>> server.start()
+    >>> tracing = ThreadPoolExecutor(1).submit(profiler_client.trace, f"127.0.0.1:{port}", str(tmp_path), 200)
+    >>> while not tracing.done(): _ = tf.reduce_sum(tf.ones(8))  # TensorFlow work, traced meanwhile
+    >>> tracing.result()  # raises if no event was traced
+    >>> [os.path.relpath(trace, tmp_path) for trace in glob.glob(f"{tmp_path}/plugins/profile/*/*.xplane.pb")]
+    ['plugins/profile/.../127.0.0.1_....xplane.pb']
+    >>> server.stop(None).wait()
+    True
 """
 
 from __future__ import annotations

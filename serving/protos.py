@@ -10,7 +10,9 @@ logs protobuf's line ("Error parsing text-format tensorflow.serving.ModelServerC
 1:1: ...") and is "INVALID_ARGUMENT: Invalid protobuf file: '<path>'".
 
 Example:
-    >>> config = parse_text_file(MonitoringConfig, "monitoring.config")
+    >>> path = tmp_path / "monitoring.config"
+    >>> _ = path.write_text('prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }')
+    >>> config = parse_text_file(MonitoringConfig, str(path))
     >>> config.prometheus_config.enable, config.prometheus_config.path
     (True, '/monitoring/prometheus/metrics')
 """

@@ -25,9 +25,13 @@ Every error body is {"error": "..."} with TF Serving's status code for it (statu
 a path outside /v1/ gets libevent's 404 page, as TF Serving's dispatcher sends it.
 
 Example:
-    >>> server = RestServer(manager, session, ServerBudgets(64 << 20), port=8501)
-    >>> server.start()
-    8501
+    >>> from serving.session import DirectSession
+    >>> server = RestServer(manager, DirectSession(), ServerBudgets(64 << 20), port=0)  # 0: any free port
+    >>> port = server.start()
+    >>> import urllib.request
+    >>> urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/toy:predict", b'{"instances": [[1.0, 2.0]]}').read()
+    b'{"predictions": [{"rows": 1, "y": [2.0, 4.0]}]}'
+    >>> server.stop()
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ shape it cannot take is the op's own error (INVALID_ARGUMENT). What loads it and
 the manager's (serving/manager.py); a `model.tflite` is served by serving/tflite.py instead.
 
 Example:
-    >>> servable = Servable("toy", 1, str(tmp_path / "toy" / "1"))  # tests/serving_models.py's save_toy
+    >>> servable = Servable("toy", 1, f"{toy_models}/1")  # tests/serving_models.py's save_toy: y = 2 x
     >>> servable.signature_names()
     ['classify', 'pair', 'regress', 'serving_default', 'strings']
     >>> servable.run("serving_default", servable.check_inputs("serving_default", {"x": [[1.0, 2.0]]}))["y"]

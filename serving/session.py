@@ -21,7 +21,7 @@ Example:
     >>> session = DirectSession()
     >>> session.run(servable, "serving_default", {"x": np.array([[1.0, 2.0]], np.float32)},
     ...             deadline=time.monotonic() + 30)
-    {'y': array([[2., 4.]], dtype=float32)}
+    {'rows': array([1]), 'y': array([[2., 4.]], dtype=float32)}
 """
 
 from __future__ import annotations

@@ -153,8 +153,9 @@ _FUNCTION_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")  # TensorFlow's n
 def tf_error_message(error: Exception) -> str:
     """The failing op's own message, without TensorFlow's graph-execution framing.
 
-    >>> tf_error_message(tf.errors.InvalidArgumentError(None, None, "Graph execution error:\n\n"
-    ...     "Name: <unknown>, Feature: x is required\n\t [[{{node ParseExample}}]]"))
+    >>> import tensorflow as tf
+    >>> tf_error_message(tf.errors.InvalidArgumentError(None, None, "Graph execution error:\\n\\n"
+    ...     "Name: <unknown>, Feature: x is required\\n\\t [[{{node ParseExample}}]]"))
     'Name: <unknown>, Feature: x is required'
     >>> tf_error_message(ValueError("{{function_node __inference_signature_wrapper_<lambda>_3395}} "
     ...                             "Incompatible shapes: [2,8] vs. [1,8]"))

@@ -6,7 +6,7 @@ Each call resizes the inputs to the arrays fed, as TfLiteSession::Run does, so t
 are the interpreter's to judge.
 
 Example:
-    >>> servable = TfLiteServable("half_plus_two", 1, "testdata/saved_model_half_plus_two_tflite/00000123")
+    >>> servable = TfLiteServable("half_plus_two", 123, half_plus_two_tflite)  # a folder of model.tflite
     >>> servable.run("serving_default", servable.check_inputs("serving_default", {"x": [2.0]}))
     {'y': array([3.], dtype=float32)}
 """

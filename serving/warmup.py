@@ -7,7 +7,9 @@ for the first call of a signature (function instantiation and graph optimisation
 about 0.5 s for the kerasbert text signatures here).
 
 Example:
-    >>> replay_warmup_requests(servable)  # returns how many records it ran
+    >>> [request.model_spec.signature_name for request in read_warmup_requests(servable.path)]
+    ['serving_default']
+    >>> replay_warmup_requests(servable)  # runs each once; returns how many ran
     1
 """
 

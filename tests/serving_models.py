@@ -1,5 +1,9 @@
-"""Small plain-TF SavedModels for the serving tests (numeric, string, several inputs,
-and tf.Example classify/regress signatures)."""
+"""Small plain-TF SavedModels for the serving tests and serving/'s docstring examples
+(numeric, string, several inputs, and tf.Example classify/regress signatures), and one
+TFLite model."""
+
+import os
+import warnings
 
 import tensorflow as tf
 
@@ -97,6 +101,49 @@ def save_half_plus_two(path):
     tf.saved_model.save(model, path, signatures={"serving_default": model.predict,
                                                  "classify_x_to_y": model.classify_x_to_y,
                                                  "regress_x_to_y": model.regress_x_to_y})
+
+
+def converted_half_plus_two() -> bytes:
+    """y = 0.5 x + 2 as a TFLite flatbuffer, x of shape [1, 1], no SignatureDef metadata."""
+    function = tf.function(lambda x: {"y": 0.5 * x + 2.0}, input_signature=[tf.TensorSpec([1, 1], tf.float32, "x")])
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()])
+    return converter.convert()
+
+
+def with_signature_metadata(model: bytes, alias: str) -> bytes:
+    """`model` with a `signature_defs_metadata` buffer (as TFLite's signature_def_util writes
+    it): serving_default, input `alias` naming the model's input tensor with TF's `:0`."""
+    import flatbuffers
+    import flatbuffers.flexbuffers as flexbuffers
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    with warnings.catch_warnings():  # tf.lite.Interpreter's notice of ai_edge_litert
+        warnings.simplefilter("ignore")
+        interpreter = tf.lite.Interpreter(model_content=model)
+    signature = tf.compat.v1.saved_model.build_signature_def(method_name="tensorflow/serving/predict")
+    signature.inputs[alias].name = interpreter.get_input_details()[0]["name"] + ":0"
+    signature.inputs[alias].dtype = tf.float32.as_datatype_enum
+    signature.outputs["y"].name = interpreter.get_output_details()[0]["name"] + ":0"
+    signature.outputs["y"].dtype = tf.float32.as_datatype_enum
+    tree = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
+    data = schema.BufferT()
+    data.data = list(flexbuffers.Dumps({"serving_default": signature.SerializeToString()}))
+    tree.buffers.append(data)
+    metadata = schema.MetadataT()
+    metadata.name, metadata.buffer = "signature_defs_metadata", len(tree.buffers) - 1
+    tree.metadata = (tree.metadata or []) + [metadata]
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(tree.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def save_half_plus_two_tflite(path):
+    """Version folder `path` holding only a `model.tflite`: y = 0.5 x + 2, with a serving_default
+    SignatureDef (input x, output y) in its metadata, as TF Serving's
+    saved_model_half_plus_two_tflite has."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "model.tflite"), "wb") as f:
+        f.write(with_signature_metadata(converted_half_plus_two(), alias="x"))
 
 
 class Echo(tf.Module):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from serving_models import save_toy
+from serving_models import converted_half_plus_two, save_toy, with_signature_metadata
 
 
 def save_tf1_half_plus_x(path: str, plus: float, x_shape=None) -> None:
@@ -88,38 +88,6 @@ def test_inputs_of_different_rows_are_one_call_without_batching(tmp_path):
     np.testing.assert_allclose(session.run(servable, "pair", {"a": a, "b": b})["sum"], a + 1.0)
     with pytest.raises(TensorFlowError, match="Incompatible shapes"):  # [5] + [3]: the op refuses
         session.run(servable, "pair", {"a": a, "b": np.ones(3)})
-
-
-def converted_half_plus_two() -> bytes:
-    """y = 0.5 x + 2 as a TFLite flatbuffer, x of shape [1, 1], no SignatureDef metadata."""
-    function = tf.function(lambda x: {"y": 0.5 * x + 2.0}, input_signature=[tf.TensorSpec([1, 1], tf.float32, "x")])
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()])
-    return converter.convert()
-
-
-def with_signature_metadata(model: bytes, alias: str) -> bytes:
-    """`model` with a `signature_defs_metadata` buffer (as TFLite's signature_def_util writes
-    it): serving_default, input `alias` naming the model's input tensor with TF's `:0`."""
-    import flatbuffers
-    import flatbuffers.flexbuffers as flexbuffers
-    from tensorflow.lite.python import schema_py_generated as schema
-
-    interpreter = tf.lite.Interpreter(model_content=model)
-    signature = tf.compat.v1.saved_model.build_signature_def(method_name="tensorflow/serving/predict")
-    signature.inputs[alias].name = interpreter.get_input_details()[0]["name"] + ":0"
-    signature.inputs[alias].dtype = tf.float32.as_datatype_enum
-    signature.outputs["y"].name = interpreter.get_output_details()[0]["name"] + ":0"
-    signature.outputs["y"].dtype = tf.float32.as_datatype_enum
-    tree = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
-    data = schema.BufferT()
-    data.data = list(flexbuffers.Dumps({"serving_default": signature.SerializeToString()}))
-    tree.buffers.append(data)
-    metadata = schema.MetadataT()
-    metadata.name, metadata.buffer = "signature_defs_metadata", len(tree.buffers) - 1
-    tree.metadata = (tree.metadata or []) + [metadata]
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(tree.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
 
 
 @pytest.mark.parametrize("metadata", [False, True])
