@@ -17,13 +17,18 @@ import tensorflow as tf
 from serving_models import converted_half_plus_two, save_toy, with_signature_metadata
 
 
-def save_tf1_half_plus_x(path: str, plus: float, x_shape=None) -> None:
-    """A SavedModel written by TF1's builder, as TF Serving's saved_model_half_plus_three is:
-    a graph with a placeholder `x` of `x_shape` (None: no shape at all), y = 0.5 x + plus, and
-    `matmul`, whose x must be a matrix of one column (y = x @ [[0.5]] + plus)."""
+def save_tf1_half_plus_x(path: str, plus: float) -> None:
+    """A SavedModel written by TF1's builder, as TF Serving's saved_model_half_plus_two.py
+    writes half_plus_two and half_plus_three: `x` is no placeholder but the parsed feature of
+    serialized tf.Examples (so of shape [None, 1]), fed directly by `serving_default` (y = 0.5 x
+    + plus) and by `matmul` (x @ [[0.5]] + plus: x must be a matrix); `regress` takes the
+    serialized Examples themselves (its `inputs`, a placeholder of shape [None]). As in TF
+    Serving's half_plus_three, written by an older TF, the SignatureDefs hold no shapes."""
     graph = tf.Graph()
     with graph.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, shape=x_shape, name="x")
+        examples = tf.compat.v1.placeholder(tf.string, shape=[None], name="tf_example")
+        parsed = tf.io.parse_example(examples, {"x": tf.io.FixedLenFeature([1], tf.float32)})
+        x = tf.identity(parsed["x"], name="x")  # (batch, 1)
         a = tf.compat.v1.get_variable("a", initializer=0.5)
         b = tf.compat.v1.get_variable("b", initializer=float(plus))
         y = tf.add(a * x, b, name="y")
@@ -32,22 +37,34 @@ def save_tf1_half_plus_x(path: str, plus: float, x_shape=None) -> None:
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
             builder = tf.compat.v1.saved_model.Builder(path)
-            info = tf.compat.v1.saved_model.build_tensor_info
-            predict = tf.compat.v1.saved_model.build_signature_def
+            def info(tensor):
+                tensor_info = tf.compat.v1.saved_model.build_tensor_info(tensor)
+                tensor_info.ClearField("tensor_shape")
+                return tensor_info
+
+            signature = tf.compat.v1.saved_model.build_signature_def
             builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map={
-                "serving_default": predict({"x": info(x)}, {"y": info(y)}, "tensorflow/serving/predict"),
-                "matmul": predict({"x": info(x)}, {"y": info(z)}, "tensorflow/serving/predict")})
+                "serving_default": signature({"x": info(x)}, {"y": info(y)}, "tensorflow/serving/predict"),
+                "matmul": signature({"x": info(x)}, {"y": info(z)}, "tensorflow/serving/predict"),
+                "regress": signature({"inputs": info(examples)}, {"outputs": info(y)}, "tensorflow/serving/regress")})
             builder.save()
 
 
-def test_a_tf1_savedmodel_without_shapes_loads_and_runs(tmp_path):
+def test_a_tf1_savedmodel_loads_and_runs_each_signature(tmp_path):
+    """testPredictSavedModel's saved_model_half_plus_three (TF1-written, an intermediate tensor
+    fed): tf.saved_model.load refused it ("Shapes must be equal rank")."""
+    from serving.classify_regress import regress
     from serving.servable import Servable
+    from tensorflow_serving.apis import input_pb2
 
     save_tf1_half_plus_x(str(tmp_path / "1"), plus=3.0)
     servable = Servable("half_plus_three", 1, str(tmp_path / "1"))
-    assert servable.signature_names() == ["matmul", "serving_default"]
-    x = servable.check_inputs("serving_default", {"x": [2.0, 3.0]})
-    assert servable.run("serving_default", x)["y"].tolist() == [4.0, 4.5]
+    assert servable.signature_names() == ["matmul", "regress", "serving_default"]
+    x = servable.check_inputs("serving_default", {"x": [[2.0], [3.0]]})
+    assert servable.run("serving_default", x)["y"].tolist() == [[4.0], [4.5]]
+    request = input_pb2.Input()
+    request.example_list.examples.add().features.feature["x"].float_list.value.append(2.0)
+    assert regress(servable, "regress", request).regressions[0].value == 4.0
 
 
 def test_shapes_are_the_graphs_to_judge(tmp_path):
@@ -59,9 +76,9 @@ def test_shapes_are_the_graphs_to_judge(tmp_path):
     from serving.servable import Servable
     from serving.status import InvalidArgument, grpc_code
 
-    save_tf1_half_plus_x(str(tmp_path / "1"), plus=2.0, x_shape=[None, 1])
+    save_tf1_half_plus_x(str(tmp_path / "1"), plus=2.0)
     servable = Servable("half_plus_two", 1, str(tmp_path / "1"))
-    assert servable.signature_defs["serving_default"].inputs["x"].tensor_shape.dim[0].size == -1
+    assert servable.loaded.graph.get_tensor_by_name("x:0").shape.as_list() == [None, 1]
     for x in ([2.0], [2.0, 3.0, 4.0], np.full((2, 2, 2), 2.0)):
         y = servable.run("serving_default", servable.check_inputs("serving_default", {"x": x}))["y"]
         np.testing.assert_allclose(y, np.asarray(x) * 0.5 + 2)
@@ -128,7 +145,7 @@ def test_rest_and_grpc_take_what_the_graph_takes(tmp_path):
 
     from serving.process import LocalServer
 
-    save_tf1_half_plus_x(str(tmp_path / "m" / "123"), plus=2.0, x_shape=[None, 1])
+    save_tf1_half_plus_x(str(tmp_path / "m" / "123"), plus=2.0)
     with LocalServer("default", str(tmp_path / "m"), log_path=str(tmp_path / "server.log")) as server:
         server.wait_for_version(123)
         request = predict_pb2.PredictRequest()
