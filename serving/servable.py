@@ -127,9 +127,10 @@ class Signatures:
         return {key: tf.as_dtype(info.dtype) for key, info in sorted(self.signature(name).outputs.items())}
 
     def output_ranks(self, name: str) -> dict[str, int | None]:
-        """Each output's rank as the SignatureDef declares it (None: unknown)."""
-        return {key: None if info.tensor_shape.unknown_rank else len(info.tensor_shape.dim)
-                for key, info in sorted(self.signature(name).outputs.items())}
+        """Each output's rank as the SignatureDef declares it (None: unknown, or no shape at all,
+        as in SignatureDefs older TF wrote)."""
+        return {key: len(info.tensor_shape.dim) if info.HasField("tensor_shape") and not info.tensor_shape.unknown_rank
+                else None for key, info in sorted(self.signature(name).outputs.items())}
 
     def check_inputs(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """`inputs` as arrays of the signature's dtypes; InvalidArgument for a wrong name or a
