@@ -413,3 +413,38 @@ def test_an_id_column_the_file_lacks_is_an_error_not_line_numbers(tmp_path):
     with pytest.raises(DataError, match=r"t.jsonl:1: no key 'ticket_id' for task 'tickets'. Keys: \['body', "
                                         r"'category'\]"):
         read_training_file(tickets, write_jsonl(tmp_path / "t.jsonl", [{"body": "x", "category": "a"}]))
+
+
+# --- A span task's window stride ------------------------------------------------------------------
+
+def test_a_span_tasks_stride_is_derived_from_its_length_and_one_out_of_range_is_a_config_error(tmp_path, capsys):
+    from conftest import TINY_VOCAB
+    from kerasbert.finetuning.data import TaskPreprocessor
+    from kerasbert.tokenization import make_tokenizer
+
+    def stride(declaration, *overrides):
+        config = load_config(FinetuneConfig, None, ["tasks=" + json.dumps({"myqa": declaration}), *overrides])
+        graph = TaskPreprocessor(make_tokenizer(TINY_VOCAB), config.data.max_sequence_length).graph_of(
+            config.tasks["myqa"])
+        return graph.doc_stride
+
+    # No doc_stride: the largest that skips no context, up to BERT's 128 (run_squad.py's, at 384).
+    assert stride({"kind": "span", "sequence_length": 192}) == 125  # 192 - 64 (question) - 3
+    assert stride({"kind": "span", "sequence_length": 384}) == 128
+    assert stride({"kind": "span"}, "data.max_sequence_length=96") == 29  # the run's length
+    assert stride({"kind": "span", "sequence_length": 192, "doc_stride": 64}) == 64
+    with pytest.raises(ConfigError, match=r"^task 'myqa': doc_stride must be in \[1, 125\] at sequence_length 192 "
+                                          r"\(sequence_length - max_query_length - 3; a longer stride would skip "
+                                          r"context\). Received: doc_stride=128$"):
+        stride({"kind": "span", "sequence_length": 192, "doc_stride": 128})
+    with pytest.raises(ConfigError, match=r"^task 'myqa': doc_stride must be in \[1, 61\] at sequence_length 128 "):
+        stride({"kind": "span", "doc_stride": 100})  # the run's data.max_sequence_length, 128
+    with pytest.raises(ConfigError, match=r"^task 'myqa': sequence_length 64 leaves no room for context after a "
+                                          r"question of max_query_length 64 \(and \[CLS\], \[SEP\], \[SEP\]\)"):
+        stride({"kind": "span", "sequence_length": 64})
+    config = tmp_path / "qa.json"
+    config.write_text(json.dumps({"tasks": {"myqa": {"kind": "span", "sequence_length": 192, "doc_stride": 128}}}))
+    result = run_main(["pipelines.finetune", "--config", str(config), "--output_dir", str(tmp_path / "run")], capsys)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: task 'myqa': doc_stride must be in [1, 125] at sequence_length 192 (sequence_length - "
+        "max_query_length - 3; a longer stride would skip context). Received: doc_stride=128"]
