@@ -113,7 +113,8 @@ def prepare(args, task: str) -> tuple[str, dict]:
     if spec.kind == "tags":
         settings["tag_names"] = list(spec.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
     else:
-        settings.update(doc_stride=spec.doc_stride, max_query_length=spec.max_query_length,
+        settings.update(doc_stride=spec.doc_stride_at(settings["sequence_length"]),
+                        max_query_length=spec.max_query_length,
                         max_answer_length=spec.max_answer_length)
     with open(os.path.join(folder, "settings.json"), "w") as f:
         json.dump(settings, f, indent=2)

@@ -550,6 +550,9 @@ class FinetuneConfig:
                  "dev_file": _per_task(data.dev_files, lambda task: task.dev_file, tasks, "data.dev_files")}
         tasks = {name: dataclasses.replace(task, **{key: files[key][name] for key in files})
                  for name, task in tasks.items()}
+        for task in tasks.values():  # a span task's stride, against the length its windows take in this run
+            if task.kind == "span":
+                task.doc_stride_at(task.sequence_length or data.max_sequence_length)
         object.__setattr__(self, "tasks", tasks)
         object.__setattr__(self, "data", dataclasses.replace(data, train_files={}, dev_files={}))
         object.__setattr__(self, "schedule", dataclasses.replace(

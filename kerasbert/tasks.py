@@ -27,8 +27,10 @@ The families' files: a tags task reads CoNLL column files (format `conll`: the w
 its tag last, blank lines between sentences) and its `labels` are its tag names (`O`
 first; from the training file when not declared); a span task reads SQuAD v1.1's JSON
 (format `squad`). Their settings are fields: `sequence_length` (0: the run's
-`data.max_sequence_length`), and for span tasks `doc_stride`, `max_query_length`,
-`max_answer_length` and `max_windows` (the longest context answered, in windows).
+`data.max_sequence_length`), and for span tasks `doc_stride` (0: the largest that skips
+no context, up to 128; a declared one that would skip context is a TaskError when the config
+loads), `max_query_length`, `max_answer_length` and `max_windows` (the longest context
+answered, in windows).
 Their scores are fractions in [0, 1] like every other metric: SQuAD's official script
 prints `squad_f1` and `squad_exact_match` in percent (100x).
 
@@ -59,6 +61,7 @@ import zlib
 from typing import Any, Iterable
 
 from kerasbert.errors import ConfigError
+from kerasbert.families.windows import context_room, default_doc_stride
 
 KINDS = ("classes", "pair_classes", "pair_binary", "score", "pair_score", "tags", "span")
 CLASSES_KINDS = ("classes", "pair_classes", "pair_binary")
@@ -121,7 +124,7 @@ class Task:
     # The families (tags, span): the packed length (0 = the run's data.max_sequence_length),
     # and a span task's context windows, question cut, longest answer (pieces), most windows.
     sequence_length: int = 0
-    doc_stride: int = 128
+    doc_stride: int = 0  # 0: the largest that skips no context, up to 128 (doc_stride_at)
     max_query_length: int = 64
     max_answer_length: int = 30
     max_windows: int = 16
@@ -195,11 +198,16 @@ class Task:
             fail(f"a span task has no labels (its answers are slices of the context). Received: {list(self.labels)}")
         if self.sequence_length and not 8 <= self.sequence_length <= 512:
             fail(f"sequence_length must be 0 (the run's) or in [8, 512]. Received: {self.sequence_length}")
-        numbers = {"doc_stride": self.doc_stride, "max_query_length": self.max_query_length,
-                   "max_answer_length": self.max_answer_length, "max_windows": self.max_windows}
+        numbers = {"max_query_length": self.max_query_length, "max_answer_length": self.max_answer_length,
+                   "max_windows": self.max_windows}
         bad = {key: value for key, value in numbers.items() if not (isinstance(value, int) and value >= 1)}
         if bad:
             fail(f"{', '.join(bad)} must be positive integers. Received: {bad}")
+        if not (isinstance(self.doc_stride, int) and self.doc_stride >= 0):
+            fail(f"doc_stride must be a positive integer, or 0 (from the sequence length). "
+                 f"Received: {self.doc_stride!r}")
+        if self.kind == "span" and self.sequence_length:
+            self.doc_stride_at(self.sequence_length)
 
     # --- What follows from the kind ------------------------------------------------------
 
@@ -264,6 +272,28 @@ class Task:
         """This task's part of `overall`, in [0, 1]: accuracy, entity or SQuAD F1, or (pearson + 1) / 2."""
         value = metrics[self.metric_names[0]]
         return value if self.is_classes or self.is_family else (value + 1) / 2
+
+    def doc_stride_at(self, sequence_length: int) -> int:
+        """A span task's window stride when its windows are `sequence_length` tokens long: the
+        declared `doc_stride`, else the largest that skips no context up to run_squad.py's 128
+        (kerasbert/families/windows.py). TaskError when the declared one would skip context, or
+        when the question leaves a window no room for any.
+
+        >>> Task("qa", "span").doc_stride_at(192), Task("qa", "span").doc_stride_at(384)
+        (125, 128)
+        """
+        room = context_room(sequence_length, self.max_query_length)
+        if room < 1:
+            raise TaskError(f"task {self.name!r}: sequence_length {sequence_length} leaves no room for context after "
+                            f"a question of max_query_length {self.max_query_length} (and [CLS], [SEP], [SEP]); "
+                            "raise sequence_length or lower max_query_length")
+        if not self.doc_stride:
+            return default_doc_stride(sequence_length, self.max_query_length)
+        if self.doc_stride > room:
+            raise TaskError(f"task {self.name!r}: doc_stride must be in [1, {room}] at sequence_length "
+                            f"{sequence_length} (sequence_length - max_query_length - 3; a longer stride would skip "
+                            f"context). Received: doc_stride={self.doc_stride}")
+        return self.doc_stride
 
     def columns_for(self, layout: str) -> Columns | None:
         """The columns to read from a file of `layout` (a shipped TSV layout, or a FORMAT)."""

@@ -3,17 +3,26 @@
 Timeouts on every call; retries with backoff when the server answers 503 /
 UNAVAILABLE (a model still loading, a server restarting).
 
-    python -m serving.client --text "a gripping, funny film"                    # sentiment, REST
+    python -m serving.client --text "a gripping, funny film"                    # serving_default, REST
     python -m serving.client --signature similarity --text "A man eats." --text_b "Someone is eating."
     python -m serving.client --protocol grpc --port 8500 --signature paraphrase --text "..." --text_b "..."
+    python -m serving.client --signature answer --input question="Who led the Normans?" \\
+        --input context="The Normans, led by William, conquered England."
+    python -m serving.client --signature entities --input text="Peter flew to Brussels ." --json
 
-The command line sends `--text` as the signature's input `text`, or with `--text_b` as
-`text_a` and `text_b` (the inputs of kerasbert's text signatures).
+`--input NAME=VALUE` gives any signature's input by name (repeated, one row each): text as it
+is, other dtypes as JSON (`--input token_ids=[2, 7, 3]`). `--text` is the input `text`, or
+with `--text_b` the inputs `text_a` and `text_b` (kerasbert's sentence signatures). The
+inputs are checked against the signature's (the model's metadata) before the call. Outputs
+are printed readably (an answer with its offsets, entities one a line:
+`serving/readable_outputs.py`), or as JSON with `--json`.
 
 Example:
     >>> client = ServingClient("kerasbert", rest_port=8501)
     >>> client.predict("sentiment", {"text": ["a fine film"]})
     {'label': [3], 'probabilities': [[...]]}
+    >>> client.signature("answer")
+    {'inputs': {'context': 'DT_STRING', 'question': 'DT_STRING'}, 'outputs': ['answer', 'answer_end', ...]}
 """
 
 from __future__ import annotations
@@ -24,6 +33,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+
+from serving.readable_outputs import readable
+
 
 class ServingError(RuntimeError):
     """The server answered with an error; `code` is the HTTP status or gRPC code name, or
@@ -45,8 +57,7 @@ class ServingClient:
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self.version, self.label, self.verbose = version, label, verbose
         self._stub = None
-        self._output_names: dict[str, list[str]] = {}  # REST: names of single outputs
-        self._input_dtypes: dict[str, dict] = {}  # gRPC: input dtypes per signature
+        self._signatures: dict[str, dict] | None = None  # the model's metadata, read once
 
     def _with_retries(self, call):
         for attempt in range(self.retries + 1):
@@ -61,6 +72,39 @@ class ServingClient:
         """Columnar predict: {input name: list per example} -> {output name: list per example}."""
         call = self._predict_rest if self.protocol == "rest" else self._predict_grpc
         return self._with_retries(lambda: call(signature, inputs))
+
+    def signature(self, name: str) -> dict | None:
+        """A served signature's `inputs` ({name: dtype name, e.g. "DT_STRING"}) and `outputs`
+        (names), from the model's metadata (read once); None if the model has no such signature."""
+        if self._signatures is None:
+            read = self._metadata_rest if self.protocol == "rest" else self._metadata_grpc
+            self._signatures = self._with_retries(read)
+        return self._signatures.get(name)
+
+    def _metadata_rest(self) -> dict[str, dict]:
+        signatures = self._rest(self._model_path() + "/metadata")["metadata"]["signature_def"]["signature_def"]
+        return {name: {"inputs": {key: spec.get("dtype", "DT_INVALID") for key, spec in definition["inputs"].items()},
+                       "outputs": sorted(definition["outputs"])} for name, definition in signatures.items()}
+
+    def _metadata_grpc(self) -> dict[str, dict]:
+        import grpc
+
+        from serving.tensorflow_import import import_tensorflow
+
+        import_tensorflow(self.verbose, with_text_ops=False)  # the protos import TensorFlow: quietly
+        from tensorflow.core.framework import types_pb2
+        from tensorflow_serving.apis import get_model_metadata_pb2
+
+        request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+        self._set_spec(request.model_spec)
+        try:
+            response = self._grpc_stub().GetModelMetadata(request, timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServingError(error.code().name, error.details()) from None
+        signatures = get_model_metadata_pb2.SignatureDefMap()
+        response.metadata["signature_def"].Unpack(signatures)
+        return {name: {"inputs": {key: types_pb2.DataType.Name(spec.dtype) for key, spec in definition.inputs.items()},
+                       "outputs": sorted(definition.outputs)} for name, definition in signatures.signature_def.items()}
 
     def _model_path(self) -> str:
         suffix = f"/versions/{self.version}" if self.version else f"/labels/{self.label}" if self.label else ""
@@ -83,10 +127,7 @@ class ServingClient:
         if isinstance(outputs, dict):
             return outputs
         # One output comes back bare (TF Serving's columnar format): name it from the metadata.
-        if signature not in self._output_names:
-            signatures = self._rest(self._model_path() + "/metadata")["metadata"]["signature_def"]["signature_def"]
-            self._output_names[signature] = sorted(signatures[signature]["outputs"])
-        return {self._output_names[signature][0]: outputs}
+        return {self.signature(signature)["outputs"][0]: outputs}
 
     def _grpc_stub(self):
         import grpc
@@ -106,24 +147,6 @@ class ServingClient:
         elif self.label:
             model_spec.version_label = self.label
 
-    def _grpc_input_dtypes(self, signature):
-        """The signature's input dtypes, from GetModelMetadata (a Python 1 is not an int64 by itself)."""
-        import grpc
-        from tensorflow_serving.apis import get_model_metadata_pb2
-
-        if signature not in self._input_dtypes:
-            request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
-            self._set_spec(request.model_spec)
-            try:
-                response = self._grpc_stub().GetModelMetadata(request, timeout=self.timeout)
-            except grpc.RpcError as error:
-                raise ServingError(error.code().name, error.details()) from None
-            signatures = get_model_metadata_pb2.SignatureDefMap()
-            response.metadata["signature_def"].Unpack(signatures)
-            definition = signatures.signature_def.get(signature)
-            self._input_dtypes[signature] = {k: v.dtype for k, v in definition.inputs.items()} if definition else {}
-        return self._input_dtypes[signature]
-
     def _predict_grpc(self, signature, inputs):
         import grpc
 
@@ -131,13 +154,17 @@ class ServingClient:
 
         import_tensorflow(self.verbose, with_text_ops=False)  # for its TensorProto helpers, quietly
         import tensorflow as tf
+        from tensorflow.core.framework import types_pb2
         from tensorflow_serving.apis import predict_pb2
 
-        dtypes = self._grpc_input_dtypes(signature)
+        # The signature's dtypes (a Python 1 is not an int64 by itself); unknown ones inferred,
+        # and an unknown signature left for the server to name.
+        dtypes = (self.signature(signature) or {"inputs": {}})["inputs"]
         request = predict_pb2.PredictRequest()
         self._set_spec(request.model_spec, signature)
         for name, values in inputs.items():
-            request.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=dtypes.get(name)))
+            dtype = tf.dtypes.as_dtype(types_pb2.DataType.Value(dtypes[name])) if name in dtypes else None
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=dtype))
         try:
             response = self._grpc_stub().Predict(request, timeout=self.timeout)
         except grpc.RpcError as error:
@@ -161,14 +188,42 @@ def as_text(value):
     return value.decode() if isinstance(value, bytes) else value
 
 
+def named_input(text: str) -> tuple[str, str]:
+    """`--input`'s type: NAME=VALUE, split at the first `=`."""
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"an input is NAME=VALUE (e.g. question=\"Who?\"). Received: {text!r}")
+    return name, value
+
+
+def request_inputs(given: list[tuple[str, str]], declared: dict[str, str]) -> dict[str, list]:
+    """The command line's (name, value) pairs as columnar inputs, a row per repeat; values
+    of inputs `declared` with a dtype other than DT_STRING are parsed as JSON. ValueError
+    names the input whose value is not JSON."""
+    inputs: dict[str, list] = {}
+    for name, value in given:
+        if declared.get(name, "DT_STRING") != "DT_STRING":
+            try:
+                value = json.loads(value)
+            except ValueError as error:
+                raise ValueError(f"--input {name}={value}: input {name!r} is {declared[name]}, so its value is JSON "
+                                 f"(a number or a list): {error}") from None
+        inputs.setdefault(name, []).append(value)
+    return inputs
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serving.client", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--text", required=True, help="Sentence (or first sentence of a pair).")
-    parser.add_argument("--text_b", default=None, help="Second sentence, for a pair signature (paraphrase, ...).")
-    parser.add_argument("--signature", "--task", default="sentiment",
-                        help="Signature to call: sentiment, paraphrase, similarity, embed, ... (the model's "
-                             "metadata lists them).")
+    parser.add_argument("--input", type=named_input, action="append", default=[], metavar="NAME=VALUE",
+                        help="An input of the signature by name (repeat it for each input; a name again: another "
+                             "row). Text as it is; other dtypes as JSON: --input token_ids='[2, 7, 3]'.")
+    parser.add_argument("--text", default=None, help="The input `text`; with --text_b, the input `text_a`.")
+    parser.add_argument("--text_b", default=None, help="The input `text_b`, for a pair signature (paraphrase, ...).")
+    parser.add_argument("--signature", "--task", default="serving_default",
+                        help="Signature to call: sentiment, paraphrase, similarity, embed, entities, answer, a "
+                             "task's own name ... (the model's metadata lists them).")
+    parser.add_argument("--json", action="store_true", help="Print the outputs as JSON (as the server gives them).")
     parser.add_argument("--model_name", default="kerasbert", help="Model name on the server.")
     parser.add_argument("--host", default="127.0.0.1", help="Server address.")
     parser.add_argument("--protocol", default="rest", choices=("rest", "grpc"), help="REST or gRPC.")
@@ -177,15 +232,26 @@ def main(argv=None) -> int:
     parser.add_argument("--retries", type=int, default=3, help="Retries on 503 / UNAVAILABLE / no server answering.")
     parser.add_argument("--verbose", action="store_true", help="Show TensorFlow's C++ start-up lines (gRPC).")
     args = parser.parse_args(argv)
-    inputs = {"text": [args.text]} if args.text_b is None else {"text_a": [args.text], "text_b": [args.text_b]}
+    given = list(args.input)
+    if args.text is not None:
+        given.append(("text" if args.text_b is None else "text_a", args.text))
+    if args.text_b is not None:
+        given.append(("text_b", args.text_b))
+    if not given:
+        parser.error("give the signature's inputs: --input NAME=VALUE (repeated), or --text [--text_b]")
     port = args.port or (8501 if args.protocol == "rest" else 8500)
     client = ServingClient(args.model_name, args.host, rest_port=port, grpc_port=port, protocol=args.protocol,
                            timeout=args.timeout, retries=args.retries, verbose=args.verbose)
     try:
-        print(json.dumps(client.predict(args.signature, inputs), indent=2))
-    except ServingError as error:
+        declared = (client.signature(args.signature) or {"inputs": {}})["inputs"]  # none: the server names it
+        if declared and {name for name, _ in given} != set(declared):
+            raise ValueError(f"signature {args.signature!r} takes inputs {', '.join(sorted(declared))}; received "
+                             f"{', '.join(sorted({name for name, _ in given}))} (pass each as --input NAME=VALUE)")
+        outputs = client.predict(args.signature, request_inputs(given, declared))
+    except (ServingError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    print(json.dumps(outputs, indent=2) if args.json else readable(outputs))
     return 0
 
 

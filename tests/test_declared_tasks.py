@@ -375,3 +375,76 @@ def test_a_run_with_sentence_tags_and_span_tasks_trains_scores_reloads_and_expor
     assert [q.context[s:e] for q, s, e in zip(questions, answer["answer_start"], answer["answer_end"])] == \
         answer["answer"]
     assert all(0 < score <= 1 for score in answer["score"])
+
+
+# --- A byte order mark (Excel's "CSV UTF-8") and the id column ------------------------------------
+
+BOM = "\ufeff"
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column_in_any_format(tmp_path):
+    tickets = Task("tickets", "classes", text="body", label="category", id="ticket_id")
+    rows = [[f"T-{i}", text(i), ["billing", "bug"][i % 2]] for i in range(6)]
+    id_first = write_csv(tmp_path / "ids.csv", [BOM + "ticket_id", "body", "category"], rows)
+    _, result = read_training_file(tickets, id_first)
+    assert [e.uid for e in result.examples[:2]] == ["T-0", "T-1"]  # not line numbers
+    text_first = Task("tickets", "classes", text="body", label="category")
+    tsv = write_csv(tmp_path / "body.tsv", [BOM + "body", "category"], [row[1:] for row in rows], delimiter="\t")
+    assert len(read_training_file(text_first, tsv)[1].examples) == 6
+    jsonl = tmp_path / "n.jsonl"
+    jsonl.write_text(BOM + "".join(json.dumps({"body": text(i), "category": "ab"[i % 2]}) + "\n" for i in range(4)),
+                     encoding="utf-8")
+    assert len(read_training_file(text_first, str(jsonl))[1].examples) == 4
+    conll = tmp_path / "bom.conll"
+    conll.write_text(BOM + "-DOCSTART- -X- -X- O\n\nParis NNP B-NP B-LOC\nsleeps VBZ B-VP O\n", encoding="utf-8")
+    task, result = read_training_file(Task("places", "tags"), str(conll))
+    assert result.examples[0].words == ["Paris", "sleeps"] and task.labels == ("O", "B-LOC", "I-LOC")
+    squad = tmp_path / "bom.json"
+    squad.write_text(BOM + open(write_squad(tmp_path / "plain.json", 2), encoding="utf-8").read(), encoding="utf-8")
+    assert len(read_training_file(Task("qa", "span"), str(squad))[1].examples) == 2
+
+
+def test_an_id_column_the_file_lacks_is_an_error_not_line_numbers(tmp_path):
+    tickets = Task("tickets", "classes", text="body", label="category", id="ticket_id")
+    rows = [[text(i), ["billing", "bug"][i % 2]] for i in range(6)]
+    with pytest.raises(DataError, match=r"t.csv:1: header lacks column\(s\) \['ticket_id'\] for task 'tickets' "
+                                        r"\(csv\). Header: \['body', 'category'\]"):
+        read_training_file(tickets, write_csv(tmp_path / "t.csv", ["body", "category"], rows))
+    with pytest.raises(DataError, match=r"t.jsonl:1: no key 'ticket_id' for task 'tickets'. Keys: \['body', "
+                                        r"'category'\]"):
+        read_training_file(tickets, write_jsonl(tmp_path / "t.jsonl", [{"body": "x", "category": "a"}]))
+
+
+# --- A span task's window stride ------------------------------------------------------------------
+
+def test_a_span_tasks_stride_is_derived_from_its_length_and_one_out_of_range_is_a_config_error(tmp_path, capsys):
+    from conftest import TINY_VOCAB
+    from kerasbert.finetuning.data import TaskPreprocessor
+    from kerasbert.tokenization import make_tokenizer
+
+    def stride(declaration, *overrides):
+        config = load_config(FinetuneConfig, None, ["tasks=" + json.dumps({"myqa": declaration}), *overrides])
+        graph = TaskPreprocessor(make_tokenizer(TINY_VOCAB), config.data.max_sequence_length).graph_of(
+            config.tasks["myqa"])
+        return graph.doc_stride
+
+    # No doc_stride: the largest that skips no context, up to BERT's 128 (run_squad.py's, at 384).
+    assert stride({"kind": "span", "sequence_length": 192}) == 125  # 192 - 64 (question) - 3
+    assert stride({"kind": "span", "sequence_length": 384}) == 128
+    assert stride({"kind": "span"}, "data.max_sequence_length=96") == 29  # the run's length
+    assert stride({"kind": "span", "sequence_length": 192, "doc_stride": 64}) == 64
+    with pytest.raises(ConfigError, match=r"^task 'myqa': doc_stride must be in \[1, 125\] at sequence_length 192 "
+                                          r"\(sequence_length - max_query_length - 3; a longer stride would skip "
+                                          r"context\). Received: doc_stride=128$"):
+        stride({"kind": "span", "sequence_length": 192, "doc_stride": 128})
+    with pytest.raises(ConfigError, match=r"^task 'myqa': doc_stride must be in \[1, 61\] at sequence_length 128 "):
+        stride({"kind": "span", "doc_stride": 100})  # the run's data.max_sequence_length, 128
+    with pytest.raises(ConfigError, match=r"^task 'myqa': sequence_length 64 leaves no room for context after a "
+                                          r"question of max_query_length 64 \(and \[CLS\], \[SEP\], \[SEP\]\)"):
+        stride({"kind": "span", "sequence_length": 64})
+    config = tmp_path / "qa.json"
+    config.write_text(json.dumps({"tasks": {"myqa": {"kind": "span", "sequence_length": 192, "doc_stride": 128}}}))
+    result = run_main(["pipelines.finetune", "--config", str(config), "--output_dir", str(tmp_path / "run")], capsys)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: task 'myqa': doc_stride must be in [1, 125] at sequence_length 192 (sequence_length - "
+        "max_query_length - 3; a longer stride would skip context). Received: doc_stride=128"]

@@ -1,5 +1,6 @@
 """The shell recipes the docs give work as printed and give clean data."""
 
+import json
 import os
 import re
 import subprocess
@@ -18,3 +19,22 @@ def test_the_semantic_search_corpus_recipe_gives_questions_without_csv_quoting(t
     questions = (tmp_path / "q.txt").read_text().splitlines()
     assert len(questions) > 1900 and "What is a \"marginal benefit\"?" in questions
     assert not [q for q in questions if q.startswith('"') or '""' in q]
+
+
+def test_the_readmes_own_tagger_and_reader_are_served_under_the_names_it_gives():
+    """README, "Named entities and question answering": a declared tags or span task's
+    signatures are named after the task, or after its `head`."""
+    from kerasbert.tasks import declare_tasks
+
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("## Named entities and question answering"):]
+    section = section[:section.index("\n## ")]
+    (declaration,) = [block for block in re.findall(r"```json\n(.*?)```", section, re.S) if '"tags"' in block]
+    tasks = declare_tasks(json.loads(declaration)["tasks"])
+    kinds = {task.kind: task for task in tasks.values()}
+    tagger, reader = kinds["tags"], kinds["span"]
+    assert f"serves `{tagger.signature_names[0]}` (text -> entities" in section
+    assert f"and `{reader.signature_names[0]}` (question, context -> answer" in section
+    named = declare_tasks({tagger.name: {**json.loads(declaration)["tasks"][tagger.name], "head": "entities"}})
+    assert named[tagger.name].signature_names[0] == "entities" and '`"head": "entities"`' in section
+    assert f"--signature {reader.signature_names[0]} --input question=" in section

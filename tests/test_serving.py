@@ -346,12 +346,15 @@ def test_serves_a_kerasbert_export_like_the_keras_model(tmp_path, capsys):
         capsys.readouterr()  # the server's start-up lines
         for protocol, port in (("rest", server.rest_port), ("grpc", server.grpc_port)):
             assert client.main(["--signature", "similarity", "--text", TEXTS_A[0], "--text_b", TEXTS_B[0],
-                                "--protocol", protocol, "--port", str(port)]) == 0
+                                "--protocol", protocol, "--port", str(port), "--json"]) == 0
             assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(
                 [expected["similarity"]["score"][0]], abs=1e-5)
+            assert client.main(["--signature", "similarity", "--text", TEXTS_A[0], "--text_b", TEXTS_B[0],
+                                "--protocol", protocol, "--port", str(port)]) == 0
+            assert capsys.readouterr().out == f"score: {expected['similarity']['score'][0]:.4f}\n"
         assert client.main(["--signature", "similarity", "--text", "one sentence", "--port",
                             str(server.rest_port), "--retries", "0"]) == 1  # a pair signature, one text
-        assert "text_a" in capsys.readouterr().err
+        assert "signature 'similarity' takes inputs text_a, text_b; received text" in capsys.readouterr().err
     finally:
         server.close()
 

@@ -3,6 +3,10 @@ REST (row and columnar formats) and gRPC answer as the in-memory signatures do (
 same character offsets) of the in-memory model the export was made from, and bad input is a 400 / INVALID_ARGUMENT naming what is wrong."""
 
 import base64
+import json
+import os
+import subprocess
+import sys
 
 import grpc
 import numpy as np
@@ -10,6 +14,7 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from conftest import ROOT
 from helpers import tiny_families_export
 from serving.client import ServingClient
 from serving_helpers import Server
@@ -100,3 +105,63 @@ def test_grpc_bad_input_is_invalid_argument(served):
     with pytest.raises(grpc.RpcError) as error:
         prediction_service_pb2_grpc.PredictionServiceStub(server.channel).Predict(request, timeout=60)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "not valid UTF-8" in error.value.details()
+
+
+def test_the_command_line_client_takes_any_signatures_inputs_by_name_and_prints_entities_and_answers(served,
+                                                                                                     capsys):
+    from serving import client
+
+    server, functions = served
+    entities, answers = expected(functions)
+    for protocol, port in (("rest", server.rest_port), ("grpc", server.grpc_port)):
+        def run(*args):
+            code = client.main(["--model_name", "families", "--protocol", protocol, "--port", str(port),
+                                "--timeout", "60", *args])
+            out = capsys.readouterr()
+            return code, out.out, out.err
+
+        code, out, _ = run("--signature", "answer", "--input", f"question={QUESTIONS[2]}",
+                           "--input", f"context={CONTEXTS[2]}")
+        start, end = answers["answer_start"][2], answers["answer_end"][2]
+        assert code == 0
+        assert out == f"answer: {answers['answer'][2]!r} [{start}:{end}) score {answers['score'][2]:.4f}\n"
+        code, out, _ = run("--signature", "entities", "--input", f"text={TEXTS[2]}")
+        count = entities["num_entities"][2]
+        found = list(zip(*(entities[key][2][:count] for key in (
+            "entity_type", "entity_text", "entity_start", "entity_end", "entity_score"))))
+        kind_width, text_width = max(len(kind) for kind, *_ in found), max(len(repr(text)) for _, text, *_ in found)
+        assert code == 0 and out.splitlines() == [f"{count} entities:"] + [
+            f"  {kind:<{kind_width}}  {text!r:<{text_width}}  [{start}:{end})  score {score:.4f}"
+            for kind, text, start, end, score in found]
+        # Two rows of one input, and --json for the outputs as the server gives them.
+        code, out, _ = run("--signature", "entities", "--input", f"text={TEXTS[0]}", "--input", f"text={TEXTS[1]}",
+                           "--json")
+        widest = max(entities["num_entities"][:2])  # a batch's entity columns: its largest count
+        assert code == 0 and json.loads(out)["entity_text"] == [row[:widest] for row in entities["entity_text"][:2]]
+        # Inputs that are not text are JSON: a token-id signature's rows.
+        code, out, _ = run("--signature", "entities_tokens", "--input", "token_ids=[2, 6, 8, 3]",
+                           "--input", "segment_ids=[0, 0, 0, 0]", "--input", "padding_mask=[1, 1, 1, 1]")
+        assert code == 0 and out.startswith("tag: [") and "tag_id: [" in out
+        # A signature's inputs misnamed: the client names them before asking.
+        code, _, err = run("--signature", "answer", "--text", QUESTIONS[0], "--text_b", CONTEXTS[0])
+        assert code == 1 and err == ("error: signature 'answer' takes inputs context, question; received text_a, "
+                                     "text_b (pass each as --input NAME=VALUE)\n")
+        code, _, err = run("--signature", "entities_tokens", "--input", "token_ids=2 6", "--input", "segment_ids=0",
+                           "--input", "padding_mask=1")
+        assert code == 1 and "error: --input token_ids=2 6: input 'token_ids' is DT_INT32, so its value is JSON (a " \
+                             "number or a list)" in err
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="with a GPU TensorFlow's start-up lines are shown")
+def test_the_command_line_client_over_grpc_prints_the_answer_and_nothing_else(served):
+    server, functions = served
+    _, answers = expected(functions)
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("TF_CPP_MIN_LOG_LEVEL", "KERASBERT_VERBOSE")}
+    result = subprocess.run([sys.executable, "-m", "serving.client", "--model_name", "families", "--protocol", "grpc",
+                             "--port", str(server.grpc_port), "--timeout", "60", "--signature", "answer",
+                             "--input", f"question={QUESTIONS[0]}", "--input", f"context={CONTEXTS[0]}"],
+                            cwd=ROOT, env={**environment, "PYTHONPATH": ROOT}, capture_output=True, text=True,
+                            timeout=300)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith(f"answer: {answers['answer'][0]!r} [")

@@ -46,15 +46,40 @@ def test_reader_keeps_every_reference_and_skips_answers_off_their_offset(tmp_pat
     assert (len(result.examples), result.skipped, result.bad_answers) == (10, 1, 1)
     assert result.examples[1].answers == [Answer("Paris", 15), Answer("in Paris", 12)]
     assert result.examples[0].context[15:20] == "Paris"
-    assert "squad.json:11: skipped damaged row (question 'bad': no answer matches the context" in caplog.text
+    # SQuAD's own files are one line: the question's number and id say which.
+    assert "squad.json:1: skipped damaged row (question 11, id 'bad': no answer matches the context" in caplog.text
+    assert "squad.json:1: skipped answer 'Paris' of question 2, id 'q1' (answer_start 3 points at ' cat ')" \
+        in caplog.text
     empty = [{"id": "e", "question": "  ", "answers": [{"text": "Paris", "answer_start": 15}]}] + qas[:1]
-    with pytest.raises(DataError, match="squad.json:1: 1 of 2 rows are damaged; first: question 'e': empty question"):
+    with pytest.raises(DataError, match="squad.json:1: 1 of 2 rows are damaged; first: question 1, id 'e': "
+                                        "empty question"):
         read_squad(squad_file(tmp_path, empty))
     with pytest.raises(DataError, match="empty context"):
         read_squad(squad_file(tmp_path, qas[:1], context=""))
     (tmp_path / "broken.json").write_text("{\"data\": [", encoding="utf-8")
     with pytest.raises(DataError, match="broken.json: not SQuAD's JSON layout"):
         read_squad(str(tmp_path / "broken.json"))
+
+
+def test_reader_names_the_lines_of_a_pretty_printed_files_damaged_questions_and_answers(tmp_path, caplog):
+    context = "The cat sat in Paris."
+    qas = [{"id": f"q{i}", "question": "Where is the cat?", "answers": [{"text": "Paris", "answer_start": 15}]}
+           for i in range(12)]
+    qas[3]["answers"] = [{"text": "Paris", "answer_start": 14}]  # its only answer is off: the question is damaged
+    qas[5]["answers"].append({"text": "in Paris", "answer_start": 1})  # one of two is off: counted, named
+    path = tmp_path / "pretty.json"
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "T", "paragraphs": [
+        {"context": context, "qas": qas}]}]}, indent=2), encoding="utf-8")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    question_line = next(n for n, line in enumerate(lines, 1) if '"q3"' in line) - 1  # the line of its "{"
+    answer_line = next(n for n, line in enumerate(lines, 1) if '"in Paris"' in line) - 1
+    assert lines[question_line - 1].strip() == "{" and lines[answer_line - 1].strip() == "{"
+    result = read_squad(str(path))
+    assert (len(result.examples), result.skipped, result.bad_answers) == (11, 1, 1)
+    assert (f"pretty.json:{question_line}: skipped damaged row (question 4, id 'q3': no answer matches the context "
+            "at its answer_start (1 given))") in caplog.text
+    assert f"pretty.json:{answer_line}: skipped answer 'in Paris' of question 6, id 'q5' (answer_start 1 points at " \
+           "'he cat s')" in caplog.text
 
 
 def test_reader_counts_on_the_real_dev_set():

@@ -17,7 +17,8 @@ from kerasbert.data.rows import DataError
 from kerasbert.families.conll import Sentence, read_conll, tag_names, to_iob2
 from kerasbert.families.conlleval import entities, entity_scores
 from helpers import save_family_functions
-from kerasbert.families.tagging import IGNORED, TaggingGraph, masked_tag_loss, predict_tags, tagging_features
+from kerasbert.families.tagging import (IGNORED, WORD_SEPARATOR, TaggingGraph, masked_tag_loss, predict_tags,
+                                       tagging_features)
 from kerasbert.families.tagging_export import TaggingSignatures
 from kerasbert.finetuning.data import TaskPreprocessor, family_dataset
 from kerasbert.finetuning.model import MultitaskBert
@@ -118,6 +119,27 @@ def test_features_label_each_words_first_piece_and_count_truncated_words(caplog)
         tagging_features(graph(), [Sentence(["Rex"], ["B-PER"], 1)])
 
 
+def test_a_word_is_what_str_split_gives_in_training_and_in_the_graph(tmp_path):
+    """CoNLL files are split on whitespace (str.split), so the graph's words are too: format
+    characters (a zero-width joiner, as in emoji sequences and some names) are inside a word,
+    every Unicode space separates words. Each word is tokenized on its own."""
+    code_points = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    separates = tf.strings.regex_full_match(tf.constant(code_points), WORD_SEPARATOR).numpy()
+    assert [c for c, split in zip(code_points, separates) if split] == [c for c in code_points if c.isspace()]
+
+    texts = ["Jon\u200dAiko sat", "\U0001F469\u200d\U0001F4BB  in\u3000Paris", "New\u00a0York\u2028cats",
+             "soft\u00adhyphen (Paris)"]
+    aligned = graph().align(tf.constant(texts))
+    assert [[w.decode() for w in row] for row in aligned["words"].to_list()] == [t.split() for t in texts]
+    assert aligned["first_token"].to_list() == [[1, 3], [1, 3, 4], [1, 2, 3], [1, 4]]  # (Paris) from paris
+
+    # Training aligns the file's words the same way: none skipped, each labelled at its first piece.
+    path = write(tmp_path / "zwj.conll", "Rex\u200dcat NNP B-ANIMAL\nsat VBD O\nin IN O\nParis NNP B-LOC\n")
+    features = tagging_features(graph(), read_conll(path).sentences)
+    assert features.skipped == 0  # [CLS] rex cat sat in paris [SEP]
+    assert features.labels.tolist()[0][:7] == [IGNORED, 1, IGNORED, 0, 0, 3, IGNORED]
+
+
 def test_masked_loss_is_the_mean_over_labelled_tokens_only():
     logits = tf.constant([[[2.0, 0.0], [0.0, 0.0], [5.0, -5.0]]])
     labels = tf.constant([[0, IGNORED, 1]])
@@ -185,16 +207,21 @@ def fixed_tagger():
 # Punctuation a tokenizer splits off is not part of an entity: "Cats," and "(Paris)!" are
 # "Cats" and "Paris" ("(Paris)!" tagged from "paris", not from "("); a full stop only where
 # the entity ends the text ("York." but "Rex.").
-TEXTS = ["Rex.  sat in New York.", "Le café Cats, in (Paris)!", "", "the the"]
+# A word is what str.split() gives: "Rex\u200dcat" (a zero-width joiner inside) is one word,
+# tagged from "rex"; a no-break space separates "New" and "York".
+TEXTS = ["Rex.  sat in New York.", "Le café Cats, in (Paris)!", "", "the the", "Rex\u200dcat in New\u00a0York"]
 EXPECTED = {
-    "entity_text": [["Rex.", "New York", ""], ["café", "Cats", "Paris"], ["", "", ""], ["", "", ""]],
-    "entity_type": [["ANIMAL", "LOC", ""], ["LOC", "ANIMAL", "LOC"], ["", "", ""], ["", "", ""]],
-    "entity_start": [[0, 13, -1], [3, 8, 18], [-1] * 3, [-1] * 3],
-    "entity_end": [[4, 21, -1], [7, 12, 23], [-1] * 3, [-1] * 3],
-    "num_entities": [2, 3, 0, 0],
+    "entity_text": [["Rex.", "New York", ""], ["café", "Cats", "Paris"], ["", "", ""], ["", "", ""],
+                    ["Rex\u200dcat", "New\u00a0York", ""]],
+    "entity_type": [["ANIMAL", "LOC", ""], ["LOC", "ANIMAL", "LOC"], ["", "", ""], ["", "", ""], ["ANIMAL", "LOC", ""]],
+    "entity_start": [[0, 13, -1], [3, 8, 18], [-1] * 3, [-1] * 3, [0, 11, -1]],
+    "entity_end": [[4, 21, -1], [7, 12, 23], [-1] * 3, [-1] * 3, [7, 19, -1]],
+    "num_entities": [2, 3, 0, 0, 2],
+    "word": [["Rex.", "sat", "in", "New", "York."], ["Le", "café", "Cats,", "in", "(Paris)!"], [""] * 5,
+             ["the", "the", "", "", ""], ["Rex\u200dcat", "in", "New", "York", ""]],
     "word_tag": [["B-ANIMAL", "O", "O", "B-LOC", "I-LOC"], ["O", "I-LOC", "B-ANIMAL", "O", "B-LOC"],
-                 [""] * 5, ["O", "O", "", "", ""]],
-    "num_words": [5, 5, 0, 2],
+                 [""] * 5, ["O", "O", "", "", ""], ["B-ANIMAL", "O", "B-LOC", "I-LOC", ""]],
+    "num_words": [5, 5, 0, 2, 4],
 }
 
 
@@ -218,7 +245,7 @@ def test_entities_signature_gives_entities_with_character_offsets():
     signatures, _ = decoder()
     outputs = {key: value.numpy() for key, value in signatures.entities(tf.constant(TEXTS)).items()}
     check_entities(outputs)
-    assert outputs["num_untagged_words"].tolist() == [0, 0, 0, 0]
+    assert outputs["num_untagged_words"].tolist() == [0, 0, 0, 0, 0]
     tokens = tf.constant([[2, 13, 8, 3]])
     by_token = signatures.tags_tokens(tokens, tf.zeros_like(tokens), tf.ones_like(tokens))
     assert [t.decode() for t in by_token["tag"].numpy()[0]] == ["O", "B-ANIMAL", "O", "O"]

@@ -3,8 +3,8 @@
 - `block_parts(block)`: the sub-layers of a `TransformerEncoder` (keras-hub keeps them in
   private attributes: `_self_attention_layer`, `_feedforward_intermediate_dense`, ...),
   which kerasbert/models/unpadded.py runs one by one over the real tokens only.
-- `word_split_patterns()`, `whitespace_pattern()`: the regexes keras-hub's WordPiece tokenizer
-  splits words with (module constants), which kerasbert/families/wordpiece.py reuses so that
+- `word_split_patterns()`: the regexes keras-hub's WordPiece tokenizer splits words with
+  (module constants), which kerasbert/families/wordpiece.py reuses so that
   its ids equal `BertTokenizer`'s (tests/test_wordpiece.py checks them on the dev sets).
 
 On a keras-hub release not in CHECKED_KERAS_HUB, `checked()` is False and kerasbert runs
@@ -64,10 +64,3 @@ def word_split_patterns() -> tuple[str, str]:
     from keras_hub.src.tokenizers import word_piece_tokenizer as tokenizer
 
     return tokenizer.WHITESPACE_PUNCTUATION_AND_CJK_REGEX, tokenizer.PUNCTUATION_AND_CJK_REGEX
-
-
-def whitespace_pattern() -> str:
-    """keras-hub's RE2 pattern of what separates words: whitespace and control characters."""
-    from keras_hub.src.tokenizers import word_piece_tokenizer as tokenizer
-
-    return tokenizer.WHITESPACE_REGEX

@@ -68,7 +68,9 @@ def file_exists(path: str) -> bool:
 
 def read_utf8(path: str) -> str:
     """A text file's content (local, or on any file system TensorFlow reads), or a DataError
-    naming the line of its first bad UTF-8 byte.
+    naming the line of its first bad UTF-8 byte. A byte order mark at the start (Excel's
+    "CSV UTF-8", Notepad) is left out: it would otherwise be part of the first column's name,
+    the first word or the first JSON value.
 
     Example:
         >>> read_utf8("../shared/data/wikitext-2/valid.txt").splitlines()[1]
@@ -83,7 +85,7 @@ def read_utf8(path: str) -> str:
         with open(path, "rb") as f:
             raw = f.read()
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
         raise DataError(f"{path}:{line}: not valid UTF-8 ({error.reason} at byte {error.start})") from None

@@ -167,7 +167,7 @@ def read_task_rows(task: Task, path: str) -> TaskRows:
             result.rows.append(_row(task, line, [fields[index[columns.text_a]],
                                                  fields[index[columns.text_b]] if columns.text_b else None],
                                     fields[index[columns.label]],
-                                    fields[index[columns.id]] if columns.id in index else str(line)))
+                                    fields[index[columns.id]] if columns.id else str(line)))
         except ValueError as error:
             result.damaged.append(Damaged(line, str(error)))
     return result
@@ -282,7 +282,7 @@ def _columns(task: Task, path: str, header: list[str], fmt: str):
         raise DataError(f"{path}:1: a {layout}-layout header{hint}, but task {task.name!r} "
                         f"({task.title}) is read only from {'/'.join(sorted(task.layouts))} files. "
                         f"Header: {header}")
-    missing = [c for c in (columns.text_a, columns.text_b, columns.label) if c and c not in header]
+    missing = [c for c in dataclasses.astuple(columns) if c and c not in header]
     if missing:
         raise DataError(f"{path}:1: header lacks column(s) {missing} for task {task.name!r} "
                         f"({layout + ' layout' if task.layouts else fmt}). Header: {header}")
@@ -303,7 +303,7 @@ def _jsonl_rows(task: Task, path: str, text: str) -> TaskRows:
         except ValueError as error:
             result.damaged.append(Damaged(number, f"not a JSON object ({str(error)[:80]})"))
             continue
-        missing = [key for key in (columns.text_a, columns.text_b, columns.label) if key and key not in record]
+        missing = [key for key in dataclasses.astuple(columns) if key and key not in record]
         if missing and first:
             raise DataError(f"{path}:{number}: no key {missing[0]!r} for task {task.name!r}. "
                             f"Keys: {sorted(record)}")
@@ -320,8 +320,7 @@ def _jsonl_rows(task: Task, path: str, text: str) -> TaskRows:
             label = record[columns.label]
             if isinstance(label, (dict, list)):
                 raise ValueError(f"label is a JSON {type(label).__name__}")
-            result.rows.append(_row(task, number, texts, label,
-                                    record.get(columns.id, number) if columns.id else number))
+            result.rows.append(_row(task, number, texts, label, record[columns.id] if columns.id else number))
         except ValueError as error:
             result.damaged.append(Damaged(number, str(error)))
     return result

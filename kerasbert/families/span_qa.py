@@ -43,6 +43,7 @@ import tensorflow as tf
 
 from kerasbert.families.squad import QaExample
 from kerasbert.families.tagging import special_ids
+from kerasbert.families.windows import context_room
 from kerasbert.families.wordpiece import OffsetTokenizer
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 
@@ -67,7 +68,7 @@ class SpanGraph(tf.Module):
     def __init__(self, vocabulary: list[str], sequence_length: int = 384, doc_stride: int = 128,
                  max_query_length: int = 64, max_answer_length: int = 30, max_windows: int = 16):
         super().__init__(name="span_graph")
-        room = sequence_length - max_query_length - 3  # the fewest context pieces a window holds
+        room = context_room(sequence_length, max_query_length)
         if max_query_length < 1 or room < 1:
             raise ValueError(f"sequence_length must exceed max_query_length + 3. Received: "
                              f"sequence_length={sequence_length}, max_query_length={max_query_length}")

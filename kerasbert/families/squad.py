@@ -3,10 +3,10 @@
 Layout: `{"data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question",
 "answers": [{"text", "answer_start"}, ...]}]}]}]}`. Every reference answer is kept (the
 scores take the best over them). An answer whose `answer_start` does not point at its text
-in the context is skipped and counted; a question left with no answer, or with an empty
-question or context, is damaged: skipped, counted and reported as the TSV readers do. JSON
-has no useful line numbers (SQuAD files are one line), so a damaged question is named by
-its number in the file (1-based) and its id.
+in the context is skipped, counted and named; a question left with no answer, or with an
+empty question or context, is damaged: skipped, counted and reported as the TSV readers do.
+Each is named by the line its JSON object starts on, its question's number in the file
+(1-based) and its id: SQuAD's own files are one line, a user's may be pretty-printed.
 
 Example:
     >>> result = read_squad("../shared/data/squad/dev.json")
@@ -18,14 +18,18 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 import json
+import logging
 import os
 import re
 import string
 
-from kerasbert.data.rows import Damaged, DataError, check_damage, read_utf8
+from kerasbert.data.rows import SHOWN_DAMAGED_ROWS, Damaged, DataError, check_damage, read_utf8
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,21 +58,69 @@ class SquadFile:
     path: str
 
 
-def _question(qa: dict, context: str) -> tuple[QaExample, int]:
-    """One question's example and how many of its answers were left out; ValueError if damaged."""
+class _LocatingDecoder(json.JSONDecoder):
+    """`json.loads` that also tells the line each object of the text starts on. It runs on
+    the json module's pure-Python scanner, several times slower than the C one, so the reader
+    uses it only to name the lines of what it skips."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self._starts: dict[int, int] = {}  # id(object) -> offset of its "{"
+        self._newlines = [match.start() for match in re.finditer("\n", text)]
+        self.parse_object = self._parse_object
+        self.scan_once = json.scanner.py_make_scanner(self)
+
+    def _parse_object(self, s_and_end, *args):
+        value, end = json.decoder.JSONObject(s_and_end, *args)
+        self._starts[id(value)] = s_and_end[1] - 1
+        return value, end
+
+    def line_of(self, value: dict) -> int:
+        return bisect.bisect_right(self._newlines, self._starts[id(value)]) + 1
+
+
+def _question(qa: dict, context: str) -> tuple[QaExample, list[dict]]:
+    """One question's example and its answers left out; ValueError if damaged."""
     question, uid = qa.get("question"), str(qa.get("id", ""))
     if not isinstance(question, str) or not question.strip():
         raise ValueError("empty question")
-    answers, bad = [], 0
+    answers, bad = [], []
     for answer in qa.get("answers") or []:
         text, start = answer.get("text"), answer.get("answer_start")
         if isinstance(text, str) and text and isinstance(start, int) and context[start:start + len(text)] == text:
             answers.append(Answer(text, start))
         else:
-            bad += 1
+            bad.append(answer)
     if not answers:
-        raise ValueError(f"no answer matches the context at its answer_start ({bad} given)")
+        raise ValueError(f"no answer matches the context at its answer_start ({len(bad)} given)")
     return QaExample(uid, question, context, answers), bad
+
+
+def _read(data: list, line_of) -> tuple[list[QaExample], list[Damaged], list[Damaged]]:
+    """The examples of SQuAD's `data`, the damaged questions and the answers left out, each at
+    `line_of(its JSON object)`."""
+    examples, damaged, bad_answers, number = [], [], [], 0
+    for article in data:
+        for paragraph in article.get("paragraphs", []):
+            context = paragraph.get("context")
+            for qa in paragraph.get("qas", []):
+                number += 1
+                which = f"question {number}, id {qa.get('id')!r}"
+                try:
+                    if not isinstance(context, str) or not context.strip():
+                        raise ValueError("empty context")
+                    example, bad = _question(qa, context)
+                except ValueError as error:
+                    damaged.append(Damaged(line_of(qa), f"{which}: {error}"))
+                    continue
+                examples.append(example)
+                for answer in bad:
+                    text, start = answer.get("text"), answer.get("answer_start")
+                    pointed = (f"points at {context[start:start + len(text)]!r}"
+                               if isinstance(start, int) and isinstance(text, str) else "or its text is not usable")
+                    bad_answers.append(Damaged(line_of(answer), f"skipped answer {text!r} of {which} "
+                                                                f"(answer_start {start!r} {pointed})"))
+    return examples, damaged, bad_answers
 
 
 def read_squad(path: str, max_bad_fraction: float = 0.1) -> SquadFile:
@@ -76,27 +128,24 @@ def read_squad(path: str, max_bad_fraction: float = 0.1) -> SquadFile:
     a file without questions, or more than `max_bad_fraction` of the questions damaged."""
     if not os.path.isfile(path):
         raise DataError(f"{path}: file not found")
-    try:
-        data = json.loads(read_utf8(path))["data"]
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise DataError(f"{path}: not SQuAD's JSON layout ({error})") from None
-    examples, damaged, bad_answers, number = [], [], 0, 0
-    for article in data:
-        for paragraph in article.get("paragraphs", []):
-            context = paragraph.get("context")
-            for qa in paragraph.get("qas", []):
-                number += 1
-                try:
-                    if not isinstance(context, str) or not context.strip():
-                        raise ValueError("empty context")
-                    example, bad = _question(qa, context)
-                except ValueError as error:
-                    damaged.append(Damaged(number, f"question {qa.get('id')!r}: {error}"))
-                    continue
-                examples.append(example)
-                bad_answers += bad
+    text = read_utf8(path)
+
+    def squad_data(decode):
+        try:
+            return decode(text)["data"]
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise DataError(f"{path}: not SQuAD's JSON layout ({error})") from None
+
+    examples, damaged, bad_answers = _read(squad_data(json.loads), line_of=lambda value: 0)
+    if damaged or bad_answers:  # read again, to name their lines
+        decoder = _LocatingDecoder(text)
+        examples, damaged, bad_answers = _read(squad_data(decoder.decode), decoder.line_of)
     check_damage(path, damaged, len(examples) + len(damaged), max_bad_fraction)
-    return SquadFile(examples, len(damaged), bad_answers, path)
+    for answer in bad_answers[:SHOWN_DAMAGED_ROWS]:
+        log.warning("%s:%d: %s", path, answer.line, answer.reason)
+    if len(bad_answers) > SHOWN_DAMAGED_ROWS:
+        log.warning("%s: %d more answers skipped", path, len(bad_answers) - SHOWN_DAMAGED_ROWS)
+    return SquadFile(examples, len(damaged), len(bad_answers), path)
 
 
 def normalize_answer(text: str) -> str:

@@ -1,6 +1,8 @@
 """The token-tagging family (named entities on CoNLL-2003): features, model, loss, scores.
 
-Words are the text's whitespace-separated tokens; each word's tag is predicted from its
+Words are what `str.split()` gives, as CoNLL files are split (`WORD_SEPARATOR`: every Unicode
+space separates words; a zero-width joiner does not, so `Jon\\u200dAiko` and an emoji sequence
+are one word each), and each word is tokenized on its own; each word's tag is predicted from its
 first word piece, the other pieces (and [CLS], [SEP], padding) are left out of the loss
 (label -1), as BERT's paper and `run_ner.py` do. Opening brackets and quotes a word starts
 with are passed over (`"Paris` is tagged from `paris`, as `pipeline("token-classification")`,
@@ -42,13 +44,17 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from kerasbert.compat.keras_hub import whitespace_pattern
 from kerasbert.families.conll import Sentence, check_tag
 from kerasbert.families.wordpiece import OffsetTokenizer
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 
 log = logging.getLogger(__name__)
 IGNORED = -1  # the label of tokens left out of the loss
+# What separates words (RE2): exactly the characters str.split() splits on, which CoNLL files
+# are split with: tab to carriage return, the separators U+001C-U+001F and U+0085, and every
+# Unicode space (Zs, Zl, Zp: space, no-break space, ideographic space, ...). Format characters
+# (the zero-width joiner of emoji sequences and some names, soft hyphens) are inside a word.
+WORD_SEPARATOR = r"[\t-\r\x{1C}-\x{1F}\x{85}\p{Z}]"
 OPENING_MARK = "[(\\[{\"“”‘„‚«»‹›`]"  # a piece passed over when a word starts with it
 
 
@@ -85,36 +91,33 @@ class TaggingGraph(tf.Module):
         self.tag_names, self.sequence_length = tag_names, sequence_length
         self.tokenizer = OffsetTokenizer(vocabulary)
         self.ids = special_ids(vocabulary)
-        self._whitespace = whitespace_pattern()
 
     def align(self, text: tf.Tensor) -> dict:
         """string (batch,) -> `words`, `word_starts`, `word_ends` (byte offsets), `first_token`
         (the packed position of each word's first piece; -1 past the sequence), all ragged
         (batch, words); and the packed `token_ids`, `segment_ids`, `padding_mask` (batch, width)."""
-        words, word_starts, word_ends = tf_text.regex_split_with_offsets(text, self._whitespace)
-        ids, starts, ends = self.tokenizer.tokenize_with_offsets(text)  # (batch, tokens)
-        piece_text = tf.strings.substr(tf.gather(text, starts.value_rowids()), starts.flat_values,
+        words, word_starts, word_ends = tf_text.regex_split_with_offsets(text, WORD_SEPARATOR)  # (batch, words)
+        ids, starts, ends = self.tokenizer.tokenize_with_offsets(words.flat_values)  # (all words, pieces)
+        word = ids.value_rowids()  # each piece's word, (all pieces,)
+        piece_text = tf.strings.substr(tf.gather(words.flat_values, word), starts.flat_values,
                                        ends.flat_values - starts.flat_values)
-        opening = starts.with_flat_values(tf.strings.regex_full_match(piece_text, OPENING_MARK)).to_tensor()
-        packed = pack_segments([ids], self.sequence_length, self.ids)
-        kept = tf.minimum(ids.row_lengths(), self.sequence_length - 2)  # pieces that fit
-        dense_words = word_starts.to_tensor(default_value=tf.int64.max)  # (batch, W)
-        token_word = tf.searchsorted(dense_words, starts.to_tensor(), side="right") - 1  # (batch, T)
-        position = tf.range(tf.shape(token_word, out_type=tf.int64)[1])[tf.newaxis, :]  # (1, T)
-        batch, width = tf.shape(dense_words, out_type=tf.int64)[0], tf.shape(dense_words, out_type=tf.int64)[1]
-        # One segment per (row, word); pieces past the cut go to a spare last segment.
-        segment = tf.range(batch)[:, tf.newaxis] * width + tf.cast(token_word, tf.int64)
-        segment = tf.where(position < kept[:, tf.newaxis], segment, batch * width)
-        packed_position = tf.broadcast_to(position + 1, tf.shape(segment))  # +1: [CLS] is position 0
-        first = tf.math.unsorted_segment_min(packed_position, segment, batch * width + 1)[:-1]
+        opening = tf.strings.regex_full_match(piece_text, OPENING_MARK)  # (all pieces,)
+        splits = tf.gather(ids.row_splits, words.row_splits)  # each text's first piece, (batch + 1,)
+        text_ids = tf.RaggedTensor.from_row_splits(ids.flat_values, splits, validate=False)  # (batch, pieces)
+        packed = pack_segments([text_ids], self.sequence_length, self.ids)
+        row = tf.gather(words.value_rowids(), word)  # each piece's text
+        position = tf.range(tf.shape(word, out_type=tf.int64)[0]) - tf.gather(splits, row)  # in its text
+        kept = position < self.sequence_length - 2  # the pieces that fit
+        # One segment per word; pieces past the cut go to a spare last segment.
+        count = tf.shape(words.flat_values, out_type=tf.int64)[0]
+        first = tf.math.unsorted_segment_min(position + 1, tf.where(kept, word, count), count + 1)[:-1]  # +1: [CLS]
         # A word's first piece that is not an opening mark, where it has one.
-        first_text = tf.math.unsorted_segment_min(packed_position, tf.where(opening, batch * width, segment),
-                                                  batch * width + 1)[:-1]
+        first_text = tf.math.unsorted_segment_min(position + 1, tf.where(kept & ~opening, word, count),
+                                                  count + 1)[:-1]
         first = tf.where(first_text <= self.sequence_length, first_text, first)
         first = tf.where(first > self.sequence_length, tf.constant(-1, tf.int64), first)  # no piece kept
-        first = tf.RaggedTensor.from_tensor(tf.reshape(first, [batch, width]), lengths=words.row_lengths())
-        return {"words": words, "word_starts": word_starts, "word_ends": word_ends, "first_token": first,
-                **packed}
+        return {"words": words, "word_starts": word_starts, "word_ends": word_ends,
+                "first_token": words.with_flat_values(first), **packed}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +127,7 @@ class TaggingFeatures:
     padding_mask: np.ndarray
     labels: np.ndarray  # int32 (examples, sequence_length): tag id at first pieces, -1 elsewhere
     untagged_words: int  # words past the sequence (or without a word piece): no label
-    skipped: int  # sentences whose words the tokenizer splits differently (a word holding a control character)
+    skipped: int  # sentences whose words `align` splits differently (a word holding a space: built in Python)
 
 
 def tagging_features(graph: TaggingGraph, sentences: list[Sentence], batch_size: int = 512) -> TaggingFeatures:
@@ -156,7 +159,7 @@ def tagging_features(graph: TaggingGraph, sentences: list[Sentence], batch_size:
             rows["labels"].append(labels)
     if untagged or skipped:
         log.warning("tagging features: %d words past %d word pieces got no label; %d sentences skipped "
-                    "(a word the tokenizer splits on a control character)", untagged, length - 2, skipped)
+                    "(a word holding a space, which splits it in two)", untagged, length - 2, skipped)
     arrays = {key: np.stack(values) if values else np.zeros((0, length), np.int32) for key, values in rows.items()}
     return TaggingFeatures(**arrays, untagged_words=untagged, skipped=skipped)
 

@@ -18,8 +18,9 @@
 
 n is the batch's largest entity count. Entities are read from the word tags with
 conlleval's rules (`kerasbert.families.conlleval.entities`): the same entities the metrics
-score. Words are whitespace-separated, as CoNLL's; an entity's text leaves out the punctuation
-a tokenizer splits off ("(Reuters)," -> "Reuters"; "in Paris." at the end -> "Paris": `trimmed`).
+score. Words are what str.split() gives, as CoNLL's (`kerasbert.families.tagging.WORD_SEPARATOR`);
+an entity's text leaves out the punctuation a tokenizer splits off ("(Reuters)," -> "Reuters";
+"in Paris." at the end -> "Paris": `trimmed`).
 Text that is not valid UTF-8 is an InvalidArgumentError naming the input.
 
 Example:
@@ -39,7 +40,7 @@ from kerasbert.packing import ENCODER_KEYS
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 TOKENS = [tf.TensorSpec([None, None], tf.int32, name=key) for key in ENCODER_KEYS]
-# Punctuation around a name that a tokenizer splits off (words here are whitespace-separated):
+# Punctuation around a name that a tokenizer splits off (words here are what str.split() gives):
 # opening brackets and quotes before it; closing ones, , ; : ! ? after it; and a full stop when
 # the entity ends the text ("in Paris." -> "Paris"), as Penn Treebank tokenizers split it.
 OPENING = "^[(\\[{\"'“”‘’„‚«»‹›]+"
