@@ -785,3 +785,24 @@ def test_large_float_outputs_are_written_as_each_value_alone(dtype):
     for values in (rng.choice(special, 20000), rng.standard_normal(5000).astype(dtype),
                    np.concatenate([rng.choice(special, 5000), rng.standard_normal(5000).astype(dtype)])):
         assert _float_texts(values, dtype == np.float64) == [write_decimal(v) for v in values.tolist()]
+
+
+# === Issue 70: slices of uneven width, gRPC messages, context merging, loose ends ============
+
+
+@pytest.mark.parametrize("server", ["sliced", "batching"])
+def test_slices_of_uneven_width_are_padded_as_one_call_would_be(sliced, servers, server):
+    """Finding 3: 200 texts, 128 of 7 words and 72 of one, run as slices (128 strings a call
+    without batching; runs of 16 rows with batching): each slice's outputs are as wide as its
+    own widest row, so joining them failed 500 ("all the input array dimensions except for the
+    concatenation axis must match"). Now the narrower are padded as the graph pads them ("",
+    -1, 0: kerasbert's `entities`), and the answer is what one call of the 200 returns."""
+    target = sliced if server == "sliced" else servers["batching"]
+    texts = ["a bb ccc dddd eeeee ffffff ggggggg"] * 128 + ["word"] * 72
+    status, body = post(target, "words", {"inputs": texts})
+    assert status == 200, body
+    outputs = body["outputs"]
+    assert outputs["word"] == [text.split() for text in texts[:128]] + [["word"] + [""] * 6] * 72
+    assert outputs["length"] == [[1, 2, 3, 4, 5, 6, 7]] * 128 + [[4] + [-1] * 6] * 72
+    assert outputs["score"] == [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]] * 128 + [[4.0] + [0.0] * 6] * 72
+    assert outputs["count"] == [7] * 128 + [1] * 72
