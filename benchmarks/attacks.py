@@ -121,6 +121,30 @@ def declared(dtype: int, dims: list[int], **fields):
     return proto
 
 
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out) + bytes([value])
+
+
+def length_delimited(field: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (wire type 2), as it is on the wire."""
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+def with_values(model: str, signature: str, name: str, dtype: int, dims: list[int], values: bytes) -> bytes:
+    """A serialized PredictRequest whose input `name` declares `dtype` and `dims` and carries
+    `values`, raw TensorProto fields: far more values than the shape takes, e.g. 60 M packed
+    int_val zeros, `length_delimited(7, bytes(60_000_000))` (58 KB gzip-compressed), or 20 M
+    empty string_val, `length_delimited(8, b"") * 20_000_000`. Built as bytes: a Python client
+    takes minutes to fill such a field."""
+    tensor = declared(dtype, dims).SerializeToString() + values
+    return (predict_request(model, signature).SerializeToString()
+            + length_delimited(2, length_delimited(1, name.encode()) + length_delimited(2, tensor)))
+
+
 # --- Connections: idle sockets, rapid reset ------------------------------------------------------
 
 

@@ -27,6 +27,10 @@ class Toy(tf.Module):
     def pair(self, a, b):
         return {"sum": tf.cast(a, tf.float64) + b * tf.cast(self.scale, tf.float64)}
 
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
+    def ids(self, ids):
+        return {"total": tf.reduce_sum(ids, axis=1)}
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def words(self, text):
         """Outputs as wide as the call's most words, padded as kerasbert's `entities` pads its
@@ -163,6 +167,10 @@ class Hostile(tf.Module):
                           (tf.constant(0), x))[1]
         return {"y": tf.reduce_sum(y, axis=1)}
 
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
+    def ids(self, ids):
+        return {"total": tf.reduce_sum(ids, axis=1)}
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def words(self, text):
         """Outputs as wide as the call's most words, padded as kerasbert's `entities` pads its
@@ -182,4 +190,4 @@ class Hostile(tf.Module):
 def save_hostile(path):
     model = Hostile()
     tf.saved_model.save(model, path, signatures={name: getattr(model, name) for name in
-                                                 ("sum_rows", "double", "pair", "burn", "classify", "words")})
+                                                 ("sum_rows", "double", "pair", "burn", "classify", "words", "ids")})
