@@ -923,3 +923,24 @@ def test_a_large_context_is_joined_to_each_example_as_bytes(sliced):
     assert scores == [[3.0, 4.0]] + [[1.0, 2.0]] * 69
     print(f"\n70 examples with a 2.9 MB context: {elapsed:.2f} s; slowest REST answer {max(latencies):.2f} s")
     assert elapsed < 20 and max(latencies) < 1.5
+
+
+def test_a_saved_model_pb_over_2_gib_is_refused_unread(tmp_path):
+    """Finding 7: a sparse 3 GB saved_model.pb was read whole before it was parsed (+2.9 GB
+    each load try). protobuf parses no message over 2 GiB, so no such file is a SavedModel: it
+    is refused before a byte is read, with TF's own error for it (ReadBinaryProto)."""
+    import resource
+
+    from serving.servable import Servable
+    from serving.status import grpc_code
+
+    version = tmp_path / "big" / "1"
+    version.mkdir(parents=True)
+    with open(version / "saved_model.pb", "wb") as f:
+        f.truncate(3 << 30)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(Exception) as refused:
+        Servable("big", 1, str(version))
+    assert grpc_code(refused.value) == grpc.StatusCode.DATA_LOSS
+    assert str(refused.value) == f"Can't parse {version / 'saved_model.pb'} as binary proto"
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 64  # MiB
