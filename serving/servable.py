@@ -204,6 +204,11 @@ class Servable(Signatures):
                                  options)
         except tf.errors.OpError as error:  # its own status: InvalidArgument, ResourceExhausted, ...
             raise TensorFlowError(error) from None
+        except UnicodeDecodeError as error:  # the op's message echoed bytes that are not UTF-8 (a bad
+            # serialized Example: "Could not parse example input, value: '...'"), so it never
+            # became its OpError; its bytes are the message, kept with the bad bytes escaped
+            raise InvalidArgument(tf_error_message(ValueError(error.object.decode("utf-8", "backslashreplace")))) \
+                from None
         except (TypeError, ValueError) as error:
             raise InvalidArgument(tf_error_message(error)) from None
         return {key: np.asarray(value) for key, value in zip(outputs, values)}

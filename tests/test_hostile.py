@@ -944,3 +944,16 @@ def test_a_saved_model_pb_over_2_gib_is_refused_unread(tmp_path):
     assert grpc_code(refused.value) == grpc.StatusCode.DATA_LOSS
     assert str(refused.value) == f"Can't parse {version / 'saved_model.pb'} as binary proto"
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 64  # MiB
+
+
+def test_an_unparsable_serialized_example_is_tf_servings_400(sliced):
+    """Finding 7: a serialized Example that does not parse was answered with Python's "'utf-8'
+    codec can't decode byte" (TF's message echoes the bytes, which are not UTF-8, so it never
+    became an OpError). Now its own message, TF's ParseExample's, the bad bytes escaped."""
+    import base64
+
+    garbage = base64.b64encode(b"\xff\xfe\x80garbage").decode()
+    status, body = post(sliced, "classify", {"inputs": [{"b64": garbage}]})
+    assert (status, body) == (400, {"error": "Could not parse example input, value: '\\xff\\xfe\\x80garbage'"})
+    assert post(sliced, "classify", {"inputs": [{"b64": base64.b64encode(b"garbage").decode()}]}) == (
+        400, {"error": "Could not parse example input, value: 'garbage'"})
