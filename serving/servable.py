@@ -25,6 +25,7 @@ from typing import NamedTuple
 import grpc
 import numpy as np
 import tensorflow as tf
+from google.protobuf import message
 from tensorflow.core.protobuf import config_pb2, saved_model_pb2
 from tensorflow.python.client import pywrap_tf_session as tf_session
 
@@ -62,13 +63,17 @@ def serving_meta_graph(path: str, tags: tuple[str, ...] = ("serve",)):
 
     A saved_model.pb over protobuf's 2 GiB cannot be a SavedModel: refused before a byte is
     read (a sparse 3 GB file was read whole, +2.9 GB a load try), with TF's own error for it
-    (ReadBinaryProto: DATA_LOSS "Can't parse <path> as binary proto")."""
+    and for one that does not parse (ReadBinaryProto: DATA_LOSS "Can't parse <path> as binary
+    proto")."""
     file = os.path.join(path, "saved_model.pb")
     if os.path.getsize(file) > MAX_PROTO_BYTES:
         raise status_error(grpc.StatusCode.DATA_LOSS, f"Can't parse {file} as binary proto")
     saved_model = saved_model_pb2.SavedModel()
     with open(file, "rb") as f:
-        saved_model.ParseFromString(f.read())
+        try:
+            saved_model.ParseFromString(f.read())
+        except message.DecodeError:
+            raise status_error(grpc.StatusCode.DATA_LOSS, f"Can't parse {file} as binary proto") from None
     for meta_graph in saved_model.meta_graphs:
         if set(meta_graph.meta_info_def.tags) == set(tags):
             return meta_graph

@@ -944,6 +944,10 @@ def test_a_saved_model_pb_over_2_gib_is_refused_unread(tmp_path):
     assert grpc_code(refused.value) == grpc.StatusCode.DATA_LOSS
     assert str(refused.value) == f"Can't parse {version / 'saved_model.pb'} as binary proto"
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 64  # MiB
+    (version / "saved_model.pb").write_bytes(b"not a SavedModel")  # TF's error for it too
+    with pytest.raises(Exception) as refused:
+        Servable("big", 1, str(version))
+    assert str(refused.value) == f"Can't parse {version / 'saved_model.pb'} as binary proto"
 
 
 def test_an_unparsable_serialized_example_is_tf_servings_400(sliced):
