@@ -138,8 +138,8 @@ FLAGS = [
     Flag("max_body_bytes", 64 * 1024 * 1024, "largest accepted REST body and gRPC response; request data held in "
                                              "memory is bounded by 14 times it", "kerasbert"),
     Flag("grpc_max_message_bytes", 0, "largest gRPC request message received (grpc.max_receive_message_length); "
-                                      "0: the largest whose parse the request-memory budget can hold, 12 x "
-                                      "--max_body_bytes / 33 (a parsed message takes up to 32 times its bytes)",
+                                      "0: the largest whose parse takes at most half of the request-memory budget, "
+                                      "12 x --max_body_bytes / 66 (a parsed message takes up to 32 times its bytes)",
          "kerasbert"),
     Flag("rest_api_max_connections", 1024, "open REST connections at most; at the cap the connection idle longest "
                                            "is closed for a new one (the new one only if none is idle)",

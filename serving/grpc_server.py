@@ -259,13 +259,14 @@ def message_cost(method: str, size: int) -> int:
 
 
 def max_receive_bytes_of(budget_bytes: int) -> int:
-    """The largest request message whose cost (`message_cost`) the budget can hold: the
+    """The largest request message whose cost (`message_cost`) takes at most half of the budget
+    (as a model call's activations do), the rest left for what the call builds from it: the
     default of --grpc_max_message_bytes.
 
     >>> max_receive_bytes_of(12 * (64 << 20)) // (1 << 20)
-    23
+    11
     """
-    return budget_bytes // (1 + PARSE_EXPANSION)
+    return budget_bytes // (2 * (1 + PARSE_EXPANSION))
 
 
 def _predict_request_class():
@@ -301,7 +302,8 @@ class DecodeInServicer(grpc.ServerInterceptor):
     one thread that receives every call's messages (grpcio's deserializer runs there, holding
     the GIL: a message of 60 M values stalled every call and REST for seconds). Before parsing,
     its cost (`message_cost`) is reserved from `budget` until the call ends (RESOURCE_EXHAUSTED if it
-    cannot be had: at once if it never can, else at the call's deadline). A message that does
+    cannot be had: at once if it never can, else at the call's deadline); what the call reserves
+    beside it must fit with it (MemoryBudget.held_by_call). A message that does
     not parse is INTERNAL with no details, as TF Serving's grpc++ answers it (proto_utils.h);
     answered so, it frees its HTTP/2 stream (grpcio's own refusal of an undecodable message
     leaked the stream: 100 of them locked their connection)."""
@@ -322,7 +324,7 @@ class DecodeInServicer(grpc.ServerInterceptor):
                     held = budget.reserve(message_cost(details.method, len(raw)), _deadline(context))
                 except Exception as error:
                     context.abort(grpc_code(error), str(error))
-                with held:
+                with held, budget.held_by_call(held):
                     try:
                         request = parse(raw)
                     except Exception:  # DecodeError; RecursionError past protobuf's depth

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 
@@ -100,6 +101,7 @@ class MemoryBudget:
         self.peak = 0
         self._lock = threading.Lock()
         self._waiters: list[_Waiter] = []  # in arrival order; the first that fits is served
+        self._call = threading.local()  # .held: a Reservation the call on this thread holds (held_by_call)
 
     def reserve(self, size: int, deadline: float | None) -> Reservation:
         if size:
@@ -111,9 +113,23 @@ class MemoryBudget:
             await self.take_async(size, deadline)
         return Reservation(self, size)
 
+    @contextlib.contextmanager
+    def held_by_call(self, reservation: Reservation):
+        """Within it, what this thread's call asks for beside `reservation` (a gRPC call's parsed
+        message) must fit in the budget with it: what never can is refused at once, rather than
+        waited for while `reservation` holds its share."""
+        self._call.held = reservation
+        try:
+            yield reservation
+        finally:
+            self._call.held = None
+
     def _check(self, size: int) -> None:
-        if size > self.capacity:
-            raise TooLarge(f"The request needs {size} bytes of memory for its {self.name}, more than the "
+        held = getattr(self._call, "held", None)
+        beside = held.size if held is not None else 0
+        if size + beside > self.capacity:
+            what = f" beside the {beside} its message holds" if beside else ""
+            raise TooLarge(f"The request needs {size} bytes of memory for its {self.name}{what}, more than the "
                            f"server's budget of {self.capacity} bytes")
 
     def _grant(self, size: int) -> bool:

@@ -360,8 +360,8 @@ def test_a_timed_out_request_leaves_no_work_behind(servers, protocol):
         status, body = post(server, "burn", {"inputs": rows.tolist()})
         assert status == 504 and "Deadline Exceeded" in body["error"], body
     else:
-        with pytest.raises(grpc.RpcError) as error:  # 1.3 MB: within what 12 x 4 MiB can parse (1/33)
-            grpc_predict(server, predict_request("burn", x=tf.make_tensor_proto(rows[:5000])), timeout=0.5)
+        with pytest.raises(grpc.RpcError) as error:  # 717 KB: a message takes at most 12 x 4 MiB / 66
+            grpc_predict(server, predict_request("burn", x=tf.make_tensor_proto(rows[:2800])), timeout=0.3)
         assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     time.sleep(0.3)  # the run under way when the deadline passed
     cpu = cpu_seconds(server.process.pid)
@@ -830,7 +830,7 @@ def test_grpc_messages_of_millions_of_values_cost_their_shape(sliced):
     gzip-compressed) was parsed on grpcio's one dispatch thread, then every value converted
     before the shape cut them: REST and gRPC unanswered for 2.4-2.9 s, +1.2 GB outside the
     budget. Now a message larger than the budget can parse (--grpc_max_message_bytes: here
-    12 x 64 MiB / 33) is refused unparsed; one within it is parsed by its call's own thread,
+    12 x 64 MiB / 66) is refused unparsed; one within it is parsed by its call's own thread,
     its cost reserved, and only the values its shape takes are converted (TF's FromProto cuts
     the others, without an error)."""
     from serving.grpc_server import max_receive_bytes_of
@@ -961,3 +961,21 @@ def test_an_unparsable_serialized_example_is_tf_servings_400(sliced):
     assert (status, body) == (400, {"error": "Could not parse example input, value: '\\xff\\xfe\\x80garbage'"})
     assert post(sliced, "classify", {"inputs": [{"b64": base64.b64encode(b"garbage").decode()}]}) == (
         400, {"error": "Could not parse example input, value: 'garbage'"})
+
+
+def test_what_a_call_asks_beside_its_message_fails_at_once_if_it_can_never_fit():
+    """A gRPC call holds its parsed message's cost for as long as it runs; what it asks for
+    beside it (its tensors, a model call's activations) is refused at once if the two can never
+    fit, instead of waiting, its message's share held, until a deadline it may not have."""
+    from serving.memory_budget import MemoryBudget
+    from serving.status import TooLarge
+
+    budget = MemoryBudget(100)
+    with budget.reserve(60, None) as message, budget.held_by_call(message):
+        started = time.monotonic()
+        with pytest.raises(TooLarge, match="needs 50 bytes .* beside the 60 its message holds"):
+            budget.reserve(50, None)
+        assert time.monotonic() - started < 0.1
+        with budget.reserve(40, None):
+            assert budget.used == 100
+    assert budget.used == 0 and budget.reserve(100, None).size == 100
