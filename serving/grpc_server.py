@@ -303,7 +303,7 @@ class DecodeInServicer(grpc.ServerInterceptor):
     the GIL: a message of 60 M values stalled every call and REST for seconds). Before parsing,
     its cost (`message_cost`) is reserved from `budget` until the call ends (RESOURCE_EXHAUSTED if it
     cannot be had: at once if it never can, else at the call's deadline); what the call reserves
-    beside it must fit with it (MemoryBudget.held_by_call). A message that does
+    beside it must fit with it, or is refused at once (MemoryBudget.one_call). A message that does
     not parse is INTERNAL with no details, as TF Serving's grpc++ answers it (proto_utils.h);
     answered so, it frees its HTTP/2 stream (grpcio's own refusal of an undecodable message
     leaked the stream: 100 of them locked their connection)."""
@@ -320,16 +320,17 @@ class DecodeInServicer(grpc.ServerInterceptor):
 
         def decoded(behaviour):
             def serve(raw: bytes, context):  # a stream's behaviour returns at once: held while parsing
-                try:
-                    held = budget.reserve(message_cost(details.method, len(raw)), _deadline(context))
-                except Exception as error:
-                    context.abort(grpc_code(error), str(error))
-                with held, budget.held_by_call(held):
+                with budget.one_call():
                     try:
-                        request = parse(raw)
-                    except Exception:  # DecodeError; RecursionError past protobuf's depth
-                        context.abort(grpc.StatusCode.INTERNAL, "")
-                    return behaviour(request, context)
+                        held = budget.reserve(message_cost(details.method, len(raw)), _deadline(context))
+                    except Exception as error:
+                        context.abort(grpc_code(error), str(error))
+                    with held:
+                        try:
+                            request = parse(raw)
+                        except Exception:  # DecodeError; RecursionError past protobuf's depth
+                            context.abort(grpc.StatusCode.INTERNAL, "")
+                        return behaviour(request, context)
             return serve
 
         if handler.unary_unary:

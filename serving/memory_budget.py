@@ -101,12 +101,16 @@ class MemoryBudget:
         self.peak = 0
         self._lock = threading.Lock()
         self._waiters: list[_Waiter] = []  # in arrival order; the first that fits is served
-        self._call = threading.local()  # .held: a Reservation the call on this thread holds (held_by_call)
+        self._call = threading.local()  # .held: the Reservations of the call this thread serves (one_call)
 
     def reserve(self, size: int, deadline: float | None) -> Reservation:
         if size:
             self.take(size, deadline)
-        return Reservation(self, size)
+        reservation = Reservation(self, size)
+        held = getattr(self._call, "held", None)
+        if held is not None:
+            held.append(reservation)
+        return reservation
 
     async def reserve_async(self, size: int, deadline: float | None) -> Reservation:
         if size:
@@ -114,21 +118,22 @@ class MemoryBudget:
         return Reservation(self, size)
 
     @contextlib.contextmanager
-    def held_by_call(self, reservation: Reservation):
-        """Within it, what this thread's call asks for beside `reservation` (a gRPC call's parsed
-        message) must fit in the budget with it: what never can is refused at once, rather than
-        waited for while `reservation` holds its share."""
-        self._call.held = reservation
+    def one_call(self):
+        """Within it, this thread serves one call (a gRPC request, from its parsed message to its
+        answer): what the call asks for must fit in the budget beside what its reservations made
+        here hold, or is refused at once, never waited for with its share held (it would wait
+        for itself, its share held until its deadline, if it has one)."""
+        self._call.held = []
         try:
-            yield reservation
+            yield
         finally:
             self._call.held = None
 
     def _check(self, size: int) -> None:
         held = getattr(self._call, "held", None)
-        beside = held.size if held is not None else 0
+        beside = sum(reservation.size for reservation in held) if held else 0
         if size + beside > self.capacity:
-            what = f" beside the {beside} its message holds" if beside else ""
+            what = f" beside the {beside} the call holds" if beside else ""
             raise TooLarge(f"The request needs {size} bytes of memory for its {self.name}{what}, more than the "
                            f"server's budget of {self.capacity} bytes")
 

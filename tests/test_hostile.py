@@ -963,17 +963,18 @@ def test_an_unparsable_serialized_example_is_tf_servings_400(sliced):
         400, {"error": "Could not parse example input, value: 'garbage'"})
 
 
-def test_what_a_call_asks_beside_its_message_fails_at_once_if_it_can_never_fit():
+def test_what_a_call_asks_beside_what_it_holds_fails_at_once_if_it_can_never_fit():
     """A gRPC call holds its parsed message's cost for as long as it runs; what it asks for
-    beside it (its tensors, a model call's activations) is refused at once if the two can never
-    fit, instead of waiting, its message's share held, until a deadline it may not have."""
+    beside what it holds (its tensors or serialized examples, then a model call's activations)
+    is refused at once if it can never fit, instead of waiting for itself, its share held, until
+    a deadline it may not have."""
     from serving.memory_budget import MemoryBudget
     from serving.status import TooLarge
 
     budget = MemoryBudget(100)
-    with budget.reserve(60, None) as message, budget.held_by_call(message):
+    with budget.one_call(), budget.reserve(40, None), budget.reserve(20, None):
         started = time.monotonic()
-        with pytest.raises(TooLarge, match="needs 50 bytes .* beside the 60 its message holds"):
+        with pytest.raises(TooLarge, match="needs 50 bytes .* beside the 60 the call holds"):
             budget.reserve(50, None)
         assert time.monotonic() - started < 0.1
         with budget.reserve(40, None):
