@@ -101,13 +101,10 @@ def statuses(received: bytes) -> list[int]:
 
 def predict_request(model: str, signature: str, **inputs):
     """A gRPC PredictRequest for `model`'s `signature` with `inputs` (name: TensorProto)."""
-    from tensorflow_serving.apis import predict_pb2
+    from tensorflow_serving.apis import model_pb2, predict_pb2
 
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name, request.model_spec.signature_name = model, signature
-    for name, proto in inputs.items():
-        request.inputs[name].CopyFrom(proto)
-    return request
+    return predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name=model, signature_name=signature),
+                                      inputs=inputs)
 
 
 def declared(dtype: int, dims: list[int], **fields):
@@ -115,10 +112,25 @@ def declared(dtype: int, dims: list[int], **fields):
     gRPC client's way to claim a huge or malformed tensor in a few bytes."""
     from tensorflow.core.framework import tensor_pb2
 
-    proto = tensor_pb2.TensorProto(dtype=dtype, **fields)
-    for size in dims:
-        proto.tensor_shape.dim.add(size=size)
-    return proto
+    return tensor_pb2.TensorProto(dtype=dtype, tensor_shape={"dim": [{"size": size} for size in dims]}, **fields)
+
+
+def length_delimited(field: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (wire type 2), as it is on the wire."""
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    return _VarintBytes(field << 3 | 2) + _VarintBytes(len(payload)) + payload
+
+
+def with_values(model: str, signature: str, name: str, dtype: int, dims: list[int], values: bytes) -> bytes:
+    """A serialized PredictRequest whose input `name` declares `dtype` and `dims` and carries
+    `values`, raw TensorProto fields: far more values than the shape takes, e.g. 60 M packed
+    int_val zeros, `length_delimited(7, bytes(60_000_000))` (58 KB gzip-compressed), or 20 M
+    empty string_val, `length_delimited(8, b"") * 20_000_000`. Built as bytes: a Python client
+    takes minutes to fill such a field."""
+    tensor = declared(dtype, dims).SerializeToString() + values
+    return (predict_request(model, signature).SerializeToString()
+            + length_delimited(2, length_delimited(1, name.encode()) + length_delimited(2, tensor)))
 
 
 # --- Connections: idle sockets, rapid reset ------------------------------------------------------
@@ -207,11 +219,10 @@ def rapid_reset(port: int, streams: int = 50_000, batch: int = 500) -> dict:
             sent += batch
     except OSError:
         pass
-    seconds = time.monotonic() - started
-    closed_by_server = closed.is_set()
+    result = {"streams": min(sent, streams), "seconds": time.monotonic() - started, "closed_by_server": closed.is_set()}
     done.set()
     sock.close()
-    return {"streams": min(sent, streams), "seconds": seconds, "closed_by_server": closed_by_server}
+    return result
 
 
 # --- Model work: big requests, cancelled calls (issue 53) ----------------------------------------

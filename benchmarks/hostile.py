@@ -27,14 +27,16 @@ import urllib.request
 
 import grpc
 
-from benchmarks.attacks import (Target, big_requests, closed_by_server, declared, exchange, framing_attacks,
-                                idle_sockets, memory_bombs, predict_request, rapid_reset, statuses)
+from benchmarks.attacks import (PREDICT_PATH, Target, big_requests, closed_by_server, declared, exchange,
+                                framing_attacks, idle_sockets, length_delimited, memory_bombs, predict_request,
+                                rapid_reset, statuses, with_values)
 from benchmarks.results import save_results
 from benchmarks.serving import BATCHING, command_line, copy_of_newest, cpu_seconds, post_sentence, run_clients
 from serving.process import LocalServer
 
 TITLE = "Serving under attack (sentiment signature; batching on and off)"  # of results.md
 MAX_BODY = 4 * 1024 * 1024
+MAX_MESSAGE = 12 * MAX_BODY // 66  # the server's --grpc_max_message_bytes (grpc_server.max_receive_bytes_of)
 TIMEOUT_MS = 10_000  # --rest_api_timeout_in_ms: a big request's 504 comes within the run
 ADJECTIVES = ["gripping", "dull", "moving", "clumsy", "tender", "bloated", "witty", "tedious"]
 TARGET = Target("kerasbert", "sentiment", "text", '"a fine film"')
@@ -46,13 +48,17 @@ def sentences_of(client: int, count: int = 6) -> list[str]:
             for i in range(count)]
 
 
+def channel(port: int, own_connection: bool = False) -> grpc.Channel:
+    """A channel to 127.0.0.1:`port`; with `own_connection`, on a connection no other channel
+    of the process shares."""
+    return grpc.insecure_channel(f"127.0.0.1:{port}", [("grpc.use_local_subchannel_pool", 1)] * own_connection)
+
+
 def grpc_stub(port: int, own_connection: bool = False):
-    """A PredictionService stub on 127.0.0.1:`port` (its channel closes with it); with
-    `own_connection`, on a connection no other channel of the process shares."""
+    """A PredictionService stub on `channel(port, own_connection)` (it closes with the stub)."""
     from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-    options = [("grpc.use_local_subchannel_pool", 1)] if own_connection else []
-    return prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}", options))
+    return prediction_service_pb2_grpc.PredictionServiceStub(channel(port, own_connection))
 
 
 def sentiment_request(texts: list[str]):
@@ -134,7 +140,7 @@ def pin_process(pid: int, cores: set[int]) -> None:
 
 
 ATTACK_GROUPS = ("framing", "bombs", "slow", "grpc", "idle_rest", "idle_grpc", "model_names", "rapid_reset",
-                 "big_requests", "grpc_cancel")
+                 "big_requests", "grpc_cancel", "grpc_values", "undecodable", "context")
 IDLE_SOCKETS = 1500  # per port: more than the server's 1,024 connections
 CANCELLED_CALLS, CANCEL_AFTER = 8, 0.5  # gRPC calls at once, each cancelled by its client after 0.5 s
 
@@ -214,6 +220,46 @@ def cancelled_calls(port: int, wait):
     return round_
 
 
+def many_values(port: int):
+    """Issue 70: 60 M packed int_val for [1, 1] (58 KB gzip-compressed), and as many empty
+    string_val for [1] as a message may hold (--grpc_max_message_bytes' default)."""
+    from tensorflow.core.framework import types_pb2
+
+    count = MAX_MESSAGE // 2 - 64
+    ints = with_values("kerasbert", "embed_tokens", "token_ids", types_pb2.DT_INT32, [1, 1],
+                       length_delimited(7, bytes(60_000_000)))
+    strings = with_values("kerasbert", "sentiment", "text", types_pb2.DT_STRING, [1],
+                          length_delimited(8, b"a fine film") + length_delimited(8, b"") * count)
+    predict = channel(port).unary_unary(PREDICT_PATH.decode())  # bytes in and out
+    return lambda: [("gRPC: 60 M int_val for [1, 1], gzip",
+                     ended(lambda: predict(ints, timeout=30, compression=grpc.Compression.Gzip))),
+                    (f"gRPC: {count:,} empty string_val for [1]", ended(lambda: predict(strings, timeout=30)))]
+
+
+def undecodable(port: int, count: int = 200):
+    """Issue 70: `count` messages that do not parse, then a good call, on one connection."""
+    predict, good = channel(port, True).unary_unary(PREDICT_PATH.decode()), sentiment_request(["a"]).SerializeToString()
+    return lambda: [("gRPC: a message that does not parse", ended(lambda: predict(b"\xff" * 4, timeout=10)))
+                    for _ in range(count)] + [("gRPC: then a good call on its connection",
+                                               ended(lambda: predict(good, timeout=30)))]
+
+
+def context_merging(port: int, examples: int = 20):
+    """Issue 70: Classify with a context of int64 features a quarter as large as a message may be
+    (--grpc_max_message_bytes' default), and `examples` empty examples."""
+    from tensorflow_serving.apis import classification_pb2
+
+    request = classification_pb2.ClassificationRequest()
+    request.model_spec.name, request.model_spec.signature_name = "kerasbert", "sentiment_classify"
+    lists = request.input.example_list_with_context
+    lists.context.features.feature["text"].bytes_list.value.append(b"a fine film")
+    for index in range(MAX_MESSAGE // 60):  # about 15 bytes a feature: a quarter of a message
+        lists.context.features.feature[f"f{index}"].int64_list.value.append(index)
+    lists.examples.extend([lists.context.__class__()] * examples)
+    stub, name = grpc_stub(port), f"gRPC Classify: a {request.ByteSize() / 1e6:.1f} MB context, {examples} examples"
+    return lambda: [(name, ended(lambda: stub.Classify(request, timeout=60)))]
+
+
 def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_GROUPS, cores=None,
                    ready=None) -> None:
     """Runs the attacks of `groups` in a loop until `stop` is set, on `cores` (default: any);
@@ -233,7 +279,9 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_
         "model_names": lambda: (unknown_models(rest_port), 0),
         "rapid_reset": lambda: (rapid_resets(grpc_port), 1),
         "big_requests": lambda: (raw_requests(rest_port, big_requests(), 40.0), 0),
-        "grpc_cancel": lambda: (cancelled_calls(grpc_port, stop.wait), 0)}
+        "grpc_cancel": lambda: (cancelled_calls(grpc_port, stop.wait), 0),
+        "grpc_values": lambda: (many_values(grpc_port), 0), "undecodable": lambda: (undecodable(grpc_port), 0),
+        "context": lambda: (context_merging(grpc_port), 0)}
     tally, lock = collections.Counter(), threading.Lock()
 
     def repeat(round_, pause: float) -> None:

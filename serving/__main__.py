@@ -207,7 +207,7 @@ def _start(flags: ServerFlags, stop: threading.Event):
     try:
         grpc_server, grpc_port, health = make_grpc_server(
             manager, flags.port, session, budgets, flags.host, max_threads=flags.grpc_max_threads,
-            max_message_bytes=flags.max_body_bytes,
+            max_message_bytes=flags.max_body_bytes, max_receive_bytes=flags.grpc_max_message_bytes,
             channel_arguments=parse_channel_arguments(flags.grpc_channel_arguments), metrics=metrics,
             socket_path=flags.grpc_socket_path, credentials=credentials, health=flags.enable_grpc_healthcheck_service,
             tensor_content=flags.enable_serialization_as_tensor_content, max_connections=caps.grpc,

@@ -9,7 +9,9 @@ to `max_batch_size` rows, waiting at most `batch_timeout_micros` after the oldes
 for more. Only tasks whose inputs have the same shapes past the 0th dimension share a
 batch (or any, padded, with `pad_variable_length_inputs`). Every output of a batch
 must have the batch's rows in its 0th dimension, or the batch fails
-(SplitOutputTensors): an answer is always cut from its own rows. With
+(SplitOutputTensors): an answer is always cut from its own rows. The pieces of a split
+request, run in batches of different widths, are joined padded to the widest, as the
+direct session joins its slices (session.concatenate_rows). With
 `allowed_batch_sizes` a batch is padded up to the next allowed size by repeating the
 first row of its last task. With `enable_large_batch_splitting`, a task larger than
 `max_execution_batch_size` runs as several pieces.
@@ -45,7 +47,7 @@ import time
 import numpy as np
 
 from serving.protos import BatchingParameters, parse_text
-from serving.session import ModelWorkLimits, check_deadline
+from serving.session import ModelWorkLimits, check_deadline, concatenate_rows
 from serving.status import Cancelled, DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted
 
 
@@ -102,9 +104,13 @@ class _Request:
                 self.left -= 1
                 if self.left:
                     return
-                done = (self.outputs[0] if len(self.outputs) == 1 else
-                        {name: np.concatenate([piece[name] for piece in self.outputs]) for name in self.outputs[0]},
-                        None)
+                done = None
+        if done is None:  # every piece has run: their rows joined, narrower ones padded (session.py)
+            try:
+                done = ({name: concatenate_rows([piece[name] for piece in self.outputs], name)
+                         for name in self.outputs[0]}, None)
+            except Exception as failed:
+                done = (None, failed)
         self.on_done(*done)
 
 

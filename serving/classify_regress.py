@@ -5,7 +5,7 @@ A classify signature has method_name `tensorflow/serving/classify`, one input na
 (string, [batch, num_classes]) and/or `scores` (float, [batch, num_classes]). A regress
 signature has method_name `tensorflow/serving/regress`, the same input, and one float
 output `outputs` of shape [batch] or [batch, 1]. Context features are merged into
-every example, as TF Serving does.
+every example, as TF Serving does: its serialized bytes before each example's.
 
 REST body (TF Serving's FillClassifyRegressRequestFromJson):
     {"signature_name": "...", "context": {"f": value | [values]},
@@ -27,6 +27,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import classification_pb2, inference_pb2, input_pb2, regression_pb2
 
 from serving.json_tensor import decode_b64, format_decimal, is_b64_object, json_text, json_type_name
+from serving.protos import SerializedInput
 from serving.session import DirectSession
 from serving.status import InvalidArgument, Unimplemented
 
@@ -96,20 +97,20 @@ def input_from_json(document: dict) -> input_pb2.Input:
 
 
 def serialized_examples(request: input_pb2.Input) -> list[bytes]:
-    """Each example serialized, with the context's features merged in."""
+    """Each example serialized, the context's bytes before each, as TF Serving's
+    InputToSerializedExampleTensor joins them (util.cc): the Input serialized once and read
+    back as a SerializedInput, its examples' bytes as sent; parsed, the example's features
+    win over the context's, as a merge would. No example is copied or merged as a message
+    (that took a second of Python a 4.5 MB context)."""
     kind = request.WhichOneof("kind")
-    if kind == "example_list":
-        examples = [example.SerializeToString() for example in request.example_list.examples]
-    elif kind == "example_list_with_context":
-        context = request.example_list_with_context.context
-        examples = []
-        for example in request.example_list_with_context.examples:
-            merged = tf.train.Example()
-            merged.CopyFrom(context)
-            merged.MergeFrom(example)
-            examples.append(merged.SerializeToString())
-    else:
+    if kind not in ("example_list", "example_list_with_context"):
         raise InvalidArgument("Input is empty.")
+    lists = getattr(SerializedInput.FromString(request.SerializeToString()), kind)
+    if kind == "example_list":
+        examples = list(lists.examples)
+    else:
+        context = lists.context
+        examples = [context + example for example in lists.examples]
     if not examples:
         raise InvalidArgument("Input is empty.")
     return examples

@@ -135,8 +135,12 @@ FLAGS = [
                                                           "content."),
     # This server's own.
     Flag("host", "127.0.0.1", "address to bind REST and gRPC to (TF Serving binds every interface)", "kerasbert"),
-    Flag("max_body_bytes", 64 * 1024 * 1024, "largest accepted REST body and gRPC message; request data held in "
+    Flag("max_body_bytes", 64 * 1024 * 1024, "largest accepted REST body and gRPC response; request data held in "
                                              "memory is bounded by 14 times it", "kerasbert"),
+    Flag("grpc_max_message_bytes", 0, "largest gRPC request message received (grpc.max_receive_message_length); "
+                                      "0: the largest whose parse takes at most half of the request-memory budget, "
+                                      "12 x --max_body_bytes / 66 (a parsed message takes up to 32 times its bytes)",
+         "kerasbert"),
     Flag("rest_api_max_connections", 1024, "open REST connections at most; at the cap the connection idle longest "
                                            "is closed for a new one (the new one only if none is idle)",
          "kerasbert"),
@@ -210,6 +214,9 @@ def parse_flags(argv: list[str]):
     for name in ("rest_api_max_connections", "rest_api_idle_timeout_in_ms", "grpc_max_connections"):
         if getattr(flags, name) < 1:
             raise SystemExit(f"--{name} takes a positive number. Received: {getattr(flags, name)}")
+    if flags.grpc_max_message_bytes < 0:
+        raise SystemExit(f"--grpc_max_message_bytes takes 0 or a positive number. Received: "
+                         f"{flags.grpc_max_message_bytes}")
     return flags
 
 

@@ -28,6 +28,7 @@ import time
 
 import grpc
 import tensorflow as tf
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from tensorflow_serving.apis import (classification_pb2, model_management_pb2, model_pb2, model_service_pb2_grpc,
                                      predict_pb2, prediction_service_pb2_grpc, regression_pb2)
 
@@ -71,9 +72,10 @@ def _abort(context, error: Exception):
 
 
 def check_output_filter(signature_def, output_filter) -> None:
-    """predict_util.cc PreProcessPrediction: every alias known, none twice."""
+    """predict_util.cc PreProcessPrediction: every alias known, none twice. Of more aliases than
+    outputs, the first that fails is among the first outputs + 1: those are all it reads."""
     seen = set()
-    for alias in output_filter:
+    for alias in output_filter[:len(signature_def.outputs) + 1]:
         if alias not in signature_def.outputs:
             raise InvalidArgument(f"output tensor alias not found in signature: {alias} Outputs expected to be "
                                   f"in the set {{{','.join(sorted(signature_def.outputs))}}}.")
@@ -113,7 +115,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
                 cost = 0
                 for key in sorted(request.inputs):
                     proto = request.inputs[key]
-                    size = tensor_proto.materialized_bytes(proto, key)  # checks dtype and shape first
+                    size = tensor_proto.materialized_bytes(proto, key, self.budget.capacity)  # dtype, shape first
                     if size > self.budget.capacity:
                         raise tensor_proto.too_large(key, size, self.budget.capacity)
                     cost += size
@@ -247,6 +249,103 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         return response
 
 
+# Memory protobuf (upb) takes to parse a message, per byte of the message, at most: measured on
+# 20 MB messages of the emptiest repeated records (TensorShapeProto dims 26x, empty strings 21x,
+# empty Examples 23x, MultiInference tasks 31x; ModelConfigs and ResourceHandleProtos 55x).
+PARSE_EXPANSION = 32
+RELOAD_CONFIG = "/tensorflow.serving.ModelService/HandleReloadConfigRequest"
+PARSE_EXPANSIONS = {RELOAD_CONFIG: 56}
+PREDICT = "/tensorflow.serving.PredictionService/Predict"
+
+
+def message_cost(method: str, size: int) -> int:
+    """Bytes a gRPC request message of `size` bytes holds once received and parsed: its bytes,
+    and what protobuf builds from them (PARSE_EXPANSIONS)."""
+    return (1 + PARSE_EXPANSIONS.get(method, PARSE_EXPANSION)) * size
+
+
+def max_receive_bytes_of(budget_bytes: int) -> int:
+    """The largest request message whose cost (`message_cost`) takes at most half of the budget
+    (as a model call's activations do), the rest left for what the call builds from it: the
+    default of --grpc_max_message_bytes.
+
+    >>> max_receive_bytes_of(12 * (64 << 20)) // (1 << 20)
+    11
+    """
+    return budget_bytes // (2 * (1 + PARSE_EXPANSION))
+
+
+def _predict_request_class():
+    """TF Serving's PredictRequest, but its TensorProtos without resource_handle_val and
+    variant_val (fields 14 and 15): no input can be DT_RESOURCE or DT_VARIANT (tensor_proto
+    refuses both), and parsed they are protobuf's largest records (55 bytes of memory a byte
+    sent); left out, what a client sends in them is kept as unknown bytes, as sent."""
+    pool, added = descriptor_pool.DescriptorPool(), set()
+
+    def add(file) -> None:
+        if file.name in added:
+            return
+        added.add(file.name)
+        for dependency in file.dependencies:
+            add(dependency)
+        proto = descriptor_pb2.FileDescriptorProto.FromString(file.serialized_pb)
+        for message in proto.message_type:
+            if f"{proto.package}.{message.name}" == "tensorflow.TensorProto":
+                kept = [field for field in message.field if field.number not in (14, 15)]
+                del message.field[:]
+                message.field.extend(kept)
+        pool.Add(proto)
+
+    add(predict_pb2.DESCRIPTOR)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.serving.PredictRequest"))
+
+
+PredictRequest = _predict_request_class()
+
+
+class DecodeInServicer(grpc.ServerInterceptor):
+    """Every call's request message is parsed by the thread that serves the call, not by grpc's
+    one thread that receives every call's messages (grpcio's deserializer runs there, holding
+    the GIL: a message of 60 M values stalled every call and REST for seconds). Before parsing,
+    its cost (`message_cost`) is reserved from `budget` until the call ends (RESOURCE_EXHAUSTED if it
+    cannot be had: at once if it never can, else at the call's deadline); what the call reserves
+    beside it must fit with it, or is refused at once (MemoryBudget.one_call). A message that does
+    not parse is INTERNAL with no details, as TF Serving's grpc++ answers it (proto_utils.h);
+    answered so, it frees its HTTP/2 stream (grpcio's own refusal of an undecodable message
+    leaked the stream: 100 of them locked their connection)."""
+
+    def __init__(self, budget):
+        self.budget = budget
+
+    def intercept_service(self, continuation, details):
+        handler = continuation(details)
+        if handler is None or handler.request_streaming or handler.request_deserializer is None:
+            return handler
+        parse = PredictRequest.FromString if details.method == PREDICT else handler.request_deserializer
+        budget = self.budget
+
+        def decoded(behaviour):
+            def serve(raw: bytes, context):  # a stream's behaviour returns at once: held while parsing
+                with budget.one_call():
+                    try:
+                        held = budget.reserve(message_cost(details.method, len(raw)), _deadline(context))
+                    except Exception as error:
+                        context.abort(grpc_code(error), str(error))
+                    with held:
+                        try:
+                            request = parse(raw)
+                        except Exception:  # DecodeError; RecursionError past protobuf's depth
+                            context.abort(grpc.StatusCode.INTERNAL, "")
+                        return behaviour(request, context)
+            return serve
+
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(decoded(handler.unary_unary), None,
+                                                       handler.response_serializer)
+        return grpc.unary_stream_rpc_method_handler(decoded(handler.unary_stream), None,
+                                                    handler.response_serializer)
+
+
 def server_credentials(ssl_config_file: str):
     """TF Serving's BuildServerCredentials: SSL from an SSLConfig text proto (PEM contents in
     server_key, server_cert and custom_ca; client_verify requires and checks a client
@@ -305,7 +404,7 @@ def call_slots(max_threads: int, options: dict) -> int:
 
 
 def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerBudgets, host: str = "127.0.0.1",
-                     max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024,
+                     max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024, max_receive_bytes: int = 0,
                      channel_arguments: list[tuple] | None = None, metrics: ServingMetrics | None = None,
                      socket_path: str = "", credentials=None, health: bool = False, tensor_content: bool = False,
                      max_connections: int = 4096, profiler: bool = False):
@@ -322,14 +421,19 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
     "PredictionService", as server.cc sets them: SERVING once started, NOT_SERVING once
     shutdown begins. With `profiler` (TF Serving's --enable_profiler), TensorFlow's profiler
     service answers too, on the same port and socket (serving/profiler.py).
+
+    Request messages of at most `max_receive_bytes` are received (--grpc_max_message_bytes; 0:
+    the largest whose parse the decoding budget can hold, `max_receive_bytes_of`), each parsed
+    by the thread serving its call, its cost reserved first (`DecodeInServicer`).
     """
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-    options = {"grpc.max_receive_message_length": max_message_bytes,
-               "grpc.max_send_message_length": max_message_bytes, **connection_options(max_connections),
+    receive = max_receive_bytes or max_receive_bytes_of(budgets.decoding.capacity)
+    options = {"grpc.max_receive_message_length": receive, "grpc.max_send_message_length": max_message_bytes, **connection_options(max_connections),
                **dict(channel_arguments or [])}
     server = grpc.server(WorkerPool(max_threads, "grpc"), options=list(options.items()),
-                         maximum_concurrent_rpcs=call_slots(max_threads, options))
+                         maximum_concurrent_rpcs=call_slots(max_threads, options),
+                         interceptors=[DecodeInServicer(budgets.decoding)])
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionService(manager, session, budgets, metrics or ServingMetrics(enabled=False), tensor_content), server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 
@@ -100,20 +101,40 @@ class MemoryBudget:
         self.peak = 0
         self._lock = threading.Lock()
         self._waiters: list[_Waiter] = []  # in arrival order; the first that fits is served
+        self._call = threading.local()  # .held: the Reservations of the call this thread serves (one_call)
 
     def reserve(self, size: int, deadline: float | None) -> Reservation:
         if size:
             self.take(size, deadline)
-        return Reservation(self, size)
+        reservation = Reservation(self, size)
+        held = getattr(self._call, "held", None)
+        if held is not None:
+            held.append(reservation)
+        return reservation
 
     async def reserve_async(self, size: int, deadline: float | None) -> Reservation:
         if size:
             await self.take_async(size, deadline)
         return Reservation(self, size)
 
+    @contextlib.contextmanager
+    def one_call(self):
+        """Within it, this thread serves one call (a gRPC request, from its parsed message to its
+        answer): what the call asks for must fit in the budget beside what its reservations made
+        here hold, or is refused at once, never waited for with its share held (it would wait
+        for itself, its share held until its deadline, if it has one)."""
+        self._call.held = []
+        try:
+            yield
+        finally:
+            self._call.held = None
+
     def _check(self, size: int) -> None:
-        if size > self.capacity:
-            raise TooLarge(f"The request needs {size} bytes of memory for its {self.name}, more than the "
+        held = getattr(self._call, "held", None)
+        beside = sum(reservation.size for reservation in held) if held else 0
+        if size + beside > self.capacity:
+            what = f" beside the {beside} the call holds" if beside else ""
+            raise TooLarge(f"The request needs {size} bytes of memory for its {self.name}{what}, more than the "
                            f"server's budget of {self.capacity} bytes")
 
     def _grant(self, size: int) -> bool:

@@ -1,7 +1,9 @@
 """TF Serving's config messages that `tensorflow-serving-api` does not ship, declared here
 with TF Serving's package, field names and numbers, and parsed by protobuf itself:
 BatchingParameters (servables/tensorflow/session_bundle_config.proto), MonitoringConfig
-and PrometheusConfig (config/monitoring_config.proto), SSLConfig (config/ssl_config.proto).
+and PrometheusConfig (config/monitoring_config.proto), SSLConfig (config/ssl_config.proto),
+and SerializedInput (apis/internal/serialized_input.proto, there in tensorflow.serving.internal:
+an Input whose examples are their serialized bytes).
 
 `parse_text_file` reads a start-up file as TF Serving's ParseProtoTextFile does
 (util/proto_util.h), with its errors: a file that cannot be read is TensorFlow's file
@@ -34,7 +36,7 @@ log = logging.getLogger(__name__)
 _F = descriptor_pb2.FieldDescriptorProto
 _WRAPPER = {"int64": ".google.protobuf.Int64Value", "string": ".google.protobuf.StringValue",
             "bool": ".google.protobuf.BoolValue"}
-_SCALAR = {"string": _F.TYPE_STRING, "bool": _F.TYPE_BOOL, "int64": _F.TYPE_INT64}
+_SCALAR = {"string": _F.TYPE_STRING, "bytes": _F.TYPE_BYTES, "bool": _F.TYPE_BOOL, "int64": _F.TYPE_INT64}
 
 # message -> [(field, number, type, repeated)]; a type "wrapped <t>" is google.protobuf.<T>Value,
 # "message <Name>" another message of this file.
@@ -49,6 +51,10 @@ MESSAGES = {
     "MonitoringConfig": [("prometheus_config", 1, "message PrometheusConfig", False)],
     "SSLConfig": [("server_key", 1, "string", False), ("server_cert", 2, "string", False),
                   ("custom_ca", 3, "string", False), ("client_verify", 4, "bool", False)],
+    "SerializedExampleList": [("examples", 1, "bytes", True)],
+    "SerializedExampleListWithContext": [("examples", 1, "bytes", True), ("context", 2, "bytes", False)],
+    "SerializedInput": [("example_list", 1, "message SerializedExampleList", False),  # a oneof in TF Serving
+                        ("example_list_with_context", 2, "message SerializedExampleListWithContext", False)],
 }
 
 
@@ -78,6 +84,7 @@ _CLASSES = _message_classes()
 BatchingParameters = _CLASSES["BatchingParameters"]
 MonitoringConfig = _CLASSES["MonitoringConfig"]
 SSLConfig = _CLASSES["SSLConfig"]
+SerializedInput = _CLASSES["SerializedInput"]
 
 
 def parse_text(message_class, text: str):

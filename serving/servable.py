@@ -22,11 +22,14 @@ import threading
 import time
 from typing import NamedTuple
 
+import grpc
 import numpy as np
 import tensorflow as tf
+from google.protobuf import message
 from tensorflow.core.protobuf import config_pb2, saved_model_pb2
 from tensorflow.python.client import pywrap_tf_session as tf_session
 
+from serving.protos import status_error
 from serving.status import InvalidArgument, TensorFlowError, tf_error_message
 
 INIT_OP_SIGNATURE = "__saved_model_init_op"  # a SignatureDef no request can name
@@ -51,12 +54,26 @@ def program_key(path: str) -> tuple | None:
             fingerprint.saved_object_graph_hash, assets.hexdigest())
 
 
+MAX_PROTO_BYTES = 2**31 - 1  # protobuf parses no message larger (CodedInputStream's limit)
+
+
 def serving_meta_graph(path: str, tags: tuple[str, ...] = ("serve",)):
     """The MetaGraphDef of the SavedModel at `path` whose tags are `tags`, read from its proto
-    (the schema TF Serving reads too) rather than through TF's private saved_model_utils."""
+    (the schema TF Serving reads too) rather than through TF's private saved_model_utils.
+
+    A saved_model.pb over protobuf's 2 GiB cannot be a SavedModel: refused before a byte is
+    read (a sparse 3 GB file was read whole, +2.9 GB a load try), with TF's own error for it
+    and for one that does not parse (ReadBinaryProto: DATA_LOSS "Can't parse <path> as binary
+    proto")."""
+    file = os.path.join(path, "saved_model.pb")
+    if os.path.getsize(file) > MAX_PROTO_BYTES:
+        raise status_error(grpc.StatusCode.DATA_LOSS, f"Can't parse {file} as binary proto")
     saved_model = saved_model_pb2.SavedModel()
-    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
-        saved_model.ParseFromString(f.read())
+    with open(file, "rb") as f:
+        try:
+            saved_model.ParseFromString(f.read())
+        except message.DecodeError:
+            raise status_error(grpc.StatusCode.DATA_LOSS, f"Can't parse {file} as binary proto") from None
     for meta_graph in saved_model.meta_graphs:
         if set(meta_graph.meta_info_def.tags) == set(tags):
             return meta_graph
@@ -193,6 +210,11 @@ class Servable(Signatures):
                                  options)
         except tf.errors.OpError as error:  # its own status: InvalidArgument, ResourceExhausted, ...
             raise TensorFlowError(error) from None
+        except UnicodeDecodeError as error:  # the op's message echoed bytes that are not UTF-8 (a bad
+            # serialized Example: "Could not parse example input, value: '...'"), so it never
+            # became its OpError; its bytes are the message, kept with the bad bytes escaped
+            raise InvalidArgument(tf_error_message(ValueError(error.object.decode("utf-8", "backslashreplace")))) \
+                from None
         except (TypeError, ValueError) as error:
             raise InvalidArgument(tf_error_message(error)) from None
         return {key: np.asarray(value) for key, value in zip(outputs, values)}

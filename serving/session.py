@@ -12,7 +12,8 @@ Model work is bounded per request (`ModelWorkLimits`): a request of more rows th
 --max_request_batch_size is refused, and one larger than a slice runs as several calls of
 the signature, each of at most --max_execution_batch_size rows and --max_execution_tokens
 padded tokens, so the model's activations are those of one slice, never of the whole
-request. Between slices the deadline and the client are checked: a request answered 504,
+request; the slices' outputs are joined as one call would have returned them, narrower
+ones padded to the widest (`concatenate_rows`). Between slices the deadline and the client are checked: a request answered 504,
 or cancelled by its client, stops within one slice. Each slice's activations, estimated at
 --activation_bytes_per_token per padded token, are reserved from the same budget as
 decoding and answering (memory_budget), so request memory is one accounting.
@@ -98,19 +99,51 @@ def rows_of(inputs: dict[str, np.ndarray]) -> int | None:
     return sizes.pop() if len(sizes) == 1 else None
 
 
+def pad_value(dtype: np.dtype):
+    """What an output narrower than its request's widest is padded with: what the graph pads
+    with, by dtype, as kerasbert's `entities` pads its per-entity outputs (RaggedTensor.to_tensor's
+    default_value): "" for strings, -1 for signed integers (character offsets), 0 for numbers
+    otherwise (scores; unsigned integers; False).
+
+    >>> pad_value(np.dtype(object)), pad_value(np.dtype(np.int64)), pad_value(np.dtype(np.float32))
+    (b'', -1, 0)
+    """
+    if dtype == object:
+        return b""
+    return -1 if np.issubdtype(dtype, np.signedinteger) else 0
+
+
+def concatenate_rows(pieces: list[np.ndarray], name: str = "") -> np.ndarray:
+    """Outputs of the slices of one request, one after another, each padded past its own
+    width to the widest (`pad_value`): what one call of all the rows returns, since a graph
+    pads each call's rows to that call's widest (a batch's entity count, say)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    if len({piece.ndim for piece in pieces}) > 1:
+        raise FailedPrecondition(f"Output {name} has a different rank in different slices of the request "
+                                 f"({sorted({piece.ndim for piece in pieces})}), so they cannot be joined")
+    widest = tuple(max(sizes) for sizes in zip(*(piece.shape[1:] for piece in pieces)))
+    padded = []
+    for piece in pieces:
+        if piece.shape[1:] != widest:
+            grown = np.full(piece.shape[:1] + widest, pad_value(piece.dtype), dtype=piece.dtype)
+            grown[tuple(slice(0, size) for size in piece.shape)] = piece
+            piece = grown
+        padded.append(piece)
+    return np.concatenate(padded)
+
+
 def concatenate_slices(pieces: list[dict[str, np.ndarray]], sizes: list[int]) -> dict[str, np.ndarray]:
     """The outputs of a request run as slices: each output must have its slice's rows in its
     0th dimension (as TF Serving's SplitOutputTensors requires of a batch), else the request
-    cannot be cut, and fails."""
+    cannot be cut, and fails; slices of different widths are padded (`concatenate_rows`)."""
     for piece, size in zip(pieces, sizes):
         for name, value in piece.items():
             if value.ndim == 0 or value.shape[0] != size:
                 raise FailedPrecondition(f"Output {name} has no row per input row (shape {list(value.shape)} for "
                                          f"{size} rows), so a request of more rows than one model call "
                                          "(--max_execution_batch_size, --max_execution_tokens) cannot run")
-    if len(pieces) == 1:
-        return pieces[0]
-    return {name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]}
+    return {name: concatenate_rows([piece[name] for piece in pieces], name) for name in pieces[0]}
 
 
 class DirectSession:

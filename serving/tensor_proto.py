@@ -6,7 +6,9 @@ shape). So nothing is allocated before the proto is checked: a known dtype that 
 cross a signature (not DT_VARIANT or DT_RESOURCE), a shape with no negative or unknown
 dimension, content whose size matches the shape, and a size once built that the
 caller's limit allows (`materialized_bytes`). Every failure is INVALID_ARGUMENT with TF
-Serving's "tensor parsing error: <alias>" and the reason.
+Serving's "tensor parsing error: <alias>" and the reason. Values past the shape are cut, as
+FromProto cuts them, before any becomes a Python object: a [1, 1] shape with 60 M int_val
+converts one.
 
 Example:
     >>> proto = tf.make_tensor_proto([1.0, 2.0])
@@ -57,9 +59,9 @@ def shape_of(proto, alias: str) -> tuple[int, ...]:
     """The proto's shape, if it is one a tensor can have."""
     if proto.tensor_shape.unknown_rank:
         raise _error(alias, "the shape's rank is unknown")
+    if len(proto.tensor_shape.dim) > MAX_RANK:  # counted before any is read
+        raise _error(alias, f"{len(proto.tensor_shape.dim)} dimensions, more than {MAX_RANK}")
     dims = tuple(int(d.size) for d in proto.tensor_shape.dim)
-    if len(dims) > MAX_RANK:
-        raise _error(alias, f"{len(dims)} dimensions, more than {MAX_RANK}")
     if any(d < 0 for d in dims):
         raise _error(alias, f"negative dimension in shape {list(dims)}")
     if _elements(tuple(d for d in dims if d)) >= 2**58:  # what numpy can index (16-byte elements)
@@ -74,21 +76,31 @@ def _elements(dims: tuple[int, ...]) -> int:
     return count
 
 
-def materialized_bytes(proto, alias: str) -> int:
-    """An upper bound of the memory the built array takes (before anything is built)."""
+def materialized_bytes(proto, alias: str, limit_bytes: int | None = None) -> int:
+    """An upper bound of the memory the built array takes (before anything is built). Only
+    the strings the shape takes are counted, and none once the shape alone is over
+    `limit_bytes`: a message's values past its shape cost nothing."""
     if proto.dtype not in _FIELDS:
         name = types_pb2.DataType.Name(proto.dtype) if proto.dtype in types_pb2.DataType.values() else proto.dtype
         raise _error(alias, f"dtype {name} cannot be sent as an input")
     count = _elements(shape_of(proto, alias))
     if proto.dtype == types_pb2.DT_STRING:
-        return count * STRING_OVERHEAD + len(proto.tensor_content) + sum(len(v) for v in proto.string_val)
+        size = count * STRING_OVERHEAD + len(proto.tensor_content)
+        if limit_bytes is not None and size > limit_bytes:
+            return size
+        return size + sum(len(v) for v in _first(proto.string_val, count))
     return count * np.dtype(_FIELDS[proto.dtype][2]).itemsize
+
+
+def _first(values, count: int):
+    """The first `count` of a repeated field: only those become Python objects."""
+    return values[:count] if len(values) > count else values
 
 
 def to_array(proto, alias: str, limit_bytes: int) -> np.ndarray:
     """The array a TensorProto stands for, refused (InvalidArgument) if malformed or if it
     would take more than `limit_bytes` once built."""
-    size = materialized_bytes(proto, alias)
+    size = materialized_bytes(proto, alias, limit_bytes)
     if size > limit_bytes:
         raise too_large(alias, size, limit_bytes)
     dims = shape_of(proto, alias)
@@ -96,7 +108,7 @@ def to_array(proto, alias: str, limit_bytes: int) -> np.ndarray:
     field, wire, built = _FIELDS[proto.dtype]
     if proto.dtype == types_pb2.DT_STRING:
         values = _decode_string_list(proto.tensor_content, count, alias) if proto.tensor_content \
-            else list(proto.string_val)
+            else list(_first(proto.string_val, count))
         return _fill(np.array(values, dtype=object), count, alias, b"").reshape(dims)
     if proto.tensor_content:
         itemsize = np.dtype(built).itemsize
@@ -104,7 +116,8 @@ def to_array(proto, alias: str, limit_bytes: int) -> np.ndarray:
             raise _error(alias, f"tensor_content holds {len(proto.tensor_content)} bytes, the shape "
                                 f"{list(dims)} of {np.dtype(built).name} needs {count * itemsize}")
         return np.frombuffer(proto.tensor_content, dtype=built).reshape(dims).copy()
-    values = np.array(getattr(proto, field), dtype=wire)
+    values = np.array(_first(getattr(proto, field), count if field not in ("scomplex_val", "dcomplex_val")
+                                                   else 2 * count), dtype=wire)
     if proto.dtype in (types_pb2.DT_COMPLEX64, types_pb2.DT_COMPLEX128):
         if len(values) % 2:
             raise _error(alias, "complex values come in (real, imaginary) pairs; an odd count was sent")
@@ -137,7 +150,8 @@ def from_array(array: np.ndarray, as_content: bool = False):
 
 
 def _fill(values: np.ndarray, count: int, alias: str, zero) -> np.ndarray:
-    """FromProto's rule: no values is all zeros; fewer repeat the last; more are cut."""
+    """FromProto's rule: no values is all zeros; fewer repeat the last; more are cut (no error:
+    tf.io.parse_tensor, Tensor::FromProto, keeps the first `count` of a [1] shape's 60 M)."""
     if len(values) >= count:
         return values[:count]
     out = np.empty(count, dtype=values.dtype)

@@ -31,6 +31,20 @@ class Toy(tf.Module):
     def pair(self, a, b):
         return {"sum": tf.cast(a, tf.float64) + b * tf.cast(self.scale, tf.float64)}
 
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
+    def ids(self, ids):
+        return {"total": tf.reduce_sum(ids, axis=1)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def words(self, text):
+        """Outputs as wide as the call's most words, padded as kerasbert's `entities` pads its
+        own: "" for strings, -1 for integers, 0 for floats."""
+        words = tf.strings.split(text)
+        return {"word": words.to_tensor(default_value=""),
+                "length": tf.strings.length(words).to_tensor(default_value=-1),
+                "score": tf.cast(tf.strings.length(words), tf.float32).to_tensor(default_value=0.0),
+                "count": words.row_lengths()}
+
     @tf.function(input_signature=[EXAMPLES])
     def classify(self, inputs):
         """Examples with float feature x (2 values) -> classes neg/pos, scores softmax(x * scale)."""
@@ -200,6 +214,20 @@ class Hostile(tf.Module):
                           (tf.constant(0), x))[1]
         return {"y": tf.reduce_sum(y, axis=1)}
 
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
+    def ids(self, ids):
+        return {"total": tf.reduce_sum(ids, axis=1)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def words(self, text):
+        """Outputs as wide as the call's most words, padded as kerasbert's `entities` pads its
+        own: "" for strings, -1 for integers, 0 for floats."""
+        words = tf.strings.split(text)
+        return {"word": words.to_tensor(default_value=""),
+                "length": tf.strings.length(words).to_tensor(default_value=-1),
+                "score": tf.cast(tf.strings.length(words), tf.float32).to_tensor(default_value=0.0),
+                "count": words.row_lengths()}
+
     @tf.function(input_signature=[EXAMPLES])
     def classify(self, inputs):
         x = tf.io.parse_example(inputs, {"x": tf.io.FixedLenFeature([2], tf.float32)})["x"]
@@ -209,4 +237,4 @@ class Hostile(tf.Module):
 def save_hostile(path):
     model = Hostile()
     tf.saved_model.save(model, path, signatures={name: getattr(model, name) for name in
-                                                 ("sum_rows", "double", "pair", "burn", "classify")})
+                                                 ("sum_rows", "double", "pair", "burn", "classify", "words", "ids")})

@@ -163,17 +163,30 @@ def glob_paths(pattern):
     return sorted(glob.glob(str(pattern)))
 
 
-@pytest.mark.parametrize("case", ["a folder as input", "an output under a file", "an output under /proc"])
+PATH_CASES = ["a folder as input", "an output under a file", "an output under /proc", "a FIFO as input",
+              "a link to /dev/zero as input", "an output inside the input folder"]
+
+
+@pytest.mark.parametrize("case", PATH_CASES)
 def test_a_path_that_cannot_be_used_is_one_line_exit_2(export, tmp_path, capsys, case):
-    """Was: a Python traceback, exit 1."""
+    """Was: a Python traceback, exit 1. Issue 70: a FIFO waited for ever, a link to /dev/zero was
+    read past 12 GiB, and a second run with --output inside its input folder scored the first
+    run's results; each is refused before any work."""
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.txt").write_text("the cat sat\n")
     (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink("/dev/zero", tmp_path / "zero.txt")
     source, prefix = {"a folder as input": (tmp_path / "in", tmp_path / "out" / "embed"),
                       "an output under a file": (tmp_path / "in" / "a.txt", tmp_path / "file" / "embed"),
-                      "an output under /proc": (tmp_path / "in" / "a.txt", "/proc/embed/out")}[case]
+                      "an output under /proc": (tmp_path / "in" / "a.txt", "/proc/embed/out"),
+                      "a FIFO as input": (tmp_path / "fifo", tmp_path / "out" / "embed"),
+                      "a link to /dev/zero as input": (tmp_path / "zero.txt", tmp_path / "out" / "embed"),
+                      "an output inside the input folder": (tmp_path / "in" / "*", tmp_path / "in" / "embed")}[case]
     result = run_main(["pipelines.batch_predict", "--model_dir", export, "--signature", "embed",
                        "--input", str(source), "--output", str(prefix)], capsys)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
     assert "Traceback" not in result.stderr
+    assert {"a FIFO as input": "is a FIFO, not a regular file", "a link to /dev/zero as input": "is a character device",
+            "an output inside the input folder": "--output is inside the input folder"}.get(case, "") in lines[0]

@@ -14,11 +14,14 @@ import dataclasses
 import glob
 import json
 import os
+import re
+import stat
 import tempfile
 import uuid
 
 import apache_beam as beam
 from apache_beam.io import fileio
+from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
@@ -93,14 +96,35 @@ def _is_local(path: str) -> bool:
     return FileSystems.get_scheme(path) is None
 
 
-def check_input(pattern: str) -> None:
-    """One line for an input that cannot be read: nothing matches, or a folder was given."""
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                (stat.S_ISSOCK, "a socket"))
+
+
+def check_input(pattern: str, prefix: str | None = None) -> None:
+    """One line for an input that cannot be read: nothing matches, a folder was given, or a
+    file that is not a regular one (a FIFO waits for ever; a link to /dev/zero never ends);
+    or, with the output `prefix`, one whose results --input would read back: a prefix in the
+    folder the glob reads (a second run scored the first run's results)."""
     matched = [metadata.path for metadata in FileSystems.match([pattern])[0].metadata_list]
     if not matched:
         raise FileNotFoundError(f"{pattern}: no input file matches")
-    folders = [path for path in matched if _is_local(path) and os.path.isdir(path)]
+    local = [path for path in matched if _is_local(path)]
+    folders = [path for path in local if os.path.isdir(path)]
     if folders:
         raise IsADirectoryError(f"{folders[0]}: --input is a folder; give its files, e.g. {folders[0]}/*")
+    for path in local:
+        mode = os.stat(path).st_mode  # a link's target's
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _NOT_REGULAR if test(mode)), "not a file")
+            raise ConfigError(f"{path}: --input is {kind}, not a regular file; give files")
+    if prefix is not None and _is_local(pattern) and _is_local(prefix):
+        reads = re.compile(FileSystem.translate_pattern(os.path.abspath(pattern))).match
+        shards = [f"{prefix}-00000-of-00001{suffix}" for suffix in SUFFIXES.values()]
+        for written in shards + [dead_letter_path(prefix), counts_path(prefix)]:
+            if reads(os.path.abspath(written)):
+                raise ConfigError(f"{prefix}: --output is inside the input folder: --input {pattern} would read "
+                                  f"this run's results ({os.path.basename(written)}) in the next run; write "
+                                  "them elsewhere")
 
 
 def check_output(prefix: str) -> None:
@@ -224,7 +248,7 @@ def run_batch_predict(config: BatchPredictConfig, beam_args: list[str] | None = 
                       verbose: bool = False) -> dict[str, int]:
     """Runs the pipeline with Beam's options `beam_args` (runner and its settings); returns
     and writes `<output>.counts.json`: lines (or records) read, scored, refused and empty."""
-    check_input(config.input)
+    check_input(config.input, config.output)
     check_output(config.output)
     string_inputs(config.model_dir, config.signature)  # a signature it cannot call: refused before any work
     existing, temp_folders = own_outputs(config.output)
