@@ -12,7 +12,25 @@ from kerasbert.export import set_signature_methods
 EXAMPLES = tf.TensorSpec([None], tf.string, name="inputs")
 
 
-class Toy(tf.Module):
+class RaggedRows(tf.Module):
+    """Signatures whose rows differ in width (the server joins sliced outputs)."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
+    def ids(self, ids):
+        return {"total": tf.reduce_sum(ids, axis=1)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def words(self, text):
+        """Outputs as wide as the call's most words, padded as kerasbert's `entities` pads its
+        own: "" for strings, -1 for integers, 0 for floats."""
+        words = tf.strings.split(text)
+        return {"word": words.to_tensor(default_value=""),
+                "length": tf.strings.length(words).to_tensor(default_value=-1),
+                "score": tf.cast(tf.strings.length(words), tf.float32).to_tensor(default_value=0.0),
+                "count": words.row_lengths()}
+
+
+class Toy(RaggedRows):
     def __init__(self, scale):
         super().__init__()
         self.scale = tf.Variable(float(scale))
@@ -30,20 +48,6 @@ class Toy(tf.Module):
                                   tf.TensorSpec([None], tf.float64, name="b")])
     def pair(self, a, b):
         return {"sum": tf.cast(a, tf.float64) + b * tf.cast(self.scale, tf.float64)}
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
-    def ids(self, ids):
-        return {"total": tf.reduce_sum(ids, axis=1)}
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def words(self, text):
-        """Outputs as wide as the call's most words, padded as kerasbert's `entities` pads its
-        own: "" for strings, -1 for integers, 0 for floats."""
-        words = tf.strings.split(text)
-        return {"word": words.to_tensor(default_value=""),
-                "length": tf.strings.length(words).to_tensor(default_value=-1),
-                "score": tf.cast(tf.strings.length(words), tf.float32).to_tensor(default_value=0.0),
-                "count": words.row_lengths()}
 
     @tf.function(input_signature=[EXAMPLES])
     def classify(self, inputs):
@@ -189,7 +193,7 @@ def save_echo(path):
                                                 ("int32", "float", "double", "bytes", "named", "named_b64")})
 
 
-class Hostile(tf.Module):
+class Hostile(RaggedRows):
     """Signatures an attacker's requests are aimed at: one whose output has no batch dimension
     (a sum over rows), one per row, two inputs, and one that costs CPU time per row."""
 
@@ -213,20 +217,6 @@ class Hostile(tf.Module):
         y = tf.while_loop(lambda i, h: i < 2000, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, weights)) + x),
                           (tf.constant(0), x))[1]
         return {"y": tf.reduce_sum(y, axis=1)}
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
-    def ids(self, ids):
-        return {"total": tf.reduce_sum(ids, axis=1)}
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def words(self, text):
-        """Outputs as wide as the call's most words, padded as kerasbert's `entities` pads its
-        own: "" for strings, -1 for integers, 0 for floats."""
-        words = tf.strings.split(text)
-        return {"word": words.to_tensor(default_value=""),
-                "length": tf.strings.length(words).to_tensor(default_value=-1),
-                "score": tf.cast(tf.strings.length(words), tf.float32).to_tensor(default_value=0.0),
-                "count": words.row_lengths()}
 
     @tf.function(input_signature=[EXAMPLES])
     def classify(self, inputs):
