@@ -66,6 +66,10 @@ _MODULES = {
     "export_model": "kerasbert.export",
     "export_saved_model": "kerasbert.export",
     "make_strategy": "kerasbert.training.strategy",
+    # transformers BERT checkpoints in (as runs) and out (a folder per task).
+    "load_transformers": "kerasbert.hf.importing",
+    "import_transformers": "kerasbert.hf.importing",
+    "export_transformers": "kerasbert.hf.exporting",
     # TensorFlow's oneDNN CPU kernels on every x86 CPU (call before TensorFlow is imported).
     "prefer_onednn": "kerasbert.cpu_kernels",
 }

@@ -117,6 +117,9 @@ class Task:
     class_names: tuple[str, ...] = ()  # the names served for the classes
     min_score: float | None = None  # score kinds: the range (None = the training labels')
     max_score: float | None = None
+    # score kinds: "sigmoid" (min_score + range * sigmoid(logit)) or "linear" (the logit, unclipped:
+    # transformers' regression head; imported checkpoints keep it, and need no range)
+    score_output: str = "sigmoid"
     head: str = ""  # the head layer (`<head>_head`) and the signatures' name ("" = name)
     title: str = ""  # for plots and reports ("" = name)
     clean: str = ""  # a cleaner of kerasbert.data.cleaning.CLEANERS ("" = spaces only)
@@ -183,6 +186,8 @@ class Task:
                 fail(f"a pair_binary task has 2 classes. Received: {self.num_classes}")
             if self.is_resolved and self.num_classes < 2:
                 fail(f"a classes task needs at least 2 classes. Received: {list(self.labels or self.class_names)}")
+        elif self.score_output not in ("sigmoid", "linear"):
+            fail(f"score_output must be sigmoid or linear. Received: {self.score_output!r}")
         elif self.min_score is not None and self.max_score is not None and not self.min_score < self.max_score:
             fail(f"min_score must be below max_score. Received: {self.min_score:g}, {self.max_score:g}")
 
@@ -229,7 +234,7 @@ class Task:
         """Whether the classes (or the score range) are known; else the training file gives them."""
         if self.is_classes or self.kind == "tags":
             return bool(self.labels or self.class_names)
-        if self.kind == "span":
+        if self.kind == "span" or self.score_output == "linear":
             return True
         return self.min_score is not None and self.max_score is not None
 

@@ -2,12 +2,15 @@
 
     python -m pipelines.export --model_dir runs/finetune --export_base saved_models/kerasbert [--version N]
         [--compute_dtype bfloat16]
+    python -m pipelines.export --model_dir runs/finetune --format transformers --export_base hf_models/NAME
 
 Writes saved_models/kerasbert/<N>/ (default N: the next integer). Signatures, per task of
 the run, named by its head: sentiment (= serving_default), paraphrase, similarity, and
 their *_tokens and *_classify / *_regress variants; entities (ner: text -> entities with
 character offsets) and answer (squad: question, context -> answer, answer_start,
 answer_end, score) and their *_tokens variants; embed and embed_tokens.
+--format transformers writes each task as a transformers folder, <export_base>/<task>/, which
+transformers.pipeline and AutoModelFor...from_pretrained load (kerasbert/hf/exporting.py).
 """
 
 import sys
@@ -19,7 +22,10 @@ def main(argv=None) -> int:
     parser = pipeline_parser("python -m pipelines.export", __doc__)
     parser.add_argument("--model_dir", required=True, help="Output folder of pipelines.finetune.")
     parser.add_argument("--export_base", required=True, type=output_folder,
-                        help="Model base path: versions are written as <export_base>/<N>/.")
+                        help="Model base path: versions are written as <export_base>/<N>/ (with --format "
+                             "transformers: a folder per task, <export_base>/<task>/).")
+    parser.add_argument("--format", default="saved_model", choices=("saved_model", "transformers"),
+                        help="saved_model: for TF Serving; transformers: BertFor... folders for transformers.")
     parser.add_argument("--version", type=int, default=None,
                         help="Version number (default: one more than the highest present).")
     parser.add_argument("--compute_dtype", default="float32", choices=("float32", "bfloat16"),
@@ -29,6 +35,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def run():
+        if args.format == "transformers":
+            from kerasbert.hf.exporting import export_transformers
+            for task, folder in export_transformers(args.model_dir, args.export_base).items():
+                print(f"== exported {task} as {folder}")
+            return
         from kerasbert.export import export_saved_model
         path = export_saved_model(args.model_dir, args.export_base, args.version, args.compute_dtype)
         print(f"== exported {path}")

@@ -6,6 +6,9 @@
 - `word_split_patterns()`: the regexes keras-hub's WordPiece tokenizer splits words with
   (module constants), which kerasbert/families/wordpiece.py reuses so that
   its ids equal `BertTokenizer`'s (tests/test_wordpiece.py checks them on the dev sets).
+- `convert_bert_weights(backbone, loader, config)`: keras-hub's transformers BERT converter
+  (`keras_hub.src.utils.transformers.convert_bert`), which kerasbert/hf/importing.py feeds
+  from its own reader of the checkpoint (tests/test_transformers_bridge.py).
 
 On a keras-hub release not in CHECKED_KERAS_HUB, `checked()` is False and kerasbert runs
 the encoder as the backbone's own call (the same results, with the padding computed);
@@ -64,3 +67,11 @@ def word_split_patterns() -> tuple[str, str]:
     from keras_hub.src.tokenizers import word_piece_tokenizer as tokenizer
 
     return tokenizer.WHITESPACE_PUNCTUATION_AND_CJK_REGEX, tokenizer.PUNCTUATION_AND_CJK_REGEX
+
+
+def convert_bert_weights(backbone, loader, transformers_config: dict) -> None:
+    """Assigns a transformers BERT checkpoint's encoder weights to `backbone` through keras-hub's
+    own converter; `loader` answers its `get_tensor(name)` and `port_weight(variable, name, hook_fn)`."""
+    from keras_hub.src.utils.transformers import convert_bert
+
+    convert_bert.convert_weights(backbone, loader, transformers_config)

@@ -212,7 +212,7 @@ def _label(task: Task, row: Row, table: TaskRows) -> float:
                         "task (a regression)") from None
     if not math.isfinite(value):
         raise ValueError(f"label {row.label!r} is not a finite number")
-    if not task.min_score <= value <= task.max_score:
+    if task.min_score is not None and not task.min_score <= value <= task.max_score:
         raise ValueError(f"score {value:g} outside [{task.min_score:g}, {task.max_score:g}]")
     return value
 

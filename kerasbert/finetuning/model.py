@@ -5,7 +5,8 @@ Heads, by the task's kind (`kerasbert.tasks`):
 - pair_classes, pair_binary (paraphrase): cross-encoder: dense(num_classes), or dense(1) for
   binary, on the pair's embedding; bi-encoder: the same on [u, v, |u - v|, u * v] of the
   two sentence embeddings (Sentence-BERT).
-- score: min_score + (max_score - min_score) * sigmoid(dense(1)) on the sentence embedding.
+- score: min_score + (max_score - min_score) * sigmoid(dense(1)) on the sentence embedding;
+  with the task's score_output "linear", dense(1) itself (transformers' regression head).
 - pair_score (similarity): cross-encoder: as score, on the pair's embedding; bi-encoder: the
   cosine of u and v mapped from [-1, 1] to [min_score, max_score].
 - tags (named entities): dropout + dense(num_tags) on each token's state: tag logits
@@ -202,6 +203,8 @@ class MultitaskBert(DatasetFit, keras.Model):
             features = u if v is None else tf.concat([u, v, tf.abs(u - v), u * v], axis=-1)  # (batch, 4 * hidden)
             logits = head(self.dropout(features, training=training))  # (batch, classes or 1)
             return logits[:, 0] if spec.kind == "pair_binary" else logits
+        if v is None and spec.score_output == "linear":
+            return head(self.dropout(u, training=training))[:, 0]
         low, span = spec.min_score, spec.max_score - spec.min_score
         if v is None:
             return low + span * tf.sigmoid(head(self.dropout(u, training=training))[:, 0])
@@ -226,6 +229,8 @@ class MultitaskBert(DatasetFit, keras.Model):
             return tf.sigmoid(output)
         if spec.is_classes:
             return tf.nn.softmax(output)
+        if spec.score_output == "linear" and self.encoder_of(task) != "bi":
+            return output
         return tf.clip_by_value(output, spec.min_score, spec.max_score)
 
     def call(self, x, training=False):

@@ -1,0 +1,185 @@
+"""A kerasbert run out as transformers folders: one per task, which `transformers.pipeline`
+and `AutoModelFor...from_pretrained` load as they are.
+
+Each folder holds config.json (architectures, id2label/label2id from the task's names),
+model.safetensors (transformers' weight names, `bert.` prefix, the shared encoder copied into
+each), vocab.txt, tokenizer_config.json (do_lower_case, strip_accents, model_max_length: the
+run's packed length) and special_tokens_map.json. By the task's kind:
+
+    classes, pair_classes  BertForSequenceClassification, one label per class
+    pair_binary            BertForSequenceClassification, 2 labels: (0, z) rows, so transformers'
+                           softmax gives kerasbert's sigmoid(z) to the second class exactly
+    score, pair_score      BertForSequenceClassification, num_labels 1, problem_type regression.
+                           score_output "linear" (an imported regression) is exact; kerasbert's
+                           own "sigmoid" head is not linear: transformers' logit z is kerasbert's
+                           before min_score + (max_score - min_score) * sigmoid(z), clipped
+    tags                   BertForTokenClassification (no pooler, as transformers builds it)
+    span                   BertForQuestionAnswering, qa_outputs rows start, end
+Sentence heads must read the [CLS] pooler (heads.pooling "cls") through a cross-encoder, as
+transformers' do: a run with mean pooling, or a bi-encoder pair head, is refused naming the
+task. The activation is written as "gelu_new", the tanh GELU kerasbert computes, so
+transformers gives kerasbert's outputs (to float rounding). config.json also carries the
+task's declaration (`kerasbert_task`), which `load_transformers` reads back.
+
+Example:
+    >>> export_transformers("runs/finetune_ner", "hf_models/ner_run")
+    {'ner': 'hf_models/ner_run/ner'}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+from kerasbert.compat.keras_hub import block_parts
+from kerasbert.durable import publish
+from kerasbert.errors import ConfigError
+from kerasbert.finetuning.load import load_finetuned
+from kerasbert.tasks import Task
+
+ARCHITECTURE_OF_KIND = {"tags": "BertForTokenClassification", "span": "BertForQuestionAnswering"}
+SEQUENCE_CLASSIFIER = "BertForSequenceClassification"
+
+
+def encoder_weights(backbone, pooler: bool) -> dict[str, np.ndarray]:
+    """The encoder's weights under transformers' BertModel names (`bert.` prefix); Dense kernels
+    (in, out) become Linear weights (out, in)."""
+    hidden = backbone.hidden_dim
+    weights = {
+        "embeddings.word_embeddings.weight": backbone.get_layer("token_embedding").embeddings,
+        "embeddings.position_embeddings.weight": backbone.get_layer("position_embedding").position_embeddings,
+        "embeddings.token_type_embeddings.weight": backbone.get_layer("segment_embedding").embeddings,
+    }
+    weights.update(layer_norm("embeddings.LayerNorm", backbone.get_layer("embeddings_layer_norm")))
+    for i in range(backbone.num_layers):
+        parts, prefix = block_parts(backbone.get_layer(f"transformer_layer_{i}")), f"encoder.layer.{i}."
+        attention = parts.attention
+        for name, dense in (("query", attention.query_dense), ("key", attention.key_dense),
+                            ("value", attention.value_dense)):
+            weights[f"{prefix}attention.self.{name}.weight"] = np.reshape(dense.kernel, (hidden, hidden)).T
+            weights[f"{prefix}attention.self.{name}.bias"] = np.reshape(dense.bias, (hidden,))
+        weights[f"{prefix}attention.output.dense.weight"] = np.reshape(attention.output_dense.kernel,
+                                                                       (hidden, hidden)).T  # (heads, dim, hidden)
+        weights[f"{prefix}attention.output.dense.bias"] = attention.output_dense.bias
+        weights.update(layer_norm(f"{prefix}attention.output.LayerNorm", parts.attention_norm))
+        weights.update(linear(f"{prefix}intermediate.dense", parts.intermediate))
+        weights.update(linear(f"{prefix}output.dense", parts.output))
+        weights.update(layer_norm(f"{prefix}output.LayerNorm", parts.output_norm))
+    if pooler:
+        weights.update(linear("pooler.dense", backbone.get_layer("pooled_dense")))
+    return {f"bert.{name}": np.asarray(value) for name, value in weights.items()}
+
+
+def linear(name: str, dense) -> dict:
+    return {f"{name}.weight": np.asarray(dense.kernel).T, f"{name}.bias": dense.bias}
+
+
+def layer_norm(name: str, layer) -> dict:
+    return {f"{name}.weight": layer.gamma, f"{name}.bias": layer.beta}
+
+
+def unsupported(model, task: str) -> str:
+    """Why `task`'s head has no transformers form ("" when it has one)."""
+    spec = model.task_specs[task]
+    if spec.is_family:
+        return ""
+    if model.encoder_of(task) == "bi":
+        return "a bi-encoder pair head (two sentence embeddings) has no transformers form; fine-tune it with " \
+               "heads.pair_encoder=cross (heads.sts_encoder=cross for a pair_score task)"
+    if model.pooling != "cls":
+        return "its head reads the mean of the token states (heads.pooling=mean); transformers' " \
+               "BertForSequenceClassification reads the [CLS] pooler: fine-tune with heads.pooling=cls"
+    return ""
+
+
+def head_tensors(model, task: str) -> dict[str, np.ndarray]:
+    """The head's weights under transformers' names, [labels, hidden] rows."""
+    spec, (kernel, bias) = model.task_specs[task], model.head(task).get_weights()
+    weight = kernel.T  # (units, hidden)
+    if spec.kind == "pair_binary":  # rows (0, z): softmax gives sigmoid(z) to the second class
+        weight, bias = np.concatenate([np.zeros_like(weight), weight]), np.concatenate([np.zeros_like(bias), bias])
+    name = "qa_outputs" if spec.kind == "span" else "classifier"
+    return {f"{name}.weight": weight, f"{name}.bias": bias}
+
+
+def label_names(spec: Task) -> list[str]:
+    if spec.kind == "tags":
+        return list(spec.labels)
+    if spec.is_classes:
+        return list(spec.served_names)
+    return ["LABEL_0", "LABEL_1"] if spec.kind == "span" else ["LABEL_0"]
+
+
+def transformers_config(model, spec: Task, pad_id: int) -> dict:
+    backbone = model.backbone
+    names = label_names(spec)
+    config = {
+        "architectures": [ARCHITECTURE_OF_KIND.get(spec.kind, SEQUENCE_CLASSIFIER)], "model_type": "bert",
+        "vocab_size": backbone.vocabulary_size, "hidden_size": backbone.hidden_dim,
+        "num_hidden_layers": backbone.num_layers, "num_attention_heads": backbone.num_heads,
+        "intermediate_size": backbone.intermediate_dim, "hidden_act": "gelu_new",
+        "hidden_dropout_prob": backbone.dropout, "attention_probs_dropout_prob": backbone.dropout,
+        "classifier_dropout": model.dropout_rate, "max_position_embeddings": backbone.max_sequence_length,
+        "type_vocab_size": backbone.num_segments, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+        "pad_token_id": pad_id, "position_embedding_type": "absolute", "torch_dtype": "float32",
+        "id2label": {str(index): name for index, name in enumerate(names)},
+        "label2id": {name: index for index, name in enumerate(names)},
+        "kerasbert_task": dataclasses.replace(spec, train_file="", dev_file="").to_config(),
+    }
+    if spec.kind not in ARCHITECTURE_OF_KIND:
+        config["problem_type"] = "single_label_classification" if spec.is_classes else "regression"
+    return config
+
+
+def tokenizer_files(tokenizer, sequence_length: int) -> dict[str, dict]:
+    special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+               "mask_token": "[MASK]"}
+    settings = {"tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.lowercase,
+                "strip_accents": None if tokenizer.strip_accents == tokenizer.lowercase else tokenizer.strip_accents,
+                "tokenize_chinese_chars": True, "model_max_length": sequence_length, **special}
+    return {"tokenizer_config.json": settings, "special_tokens_map.json": special}
+
+
+def write_task_folder(model, preprocessor, task: str, folder: str) -> str:
+    """One task as a transformers folder at `folder` (which must not exist), written atomically."""
+    from safetensors.numpy import save_file
+
+    if os.path.exists(folder):
+        raise FileExistsError(f"{folder}: already there; export into a new folder")
+    spec, tokenizer = model.task_specs[task], preprocessor.tokenizer
+    partial = os.path.join(os.path.dirname(os.path.abspath(folder)), f".{os.path.basename(folder)}.writing-{os.getpid()}")
+    os.makedirs(partial)
+    tensors = {**encoder_weights(model.backbone, pooler=not spec.is_family), **head_tensors(model, task)}
+    save_file({name: np.ascontiguousarray(value, np.float32) for name, value in tensors.items()},
+              os.path.join(partial, "model.safetensors"), metadata={"format": "pt"})
+    files = {"config.json": transformers_config(model, spec, preprocessor.ids["pad"]),
+             **tokenizer_files(tokenizer, spec.sequence_length or preprocessor.sequence_length)}
+    for name, content in files.items():
+        with open(os.path.join(partial, name), "w", encoding="utf-8") as f:
+            json.dump(content, f, indent=2)
+            f.write("\n")
+    with open(os.path.join(partial, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(f"{token}\n" for token in tokenizer.get_vocabulary()))
+    publish(partial, folder, replace=False)
+    return folder
+
+
+def export_transformers(model_dir, export_base: str, tasks=None) -> dict[str, str]:
+    """Writes each task of a run (`model_dir`: a pipelines.finetune or import_transformers folder,
+    or a (model, preprocessor) pair) as a transformers folder `<export_base>/<task>`; returns
+    {task: folder}. `tasks` picks some (None: all). Every task is checked before any is written.
+    """
+    model, preprocessor = load_finetuned(model_dir)[1:] if isinstance(model_dir, str) else model_dir
+    tasks = tuple(model.tasks if tasks is None else tasks)
+    unknown = [task for task in tasks if task not in model.tasks]
+    if unknown:
+        raise ConfigError(f"task(s) {unknown} are not the run's; its tasks: {list(model.tasks)}")
+    refused = {task: reason for task in tasks if (reason := unsupported(model, task))}
+    if refused:
+        raise ConfigError("; ".join(f"task {task!r}: {reason}" for task, reason in refused.items())
+                          + f" (export the others with kerasbert.export_transformers(..., tasks=[...]))")
+    os.makedirs(export_base, exist_ok=True)
+    return {task: write_task_folder(model, preprocessor, task, os.path.join(export_base, task)) for task in tasks}

@@ -1,0 +1,264 @@
+"""transformers BERT checkpoints in and out (kerasbert/hf/), with no transformers installed:
+tiny checkpoints written here in transformers' layout (known weights, safetensors), imported and
+checked against a BERT forward in NumPy; kerasbert -> transformers folder -> kerasbert equal;
+each bad checkpoint's one-line error."""
+
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from conftest import TINY_VOCAB
+from kerasbert.errors import DataError, KerasbertError
+
+HIDDEN, LAYERS, HEADS, INTERMEDIATE, POSITIONS = 16, 2, 2, 32, 128
+TAGS = ["B-PER", "O", "I-PER", "B-LOC", "I-LOC"]  # 'O' not first: the importer reorders the rows
+
+
+def _rng_weights(seed: int, head: str | None, rows: int, pooler: bool, prefix: str, norm: str) -> dict:
+    """A BertFor... state dict in transformers' names ([out, in] Linear weights), distinct values."""
+    rng = np.random.default_rng(seed)
+
+    def normal(*shape, scale=0.3):
+        return rng.normal(0.0, scale, shape).astype(np.float32)
+
+    gamma, beta = ("gamma", "beta") if norm == "gamma" else ("weight", "bias")
+    weights = {"embeddings.word_embeddings.weight": normal(len(TINY_VOCAB), HIDDEN),
+               "embeddings.position_embeddings.weight": normal(POSITIONS, HIDDEN),
+               "embeddings.token_type_embeddings.weight": normal(2, HIDDEN),
+               f"embeddings.LayerNorm.{gamma}": 1 + normal(HIDDEN, scale=0.1),
+               f"embeddings.LayerNorm.{beta}": normal(HIDDEN, scale=0.1)}
+    for i in range(LAYERS):
+        p = f"encoder.layer.{i}."
+        for name, (out, inp) in {"attention.self.query": (HIDDEN, HIDDEN), "attention.self.key": (HIDDEN, HIDDEN),
+                                 "attention.self.value": (HIDDEN, HIDDEN), "attention.output.dense": (HIDDEN, HIDDEN),
+                                 "intermediate.dense": (INTERMEDIATE, HIDDEN),
+                                 "output.dense": (HIDDEN, INTERMEDIATE)}.items():
+            weights[f"{p}{name}.weight"], weights[f"{p}{name}.bias"] = normal(out, inp), normal(out, scale=0.1)
+        for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+            weights[f"{p}{name}.{gamma}"] = 1 + normal(HIDDEN, scale=0.1)
+            weights[f"{p}{name}.{beta}"] = normal(HIDDEN, scale=0.1)
+    if pooler:
+        weights["pooler.dense.weight"], weights["pooler.dense.bias"] = normal(HIDDEN, HIDDEN), normal(HIDDEN)
+    weights = {prefix + key: value for key, value in weights.items()}
+    if head:
+        weights[f"{head}.weight"], weights[f"{head}.bias"] = normal(rows, HIDDEN, scale=1.0), normal(rows)
+    return weights
+
+
+def write_checkpoint(folder, architecture, labels=None, seed=0, prefix="bert.", norm="weight", shards=1,
+                     problem_type=None, pooler=True, lowercase=True):
+    """A tiny transformers checkpoint folder; returns its weights under plain names."""
+    os.makedirs(folder, exist_ok=True)
+    head = "qa_outputs" if architecture == "BertForQuestionAnswering" else "classifier"
+    rows = 2 if head == "qa_outputs" else len(labels)
+    weights = _rng_weights(seed, head, rows, pooler, prefix, norm)
+    config = {"architectures": [architecture], "model_type": "bert", "vocab_size": len(TINY_VOCAB),
+              "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
+              "intermediate_size": INTERMEDIATE, "hidden_act": "gelu", "max_position_embeddings": POSITIONS,
+              "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_dropout_prob": 0.1}
+    if labels and head == "classifier":
+        config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+        config["label2id"] = {label: i for i, label in enumerate(labels)}
+    if problem_type:
+        config["problem_type"] = problem_type
+    names = sorted(weights)
+    if shards == 1:
+        save_file(weights, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    else:
+        weight_map = {}
+        for shard in range(shards):
+            file = f"model-{shard + 1:05d}-of-{shards:05d}.safetensors"
+            part = {name: weights[name] for name in names[shard::shards]}
+            save_file(part, os.path.join(folder, file), metadata={"format": "pt"})
+            weight_map.update({name: file for name in part})
+        with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    with open(os.path.join(folder, "vocab.txt"), "w") as f:
+        f.write("\n".join(TINY_VOCAB) + "\n")
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": lowercase, "tokenizer_class": "BertTokenizer"}, f)
+    plain = {}
+    for key, value in weights.items():
+        key = key[len(prefix):] if key.startswith(prefix) else key
+        plain[key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")] = value
+    return plain
+
+
+# --- BERT in NumPy, as transformers computes it ------------------------------------------------
+
+def gelu_exact(x):  # transformers' "gelu"
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def gelu_tanh(x):  # transformers' "gelu_new", keras-hub's gelu_approximate
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def layer_norm(x, w, prefix):
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-12) * w[f"{prefix}.weight"] + w[f"{prefix}.bias"]
+
+
+def linear(x, w, prefix):
+    return x @ w[f"{prefix}.weight"].T + w[f"{prefix}.bias"]
+
+
+def bert_forward(w, ids, segments, mask, gelu):
+    """(sequence states (batch, seq, hidden), pooled (batch, hidden)) of BertModel."""
+    batch, seq = ids.shape
+    x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][np.arange(seq)]
+         + w["embeddings.token_type_embeddings.weight"][segments])  # (batch, seq, hidden)
+    x = layer_norm(x, w, "embeddings.LayerNorm")
+    size = HIDDEN // HEADS
+    for i in range(LAYERS):
+        p = f"encoder.layer.{i}."
+
+        def heads(t):  # (batch, heads, seq, size)
+            return t.reshape(batch, seq, HEADS, size).transpose(0, 2, 1, 3)
+
+        q, k, v = (heads(linear(x, w, f"{p}attention.self.{n}")) for n in ("query", "key", "value"))
+        scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + (1.0 - mask[:, None, None, :]) * -1e9
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        context = (scores / scores.sum(-1, keepdims=True)) @ v  # (batch, heads, seq, size)
+        context = context.transpose(0, 2, 1, 3).reshape(batch, seq, HIDDEN)
+        x = layer_norm(linear(context, w, f"{p}attention.output.dense") + x, w, f"{p}attention.output.LayerNorm")
+        inner = gelu(linear(x, w, f"{p}intermediate.dense"))
+        x = layer_norm(linear(inner, w, f"{p}output.dense") + x, w, f"{p}output.LayerNorm")
+    pooled = np.tanh(linear(x[:, 0], w, "pooler.dense")) if "pooler.dense.weight" in w else None
+    return x, pooled
+
+
+def softmax(z):
+    z = np.exp(z - z.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+WORDS = {token: index for index, token in enumerate(TINY_VOCAB)}
+
+
+def pieces(text):
+    """WordPiece over the tiny vocabulary: a word, or its stem and ##s."""
+    ids = []
+    for word in text.lower().split():
+        ids += [WORDS[word]] if word in WORDS else [WORDS[word[:-1]], WORDS["##s"]]
+    return ids
+
+
+def packed(texts_a, texts_b=None):
+    """[CLS] a [SEP] (b [SEP]) of words of the tiny vocabulary, padded: ids, segments, mask."""
+    rows = []
+    for i, a in enumerate(texts_a):
+        ids = [WORDS["[CLS]"]] + pieces(a) + [WORDS["[SEP]"]]
+        segments = [0] * len(ids)
+        if texts_b:
+            b = pieces(texts_b[i]) + [WORDS["[SEP]"]]
+            ids, segments = ids + b, segments + [1] * len(b)
+        rows.append((ids, segments))
+    width = max(len(ids) for ids, _ in rows)
+    ids = np.array([r[0] + [0] * (width - len(r[0])) for r in rows], np.int32)
+    segments = np.array([r[1] + [0] * (width - len(r[1])) for r in rows], np.int32)
+    return ids, segments, (ids != 0).astype(np.int32)
+
+
+def model_inputs(ids, segments, mask):
+    return {"token_ids": ids, "segment_ids": segments, "padding_mask": mask}
+
+
+TEXTS = ["The cat sat on the mat .", "dog ran fast", "the cats ran on the mat"]
+TEXTS_B = ["the dogs sat .", "the cat ran fast", "mat"]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Three heads: a classifier (`bert.` prefix, gamma/beta), a tagger (no prefix, no pooler), a
+    reader (sharded); and a pair regression. {name: (folder, plain weights)}."""
+    root = tmp_path_factory.mktemp("hf")
+    made = {
+        "classifier": write_checkpoint(str(root / "cls"), "BertForSequenceClassification",
+                                       ["negative", "neutral", "positive"], seed=1, norm="gamma"),
+        "tagger": write_checkpoint(str(root / "tags"), "BertForTokenClassification", TAGS, seed=2, prefix="",
+                                   pooler=False),
+        "reader": write_checkpoint(str(root / "qa"), "BertForQuestionAnswering", seed=3, shards=3, pooler=False),
+        "regression": write_checkpoint(str(root / "reg"), "BertForSequenceClassification", ["LABEL_0"], seed=4,
+                                       problem_type="regression"),
+    }
+    folders = {"classifier": "cls", "tagger": "tags", "reader": "qa", "regression": "reg"}
+    return {name: (str(root / folders[name]), weights) for name, weights in made.items()}
+
+
+def _check_close(ours, theirs_tanh, theirs_exact):
+    """Equal to transformers' arithmetic with the tanh GELU kerasbert computes; with the exact GELU
+    the checkpoint declares (keras-hub approximates it), within 0.2% of the outputs' range (these
+    weights are 15x BERT's scale: logits up to 8, differences up to 5e-3)."""
+    np.testing.assert_allclose(ours, theirs_tanh, atol=2e-5, rtol=1e-4)
+    np.testing.assert_array_less(np.abs(ours - theirs_exact), 2e-3 * np.ptp(theirs_exact) + 1e-6)
+
+
+def test_sequence_classifier_equals_bert_in_numpy(checkpoints):
+    from kerasbert.hf.importing import load_transformers
+    from kerasbert.finetuning.text_predictor import TextPredictor
+
+    folder, w = checkpoints["classifier"]
+    config, model, preprocessor = load_transformers(folder, sequence_length=32)
+    assert list(config.tasks) == ["classifier"] and config.tasks["classifier"].kind == "classes"
+    assert config.tasks["classifier"].served_names == ("negative", "neutral", "positive")
+    ids, segments, mask = packed(TEXTS)
+    expected = [softmax(linear(bert_forward(w, ids, segments, mask, gelu)[1], w, "classifier"))
+                for gelu in (gelu_tanh, gelu_exact)]
+    ours = model.task_prediction("classifier", model_inputs(ids, segments, mask)).numpy()
+    _check_close(ours, *expected)
+    served = TextPredictor(model, preprocessor).predict("classifier", TEXTS)  # lowercased in the graph
+    np.testing.assert_allclose(served["probabilities"], expected[0], atol=2e-5)
+    names = ("negative", "neutral", "positive")
+    assert [name.decode() for name in served["class_name"]] == [names[i] for i in expected[0].argmax(-1)]
+
+
+def test_pair_regression_is_linear_and_unclipped(checkpoints):
+    from kerasbert.hf.importing import load_transformers
+
+    folder, w = checkpoints["regression"]
+    config, model, _ = load_transformers(folder, task="stars", pair=True, sequence_length=32)
+    task = config.tasks["stars"]
+    assert (task.kind, task.score_output, task.min_score, task.head) == ("pair_score", "linear", None, "stars")
+    ids, segments, mask = packed(TEXTS, TEXTS_B)
+    expected = [linear(bert_forward(w, ids, segments, mask, gelu)[1], w, "classifier")[:, 0]
+                for gelu in (gelu_tanh, gelu_exact)]
+    _check_close(model.task_prediction("stars", model_inputs(ids, segments, mask)).numpy(), *expected)
+
+
+def test_token_classifier_equals_bert_in_numpy_with_o_first(checkpoints):
+    from kerasbert.hf.importing import load_transformers
+
+    folder, w = checkpoints["tagger"]
+    config, model, _ = load_transformers(folder, sequence_length=32)
+    task = config.tasks["ner"]
+    assert (task.kind, task.head, task.labels) == ("tags", "entities", ("O", "B-PER", "I-PER", "B-LOC", "I-LOC"))
+    ids, segments, mask = packed(TEXTS)
+    order = [TAGS.index(tag) for tag in task.labels]
+    expected = [linear(bert_forward(w, ids, segments, mask, gelu)[0], w, "classifier")[..., order]
+                for gelu in (gelu_tanh, gelu_exact)]
+    real = mask.astype(bool)  # the unpadded encoder leaves zeros at padding
+    ours = model.head_output("ner", model_inputs(ids, segments, mask)).numpy()
+    _check_close(ours[real], expected[0][real], expected[1][real])
+
+
+def test_question_answering_from_shards_equals_bert_in_numpy(checkpoints):
+    from kerasbert.hf.importing import load_transformers
+
+    folder, w = checkpoints["reader"]
+    config, model, _ = load_transformers(folder)
+    assert (config.tasks["squad"].kind, config.tasks["squad"].head, config.data.max_sequence_length) == \
+        ("span", "answer", POSITIONS)
+    ids, segments, mask = packed(TEXTS, TEXTS_B)
+    expected = [linear(bert_forward(w, ids, segments, mask, gelu)[0], w, "qa_outputs")
+                for gelu in (gelu_tanh, gelu_exact)]
+    real = mask.astype(bool)
+    ours = model.head_output("squad", model_inputs(ids, segments, mask)).numpy()  # (batch, seq, 2): start, end
+    _check_close(ours[real], expected[0][real], expected[1][real])
