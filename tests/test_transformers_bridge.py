@@ -262,3 +262,224 @@ def test_question_answering_from_shards_equals_bert_in_numpy(checkpoints):
     real = mask.astype(bool)
     ours = model.head_output("squad", model_inputs(ids, segments, mask)).numpy()  # (batch, seq, 2): start, end
     _check_close(ours[real], expected[0][real], expected[1][real])
+
+
+# --- kerasbert -> transformers folder -> kerasbert ------------------------------------------------
+
+def tiny_multitask(pooling="cls"):
+    """A random model with one head of each kind transformers represents, and its preprocessor."""
+    import keras_hub
+
+    from kerasbert.finetuning.data import TaskPreprocessor
+    from kerasbert.finetuning.model import MultitaskBert
+    from kerasbert.tasks import Task
+    from kerasbert.tokenization import make_tokenizer
+
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=len(TINY_VOCAB), num_layers=LAYERS, num_heads=HEADS,
+                                             hidden_dim=HIDDEN, intermediate_dim=INTERMEDIATE,
+                                             max_sequence_length=POSITIONS)
+    tasks = (Task("mood", "classes", text="t", labels=("0", "1", "2"), class_names=("sad", "calm", "glad")),
+             Task("same", "pair_binary", text_a="a", text_b="b", labels=("0", "1"), class_names=("no", "yes")),
+             Task("stars", "score", text="t", min_score=1, max_score=5),
+             Task("ner", "tags", head="entities", labels=("O", "B-PER", "I-PER")),
+             Task("squad", "span", head="answer"))
+    model = MultitaskBert(backbone, tasks=tasks, pooling=pooling)
+    model.build()
+    rng = np.random.default_rng(7)
+    for variable in model.weights:  # distinct, larger than initial values: the heads matter
+        variable.assign(rng.normal(0.0, 0.3, variable.shape).astype(np.float32) + (1.0 if "gamma" in variable.path
+                                                                                      else 0.0))
+    return model, TaskPreprocessor(make_tokenizer(TINY_VOCAB), 32)
+
+
+def saved_weights(folder):
+    from safetensors.numpy import load_file
+
+    return load_file(os.path.join(folder, "model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    from kerasbert.hf.exporting import export_transformers
+
+    model, preprocessor = tiny_multitask()
+    base = str(tmp_path_factory.mktemp("out") / "hf")
+    return model, preprocessor, export_transformers((model, preprocessor), base)
+
+
+def test_export_writes_transformers_folders(exported, checkpoints):
+    model, _, folders = exported
+    assert {task: os.path.basename(folder) for task, folder in folders.items()} == \
+        {task: task for task in ("mood", "same", "stars", "ner", "squad")}
+    configs = {task: json.load(open(os.path.join(folder, "config.json"))) for task, folder in folders.items()}
+    assert [configs[t]["architectures"][0] for t in folders] == ["BertForSequenceClassification"] * 3 + [
+        "BertForTokenClassification", "BertForQuestionAnswering"]
+    assert configs["mood"]["id2label"] == {"0": "sad", "1": "calm", "2": "glad"} and \
+        configs["mood"]["label2id"]["glad"] == 2 and configs["mood"]["problem_type"] == "single_label_classification"
+    assert configs["same"]["id2label"] == {"0": "no", "1": "yes"}
+    assert configs["stars"]["problem_type"] == "regression" and len(configs["stars"]["id2label"]) == 1
+    assert configs["ner"]["id2label"] == {"0": "O", "1": "B-PER", "2": "I-PER"}
+    assert configs["mood"]["hidden_act"] == "gelu_new" and configs["mood"]["vocab_size"] == len(TINY_VOCAB)
+    # transformers' names: those of the checkpoints written above, `bert.` prefixed
+    classifier_names = {"bert." + k for k in checkpoints["classifier"][1] if not k.startswith("classifier")}
+    assert set(saved_weights(folders["mood"])) == classifier_names | {"classifier.weight", "classifier.bias"}
+    assert set(saved_weights(folders["squad"])) == {n for n in classifier_names if ".pooler." not in n} | {
+        "qa_outputs.weight", "qa_outputs.bias"}
+    with open(os.path.join(folders["ner"], "tokenizer_config.json")) as f:
+        assert json.load(f)["do_lower_case"] is True
+    with open(os.path.join(folders["ner"], "vocab.txt")) as f:
+        assert f.read().split("\n")[:-1] == TINY_VOCAB
+
+
+def test_transformers_arithmetic_on_the_exported_weights_gives_kerasbert_outputs(exported):
+    """What transformers computes from each folder (BERT in NumPy with its gelu_new) equals the model."""
+    model, _, folders = exported
+    ids, segments, mask = packed(TEXTS, TEXTS_B)
+    x = model_inputs(ids, segments, mask)
+    plain = {task: {k[len("bert."):] if k.startswith("bert.") else k: v for k, v in saved_weights(f).items()}
+             for task, f in folders.items()}
+    sequence, pooled = {}, {}
+    for task in folders:
+        sequence[task], pooled[task] = bert_forward(plain[task], ids, segments, mask, gelu_tanh)
+    close = dict(atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(softmax(linear(pooled["mood"], plain["mood"], "classifier")),
+                               model.task_prediction("mood", x), **close)
+    np.testing.assert_allclose(softmax(linear(pooled["same"], plain["same"], "classifier"))[:, 1],
+                               model.task_prediction("same", x), **close)
+    logit = linear(pooled["stars"], plain["stars"], "classifier")[:, 0]  # the sigmoid head's logit
+    np.testing.assert_allclose(np.clip(1 + 4 / (1 + np.exp(-logit)), 1, 5), model.task_prediction("stars", x), **close)
+    real = mask.astype(bool)
+    for task, head in (("ner", "classifier"), ("squad", "qa_outputs")):
+        np.testing.assert_allclose(linear(sequence[task], plain[task], head)[real],
+                                   model.head_output(task, x).numpy()[real], **close)
+
+
+def test_round_trip_gives_equal_outputs(exported):
+    from kerasbert.hf.importing import load_transformers
+
+    model, _, folders = exported
+    x = model_inputs(*packed(TEXTS, TEXTS_B))
+    for task, folder in folders.items():
+        config, back, _ = load_transformers(folder)
+        assert config.tasks[task] == model.task_specs[task]  # kind, names, range, head
+        if config.tasks[task].is_family:
+            ours, theirs = back.head_output(task, x), model.head_output(task, x)
+        else:
+            ours, theirs = back.task_prediction(task, x), model.task_prediction(task, x)
+        np.testing.assert_allclose(ours, theirs, atol=1e-6, err_msg=task)
+
+
+def test_heads_without_a_transformers_form_are_refused(tmp_path):
+    from kerasbert.errors import ConfigError
+    from kerasbert.hf.exporting import export_transformers
+
+    model, preprocessor = tiny_multitask(pooling="mean")
+    with pytest.raises(ConfigError, match=r"task 'mood': its head reads the mean .*heads.pooling=cls"):
+        export_transformers((model, preprocessor), str(tmp_path / "hf"))
+    assert not os.path.exists(tmp_path / "hf" / "ner")  # nothing written
+    assert export_transformers((model, preprocessor), str(tmp_path / "hf"), tasks=["ner"]) == \
+        {"ner": str(tmp_path / "hf" / "ner")}
+
+
+# --- Bad checkpoints: one error line each ---------------------------------------------------------
+
+def _edit_json(path, **changes):
+    with open(path) as f:
+        values = json.load(f)
+    values.update(changes)
+    with open(path, "w") as f:
+        json.dump(values, f)
+
+
+def _bad_copy(checkpoints, tmp_path, name="classifier"):
+    folder = str(tmp_path / "bad")
+    shutil.copytree(checkpoints[name][0], folder)
+    return folder
+
+
+BAD = {
+    "roberta": (lambda f: _edit_json(f"{f}/config.json", model_type="roberta",
+                                     architectures=["RobertaForSequenceClassification"]),
+                r"a 'roberta' checkpoint \(RobertaForSequenceClassification\); kerasbert imports BERT checkpoints "
+                r"with a task head: BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering"),
+    "distilbert": (lambda f: _edit_json(f"{f}/config.json", model_type="distilbert"), r"a 'distilbert' checkpoint"),
+    "bare encoder": (lambda f: _edit_json(f"{f}/config.json", architectures=["BertModel"]),
+                     r"architecture BertModel; kerasbert imports"),
+    "no head": (lambda f: save_file({k: v for k, v in saved_weights(f).items() if not k.startswith("classifier")},
+                                    f"{f}/model.safetensors"),
+                r"BertForSequenceClassification without its head's weights \['classifier.weight', 'classifier.bias'\]"),
+    "head of another size": (lambda f: _edit_json(f"{f}/config.json", id2label={"0": "a", "1": "b"}),
+                             r"classifier.weight has shape \(3, 16\) .* the 2 labels of id2label need \(2, 16\)"),
+    "sentencepiece": (lambda f: _edit_json(f"{f}/tokenizer_config.json", tokenizer_class="XLMRobertaTokenizer"),
+                      r"tokenizer XLMRobertaTokenizer; kerasbert reads BERT's WordPiece tokenizer"),
+    "bpe tokenizer.json": (lambda f: (os.remove(f"{f}/vocab.txt"), _edit_json(f"{f}/tokenizer_config.json",
+                                                                               tokenizer_class="BertTokenizerFast"),
+                                      json.dump({"model": {"type": "BPE", "vocab": {}}}, open(f"{f}/tokenizer.json", "w"))),
+                           r"tokenizer.json: a BPE tokenizer; kerasbert reads WordPiece vocabularies"),
+    "not a checkpoint": (lambda f: os.remove(f"{f}/config.json"), r"not a transformers checkpoint \(no config.json\)"),
+    "pytorch only": (lambda f: os.rename(f"{f}/model.safetensors", f"{f}/pytorch_model.bin"),
+                     r"no model.safetensors .*pytorch_model.bin is not read"),
+    "missing shard": (lambda f: os.remove(f"{f}/model-00002-of-00003.safetensors"),
+                      r"shard model-00002-of-00003.safetensors of model.safetensors.index.json is missing"),
+    "wrong sizes": (lambda f: _edit_json(f"{f}/config.json", intermediate_size=64),
+                    r"weight encoder.layer.0.intermediate.dense.weight has shape \(32, 16\)"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_checkpoint_is_one_error_line(case, checkpoints, tmp_path):
+    from kerasbert.hf.importing import load_transformers
+
+    folder = _bad_copy(checkpoints, tmp_path, "reader" if case == "missing shard" else "classifier")
+    change, message = BAD[case]
+    change(folder)
+    with pytest.raises(DataError, match=message) as raised:
+        load_transformers(folder)
+    assert str(raised.value).startswith(folder) and "\n" not in str(raised.value)
+
+
+def test_not_a_folder(tmp_path):
+    from kerasbert.hf.checkpoint import read_checkpoint
+
+    with pytest.raises(KerasbertError, match="not a folder"):
+        read_checkpoint(str(tmp_path / "nowhere" / "deeper" / "x"))
+
+
+# --- The pipelines on an imported run ---------------------------------------------------------------
+
+def test_pipelines_import_then_export_both_formats(checkpoints, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    from conftest import ROOT, run_main
+
+    run = str(tmp_path / "run")
+    run_main(["pipelines.import_transformers", "--checkpoint", checkpoints["classifier"][0], "--output_dir", run,
+              "--sequence_length", "32"], capsys, check=True)
+    assert sorted(os.listdir(run)) == ["config.json", "encoder", "model.keras"]
+    again = run_main(["pipelines.import_transformers", "--checkpoint", checkpoints["classifier"][0],
+                      "--output_dir", run], capsys)
+    assert again.returncode == 2 and again.stderr.strip().splitlines() == [f"error: {run}: not empty; the imported "
+                                                                          "run goes into a new folder"]
+    bad = run_main(["pipelines.import_transformers", "--checkpoint", str(tmp_path), "--output_dir",
+                    str(tmp_path / "r2")], capsys)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        f"error: {tmp_path}: not a transformers checkpoint (no config.json)"]
+
+    run_main(["pipelines.export", "--model_dir", run, "--format", "transformers", "--export_base",
+              str(tmp_path / "hf")], capsys, check=True)
+    with open(tmp_path / "hf" / "classifier" / "config.json") as f:
+        assert json.load(f)["id2label"] == {"0": "negative", "1": "neutral", "2": "positive"}
+
+    run_main(["pipelines.export", "--model_dir", run, "--export_base", str(tmp_path / "saved")], capsys, check=True)
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps({"classifier": {"text": TEXTS}}))
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "load_export.py"),
+                             str(tmp_path / "saved" / "1"), str(inputs)], capture_output=True, text=True, check=True,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"classifier", "classifier_tokens", "classifier_classify", "embed"} <= set(served["signatures"])
+    w = checkpoints["classifier"][1]
+    ids, segments, mask = packed(TEXTS)
+    expected = softmax(linear(bert_forward(w, ids, segments, mask, gelu_tanh)[1], w, "classifier"))
+    np.testing.assert_allclose(served["outputs"]["classifier"]["probabilities"], expected, atol=2e-5)
