@@ -37,6 +37,9 @@ NOT_RUN = {
     "load_encoder": "loads runs/pretrain_tiny", "load_finetuned": "loads runs/finetune (MiniLM's 384 wide)",
     "score_file": "scores a fine-tuned model; its figures are a trained run's",
     "export_model": "exports a fine-tuned model", "export_saved_model": "exports runs/finetune",
+    # transformers checkpoints a user has (tests/test_transformers_bridge.py writes tiny ones).
+    "load_transformers": "loads runs/hf/bert-conll", "import_transformers": "imports runs/hf/bert-sst2",
+    "export_transformers": "exports runs/finetune_ner",
 }
 
 

@@ -171,6 +171,11 @@ def export_transformers(model_dir, export_base: str, tasks=None) -> dict[str, st
     """Writes each task of a run (`model_dir`: a pipelines.finetune or import_transformers folder,
     or a (model, preprocessor) pair) as a transformers folder `<export_base>/<task>`; returns
     {task: folder}. `tasks` picks some (None: all). Every task is checked before any is written.
+
+    Example:
+        >>> export_transformers("runs/finetune_ner", "hf_models/ner_run")
+        {'ner': 'hf_models/ner_run/ner'}
+        >>> # then, with transformers: pipeline("token-classification", model="hf_models/ner_run/ner")
     """
     model, preprocessor = load_finetuned(model_dir)[1:] if isinstance(model_dir, str) else model_dir
     tasks = tuple(model.tasks if tasks is None else tasks)
@@ -180,6 +185,6 @@ def export_transformers(model_dir, export_base: str, tasks=None) -> dict[str, st
     refused = {task: reason for task in tasks if (reason := unsupported(model, task))}
     if refused:
         raise ConfigError("; ".join(f"task {task!r}: {reason}" for task, reason in refused.items())
-                          + f" (export the others with kerasbert.export_transformers(..., tasks=[...]))")
+                          + " (export the others with kerasbert.export_transformers(..., tasks=[...]))")
     os.makedirs(export_base, exist_ok=True)
     return {task: write_task_folder(model, preprocessor, task, os.path.join(export_base, task)) for task in tasks}

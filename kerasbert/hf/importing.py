@@ -153,7 +153,13 @@ def load_transformers(checkpoint: str, task: str | None = None, pair: bool = Fal
 def import_transformers(checkpoint: str, output_dir: str, task: str | None = None, pair: bool = False,
                         sequence_length: int = 0) -> str:
     """Writes the run `load_transformers` gives as the folder `output_dir` (which must not hold
-    anything yet), atomically; returns `output_dir`."""
+    anything yet), atomically; returns `output_dir`.
+
+    Example:
+        >>> import_transformers("runs/hf/bert-sst2", "runs/sst2-imported", task="sst2")
+        'runs/sst2-imported'
+        >>> TextPredictor.from_run("runs/sst2-imported").predict("sst2", ["a gripping film"])["class_name"]
+    """
     if os.path.isdir(output_dir) and os.listdir(output_dir):
         raise FileExistsError(f"{output_dir}: not empty; the imported run goes into a new folder")
     config, model, preprocessor = load_transformers(checkpoint, task, pair, sequence_length)
