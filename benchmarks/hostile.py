@@ -350,7 +350,8 @@ def slice_rows(batching: bool) -> int:
 
     from serving.session import ModelWorkLimits
 
-    return 32 if batching else ModelWorkLimits().slice_rows({"text": np.array([b"a"], object)}, 12 * MAX_BODY)
+    return 32 if batching else ModelWorkLimits().slices(
+        {"text": np.array([b"a"] * 1000, object)}, budget_bytes=12 * MAX_BODY)[0][1]
 
 
 def one_slice_seconds(port: int, rows: int) -> float:
