@@ -35,7 +35,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from kerasbert.families.tagging import TaggingGraph
-from kerasbert.families.wordpiece import char_offsets, check_utf8
+from kerasbert.families.wordpiece import GRAPH_BYTES_PER_BYTE, char_offsets, check_utf8
 from kerasbert.packing import ENCODER_KEYS
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -141,6 +141,13 @@ class TaggingSignatures:
     def functions(self, head: str = "entities") -> dict:
         """{name: (function, input signature)}: `head` (text) and `<head>_tokens`."""
         return {head: (self.entities, [TEXT]), f"{head}_tokens": (self.tags_tokens, TOKENS)}
+
+    def row_costs(self, head: str = "entities") -> dict:
+        """What a row of `head` costs, for assets.extra/row_costs.json (serving/row_costs.py): one
+        window of the sequence, and the graph's memory per byte of the text."""
+        length = self.graph.sequence_length
+        return {head: {"text": {"graph_bytes_per_byte": GRAPH_BYTES_PER_BYTE, "sequence_length": length,
+                                "room": length - 2, "doc_stride": length - 2, "max_windows": 1}}}
 
     def _probabilities(self, tokens: dict) -> tf.Tensor:
         logits = self.predict({key: tokens[key] for key in ENCODER_KEYS})

@@ -38,6 +38,10 @@ import tensorflow_text as tf_text
 from kerasbert.compat.keras_hub import word_split_patterns
 
 MAX_BYTES_PER_WORD = 100  # keras-hub's: a longer pre-token is one [UNK]
+# The memory a text signature's graph takes per byte of one text, besides the model:
+# `entities` on one 1 MB text of one-character pieces took +244 MiB, of one-letter words
+# +217 MiB (python -m benchmarks.call_memory). Declared to servers in assets.extra/row_costs.json.
+GRAPH_BYTES_PER_BYTE = 256
 
 
 class OffsetTokenizer(tf.Module):
