@@ -243,3 +243,22 @@ def big_requests(model: str = "kerasbert") -> list[tuple[str, bytes]]:
             ("embed_tokens: [800, 512] ids", request("embed_tokens", {"inputs": {
                 "token_ids": ids, "segment_ids": [[0] * 512] * 800, "padding_mask": [[1] * 512] * 800}})),
             ("embed: 100,000 one-character texts", request("embed", {"instances": ["a"] * 100_000}))]
+
+
+def big_text_rows(tagger: str = "ner", reader: str = "squad", window_pieces: int = 2200) -> list[tuple[str, bytes]]:
+    """Issue 70: text rows whose cost is their length, to kerasbert's `entities` (model `tagger`)
+    and `answer` (model `reader`): one 0.3 MB word of one-character pieces, and 128 rows each
+    asking for the most windows (`window_pieces` word pieces of context: 16 windows of 384
+    at stride 128 by default). Each must be answered (sliced) or refused 400, never kill the
+    server. Raw REST requests, each closing its connection once answered."""
+    import json
+
+    def request(model: str, signature: str, document: dict) -> bytes:
+        body = json.dumps({"signature_name": signature, **document}).encode()
+        return Target(model, signature, "", "").post(body, b"Connection: close\r\n")
+
+    context = " ".join(["film"] * window_pieces)
+    return [("entities: one 0.3 MB word of one-character pieces, 127 short texts",
+             request(tagger, "entities", {"instances": ["a," * 150_000] + ["a fine film"] * 127})),
+            ("answer: 128 contexts of the most windows",
+             request(reader, "answer", {"inputs": {"question": ["which film ?"] * 128, "context": [context] * 128}}))]

@@ -3,6 +3,11 @@
     python -m benchmarks.hostile --export_base saved_models/kerasbert [--seconds 20] [--batching on,off]
     python -m benchmarks.hostile --seconds 5 --calm_seconds 5 --attacks framing,big_requests --batching off
 
+With kerasbert's `entities` and `answer` exported (--families_export_base: `make demo-tasks`
+writes runs/demo-tasks/export/{ner,squad}), the server serves them too, the group big_texts
+sends them rows whose cost is their length, and the exported `entities` is called alone on
+one 1 MB text in a fresh process (its peak memory: benchmarks.call_memory).
+
 Good REST and gRPC clients check every answer, alone and then beside each attack group of
 benchmarks.attacks (run in a loop by a second process on the other half of the cores), batching
 on and off; then the server's CPU after abandoned requests. docs/benchmarks.md tells what is
@@ -27,7 +32,8 @@ import urllib.request
 
 import grpc
 
-from benchmarks.attacks import (PREDICT_PATH, Target, big_requests, closed_by_server, declared, exchange,
+from benchmarks.attacks import (PREDICT_PATH, Target, big_requests, big_text_rows, closed_by_server, declared,
+                                exchange,
                                 framing_attacks, idle_sockets, length_delimited, memory_bombs, predict_request,
                                 rapid_reset, statuses, with_values)
 from benchmarks.results import save_results
@@ -140,7 +146,8 @@ def pin_process(pid: int, cores: set[int]) -> None:
 
 
 ATTACK_GROUPS = ("framing", "bombs", "slow", "grpc", "idle_rest", "idle_grpc", "model_names", "rapid_reset",
-                 "big_requests", "grpc_cancel", "grpc_values", "undecodable", "context")
+                 "big_requests", "grpc_cancel", "grpc_values", "undecodable", "context", "big_texts")
+FAMILIES = ("ner", "squad")  # the models of --families_export_base, which big_texts needs
 IDLE_SOCKETS = 1500  # per port: more than the server's 1,024 connections
 CANCELLED_CALLS, CANCEL_AFTER = 8, 0.5  # gRPC calls at once, each cancelled by its client after 0.5 s
 
@@ -281,7 +288,8 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_
         "big_requests": lambda: (raw_requests(rest_port, big_requests(), 40.0), 0),
         "grpc_cancel": lambda: (cancelled_calls(grpc_port, stop.wait), 0),
         "grpc_values": lambda: (many_values(grpc_port), 0), "undecodable": lambda: (undecodable(grpc_port), 0),
-        "context": lambda: (context_merging(grpc_port), 0)}
+        "context": lambda: (context_merging(grpc_port), 0),
+        "big_texts": lambda: (raw_requests(rest_port, big_text_rows(*FAMILIES), 60.0), 0)}
     tally, lock = collections.Counter(), threading.Lock()
 
     def repeat(round_, pause: float) -> None:
@@ -350,7 +358,8 @@ def slice_rows(batching: bool) -> int:
 
     from serving.session import ModelWorkLimits
 
-    return 32 if batching else ModelWorkLimits().slice_rows({"text": np.array([b"a"], object)}, 12 * MAX_BODY)
+    return 32 if batching else ModelWorkLimits().slices(
+        {"text": np.array([b"a"] * 1000, object)}, budget_bytes=12 * MAX_BODY)[0][1]
 
 
 def one_slice_seconds(port: int, rows: int) -> float:
@@ -421,12 +430,14 @@ def under_attack(server, args, group: str, expected: dict, cores: set[int]) -> d
     return run
 
 
-def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str) -> dict:
-    """One server (batching on or off): the good clients alone, then beside each attack group
-    in turn, then the abandoned-request probes."""
+def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str, config: str | None = None) -> dict:
+    """One server (batching on or off; with `config`, the models of that --model_config_file):
+    the good clients alone, then beside each attack group in turn, then the abandoned-request
+    probes."""
     flags = [f"--max_body_bytes={MAX_BODY}", f"--monitoring_config_file={monitoring}",
              f"--rest_api_timeout_in_ms={TIMEOUT_MS}"]
-    with LocalServer("kerasbert", base, extra_flags=flags + (BATCHING if batching else [])) as server:
+    with LocalServer("kerasbert", None if config else base, extra_flags=flags + (BATCHING if batching else []),
+                     config_file=config) as server:
         server.wait_for_version()
         pid = server.process.pid
         connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=60)
@@ -457,6 +468,33 @@ def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str) -
     return run
 
 
+def serve_families(export_base: str, work: str, results: dict) -> str | None:
+    """Copies the newest ner and squad exports beside the kerasbert one in `work`, measures the
+    exported `entities` alone on one 1 MB text (results["entities_1mb"]), and writes a
+    --model_config_file of the three; None if an export is missing."""
+    from benchmarks.call_memory import call_peak_bytes, hostile_text
+    from benchmarks.serving import newest_version
+
+    newest = {name: newest_version(os.path.join(export_base, name)) if os.path.isdir(os.path.join(export_base, name))
+              else None for name in FAMILIES}
+    if None in newest.values():
+        return None
+    entries = []
+    for name in ("kerasbert", *FAMILIES):
+        if name != "kerasbert":
+            copy_of_newest(os.path.join(export_base, name), os.path.join(work, name))
+        entries.append(f'config {{ name: "{name}" base_path: "{os.path.join(work, name)}" '
+                       'model_platform: "tensorflow" }')
+    measured = call_peak_bytes(os.path.join(work, "ner", "1"), "entities", {"text": [hostile_text(1.0)]})
+    results["entities_1mb"] = {"peak_mib": measured["peak_bytes"] / 2**20, "seconds": measured["seconds"]}
+    print(f"== entities alone on one 1 MB text (fresh process): peak +{results['entities_1mb']['peak_mib']:.0f} MiB, "
+          f"{measured['seconds']:.1f} s", flush=True)
+    config = os.path.join(work, "models.config")
+    with open(config, "w") as f:
+        f.write("model_config_list {\n  " + "\n  ".join(entries) + "\n}\n")
+    return config
+
+
 def main(argv=None) -> int:
     parser = command_line("hostile", __doc__, 20.0, "Length of the run beside each attack group.")
     parser.add_argument("--calm_seconds", type=float, default=20.0, help="Length of the run without attackers.")
@@ -464,6 +502,9 @@ def main(argv=None) -> int:
     parser.add_argument("--attacks", default=",".join(ATTACK_GROUPS),
                         help=f"Which attacks run, comma-separated, of {', '.join(ATTACK_GROUPS)} (default: all).")
     parser.add_argument("--batching", default="on,off", help="Servers to attack: on, off or on,off (default).")
+    parser.add_argument("--families_export_base", default="runs/demo-tasks/export",
+                        help="Exports of the ner and squad tasks (<base>/ner/<N>, <base>/squad/<N>), for big_texts "
+                             "(skipped without them).")
     args = parser.parse_args(argv)
     groups = tuple(group for group in args.attacks.split(",") if group)
     if not set(groups) <= set(ATTACK_GROUPS):
@@ -478,8 +519,16 @@ def main(argv=None) -> int:
                    "attack_groups": list(groups), "modes": {}}
         with open(monitoring, "w") as f:
             f.write("prometheus_config { enable: true }")
+        config = None
+        if "big_texts" in groups:
+            config = serve_families(args.families_export_base, work, results)
+            if config is None:
+                print(f"big_texts skipped: no ner and squad exports under {args.families_export_base} "
+                      "(make demo-tasks)", flush=True)
+                groups = tuple(group for group in groups if group != "big_texts")
+                results["attack_groups"] = list(groups)
         for mode in modes:
-            results["modes"][mode] = serve_and_attack(base, args, groups, mode == "on", monitoring)
+            results["modes"][mode] = serve_and_attack(base, args, groups, mode == "on", monitoring, config)
             results["cores"] = results["modes"][mode].pop("cores")
     print(save_results(args.output_dir, results, "benchmarks.hostile", TITLE))
     return 0

@@ -5,7 +5,9 @@ A version is built in a hidden temporary folder beside it and renamed into place
 a polling server never sees half a model; an existing version is never overwritten.
 The resolved config and the vocabulary travel in `assets/`; warm-up requests for the
 text signatures in `assets.extra/tf_serving_warmup_requests`, which TF Serving (and
-`python -m serving`) replays before it serves the version.
+`python -m serving`) replays before it serves the version; what a row of `entities` and
+`answer` costs in `assets.extra/row_costs.json`, which `python -m serving` cuts requests by
+(serving/row_costs.py) and TF Serving ignores.
 
 Signatures (batch-major; text is UTF-8, tokenized inside the graph with tf_text ops),
 named by each task's head (its name, for a task declared without one) and shaped by its
@@ -241,6 +243,17 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=None, compute
     return functions
 
 
+def write_row_costs(path: str, costs: dict) -> None:
+    """Writes what a row of each text signature costs ({signature: {input: cost}}; the families')
+    as `path`/assets.extra/row_costs.json, which `python -m serving` cuts requests by
+    (serving/row_costs.py) and TF Serving ignores; nothing when `costs` is empty."""
+    if costs:
+        os.makedirs(os.path.join(path, "assets.extra"), exist_ok=True)
+        with open(os.path.join(path, "assets.extra", "row_costs.json"), "w", encoding="utf-8") as f:
+            json.dump(costs, f, indent=2, sort_keys=True)
+            f.write("\n")
+
+
 def remove_abandoned_builds(export_base: str) -> list[str]:
     """Removes the hidden build folders of exports whose process is gone (killed mid-write);
     returns their names. A server never loads them: their names are not versions."""
@@ -307,6 +320,10 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
         set_signature_methods(building, {name: method for name, method in serving_methods(specs).items()
                                          if name in functions})
         write_warmup_requests(building, warmup_requests(functions, specs))
+        write_row_costs(building, {name: cost for task, spec in model.task_specs.items()
+                                   if spec.is_family and spec.head in functions
+                                   for name, cost in family_signatures(model, preprocessor, task)
+                                   .row_costs(spec.head).items()})
         assets = os.path.join(building, "assets")
         os.makedirs(assets, exist_ok=True)
         if config is not None:

@@ -55,8 +55,10 @@ def pack_segments(segments: list[tf.RaggedTensor], sequence_length: int, ids: di
     width is the longest packed row, at most `sequence_length`.
     """
     budget = sequence_length - 1 - len(segments)  # [CLS] and one [SEP] per segment
-    # One spare column, so that a batch of empty rows still has something to gather from.
-    dense = [tf.pad(tf.cast(segment.to_tensor(default_value=ids["pad"]), tf.int32), [[0, 0], [0, 1]])
+    # One spare column, so that a batch of empty rows still has something to gather from; no
+    # segment keeps more than `budget` tokens, so none is made dense past them (a long text
+    # would make every row of its batch as wide).
+    dense = [tf.pad(tf.cast(segment[:, :budget].to_tensor(default_value=ids["pad"]), tf.int32), [[0, 0], [0, 1]])
              for segment in segments]
     keep = round_robin_lengths([tf.cast(segment.row_lengths(), tf.int32) for segment in segments], budget)
     # Row layout: [CLS] at 0, then each segment's kept tokens followed by its [SEP].

@@ -18,7 +18,8 @@ first row of its last task. With `enable_large_batch_splitting`, a task larger t
 
 Model work is bounded as without batching (session.ModelWorkLimits): a request of more
 rows than --max_request_batch_size is refused, one of more padded tokens than
---max_execution_tokens runs as several pieces, and no batch holds more padded tokens.
+--max_execution_tokens runs as several pieces (cut by what its rows cost, where the
+SavedModel declares it: serving/row_costs.py), and no batch holds more padded tokens.
 
 Deadlines travel with each task: one whose deadline passed while it waited is dropped,
 not run (RESOURCE_EXHAUSTED, TF Serving's "Run() timeout exceeded while waiting in
@@ -47,7 +48,7 @@ import time
 import numpy as np
 
 from serving.protos import BatchingParameters, parse_text
-from serving.session import ModelWorkLimits, check_deadline, concatenate_rows
+from serving.session import ModelWorkLimits, check_deadline, concatenate_rows, declared_costs
 from serving.status import Cancelled, DeadlineExceeded, FailedPrecondition, InvalidArgument, ResourceExhausted
 
 
@@ -120,7 +121,7 @@ class _Task:
     def __init__(self, request: _Request, index: int, inputs: dict[str, np.ndarray], row_tokens: int):
         self.request, self.index, self.inputs = request, index, inputs
         self.size = batch_size_of(inputs)
-        self.row_tokens = row_tokens  # padded tokens of one of its rows (ModelWorkLimits.row_tokens)
+        self.row_tokens = row_tokens  # padded tokens of each of its rows: its widest (ModelWorkLimits.slices)
         self.shapes = tuple(sorted((name, array.shape[1:], array.dtype.str) for name, array in inputs.items()))
         self.arrived = time.monotonic()
 
@@ -190,12 +191,10 @@ class BatchingSession:
         if size == 0:  # no rows to batch
             on_done(servable.run(signature, inputs), None)
             return
-        step = min(self.max_execution, self.limits.slice_rows(inputs))
-        starts = list(range(0, size, step))
-        request = _Request(len(starts), deadline, on_done, cancelled)
-        row_tokens = self.limits.row_tokens(inputs)
-        tasks = [_Task(request, i, {n: a[s:s + step] for n, a in inputs.items()}, row_tokens)
-                 for i, s in enumerate(starts)]
+        slices = self.limits.slices(inputs, declared_costs(servable, signature), max_rows=self.max_execution)
+        request = _Request(len(slices), deadline, on_done, cancelled)
+        tasks = [_Task(request, i, {n: a[start:stop] for n, a in inputs.items()}, row_tokens)
+                 for i, (start, stop, row_tokens) in enumerate(slices)]
         key = (servable, signature)
         with self._condition:
             queue = self._queues.get(key)

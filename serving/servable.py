@@ -30,6 +30,7 @@ from tensorflow.core.protobuf import config_pb2, saved_model_pb2
 from tensorflow.python.client import pywrap_tf_session as tf_session
 
 from serving.protos import status_error
+from serving.row_costs import load_row_costs
 from serving.status import InvalidArgument, TensorFlowError, tf_error_message
 
 INIT_OP_SIGNATURE = "__saved_model_init_op"  # a SignatureDef no request can name
@@ -180,6 +181,7 @@ class Servable(Signatures):
             restore_variables(loaded, meta_graph, path)
         self.loaded = loaded
         self.signature_defs = meta_graph.signature_def
+        self.row_costs = load_row_costs(path)  # {signature: {input: StringCost}} it declares
         self._fetched: dict[str, tuple] = {}  # signature -> _fetches(signature)
         self._lock = threading.Lock()
 

@@ -12,7 +12,9 @@ Model work is bounded per request (`ModelWorkLimits`): a request of more rows th
 --max_request_batch_size is refused, and one larger than a slice runs as several calls of
 the signature, each of at most --max_execution_batch_size rows and --max_execution_tokens
 padded tokens, so the model's activations are those of one slice, never of the whole
-request; the slices' outputs are joined as one call would have returned them, narrower
+request. Where the SavedModel declares what its strings cost (serving/row_costs.py: a
+text's word pieces, an `answer` context's windows), the slices are cut by those costs, and
+a row that alone costs more than a call is refused 400, naming --max_execution_tokens; the slices' outputs are joined as one call would have returned them, narrower
 ones padded to the widest (`concatenate_rows`). Between slices the deadline and the client are checked: a request answered 504,
 or cancelled by its client, stops within one slice. Each slice's activations, estimated at
 --activation_bytes_per_token per padded token, are reserved from the same budget as
@@ -33,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 
+from serving.row_costs import string_sizes
 from serving.status import Cancelled, DeadlineExceeded, FailedPrecondition, InvalidArgument
 
 
@@ -49,11 +52,12 @@ class ModelWorkLimits:
     """How much model work one request may ask for, and how much one call of the model does.
 
     A row's padded tokens are the elements of its widest input, a string element counting
-    as `string_tokens` (a text the model tokenizes and pads to its sequence length).
+    as `string_tokens` (a text the model tokenizes and pads to its sequence length), unless
+    the SavedModel declares what its strings cost (serving/row_costs.py).
 
     >>> limits = ModelWorkLimits(max_execution_tokens=1024, string_tokens=128)
-    >>> limits.slice_rows({"text": np.array([b"a", b"b"], object)}), limits.slice_rows({"x": np.zeros((9, 4))})
-    (8, 256)
+    >>> limits.row_costs({"text": np.array([b"a", b"b"], object)}).tolist(), limits.row_tokens({"x": np.zeros((9, 4))})
+    ([128, 128], 4)
     """
 
     max_request_batch_size: int = 1 << 23  # rows of one request at most (more: 400)
@@ -70,13 +74,55 @@ class ModelWorkLimits:
             widest = max(widest, per_row * (self.string_tokens if array.dtype == object else 1))
         return widest
 
-    def slice_rows(self, inputs: dict[str, np.ndarray], budget_bytes: int | None = None) -> int:
-        """Rows of one call of the model: within both bounds (and with `budget_bytes`, within
-        half of it), and at least one."""
+    def row_costs(self, inputs: dict[str, np.ndarray], declared: dict | None = None) -> np.ndarray:
+        """Each row's padded tokens, int64 (rows,): `row_tokens` of the inputs the SavedModel
+        declares no cost for, and at least the sum of the declared ones' (`declared`: {input:
+        row_costs.StringCost}, the signature's entry of its assets.extra/row_costs.json)."""
+        declared = {name: cost for name, cost in (declared or {}).items()
+                    if name in inputs and inputs[name].dtype == object}
+        rows = len(next(iter(inputs.values())))
+        costs = np.full(rows, self.row_tokens({n: a for n, a in inputs.items() if n not in declared}), np.int64)
+        if declared:
+            summed = sum(cost.tokens(string_sizes(inputs[name]), self.activation_bytes_per_token)
+                         for name, cost in declared.items())
+            costs = np.maximum(costs, summed)
+        return costs
+
+    def call_tokens(self, budget_bytes: int | None = None) -> int:
+        """Padded tokens of one call of the model at most: --max_execution_tokens, and with
+        `budget_bytes`, half of it in activations."""
         tokens = self.max_execution_tokens
         if budget_bytes is not None:
             tokens = min(tokens, budget_bytes // (2 * self.activation_bytes_per_token))
-        return max(1, min(self.max_execution_batch_size, tokens // self.row_tokens(inputs)))
+        return max(1, tokens)
+
+    def slices(self, inputs: dict[str, np.ndarray], declared: dict | None = None, budget_bytes: int | None = None,
+               max_rows: int | None = None) -> list[tuple[int, int, int]]:
+        """The calls of the model a request runs as: (start, stop, tokens of each of its rows,
+        its widest row's), rows in order, each call within --max_execution_batch_size rows (and
+        `max_rows`) and `call_tokens(budget_bytes)` padded tokens (rows x their widest), and at
+        least one row. A row whose declared cost (`row_costs`) exceeds a call is refused.
+
+        >>> ModelWorkLimits(max_execution_tokens=256).slices({"x": np.zeros((10, 64))})
+        [(0, 4, 64), (4, 8, 64), (8, 10, 64)]
+        """
+        costs = self.row_costs(inputs, declared)
+        bound = self.call_tokens(budget_bytes)
+        most = min(self.max_execution_batch_size, max_rows or self.max_execution_batch_size)
+        if declared and len(costs) and costs.max() > bound:
+            row = int(costs.argmax())
+            raise InvalidArgument(f"Row {row} of the request costs {costs[row]} padded tokens of the model (its "
+                                  f"strings' bytes bound their word pieces), more than one call of the model "
+                                  f"takes: --max_execution_tokens={self.max_execution_tokens}")
+        found, start = [], 0
+        while start < len(costs):
+            window = costs[start:start + max(1, min(most, bound // max(1, int(costs[start]))))]
+            widest = np.maximum.accumulate(window)  # widest[k]: of the first k + 1 rows
+            over = np.arange(1, len(window) + 1) * widest > bound
+            count = max(1, int(over.argmax())) if over.any() else len(window)
+            found.append((start, start + count, int(widest[count - 1])))
+            start += count
+        return found
 
     def check_request(self, rows: int) -> None:
         if rows > self.max_request_batch_size:
@@ -146,6 +192,11 @@ def concatenate_slices(pieces: list[dict[str, np.ndarray]], sizes: list[int]) ->
     return {name: concatenate_rows([piece[name] for piece in pieces], name) for name in pieces[0]}
 
 
+def declared_costs(servable, signature: str) -> dict | None:
+    """{input: row_costs.StringCost} the servable's SavedModel declares for `signature`, or None."""
+    return getattr(servable, "row_costs", {}).get(signature)
+
+
 class DirectSession:
     """Each request runs alone (no batching), in slices of at most `limits`; with `budget`
     (the server's decoding budget), each slice's activations are reserved from it first."""
@@ -153,12 +204,13 @@ class DirectSession:
     def __init__(self, limits: ModelWorkLimits | None = None, budget=None):
         self.limits, self.budget = limits or ModelWorkLimits(), budget
 
-    def _call(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None):
+    def _call(self, servable, signature: str, inputs: dict[str, np.ndarray], deadline: float | None,
+              row_tokens: int | None = None):
         """One call of the model, its activations held from the budget meanwhile."""
         if self.budget is None:
             return servable.run(signature, inputs, deadline)
         rows = max((len(array) for array in inputs.values() if array.ndim), default=1)
-        cost = rows * self.limits.row_tokens(inputs) * self.limits.activation_bytes_per_token
+        cost = rows * (row_tokens or self.limits.row_tokens(inputs)) * self.limits.activation_bytes_per_token
         with self.budget.reserve(cost, deadline):
             return servable.run(signature, inputs, deadline)
 
@@ -170,22 +222,22 @@ class DirectSession:
         if rows is None:
             return self._call(servable, signature, inputs, deadline)
         self.limits.check_request(rows)
-        step = self.limits.slice_rows(inputs, None if self.budget is None else self.budget.capacity)
-        if rows <= step:
-            return self._call(servable, signature, inputs, deadline)
+        slices = self.limits.slices(inputs, declared_costs(servable, signature),
+                                    None if self.budget is None else self.budget.capacity)
+        if len(slices) <= 1:
+            return self._call(servable, signature, inputs, deadline, slices[0][2] if slices else None)
         for name, rank in servable.output_ranks(signature).items():
             if rank == 0:  # a sum over rows, say: known before anything runs
                 raise FailedPrecondition(f"Output {name} of signature {signature} has no row dimension, so a "
-                                         f"request of more rows than one model call ({step}: "
+                                         f"request of more rows than one model call ({slices[0][1]}: "
                                          "--max_execution_batch_size, --max_execution_tokens) cannot run")
-        pieces, sizes = [], []
-        for start in range(0, rows, step):
+        pieces = []
+        for start, stop, row_tokens in slices:
             if start:
                 check_deadline(deadline, f"after {start} of its {rows} rows had run", cancelled)
-            piece = {name: array[start:start + step] for name, array in inputs.items()}
-            pieces.append(self._call(servable, signature, piece, deadline))
-            sizes.append(min(step, rows - start))
-        return concatenate_slices(pieces, sizes)
+            piece = {name: array[start:stop] for name, array in inputs.items()}
+            pieces.append(self._call(servable, signature, piece, deadline, row_tokens))
+        return concatenate_slices(pieces, [stop - start for start, stop, _ in slices])
 
     def close(self) -> None:
         pass

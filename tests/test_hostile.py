@@ -980,3 +980,106 @@ def test_what_a_call_asks_beside_what_it_holds_fails_at_once_if_it_can_never_fit
         with budget.reserve(40, None):
             assert budget.used == 100
     assert budget.used == 0 and budget.reserve(100, None).size == 100
+
+
+# === Issue 70, the last two findings: what a text row really costs ==========================
+
+
+@pytest.fixture(scope="module")
+def families(tmp_path_factory):
+    """A tiny export of `entities` (16 tokens) and `answer` (windows of 16 tokens at stride 4,
+    at most 3): (version folder, its in-memory functions)."""
+    from helpers import tiny_families_export
+
+    path = tmp_path_factory.mktemp("families") / "families" / "1"
+    return str(path), tiny_families_export(path)
+
+
+def recorded(servable) -> list[tuple[int, int]]:
+    """(rows, its longest string's bytes) of each call of `servable`'s model, as it runs."""
+    calls, run = [], servable.run
+
+    def counted(signature, arrays, deadline=None):
+        calls.append((len(next(iter(arrays.values()))), max(len(v) for a in arrays.values() for v in a.ravel())))
+        return run(signature, arrays, deadline)
+    servable.run = counted
+    return calls
+
+
+def sessions(limits):
+    """A direct session and a batching one (splitting large requests), both at `limits`."""
+    from serving.batching import BatchingSession, parse_batching_parameters
+    from serving.session import DirectSession
+
+    return {"direct": DirectSession(limits), "batching": BatchingSession(parse_batching_parameters(
+        "max_batch_size { value: 256 } enable_large_batch_splitting { value: true } "
+        "max_execution_batch_size { value: 256 } num_batch_threads { value: 1 }"), limits)}
+
+
+def same_outputs(got: dict, want: dict) -> bool:
+    return got.keys() == {k for k in want} and all(
+        np.array_equal(got[k], want[k].numpy()) if got[k].dtype == object else np.allclose(got[k], want[k].numpy())
+        for k in got)
+
+
+def test_entities_memory_grows_with_one_text_not_its_square_and_a_text_costs_its_bytes(families):
+    """Finding 1: `entities` copied a word once per word piece (a 0.1 MB word of one-character
+    pieces: 18,667 copies, +3.5 GiB; 0.3 MB killed the server), and the server counted every
+    string as 128 tokens, so a 200k-word row was batched with 127 others. Now the graph reads
+    pieces at byte offsets (a 20 kB word: +425 MiB before, a few MiB now, in a fresh process
+    outside any server), and a text row costs what its bytes bound: its call holds as few
+    rows as fit (--max_execution_tokens), and a row over one call alone is refused 400."""
+    from benchmarks.call_memory import call_peak_bytes, hostile_text
+    from serving.servable import Servable
+    from serving.session import ModelWorkLimits
+    from serving.status import InvalidArgument
+
+    path, functions = families
+    measured = call_peak_bytes(path, "entities", {"text": [hostile_text(0.02)]})
+    assert measured["peak_bytes"] < 64 << 20, measured
+    assert measured["outputs"]["num_words"] == [1] and measured["outputs"]["word_end"] == [[20970]]
+
+    servable = Servable("families", 1, path)
+    calls = recorded(servable)
+    long_text = "the cat sat on the mat " * 4000  # 92 kB: 1,438 tokens at 16 KiB each, + 16 for the model
+    texts = np.array(["the cat"] * 20 + [long_text] + ["dogs ran fast"] * 20, object)
+    limits = ModelWorkLimits(max_execution_tokens=4096, string_tokens=16)
+    for name, session in sessions(limits).items():
+        calls.clear()
+        outputs = session.run(servable, "entities", {"text": texts})
+        assert same_outputs(outputs, functions["entities"](tf.constant(list(texts)))), name
+        # 10 tokens a short text (7 bytes: 1 token of graph memory, 9 of the model), 1,454 the long one
+        assert sum(rows for rows, _ in calls) == 41 and all(
+            rows * (1454 if longest > 1000 else 10) <= 4096 for rows, longest in calls), (name, calls)
+        with pytest.raises(InvalidArgument, match="Row 1 of the request costs .* --max_execution_tokens=4096"):
+            session.run(servable, "entities", {"text": np.array(["the cat", long_text * 3], object)})
+        session.close()
+
+
+def test_answer_is_cut_by_its_windows_and_a_row_over_one_call_is_refused(families):
+    """Finding 2: a row of `answer` becomes up to max_windows windows, but the server counted
+    it as one string of 128 tokens: 128 rows of 16-window contexts were one call of 2,048
+    windows (166 s of CPU, 8.5 GiB). Now a row costs its context's windows as its bytes bound
+    them (here 3 windows of 16 tokens), so a call of --max_execution_tokens=128 holds 2 rows
+    (96 tokens of windows), batching on and off; a row over one call alone is refused 400,
+    naming the flag."""
+    from serving.servable import Servable
+    from serving.session import ModelWorkLimits
+    from serving.status import InvalidArgument
+
+    path, functions = families
+    servable = Servable("families", 1, path)
+    calls = recorded(servable)
+    context = "the cat sat on the mat the dog ran fast on the mat the cat sat"  # 16 pieces: 3 windows
+    question, context = np.array(["where ?"] * 9, object), np.array([context] * 9, object)
+    want = functions["answer"](question=tf.constant(list(question)), context=tf.constant(list(context)))
+    for name, session in sessions(ModelWorkLimits(max_execution_tokens=128, string_tokens=16)).items():
+        calls.clear()
+        assert same_outputs(session.run(servable, "answer", {"question": question, "context": context}), want)
+        assert sorted(rows for rows, _ in calls) == [1, 2, 2, 2, 2], (name, calls)
+        session.close()
+    for name, session in sessions(ModelWorkLimits(max_execution_tokens=40, string_tokens=16)).items():
+        with pytest.raises(InvalidArgument, match="Row 0 of the request costs 50 padded tokens .* "
+                                                  "--max_execution_tokens=40"):
+            session.run(servable, "answer", {"question": question[:1], "context": context[:1]})
+        session.close()

@@ -30,7 +30,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from kerasbert.families.span_qa import SpanGraph
-from kerasbert.families.wordpiece import char_offsets, check_utf8
+from kerasbert.families.windows import context_room
+from kerasbert.families.wordpiece import GRAPH_BYTES_PER_BYTE, char_offsets, check_utf8
 from kerasbert.packing import ENCODER_KEYS
 
 TEXTS = [tf.TensorSpec([None], tf.string, name="question"), tf.TensorSpec([None], tf.string, name="context")]
@@ -107,6 +108,16 @@ class SpanSignatures:
     def functions(self, head: str = "answer") -> dict:
         """{name: (function, input signature)}: `head` (question, context) and `<head>_tokens`."""
         return {head: (self.answer, TEXTS), f"{head}_tokens": (self.answer_tokens, TOKENS)}
+
+    def row_costs(self, head: str = "answer") -> dict:
+        """What a row of `head` costs, for assets.extra/row_costs.json (serving/row_costs.py): the
+        context's windows of the sequence, and the graph's memory per byte of both texts."""
+        graph = self.graph
+        return {head: {"question": {"graph_bytes_per_byte": GRAPH_BYTES_PER_BYTE},
+                       "context": {"graph_bytes_per_byte": GRAPH_BYTES_PER_BYTE,
+                                   "sequence_length": graph.sequence_length,
+                                   "room": context_room(graph.sequence_length, graph.max_query_length),
+                                   "doc_stride": graph.doc_stride, "max_windows": graph.max_windows}}}
 
     def _logits(self, tokens: dict):
         logits = tf.cast(self.predict({key: tokens[key] for key in ENCODER_KEYS}), tf.float32)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from kerasbert.families.tagging import TaggingGraph
-from kerasbert.families.wordpiece import char_offsets, check_utf8
+from kerasbert.families.wordpiece import GRAPH_BYTES_PER_BYTE, char_offsets, check_utf8
 from kerasbert.packing import ENCODER_KEYS
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -48,26 +48,46 @@ CLOSING = "[)\\]}\"'“”‘’»«›‹,;:!?]+$"
 CLOSING_AT_END = "[)\\]}\"'“”‘’»«›‹,;:!?.]+$"
 
 
-def trimmed(text: tf.Tensor, start_byte: tf.Tensor, end_byte: tf.Tensor, ends_text: tf.Tensor):
-    """Byte spans (start, end) in `text` (all (entities,)) without the punctuation around the
+def trimmed(first_word: tf.Tensor, last_word: tf.Tensor, start_byte: tf.Tensor, end_byte: tf.Tensor,
+            ends_text: tf.Tensor):
+    """Byte spans (start, end) of entities (all (entities,)) without the punctuation around the
     name (OPENING, CLOSING; CLOSING_AT_END where `ends_text`); a span of punctuation only is
-    kept whole.
+    kept whole. Read from each entity's first and last word (the same word for an entity of
+    one word, whose span is then that word's): a separator between two words is neither
+    opening nor closing, so trimming never reaches past them, and no entity copies its text.
 
     Example:
-        >>> text = tf.constant(["(Reuters)", "Paris.", "U.S.", "!!"])
-        >>> trimmed(text, tf.constant([0, 0, 0, 0], tf.int64), tf.constant([9, 6, 4, 2], tf.int64),
+        >>> words = tf.constant(["(Reuters)", "Paris.", "U.S.", "!!"])
+        >>> trimmed(words, words, tf.constant([0, 0, 0, 0], tf.int64), tf.constant([9, 6, 4, 2], tf.int64),
         ...         tf.constant([False, True, False, True]))[0].numpy().tolist()
         [1, 0, 0, 0]
     """
-    span = tf.strings.substr(text, start_byte, end_byte - start_byte)
-    opened = tf.strings.regex_replace(span, OPENING, "")
-    closed = tf.where(ends_text, tf.strings.regex_replace(opened, CLOSING_AT_END, ""),
-                      tf.strings.regex_replace(opened, CLOSING, ""))
-    size = tf.strings.length(span, unit="BYTE")
-    lead = tf.cast(size - tf.strings.length(opened, unit="BYTE"), tf.int64)
-    trail = tf.cast(tf.strings.length(opened, unit="BYTE") - tf.strings.length(closed, unit="BYTE"), tf.int64)
-    name = tf.strings.length(closed, unit="BYTE") > 0
+    def size(strings):
+        return tf.cast(tf.strings.length(strings, unit="BYTE"), tf.int64)
+
+    single = end_byte - start_byte == size(first_word)  # a longer span holds a separator too
+    opened = tf.strings.regex_replace(first_word, OPENING, "")
+    tail = tf.where(single, opened, last_word)
+    closed = tf.where(ends_text, tf.strings.regex_replace(tail, CLOSING_AT_END, ""),
+                      tf.strings.regex_replace(tail, CLOSING, ""))
+    lead, trail = size(first_word) - size(opened), size(tail) - size(closed)
+    name = ~single | (size(closed) > 0)
     return tf.where(name, start_byte + lead, start_byte), tf.where(name, end_byte - trail, end_byte)
+
+
+def substrings(text: tf.Tensor, row: tf.Tensor, start_char: tf.Tensor, end_char: tf.Tensor) -> tf.Tensor:
+    """text[row][start_char:end_char] for each span (all (spans,); character offsets), from the
+    texts' code points: each span costs its own length, never a copy of its row.
+
+    Example:
+        >>> substrings(tf.constant(["né b", "x"]), tf.constant([0, 1], tf.int64), tf.constant([1, 0], tf.int64),
+        ...            tf.constant([4, 1], tf.int64)).numpy().tolist()
+        [b'\xc3\xa9 b', b'x']
+    """
+    codes = tf.strings.unicode_decode(text, "UTF-8")  # (batch, chars)
+    first = tf.gather(codes.row_starts(), row)
+    return tf.strings.unicode_encode(tf.gather(codes.flat_values, tf.ragged.range(first + start_char,
+                                                                                  first + end_char)), "UTF-8")
 
 
 def tag_tables(tag_names: tuple[str, ...]):
@@ -122,6 +142,13 @@ class TaggingSignatures:
         """{name: (function, input signature)}: `head` (text) and `<head>_tokens`."""
         return {head: (self.entities, [TEXT]), f"{head}_tokens": (self.tags_tokens, TOKENS)}
 
+    def row_costs(self, head: str = "entities") -> dict:
+        """What a row of `head` costs, for assets.extra/row_costs.json (serving/row_costs.py): one
+        window of the sequence, and the graph's memory per byte of the text."""
+        length = self.graph.sequence_length
+        return {head: {"text": {"graph_bytes_per_byte": GRAPH_BYTES_PER_BYTE, "sequence_length": length,
+                                "room": length - 2, "doc_stride": length - 2, "max_windows": 1}}}
+
     def _probabilities(self, tokens: dict) -> tf.Tensor:
         logits = self.predict({key: tokens[key] for key in ENCODER_KEYS})
         return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)  # (batch, seq, tags)
@@ -137,39 +164,45 @@ class TaggingSignatures:
         text = check_utf8(text, "text")
         aligned = self.graph.align(text)
         probabilities = self._probabilities(aligned)  # (batch, seq, tags)
-        first = aligned["first_token"].to_tensor(default_value=-1)  # (batch, W)
-        tagged = first >= 0
-        word_probabilities = tf.gather(probabilities, tf.maximum(first, 0), batch_dims=1)  # (batch, W, tags)
-        tag_ids = tf.where(tagged, tf.argmax(word_probabilities, axis=-1, output_type=tf.int32), 0)
-        word_scores = tf.where(tagged, tf.reduce_max(word_probabilities, axis=-1), 0.0)
-        spans = entity_spans(tag_ids, word_scores, self._prefix, self._kind)
+        words = aligned["words"]  # ragged (batch, W)
+        first = aligned["first_token"].flat_values  # (all words,)
+        # Only the words within the sequence are looked up (at most seq - 2 a row); the
+        # others stay untagged (tag id 0, "O"; no word_tag).
+        tagged = tf.where(first >= 0)[:, 0]  # (tagged words,)
+        word_probabilities = tf.gather_nd(probabilities, tf.stack([tf.gather(words.value_rowids(), tagged),
+                                                                   tf.gather(first, tagged)], axis=1))
+        flat_words = tf.shape(first, out_type=tf.int64)[:1]
+        tag_ids = tf.scatter_nd(tagged[:, None], tf.argmax(word_probabilities, axis=-1, output_type=tf.int32),
+                                flat_words)
+        word_scores = tf.scatter_nd(tagged[:, None], tf.reduce_max(word_probabilities, axis=-1), flat_words)
+        is_tagged = words.with_flat_values(first >= 0).to_tensor(default_value=False)  # (batch, W)
+        spans = entity_spans(words.with_flat_values(tag_ids).to_tensor(), words.with_flat_values(word_scores)
+                             .to_tensor(), self._prefix, self._kind)
 
-        word_starts = aligned["word_starts"].to_tensor(default_value=-1)
-        word_ends = aligned["word_ends"].to_tensor(default_value=-1)
-        row_first = tf.stack([spans["row"], spans["first_word"]], axis=1)
-        row_last = tf.stack([spans["row"], spans["last_word"]], axis=1)
-        words = aligned["words"]
         num_words = words.row_lengths()
-        entity_rows = tf.gather(text, spans["row"])
-        start_byte, end_byte = trimmed(entity_rows, tf.gather_nd(word_starts, row_first),  # (entities,)
-                                       tf.gather_nd(word_ends, row_last),
+        first_word = tf.gather(words.row_starts(), spans["row"]) + spans["first_word"]  # (entities,), flat
+        last_word = tf.gather(words.row_starts(), spans["row"]) + spans["last_word"]
+        start_byte, end_byte = trimmed(tf.gather(words.flat_values, first_word), tf.gather(words.flat_values, last_word),
+                                       tf.gather(aligned["word_starts"].flat_values, first_word),
+                                       tf.gather(aligned["word_ends"].flat_values, last_word),
                                        spans["last_word"] == tf.gather(num_words, spans["row"]) - 1)
-        entity_text = tf.strings.substr(entity_rows, start_byte, end_byte - start_byte)
 
         def per_row(values):  # (entities,) -> ragged (batch, n)
             return tf.RaggedTensor.from_row_lengths(values, spans["count"], validate=False)
 
+        start_char, end_char = char_offsets(text, per_row(start_byte)), char_offsets(text, per_row(end_byte))
+        entity_text = substrings(text, spans["row"], start_char.flat_values, end_char.flat_values)
         return {
             "entity_text": per_row(entity_text).to_tensor(default_value=""),
             "entity_type": per_row(tf.gather(self._types, spans["kind"])).to_tensor(default_value=""),
-            "entity_start": char_offsets(text, per_row(start_byte)).to_tensor(default_value=-1),
-            "entity_end": char_offsets(text, per_row(end_byte)).to_tensor(default_value=-1),
+            "entity_start": start_char.to_tensor(default_value=-1),
+            "entity_end": end_char.to_tensor(default_value=-1),
             "entity_score": per_row(spans["score"]).to_tensor(default_value=0.0),
             "num_entities": spans["count"],
             "word": words.to_tensor(default_value=""),
-            "word_tag": tf.where(tagged, tf.gather(self._tags, tag_ids), ""),
+            "word_tag": tf.where(is_tagged, tf.gather(self._tags, words.with_flat_values(tag_ids).to_tensor()), ""),
             "word_start": char_offsets(text, aligned["word_starts"]).to_tensor(default_value=-1),
             "word_end": char_offsets(text, aligned["word_ends"]).to_tensor(default_value=-1),
             "num_words": num_words,
-            "num_untagged_words": num_words - tf.reduce_sum(tf.cast(tagged, tf.int64), axis=1),
+            "num_untagged_words": num_words - tf.reduce_sum(tf.cast(is_tagged, tf.int64), axis=1),
         }

@@ -38,6 +38,10 @@ import tensorflow_text as tf_text
 from kerasbert.compat.keras_hub import word_split_patterns
 
 MAX_BYTES_PER_WORD = 100  # keras-hub's: a longer pre-token is one [UNK]
+# The memory a text signature's graph takes per byte of one text, besides the model:
+# `entities` on one 1 MB text of one-character pieces took +244 MiB, of one-letter words
+# +217 MiB (python -m benchmarks.call_memory). Declared to servers in assets.extra/row_costs.json.
+GRAPH_BYTES_PER_BYTE = 256
 
 
 class OffsetTokenizer(tf.Module):
@@ -91,9 +95,14 @@ def char_offsets(text: tf.Tensor, byte_offsets: tf.RaggedTensor) -> tf.RaggedTen
         [[0, 1, 2, 3]]
     """
     _, char_starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8", errors="strict")  # (batch, chars)
-    char_starts = tf.cast(char_starts, tf.int64).to_tensor(default_value=tf.int64.max)
-    counted = tf.searchsorted(char_starts, byte_offsets.to_tensor(), side="left")  # chars starting before
-    return tf.RaggedTensor.from_tensor(tf.cast(counted, tf.int64), lengths=byte_offsets.row_lengths())
+    # Offsets into the texts laid end to end, so one flat search serves every row: a dense
+    # (batch, longest text) table grew with the batch times its longest text.
+    base = tf.cumsum(tf.cast(tf.strings.length(text), tf.int64), exclusive=True)  # each text's first byte
+    starts = tf.cast(char_starts.flat_values, tf.int64) + tf.gather(base, char_starts.value_rowids())  # sorted
+    row = byte_offsets.value_rowids()
+    offsets = tf.cast(byte_offsets.flat_values, tf.int64) + tf.gather(base, row)
+    counted = tf.searchsorted(starts[None], offsets[None], side="left", out_type=tf.int64)[0]  # chars before
+    return byte_offsets.with_flat_values(counted - tf.gather(char_starts.row_starts(), row))
 
 
 def check_utf8(text: tf.Tensor, name: str) -> tf.Tensor:
