@@ -245,20 +245,23 @@ def big_requests(model: str = "kerasbert") -> list[tuple[str, bytes]]:
             ("embed: 100,000 one-character texts", request("embed", {"instances": ["a"] * 100_000}))]
 
 
-def big_text_rows(tagger: str = "ner", reader: str = "squad", window_pieces: int = 2200) -> list[tuple[str, bytes]]:
+def big_text_rows(tagger: str = "ner", reader: str = "squad", window_pieces: int = 2100) -> list[tuple[str, bytes]]:
     """Issue 70: text rows whose cost is their length, to kerasbert's `entities` (model `tagger`)
-    and `answer` (model `reader`): one 0.3 MB word of one-character pieces, and 128 rows each
-    asking for the most windows (`window_pieces` word pieces of context: 16 windows of 384
-    at stride 128 by default). Each must be answered (sliced) or refused 400, never kill the
-    server. Raw REST requests, each closing its connection once answered."""
+    and `answer` (model `reader`), 32 rows each (a batch at most, with serving/batching.config):
+    a word of one-character pieces of 0.08 MB and of 0.3 MB beside 31 short texts; contexts of
+    the most windows the reader answers (`window_pieces` word pieces: 16 windows of demo-tasks'
+    256 at stride 128, 15 of bench-tasks' 384). Each must be answered (sliced by its cost) or
+    refused 400 when one row costs more than a call (with batching off, half the memory budget:
+    1,824 padded tokens at bench-hostile's --max_body_bytes; a 16-window row costs ~4,300), never
+    kill the server. Raw REST requests, each closing its connection once answered."""
     import json
 
     def request(model: str, signature: str, document: dict) -> bytes:
         body = json.dumps({"signature_name": signature, **document}).encode()
         return Target(model, signature, "", "").post(body, b"Connection: close\r\n")
 
-    context = " ".join(["film"] * window_pieces)
-    return [("entities: one 0.3 MB word of one-character pieces, 127 short texts",
-             request(tagger, "entities", {"instances": ["a," * 150_000] + ["a fine film"] * 127})),
-            ("answer: 128 contexts of the most windows",
-             request(reader, "answer", {"inputs": {"question": ["which film ?"] * 128, "context": [context] * 128}}))]
+    return [(f"entities: one {size} MB word of one-character pieces, 31 short texts",
+             request(tagger, "entities", {"instances": ["a," * int(size * 500_000)] + ["a fine film"] * 31}))
+            for size in (0.08, 0.3)] + [
+        ("answer: 32 contexts of the most windows", request(reader, "answer", {"inputs": {
+            "question": ["which film ?"] * 32, "context": [" ".join(["film"] * window_pieces)] * 32}}))]

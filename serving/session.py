@@ -111,9 +111,12 @@ class ModelWorkLimits:
         most = min(self.max_execution_batch_size, max_rows or self.max_execution_batch_size)
         if declared and len(costs) and costs.max() > bound:
             row = int(costs.argmax())
+            which = (f"--max_execution_tokens={self.max_execution_tokens}" if bound == self.max_execution_tokens else
+                     f"half the server's memory budget (14 x --max_body_bytes) at --activation_bytes_per_token="
+                     f"{self.activation_bytes_per_token}; --max_execution_tokens={self.max_execution_tokens}")
             raise InvalidArgument(f"Row {row} of the request costs {costs[row]} padded tokens of the model (its "
                                   f"strings' bytes bound their word pieces), more than one call of the model "
-                                  f"takes: --max_execution_tokens={self.max_execution_tokens}")
+                                  f"takes: {bound}, set by {which}")
         found, start = [], 0
         while start < len(costs):
             window = costs[start:start + max(1, min(most, bound // max(1, int(costs[start]))))]
