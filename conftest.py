@@ -142,7 +142,7 @@ def example_run_dir(tmp_path_factory):
     from tests.helpers import tiny_model_dir
 
     path = str(tmp_path_factory.mktemp("runs") / "finetune")
-    tiny_model_dir(path, "cross", overrides=["heads.pooling=cls"])
+    tiny_model_dir(path, "cross", pooling="cls")
     return path
 
 

@@ -23,15 +23,15 @@ TEXTS_A = ["the cat sat on the mat .", "dogs ran fast"]
 TEXTS_B = ["the cat sat .", "the dog ran on the mat"]
 
 
-def tiny_model_dir(path, pair_encoder, sts_encoder="", seed=1, overrides=()):
+def tiny_model_dir(path, pair_encoder, sts_encoder="", seed=1, overrides=(), pooling="mean"):
     """What pipelines.finetune leaves behind, for a tiny random model (no training needed);
     `overrides` are more `--set` strings for its config.json."""
     keras.utils.set_random_seed(seed)
     config = load_config(FinetuneConfig, None, [f"heads.pair_encoder={pair_encoder}",
-                                                f"heads.sts_encoder={sts_encoder}",
+                                                f"heads.sts_encoder={sts_encoder}", f"heads.pooling={pooling}",
                                                 "data.max_sequence_length=16", *overrides])
     encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
-    model = MultitaskBert(encoder, pair_encoder=pair_encoder, sts_encoder=sts_encoder)
+    model = MultitaskBert(encoder, pair_encoder=pair_encoder, sts_encoder=sts_encoder, pooling=pooling)
     tokenizer = make_tokenizer(TINY_VOCAB)
     preprocessor = TaskPreprocessor(tokenizer, 16, pair_encoder, sts_encoder=sts_encoder)
     model(preprocessor("sts", tf.constant(TEXTS_A), tf.constant(TEXTS_B)))
