@@ -33,11 +33,8 @@ For TF Serving's :classify and :regress (serialized tf.Examples with bytes featu
 `serving_default` is the first exported task's text signature: `sentiment` unless the
 export leaves that task out (`export_model(..., tasks=...)`).
 
-Example:
-    >>> export_saved_model("runs/finetune", "saved_models/kerasbert")  # a pipelines.finetune folder
-    'saved_models/kerasbert/1'
-    >>> export_model(model, preprocessor, "saved_models/sst2", tasks=("sst",))  # in your own script
-    'saved_models/sst2/1'
+Examples: `export_saved_model` (a pipelines.finetune folder) and `export_model` (a model in
+your own script), below.
 """
 
 from __future__ import annotations
@@ -286,8 +283,8 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     of 0.9999 of float32's (docs/benchmarks.md); the weights stay float32.
 
     Example:
-        >>> export_model(model, preprocessor, "saved_models/sst2", tasks=("sst",))
-        'saved_models/sst2/1'
+        >>> export_model(model, preprocessor, f"{tmp_path}/saved_models/sst2", tasks=("sst",))
+        '.../saved_models/sst2/1'
     """
     tokenizer = preprocessor.tokenizer
     check_finite_weights(model, f"exporting it to {export_base}")
@@ -343,8 +340,11 @@ def export_saved_model(model_dir: str, export_base: str, version: int | None = N
     """Exports the fine-tuning run in `model_dir` (all tasks) as `<export_base>/<version>/`.
 
     Example:
-        >>> export_saved_model("runs/finetune", "saved_models/kerasbert")
-        'saved_models/kerasbert/2'
+        >>> version = export_saved_model(run_dir, f"{tmp_path}/saved_models/kerasbert")  # e.g. runs/finetune
+        >>> version
+        '.../saved_models/kerasbert/1'
+        >>> sorted(os.listdir(version))
+        ['assets', 'assets.extra', 'fingerprint.pb', 'saved_model.pb', 'variables']
     """
     config, model, preprocessor = load_finetuned(model_dir)
     return export_model(model, preprocessor, export_base, version, config=to_dict(config),

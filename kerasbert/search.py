@@ -11,11 +11,14 @@ sentences; past that, an index takes over: embed the corpus on Beam
 search it with `pipelines.search --index`.
 
 Example:
-    >>> embedder = make_embedder("runs/finetune")
-    >>> corpus = read_sentences("questions.txt")
-    >>> vectors = embed_corpus(embedder, corpus, cache_dir="runs/finetune/search_cache")
-    >>> nearest(embedder(["how do I learn python?"]), vectors, top_k=3)
-    (array([[12, 408, 7]]), array([[0.93, 0.88, 0.85]], dtype=float32))
+    >>> embedder = make_embedder(run_dir)  # a run folder (e.g. runs/finetune) or an exported version
+    >>> corpus = read_sentences(sentences_file)
+    >>> vectors = embed_corpus(embedder, corpus, cache_dir=f"{tmp_path}/search_cache", progress=False)
+    >>> vectors.shape
+    (4, 8)
+    >>> indices, cosines = nearest(embedder(["the cat sat on the mat ."]), vectors, top_k=3)  # best first
+    >>> indices[:, 0], cosines.shape  # the sentence itself first
+    (array([0]), (1, 3))
 """
 
 from __future__ import annotations

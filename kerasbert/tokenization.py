@@ -3,7 +3,7 @@
 Example:
     >>> vocab = train_vocabulary(["the cat sat", "the dog ran"], vocab_size=40)
     >>> tokenizer = make_tokenizer(vocab)
-    >>> tokenizer("The cat").numpy().tolist()  # ids depend on the corpus
+    >>> tokenizer("The cat").tolist()  # ids depend on the corpus
     [...]
 """
 
@@ -71,7 +71,8 @@ def make_tokenizer(vocabulary: list[str] | str) -> keras_hub.models.BertTokenize
     accents stripped, as `train_vocabulary` and BERT's own uncased tokenizer do.
 
     Example:
-        >>> make_tokenizer("runs/vocab.txt")("The café")  # the same ids as "the cafe"
+        >>> make_tokenizer(vocab_file)("The Cats sat")  # a vocab.txt; or a list of tokens
+        array([ 5,  6, 13,  8], dtype=int32)
     """
     if isinstance(vocabulary, str):
         vocabulary = read_vocabulary(vocabulary)
@@ -93,6 +94,7 @@ def load_tokenizer(checkpoint_dir: str) -> keras_hub.models.BertTokenizer:
     leaves them, so "cliché" would not meet the vocabulary's "cliche".
 
     Example:
+        >>> from kerasbert import minilm_checkpoint
         >>> load_tokenizer(minilm_checkpoint()).vocabulary_size()
         30522
     """

@@ -5,8 +5,9 @@ protos (at most 1,000). TF Serving (and `python -m serving`) runs each one when 
 the version, before it serves it, so no client pays for a signature's first call.
 
 Example:
-    >>> write_warmup_requests(export_dir, [predict_request("sentiment", {"text": [b"a fine film"]})])
-    'saved_models/kerasbert/1/assets.extra/tf_serving_warmup_requests'
+    >>> version = f"{tmp_path}/saved_models/kerasbert/1"  # an exported version
+    >>> write_warmup_requests(version, [predict_request("sentiment", {"text": [b"a fine film"]})])
+    '.../saved_models/kerasbert/1/assets.extra/tf_serving_warmup_requests'
 """
 
 from __future__ import annotations

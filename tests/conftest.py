@@ -2,23 +2,18 @@
 
 import importlib
 import os
-import random
 import subprocess
 import sys
 
 import pytest
 
 from kerasbert.cpu_kernels import prefer_onednn
+from tests.tiny_data import TINY_VOCAB, write_corpus  # noqa: F401 (tests import them from here)
 
 prefer_onednn()  # in-process tests run TensorFlow's kernels as the pipelines do
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.environ.get("KERASBERT_DATA_DIR", os.path.join(ROOT, "..", "shared", "data"))
-
-# A 10-word vocabulary after the 5 special tokens; "##s" lets words have two pieces.
-TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-              "the", "cat", "dog", "sat", "ran", "on", "mat", "fast", "##s", "."]
-
 
 @pytest.fixture(scope="session")
 def tiny_export(tmp_path_factory):
@@ -37,19 +32,6 @@ def tiny_export(tmp_path_factory):
 def tiny_tokenizer():
     from kerasbert.tokenization import make_tokenizer
     return make_tokenizer(TINY_VOCAB)
-
-
-def write_corpus(path, num_documents=40, sentences_per_document=6, seed=0):
-    """Plain-text corpus: blank-line separated documents of made-up sentences."""
-    rng = random.Random(seed)
-    words = ["the", "cat", "dog", "sat", "ran", "on", "mat", "fast", "cats", "dogs"]
-    with open(path, "w", encoding="utf-8") as f:
-        for _ in range(num_documents):
-            for _ in range(sentences_per_document):
-                sentence = " ".join(rng.choice(words) for _ in range(rng.randint(3, 9)))
-                f.write(sentence.capitalize() + ". ")
-            f.write("\n\n")
-    return path
 
 
 def run_module(args, env=None, timeout=600, check=True, python_options=()):

@@ -10,7 +10,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from conftest import TINY_VOCAB, write_corpus
 from kerasbert.config import FinetuneConfig, ModelConfig, PretrainConfig, load_config, save_config
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.model import MultitaskBert
@@ -18,20 +17,21 @@ from kerasbert.models.encoder import build_encoder
 from kerasbert.tasks import BUILTIN_TASKS as TASKS
 from kerasbert.tokenization import make_tokenizer
 from kerasbert.training.run import TrainingRun
+from tests.tiny_data import TINY_VOCAB, write_corpus
 
 TEXTS_A = ["the cat sat on the mat .", "dogs ran fast"]
 TEXTS_B = ["the cat sat .", "the dog ran on the mat"]
 
 
-def tiny_model_dir(path, pair_encoder, sts_encoder="", seed=1, overrides=()):
+def tiny_model_dir(path, pair_encoder, sts_encoder="", seed=1, overrides=(), pooling="mean"):
     """What pipelines.finetune leaves behind, for a tiny random model (no training needed);
     `overrides` are more `--set` strings for its config.json."""
     keras.utils.set_random_seed(seed)
     config = load_config(FinetuneConfig, None, [f"heads.pair_encoder={pair_encoder}",
-                                                f"heads.sts_encoder={sts_encoder}",
+                                                f"heads.sts_encoder={sts_encoder}", f"heads.pooling={pooling}",
                                                 "data.max_sequence_length=16", *overrides])
     encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
-    model = MultitaskBert(encoder, pair_encoder=pair_encoder, sts_encoder=sts_encoder)
+    model = MultitaskBert(encoder, pair_encoder=pair_encoder, sts_encoder=sts_encoder, pooling=pooling)
     tokenizer = make_tokenizer(TINY_VOCAB)
     preprocessor = TaskPreprocessor(tokenizer, 16, pair_encoder, sts_encoder=sts_encoder)
     model(preprocessor("sts", tf.constant(TEXTS_A), tf.constant(TEXTS_B)))
@@ -148,3 +148,31 @@ def tiny_families_export(path, seed=1):
                  tasks=("ner", "squad"))
     return {"entities": family_signatures(model, preprocessor, "ner").entities,
             "answer": family_signatures(model, preprocessor, "squad").answer}
+
+
+def tiny_tasks_run(path, seed=1):
+    """A tiny random run folder as pipelines.finetune leaves it, with a head of every kind the
+    shipped tasks have: sst, para, sts (pairs as one packed sequence, [CLS] pooling, so that
+    kerasbert/hf/exporting.py takes it), ner (FAMILY_TAGS) and squad (windows of 16 tokens at
+    stride 4, at most 3). For the docstring examples (../conftest.py)."""
+    from kerasbert.families.conll import Sentence
+    from kerasbert.finetuning.data import task_dataset
+    from kerasbert.tasks import Task
+
+    keras.utils.set_random_seed(seed)
+    config = load_config(FinetuneConfig, None, ["heads.pair_encoder=cross", "heads.pooling=cls",
+                                                "data.max_sequence_length=16"])
+    encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
+    tasks = ["sst", "para", "sts", Task.from_config("ner", {"labels": FAMILY_TAGS}),
+             Task.from_config("squad", {"sequence_length": 16, "doc_stride": 4, "max_query_length": 4, "max_windows": 3})]
+    model = MultitaskBert(encoder, pair_encoder="cross", pooling="cls", tasks=tasks)
+    tokenizer = make_tokenizer(TINY_VOCAB)
+    preprocessor = TaskPreprocessor(tokenizer, 16, "cross")
+    sentences = [Sentence(["the", "cat"], ["O", "B-ANIMAL"], 1)]
+    model(next(iter(task_dataset(model.task_specs["ner"], sentences, preprocessor, 1, False)))[0])
+    os.makedirs(path)
+    model.save(os.path.join(path, "model.keras"))
+    encoder.save_to_preset(os.path.join(path, "encoder"))
+    tokenizer.save_to_preset(os.path.join(path, "encoder"))
+    save_config(config, os.path.join(path, "config.json"))
+    return str(path)

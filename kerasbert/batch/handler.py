@@ -8,8 +8,13 @@ signature with a batch of strings per input. RunInference loads it once per work
 and shares it between that process's threads.
 
 Example:
-    >>> handler = KeyedModelHandler(SavedModelSignatureHandler("saved_models/kerasbert/3", "embed"))
-    >>> rows | RunInference(handler)  # (id, {"text": ...}) -> (id, PredictionResult)
+    >>> import apache_beam as beam
+    >>> from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+    >>> handler = KeyedModelHandler(SavedModelSignatureHandler(export_dir, "embed"))  # e.g. saved_models/kerasbert/3
+    >>> with beam.Pipeline() as pipeline:  # (id, {"text": ...}) -> (id, PredictionResult)
+    ...     _ = (pipeline | beam.Create([("row-1", {"text": "the cat sat"})]) | RunInference(handler)
+    ...          | beam.MapTuple(lambda key, result: print(key, sorted(result.inference))))
+    row-1 ['embedding']
 """
 
 from __future__ import annotations

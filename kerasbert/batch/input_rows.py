@@ -16,9 +16,9 @@ field count, a line over `MAX_FIELD_CHARS`, a record without the signature's fea
 `Refused` row with its reason, for the dead-letter output; the job goes on.
 
 Example:
-    >>> rows = list(read_rows("questions.txt", ("text",), lambda: open("questions.txt", "rb").read()))
+    >>> rows = list(read_rows(sentences_file, ("text",), lambda: open(sentences_file, "rb").read()))
     >>> rows[0]
-    Row(id='questions.txt:1', inputs={'text': 'How do I learn Python?'})
+    Row(id='...sentences.txt:1', inputs={'text': 'the cat sat on the mat .'})
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a SavedModel's signature takes, read from saved_model.pb without loading the model.
 
 Example:
-    >>> string_inputs("saved_models/kerasbert/3", "paraphrase")
+    >>> string_inputs(export_dir, "paraphrase")  # e.g. saved_models/kerasbert/3
     ('text_a', 'text_b')
 """
 

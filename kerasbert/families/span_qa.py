@@ -28,9 +28,14 @@ The task system (a task of kind `span`, kerasbert/tasks.py) trains it: its batch
 (`kerasbert.finetuning.data.family_dataset`) and head (`MultitaskBert`) beside the other tasks'.
 
 Example:
-    >>> graph = SpanGraph(vocabulary, sequence_length=384, doc_stride=128)
-    >>> features = span_features(graph, read_squad("train.json").examples)
-    >>> span_loss(features.positions[:2], model_logits, features.padding_mask[:2])
+    >>> from kerasbert.families.squad import read_squad
+    >>> graph = SpanGraph(vocabulary, sequence_length=16, doc_stride=4, max_query_length=4)  # SQuAD's: 384, 128, 64
+    >>> features = span_features(graph, read_squad(squad_file).examples)
+    >>> features.token_ids.shape, features.positions.tolist()  # 2 questions, 2 windows each: (first, last) piece
+    ((4, 16), [[4, 5], [0, 0], [11, 12], [7, 8]])
+    >>> logits = tf.zeros([4, 16, 2])  # the model's start and end logits (windows, seq, 2)
+    >>> span_loss(features.positions, logits, features.padding_mask)
+    <tf.Tensor: shape=(), dtype=float32, numpy=2.668768882751465>
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ class SpanGraph(tf.Module):
     one is an InvalidArgumentError, as are an empty question or context.
 
     Example:
-        >>> graph = SpanGraph(TINY_VOCAB, sequence_length=8, doc_stride=2, max_query_length=2)
+        >>> graph = SpanGraph(vocabulary, sequence_length=8, doc_stride=2, max_query_length=2)
         >>> graph.windows(tf.constant(["the cat"]), tf.constant(["the dog sat on the mat"]))["window_start"]
         <tf.Tensor: shape=(3,), dtype=int64, numpy=array([0, 2, 4])>
     """

@@ -20,9 +20,14 @@ UTF-8 is an InvalidArgumentError naming the problem.
 (named by the task's head: `answer` and `answer_tokens` for the shipped `squad`).
 
 Example:
+    >>> import functools
+    >>> graph = preprocessor.graph_of(model.task_specs["squad"])  # a SpanGraph
     >>> signatures = SpanSignatures(functools.partial(model.head_output, "squad"), graph)
-    >>> signatures.answer(question=tf.constant(["Who?"]), context=tf.constant(["Peter said hello."]))["answer"]
-    >>> signatures.functions("answer")  # {name: (function, input signature)}, for kerasbert.export
+    >>> outputs = signatures.answer(question=tf.constant(["who sat"]), context=tf.constant(["The cat sat."]))
+    >>> sorted(outputs)
+    ['answer', 'answer_end', 'answer_start', 'score']
+    >>> sorted(signatures.functions("answer"))  # {name: (function, input signature)}, for kerasbert.export
+    ['answer', 'answer_tokens']
 """
 
 from __future__ import annotations
@@ -79,8 +84,16 @@ def max_context(windows: dict, allowed) -> tf.Tensor:
     (100 times the score), so exactly.
 
     Example:
-        >>> windows = graph.windows(question, context)  # 10 context pieces, 6 a window, stride 2
-        >>> max_context(windows, allowed)  # piece 2: min(2, 3) in window 0, min(0, 5) in 1 -> window 0
+        >>> graph = SpanGraph(vocabulary, sequence_length=11, doc_stride=2, max_query_length=2)  # a 2-piece question: 6 a window
+        >>> context = tf.constant(["the dog sat on the mat the cat ran fast"])  # 10 context pieces
+        >>> windows = graph.windows(tf.constant(["the cat"]), context)
+        >>> position = tf.range(tf.shape(windows["token_ids"], out_type=tf.int64)[1])[tf.newaxis, :]
+        >>> offset = windows["context_offset"][:, tf.newaxis]
+        >>> allowed = (position >= offset) & (position < offset + windows["window_length"][:, tf.newaxis])
+        >>> tf.cast(max_context(windows, allowed), tf.int32).numpy()  # piece 2: min(2, 3) in window 0, min(0, 5) in 1
+        array([[0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0],
+               [0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0],
+               [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0]], dtype=int32)
     """
     position = tf.range(tf.shape(allowed, out_type=tf.int64)[1])[tf.newaxis, :]  # (1, width)
     before = position - windows["context_offset"][:, tf.newaxis]  # pieces before it in its window (W, width)

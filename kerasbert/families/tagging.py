@@ -30,9 +30,16 @@ The task system (a task of kind `tags`, kerasbert/tasks.py) trains it: its batch
 (`kerasbert.finetuning.data.family_dataset`) and head (`MultitaskBert`) beside the other tasks'.
 
 Example:
-    >>> graph = TaggingGraph(vocabulary, ("O", "B-PER", "I-PER"), sequence_length=128)
-    >>> features = tagging_features(graph, read_conll("dev.txt").sentences)
-    >>> masked_tag_loss(features.labels[:2], model_logits)
+    >>> from kerasbert.families.conll import read_conll, tag_names
+    >>> sentences = read_conll(conll_file).sentences
+    >>> graph = TaggingGraph(vocabulary, tag_names(sentences), sequence_length=16)
+    >>> graph.tag_names
+    ('O', 'B-ANIMAL', 'I-ANIMAL', 'B-LOC', 'I-LOC')
+    >>> features = tagging_features(graph, sentences)
+    >>> features.labels[:, :6].tolist()  # each word's tag at its first piece, -1 elsewhere
+    [[-1, 0, 1, 0, -1, -1], [-1, 1, -1, 0, 0, 0]]
+    >>> masked_tag_loss(features.labels, tf.zeros([2, 16, 5]))  # logits (batch, seq, tags)
+    <tf.Tensor: shape=(), dtype=float32, numpy=1.6094379425048828>
 """
 
 from __future__ import annotations
@@ -74,7 +81,7 @@ class TaggingGraph(tf.Module):
     `tag_names` start with "O" (the tag of an untagged word); the others are IOB2 tags.
 
     Example:
-        >>> graph = TaggingGraph(TINY_VOCAB, ("O", "B-ANIMAL", "I-ANIMAL"), sequence_length=16)
+        >>> graph = TaggingGraph(vocabulary, ("O", "B-ANIMAL", "I-ANIMAL"), sequence_length=16)
         >>> graph.align(tf.constant(["the cats sat"]))["first_token"].to_list()
         [[1, 2, 4]]
     """

@@ -24,10 +24,16 @@ an entity's text leaves out the punctuation a tokenizer splits off ("(Reuters),"
 Text that is not valid UTF-8 is an InvalidArgumentError naming the input.
 
 Example:
+    >>> import functools
+    >>> graph = preprocessor.graph_of(model.task_specs["ner"])  # a TaggingGraph
     >>> signatures = TaggingSignatures(functools.partial(model.head_output, "ner"), graph)
-    >>> signatures.entities(tf.constant(["Peter Blackburn visited Brussels"]))["entity_text"]
-    <tf.Tensor: shape=(1, 2), dtype=string, numpy=array([[b'Peter Blackburn', b'Brussels']], dtype=object)>
-    >>> signatures.functions("entities")  # {name: (function, input signature)}, for kerasbert.export
+    >>> outputs = signatures.entities(tf.constant(["The cat sat on the mat."]))
+    >>> outputs["word"]
+    <tf.Tensor: shape=(1, 6), dtype=string, numpy=array([[b'The', b'cat', b'sat', b'on', b'the', b'mat.']], dtype=object)>
+    >>> outputs["entity_text"].shape  # (batch, n): this tiny random model's entities
+    TensorShape([1, 5])
+    >>> sorted(signatures.functions("entities"))  # {name: (function, input signature)}, for kerasbert.export
+    ['entities', 'entities_tokens']
 """
 
 from __future__ import annotations

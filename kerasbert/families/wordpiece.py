@@ -49,8 +49,10 @@ class OffsetTokenizer(tf.Module):
     of tokens, `[UNK]` among them), uncased as kerasbert's tokenizers are.
 
     Example:
-        >>> tokenizer = OffsetTokenizer(load_tokenizer(minilm_checkpoint()).get_vocabulary())
-        >>> ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(["Hello, world"]))
+        >>> tokenizer = OffsetTokenizer(vocabulary)  # e.g. load_tokenizer(minilm_checkpoint()).get_vocabulary()
+        >>> ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(["The cats, sat"]))
+        >>> ids.to_list(), starts.to_list(), ends.to_list()
+        ([[5, 6, 13, 1, 8]], [[0, 4, 7, 8, 10]], [[3, 7, 8, 9, 13]])
     """
 
     def __init__(self, vocabulary: list[str], name: str = "offset_tokenizer"):

@@ -13,8 +13,13 @@ can interleave them:
        `MultitaskBert.task_loss` gives each kind's its shape back.)
 
 Example:
-    >>> pre = TaskPreprocessor(tokenizer, sequence_length=128, pair_encoder="cross")
-    >>> train = interleave_tasks({"sst": sst_ds, "para": para_ds, "sts": sts_ds}, sizes, "temperature")
+    >>> pre = TaskPreprocessor(tokenizer, sequence_length=16, pair_encoder="cross")
+    >>> sst = task_dataset("sst", [Example("the cat sat", "", 4), Example("the dog ran", "", 0)], pre, 2, True)
+    >>> sts = task_dataset("sts", [Example("the cat sat", "a cat sat", 4.5)], pre, 2, True)
+    >>> train = interleave_tasks({"sst": sst, "sts": sts}, {"sst": 2, "sts": 1}, "temperature", 2.0)
+    >>> x, y = next(iter(train))
+    >>> sorted(x), x["token_ids"].shape  # one task's batch
+    (['padding_mask', 'padding_mask_b', 'segment_ids', 'segment_ids_b', 'task', 'token_ids', 'token_ids_b'], TensorShape([2, 5]))
 """
 
 from __future__ import annotations
@@ -48,10 +53,10 @@ class TaskPreprocessor:
             Off for XLA, which wants one shape.
 
     Example:
-        >>> preprocessor = TaskPreprocessor(load_tokenizer(minilm_checkpoint()), 128, "cross")
-        >>> x = preprocessor("sts", tf.constant(["A man eats."]), tf.constant(["Someone eats."]))
-        >>> x["token_ids"].shape  # the packed pair, trimmed to its length
-        TensorShape([1, 10])
+        >>> preprocessor = TaskPreprocessor(tokenizer, 128, "cross")  # e.g. load_tokenizer(minilm_checkpoint())
+        >>> x = preprocessor("sts", tf.constant(["The cat sat."]), tf.constant(["Cats sat."]))
+        >>> x["token_ids"]  # the packed pair [CLS] a [SEP] b [SEP], trimmed to its length
+        <tf.Tensor: shape=(1, 11), dtype=int32, numpy=array([[ 2,  5,  6,  8, 14,  3,  6, 13,  8, 14,  3]], dtype=int32)>
     """
 
     def __init__(self, tokenizer, sequence_length: int, pair_encoder: str = "cross", trim: bool = True,
@@ -169,8 +174,12 @@ def task_dataset(task: "str | Task", examples: list[Example], preprocessor: Task
     probability 1/2, seeded.
 
     Example:
-        >>> train = task_dataset("sst", examples, preprocessor, batch_size=32, training=True)
-        >>> model.fit(train, steps_per_epoch=100, epochs=3)
+        >>> examples = [Example("the cat sat", "", 4), Example("the dog ran fast", "", 1)]
+        >>> dev = task_dataset("sst", examples, preprocessor, batch_size=2, training=False)
+        >>> x, y = next(iter(dev))
+        >>> x["token_ids"].shape, y.numpy()  # trimmed to the longest row; the class ids
+        (TensorShape([2, 6]), array([4., 1.], dtype=float32))
+        >>> train = task_dataset("sst", examples, preprocessor, batch_size=2, training=True)  # for model.fit
     """
     task = get_task(task)
     if task.is_family:
@@ -198,7 +207,12 @@ def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, b
     preprocessor keeps one shape (XLA). `group_by_length` as `task_dataset`'s, by packed length.
 
     Example:
-        >>> train = family_dataset(get_task("ner"), sentences, preprocessor, batch_size=32, training=True)
+        >>> from kerasbert.families.conll import read_conll
+        >>> sentences = read_conll(conll_file).sentences
+        >>> dev = family_dataset(model.task_specs["ner"], sentences, preprocessor, batch_size=2, training=False)
+        >>> x, y = next(iter(dev))
+        >>> x["token_ids"].shape, y.numpy().tolist()  # the tag ids at each word's first piece, -1 elsewhere
+        (TensorShape([2, 8]), [[-1.0, 0.0, 1.0, 0.0, -1.0, -1.0, -1.0, -1.0], [-1.0, 1.0, -1.0, 0.0, 0.0, 0.0, 3.0, -1.0]])
     """
     graph = preprocessor.graph_of(task)
     if task.kind == "tags":
@@ -285,8 +299,13 @@ def interleave_tasks(datasets: dict[str, tf.data.Dataset], sizes: dict[str, int]
     `sampling` says (see `task_weights`).
 
     Example:
+        >>> sst_train = task_dataset("sst", [Example("the cat sat", "", 4)], preprocessor, 1, training=True)
+        >>> sts_train = task_dataset("sts", [Example("the cat sat", "a cat sat", 4.5)], preprocessor, 1, training=True)
         >>> batches = interleave_tasks({"sst": sst_train, "sts": sts_train}, {"sst": 8544, "sts": 6040},
         ...                            "temperature", temperature=2.0)
+        >>> names = {task_id(name): name for name in ("sst", "sts")}
+        >>> [names[int(x["task"][0])] for x, y in batches.take(8)]
+        ['sts', 'sts', 'sst', 'sst', 'sts', 'sts', 'sts', 'sts']
     """
     tasks = list(datasets)
     if sampling == "round_robin":

@@ -6,9 +6,9 @@ functions `kerasbert.export` writes into the SavedModel (`serving_functions`: to
 pack, encode, head, class names), so what Python gets is what a server answers.
 
 Example:
-    >>> predictor = TextPredictor.from_run("runs/finetune")
-    >>> predictor.predict("sst", ["a gripping film", "a dull film"])["class_name"]
-    array([b'positive', b'negative'], dtype=object)
+    >>> predictor = TextPredictor.from_run(run_dir)  # e.g. runs/finetune
+    >>> predictor.predict("sst", ["the cat sat", "the dog ran"])["class_name"]  # a tiny random model's
+    array([b'...', b'...'], dtype=object)
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ class TextPredictor:
     NumPy arrays (`class_name` as bytes, as TensorFlow gives strings).
 
     Example (a tiny random model; a fine-tuned one comes from `TextPredictor.from_run`):
-        >>> tokenizer = make_tokenizer("runs/vocab.txt")
+        >>> from kerasbert import MultitaskBert, build_encoder, make_tokenizer
+        >>> tokenizer = make_tokenizer(vocab_file)
         >>> model = MultitaskBert(build_encoder("tiny", tokenizer.vocabulary_size()), tasks=("sst", "sts"))
         >>> predictor = TextPredictor(model, TaskPreprocessor(tokenizer, sequence_length=16))
         >>> outputs = predictor.predict("sst", ["the cat sat", "a dog ran"])

@@ -14,9 +14,9 @@ Weight names are transformers' with the `bert.` prefix taken off and LayerNorm's
 whichever the file has.
 
 Example:
-    >>> checkpoint = read_checkpoint("runs/hf/bert-sst2")
-    >>> checkpoint.architecture, checkpoint.weights["classifier.weight"].shape
-    ('BertForSequenceClassification', (2, 768))
+    >>> checkpoint = read_checkpoint(hf_checkpoint)  # e.g. runs/hf/bert-sst2
+    >>> checkpoint.architecture, checkpoint.weights["classifier.weight"].shape  # bert-base's: (2, 768)
+    ('BertForSequenceClassification', (2, 16))
 """
 
 from __future__ import annotations

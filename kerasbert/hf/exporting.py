@@ -22,8 +22,9 @@ transformers gives kerasbert's outputs (to float rounding). config.json also car
 task's declaration (`kerasbert_task`), which `load_transformers` reads back.
 
 Example:
-    >>> export_transformers("runs/finetune_ner", "hf_models/ner_run")
-    {'ner': 'hf_models/ner_run/ner'}
+    >>> folders = export_transformers(run_dir, f"{tmp_path}/hf_models/run")  # e.g. runs/finetune
+    >>> sorted(folders), sorted(os.listdir(folders["sst"]))
+    (['para', 'sst', 'sts'], ['config.json', 'model.safetensors', 'special_tokens_map.json', 'tokenizer_config.json', 'vocab.txt'])
 """
 
 from __future__ import annotations
@@ -173,9 +174,9 @@ def export_transformers(model_dir, export_base: str, tasks=None) -> dict[str, st
     {task: folder}. `tasks` picks some (None: all). Every task is checked before any is written.
 
     Example:
-        >>> export_transformers("runs/finetune_ner", "hf_models/ner_run")
-        {'ner': 'hf_models/ner_run/ner'}
-        >>> # then, with transformers: pipeline("token-classification", model="hf_models/ner_run/ner")
+        >>> export_transformers(run_dir, f"{tmp_path}/hf_models/run", tasks=("sst",))
+        {'sst': '.../hf_models/run/sst'}
+        >>> # then, with transformers: pipeline("text-classification", model=".../hf_models/run/sst")
     """
     model, preprocessor = load_finetuned(model_dir)[1:] if isinstance(model_dir, str) else model_dir
     tasks = tuple(model.tasks if tasks is None else tasks)

@@ -21,9 +21,11 @@ A run folder holds config.json, model.keras and encoder/ (weights and tokenizer)
 fine-tuning run's: continue fine-tuning from it with `pipelines.finetune --init_checkpoint RUN`.
 
 Example:
-    >>> config, model, preprocessor = load_transformers("runs/hf/bert-sst2")
-    >>> import_transformers("runs/hf/bert-sst2", "runs/sst2-imported")  # then pipelines.export
-    'runs/sst2-imported'
+    >>> config, model, preprocessor = load_transformers(hf_checkpoint)  # e.g. runs/hf/bert-sst2
+    >>> model.tasks, model.task_specs["classifier"].class_names
+    (('classifier',), ('negative', 'positive'))
+    >>> import_transformers(hf_checkpoint, f"{tmp_path}/sst2-imported")  # then pipelines.export
+    '.../sst2-imported'
 """
 
 from __future__ import annotations
@@ -125,8 +127,11 @@ def load_transformers(checkpoint: str, task: str | None = None, pair: bool = Fal
     `sequence_length` packs shorter than the config's positions (at most 512).
 
     Example:
-        >>> config, model, preprocessor = load_transformers("runs/hf/bert-conll", sequence_length=128)
-        >>> TextPredictor(model, preprocessor).predict("entities", ["Ada lives in Paris ."])["entity_type"]
+        >>> from kerasbert import TextPredictor
+        >>> config, model, preprocessor = load_transformers(hf_ner_checkpoint, sequence_length=16)  # e.g. runs/hf/bert-conll
+        >>> outputs = TextPredictor(model, preprocessor).predict("entities", ["the cat sat on the mat ."])
+        >>> outputs["word"].tolist(), outputs["word_tag"].tolist()  # a tiny random checkpoint's tags
+        ([[b'the', b'cat', b'sat', b'on', b'the', b'mat', b'.']], [[b'B-PER', b'O', b'B-PER', b'O', b'B-PER', b'I-LOC', b'O']])
     """
     read = read_checkpoint(checkpoint)
     hf = read.config
@@ -156,9 +161,11 @@ def import_transformers(checkpoint: str, output_dir: str, task: str | None = Non
     anything yet), atomically; returns `output_dir`.
 
     Example:
-        >>> import_transformers("runs/hf/bert-sst2", "runs/sst2-imported", task="sst2")
-        'runs/sst2-imported'
-        >>> TextPredictor.from_run("runs/sst2-imported").predict("sst2", ["a gripping film"])["class_name"]
+        >>> from kerasbert import TextPredictor
+        >>> import_transformers(hf_checkpoint, f"{tmp_path}/sst2-imported", task="sst2")  # e.g. runs/hf/bert-sst2
+        '.../sst2-imported'
+        >>> TextPredictor.from_run(f"{tmp_path}/sst2-imported").predict("sst2", ["the cat sat"])["class_name"]
+        array([b'positive'], dtype=object)
     """
     if os.path.isdir(output_dir) and os.listdir(output_dir):
         raise FileExistsError(f"{output_dir}: not empty; the imported run goes into a new folder")

@@ -11,13 +11,19 @@ file: the batches the data skips are always those the restored weights trained o
 the last block is done the backups are removed: each worker removes its own files only (a
 chief's `backup/` holds its workers' folders), and the last to end removes `backup/`.
 
-Example:
-    >>> start = find_backup(os.path.join(output_dir, "backup"))  # None: nothing to resume
-    >>> start_step = start.blocks_done * steps_per_block if start else 0
-    >>> ...  # build the data from start_step, build and compile the model
-    >>> restore(model, start)
-    >>> model.fit(data, initial_epoch=start.blocks_done, epochs=num_blocks,
-    ...           callbacks=[BlockWeights(os.path.join(output_dir, "backup"))])
+Example (kerasbert.training.run.TrainingRun does this for every run):
+    >>> import keras, tensorflow as tf
+    >>> keras.utils.set_random_seed(0)
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, name="dense")], name="model")
+    >>> data = tf.data.Dataset.from_tensor_slices((tf.ones([8, 3]), tf.ones([8, 1]))).batch(4).repeat()
+    >>> model.compile(optimizer="adam", loss="mse")
+    >>> backup_dir = f"{tmp_path}/backup"
+    >>> start = find_backup(backup_dir)  # None: nothing to resume
+    >>> restore(model, start)  # after building the data from step start.blocks_done * steps_per_block
+    >>> history = model.fit(data, initial_epoch=start.blocks_done if start else 0, epochs=3, steps_per_epoch=2,
+    ...                     verbose=0, callbacks=[BlockWeights(backup_dir, remove_at_end=False)])
+    >>> find_backup(backup_dir).blocks_done  # a restart would resume here
+    3
 """
 
 from __future__ import annotations
@@ -107,7 +113,15 @@ class BlockWeights(keras.callbacks.Callback):
     checkpoints with `remove_at_end=False`.
 
     Example:
-        >>> model.fit(data, epochs=6, steps_per_epoch=100, callbacks=[BlockWeights("runs/x/backup")])
+    >>> import keras, tensorflow as tf
+    >>> keras.utils.set_random_seed(0)
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, name="dense")], name="model")
+    >>> data = tf.data.Dataset.from_tensor_slices((tf.ones([8, 3]), tf.ones([8, 1]))).batch(4).repeat()
+        >>> model.compile(optimizer="adam", loss="mse")
+        >>> history = model.fit(data, epochs=3, steps_per_epoch=2, verbose=0,
+        ...                     callbacks=[BlockWeights(f"{tmp_path}/backup", remove_at_end=False)])
+        >>> sorted(os.listdir(f"{tmp_path}/backup"))  # the newest 2
+        ['block-0002.weights.h5', 'block-0003.weights.h5']
     """
 
     def __init__(self, backup_dir: str, keep: int = 2, remove_at_end: bool = True, parent: str | None = None):

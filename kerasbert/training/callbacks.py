@@ -5,8 +5,9 @@ of resumption: a run killed mid-block restarts at the start of that block from i
 backup, and the input pipeline skips the batches already trained on (see backup.py).
 
 Example:
-    >>> callbacks = training_callbacks(output_dir, is_chief=True)
-    >>> model.fit(data, epochs=num_blocks, steps_per_epoch=steps_per_block, callbacks=callbacks)
+    >>> callbacks = training_callbacks(str(tmp_path), is_chief=True)  # for model.fit(..., callbacks=callbacks)
+    >>> [type(callback).__name__ for callback in callbacks]
+    ['StopOnNonFiniteLoss', 'BlockWeights', 'HistoryCSV', 'StepCurve', 'TensorBoard', 'BlockWeights']
 """
 
 from __future__ import annotations

@@ -7,10 +7,16 @@ written, and the message names the step and the last backup (all backups are fin
 `SkipNonFiniteSteps` leaves the weights as they were for a batch whose gradients are not
 finite, and counts it, instead.
 
-Example:
-    >>> model.fit(data, epochs=4, callbacks=[StopOnNonFiniteLoss(steps_per_block=50,
-    ...                                                          backup_dir="runs/x/backup")])
-    NonFiniteError: loss became NaN at step 62 (block 2); the last finite backup is block 1 ...
+Example (the second batch holds an infinity):
+    >>> import keras, tensorflow as tf
+    >>> keras.utils.set_random_seed(0)
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, name="dense")], name="model")
+    >>> data = tf.data.Dataset.from_tensor_slices((tf.constant([[1.0, 2.0, 3.0], [float("inf"), 0.0, 0.0]]), tf.ones([2, 1]))).batch(1)
+    >>> model.compile(optimizer="adam", loss="mse")
+    >>> model.fit(data, epochs=1, verbose=0, callbacks=[StopOnNonFiniteLoss(steps_per_block=2, last_backup=lambda: 0)])
+    Traceback (most recent call last):
+    ...
+    kerasbert.errors.NonFiniteError: loss became infinite at step 2 (block 1); no backup was written yet, ...
 """
 
 from __future__ import annotations
@@ -27,8 +33,15 @@ def nonfinite_variables(variables) -> list[str]:
     """The paths of the floating-point `variables` that hold a NaN or an infinity.
 
     Example:
+    >>> import keras, tensorflow as tf
+    >>> keras.utils.set_random_seed(0)
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, name="dense")], name="model")
         >>> nonfinite_variables(model.weights)
         []
+        >>> model.layers[0].bias.assign([float("nan")])
+        <tf.Tensor: shape=(1,), dtype=float32, numpy=array([nan], dtype=float32)>
+        >>> nonfinite_variables(model.weights)
+        ['model/dense/bias']
     """
     bad = []
     for variable in variables:
@@ -85,9 +98,15 @@ class SkipNonFiniteSteps(NonFiniteStepHooks):
     skipped step adds one to `skipped_steps` instead of halving it.
 
     Example:
-        >>> model.compile(optimizer=SkipNonFiniteSteps(FusedAdamW(1e-4)))
-        >>> int(model.optimizer.skipped_steps.numpy())
-        0
+    >>> import keras, tensorflow as tf
+    >>> keras.utils.set_random_seed(0)
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, name="dense")], name="model")
+    >>> data = tf.data.Dataset.from_tensor_slices((tf.constant([[1.0, 2.0, 3.0], [float("inf"), 0.0, 0.0]]), tf.ones([2, 1]))).batch(1)
+        >>> from kerasbert.training.optim import FusedAdamW
+        >>> model.compile(optimizer=SkipNonFiniteSteps(FusedAdamW(1e-4)), loss="mse")
+        >>> history = model.fit(data, epochs=1, verbose=0)
+        >>> int(model.optimizer.skipped_steps.numpy()), nonfinite_variables(model.weights)
+        (1, [])
     """
 
     def __init__(self, inner_optimizer, name=None, **_scale_settings):

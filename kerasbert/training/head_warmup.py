@@ -6,9 +6,9 @@ probing before fine-tuning avoids that (Kumar et al. 2022, "Fine-Tuning can Dist
 Pretrained Features"). Pretraining uses it for a fresh MLM/NSP head, fine-tuning for
 the task heads.
 
-Example:
-    >>> warm_up_heads(model, train_data, steps=100, learning_rate=1e-3,
-    ...               compile_model=lambda optimizer: model.compile(optimizer=optimizer))
+In a fit script (a sketch, not run: kerasbert/pretraining/run.py and finetuning/run.py call it):
+    warm_up_heads(model, train_data, steps=100, learning_rate=1e-3,
+                  compile_model=lambda optimizer: model.compile(optimizer=optimizer))
 """
 
 from __future__ import annotations

@@ -66,7 +66,14 @@ class FusedAdamW(compat.GradientsBeforeClipping, keras.optimizers.AdamW):
     With gradients well above eps and no token twice in a batch, the two classes agree.
 
     Example:
-        >>> model.compile(optimizer=FusedAdamW(learning_rate=1e-4, weight_decay=0.01, clipnorm=1.0))
+    >>> import keras, tensorflow as tf
+    >>> keras.utils.set_random_seed(0)
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, name="dense")], name="model")
+    >>> data = tf.data.Dataset.from_tensor_slices((tf.ones([8, 3]), tf.ones([8, 1]))).batch(4).repeat()
+        >>> model.compile(optimizer=FusedAdamW(learning_rate=1e-4, weight_decay=0.01, clipnorm=1.0), loss="mse")
+        >>> history = model.fit(data, epochs=1, steps_per_epoch=2, verbose=0)
+        >>> int(model.optimizer.iterations)
+        2
     """
 
     def gradients_before_clipping(self, grads):
@@ -135,7 +142,12 @@ def build_optimizer(model: keras.Model) -> None:
     which doubles the start-up cost of every run. Call inside the strategy scope.
 
     Example:
-        >>> model.compile(optimizer=make_optimizer(config.train))
+    >>> import keras, tensorflow as tf
+    >>> keras.utils.set_random_seed(0)
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, name="dense")], name="model")
+        >>> model.compile(optimizer=make_optimizer(TrainConfig()), loss="mse")
         >>> build_optimizer(model)
+        >>> len(model.optimizer.variables)  # iteration, learning rate, and 2 slots a weight: made now
+        5
     """
     model.optimizer.build(model.trainable_variables)

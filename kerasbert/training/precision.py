@@ -1,8 +1,11 @@
 """Keras' global dtype policy, for the length of one run only.
 
 Example:
-    >>> with mixed_precision(config.train.mixed_precision):
-    ...     model = BertPretrainer(build_encoder("mini", 8000))  # bfloat16 compute on CPU
+    >>> import keras
+    >>> with mixed_precision(True):  # config.train.mixed_precision
+    ...     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> model.layers[0].compute_dtype  # on a CPU; float16 on a GPU
+    'bfloat16'
     >>> keras.mixed_precision.global_policy().name  # as it was before
     'float32'
 """

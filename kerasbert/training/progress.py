@@ -8,8 +8,9 @@ seconds and one at the end of each block:
     step 40/450 (block 1/3) 12s: loss 2.1043 - sst_loss 1.5012
 
 Example:
-    >>> verbose, callbacks = fit_output(verbose=1)
-    >>> model.fit(data, epochs=3, steps_per_epoch=150, verbose=verbose, callbacks=callbacks)
+    >>> verbose, callbacks = fit_output(verbose=1)  # then model.fit(..., verbose=verbose, callbacks=callbacks)
+    >>> verbose, [type(callback).__name__ for callback in callbacks]  # off a terminal (a terminal: 1, [])
+    (0, ['PlainProgress'])
 """
 
 from __future__ import annotations

@@ -16,16 +16,17 @@ A loss that becomes NaN or infinite stops the run with an error naming the step 
 backup the next start resumes from (training/finite.py); no backup, best weights or
 metrics.json with non-finite values is ever written.
 
-Example:
-    >>> run = TrainingRun(config, "runs/ft", RUN_OUTPUTS)
-    >>> if run.finished is not None:
-    ...     return run.finished
-    >>> batches = my_batches.skip(run.start_step)
-    >>> with strategy.scope():
-    ...     model = build_my_model()
-    ...     run.prepare(model, lambda optimizer: model.compile(optimizer=optimizer), batches)
-    >>> fit = run.fit(model, batches)
-    >>> run.stage(f"done: {fit.examples_per_second:.0f} examples/s")
+In a fit script (a sketch, not run: kerasbert/pretraining/run.py and finetuning/run.py are
+the real ones; tests/helpers.py start_run runs one on a tiny model):
+    run = TrainingRun(config, "runs/ft", RUN_OUTPUTS)
+    if run.finished is not None:
+        return run.finished
+    batches = my_batches.skip(run.start_step)
+    with strategy.scope():
+        model = build_my_model()
+        run.prepare(model, lambda optimizer: model.compile(optimizer=optimizer), batches)
+    fit = run.fit(model, batches)
+    run.stage(f"done: {fit.examples_per_second:.0f} examples/s")
 """
 
 from __future__ import annotations

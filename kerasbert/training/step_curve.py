@@ -6,9 +6,15 @@ Keras hands a callback each metric's running mean since the block began, so the 
 steps (a, b] of a block is (b * mean_b - a * mean_a) / (b - a).
 
 Example:
-    >>> callbacks.append(StepCurve("runs/ft/steps.csv", steps_per_block=150, every=15))
-    step,loss,sst_loss
-    15,2.3012,1.6071
+    >>> import keras, tensorflow as tf
+    >>> keras.utils.set_random_seed(0)
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, name="dense")], name="model")
+    >>> data = tf.data.Dataset.from_tensor_slices((tf.ones([8, 3]), tf.ones([8, 1]))).batch(4).repeat()
+    >>> model.compile(optimizer="adam", loss="mse")
+    >>> curve = StepCurve(f"{tmp_path}/steps.csv", steps_per_block=4, every=2)
+    >>> history = model.fit(data, epochs=2, steps_per_epoch=4, verbose=0, callbacks=[curve])
+    >>> [line.split(",")[0] for line in open(f"{tmp_path}/steps.csv")]  # step, then the mean loss of every 2 steps
+    ['step', '2', '4', '6', '8']
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ logical devices (for testing `mirrored` on one machine) must happen before the
 runtime initialises its devices.
 
 Example:
-    >>> strategy = make_strategy("mirrored", cpu_devices=2)
-    >>> strategy.num_replicas_in_sync
-    2
+    >>> strategy = make_strategy("mirrored")  # cpu_devices=2, before any other TensorFlow work: 2 replicas
+    >>> strategy.num_replicas_in_sync  # one CPU
+    1
 """
 
 from __future__ import annotations
@@ -39,8 +39,11 @@ def make_strategy(name: str, cpu_devices: int = 0) -> tf.distribute.Strategy:
             logical devices (0: use the local GPUs, or the one CPU).
 
     Example:
-        >>> with make_strategy("mirrored").scope():
-        ...     model = BertPretrainer(build_encoder("tiny", vocabulary_size=8000))
+        >>> import keras
+        >>> with make_strategy("default").scope():
+        ...     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])  # your model
+        >>> model.count_params()
+        4
     """
     if name not in STRATEGIES:
         raise ConfigError(f"strategy must be one of {STRATEGIES}. Received: strategy={name!r}")
