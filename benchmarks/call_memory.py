@@ -67,7 +67,7 @@ def main(argv=None) -> None:
     parser.add_argument("--megabytes", type=float, default=1.0)
     args = parser.parse_args(argv)
     text = hostile_text(args.megabytes)
-    inputs = {"text": [text]} if args.signature == "entities" else {"question": ["what?"], "context": [text]}
+    inputs = {"question": ["what?"], "context": [text]} if args.signature == "answer" else {"text": [text]}
     result = call_peak_bytes(args.version_dir, args.signature, inputs)
     print(f"{args.signature} on one {args.megabytes:g} MB text: peak +{result['peak_bytes'] / 2**20:.0f} MiB, "
           f"{result['seconds']:.1f} s ({result['outputs']})")

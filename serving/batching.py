@@ -6,7 +6,9 @@ is checked at the door: every input has a 0th dimension and all share its size, 
 BatchingSession::ComputeInputSize requires; a task that cannot be batched is refused
 with TF Serving's message, never merged. One of `num_batch_threads` workers takes up
 to `max_batch_size` rows, waiting at most `batch_timeout_micros` after the oldest task
-for more. Only tasks whose inputs have the same shapes past the 0th dimension share a
+for more; the queues take turns (a worker runs one batch of a queue, then the next queue's:
+SharedBatchScheduler's round robin), so a flood of one model's work delays another's by one
+batch at most per worker. Only tasks whose inputs have the same shapes past the 0th dimension share a
 batch (or any, padded, with `pad_variable_length_inputs`). Every output of a batch
 must have the batch's rows in its 0th dimension, or the batch fails
 (SplitOutputTensors): an answer is always cut from its own rows. The pieces of a split
@@ -233,10 +235,11 @@ class BatchingSession:
                     wait = left if wait is None else min(wait, left)
                 for key in [k for k, q in self._queues.items() if not q]:
                     del self._queues[key]
-                if ready is not None:
-                    tasks = self._form_batch(self._queues[ready])
-                    if not self._queues[ready]:
-                        del self._queues[ready]
+                if ready is not None:  # round robin: a queue just served goes behind the others
+                    queue = self._queues.pop(ready)
+                    tasks = self._form_batch(queue)
+                    if queue:
+                        self._queues[ready] = queue
                     return ready, tasks
                 self._condition.wait(wait)
         return None, None

@@ -248,3 +248,22 @@ def test_queues_are_removed_when_empty():
     batching.run(fake, "sig", {"x": np.array([1])})
     time.sleep(0.05)
     assert batching._queues == {}
+
+
+def test_queues_take_turns_so_one_models_flood_delays_another_by_one_batch():
+    """SharedBatchScheduler's round robin: with one worker busy on a request split into five
+    pieces, another model's request runs after the piece in progress and the next, not after all."""
+    order = []
+    flood = Fake(lambda inputs: order.append("flood") or times_ten(inputs), delay=0.2)
+    quick = Fake(lambda inputs: order.append("quick") or times_ten(inputs))
+    batching = session("max_batch_size { value: 8 } num_batch_threads { value: 1 } "
+                       "enable_large_batch_splitting { value: true } max_execution_batch_size { value: 1 }")
+
+    def quick_after_flood_starts():
+        flood.started.wait(5)
+        return batching.run(quick, "sig", {"x": np.arange(1)})
+
+    outcomes = concurrently([lambda: batching.run(flood, "sig", {"x": np.arange(5)}), quick_after_flood_starts])
+    assert [o["y"].tolist() for o in outcomes] == [[0, 10, 20, 30, 40], [0]]
+    assert order.index("quick") <= 2, order
+    batching.close()
