@@ -26,7 +26,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import classification_pb2, inference_pb2, input_pb2, regression_pb2
 
-from serving.json_tensor import decode_b64, format_decimal, is_b64_object, json_text, json_type_name
+from serving.json_array import decode_b64, is_b64_object, json_text, json_type_name
+from serving.json_response import format_decimal
 from serving.protos import SerializedInput
 from serving.session import DirectSession
 from serving.status import InvalidArgument, Unimplemented

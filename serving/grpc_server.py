@@ -32,11 +32,12 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from tensorflow_serving.apis import (classification_pb2, model_management_pb2, model_pb2, model_service_pb2_grpc,
                                      predict_pb2, prediction_service_pb2_grpc, regression_pb2)
 
-from serving import classify_regress, json_tensor, tensor_proto
+from serving import classify_regress, tensor_proto
 from serving.memory_budget import ServerBudgets
 from serving.pools import WorkerPool
 from serving.predict import Predictor
 from serving.protos import SSLConfig, parse_text_file
+from serving.json_array import dtype_name
 from serving.manager import ModelManager
 from serving.servable import check_input_names
 from serving.metrics import ServingMetrics
@@ -120,8 +121,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
                         raise tensor_proto.too_large(key, size, self.budget.capacity)
                     cost += size
                     if proto.dtype != dtypes[key].as_datatype_enum:
-                        sent = json_tensor.dtype_name(tf.as_dtype(proto.dtype))
-                        raise InvalidArgument(f"Expects arg[{key}] to be {json_tensor.dtype_name(dtypes[key])} "
+                        sent = dtype_name(tf.as_dtype(proto.dtype))
+                        raise InvalidArgument(f"Expects arg[{key}] to be {dtype_name(dtypes[key])} "
                                               f"but {sent} is provided")
                 check_output_filter(servable.signature_defs[signature], request.output_filter)
                 held.enter_context(self.budget.reserve(cost, deadline))

@@ -51,8 +51,10 @@ from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from serving import classify_regress, json_tensor
+from serving import classify_regress, json_request
 from serving.connections import make_room
+from serving.json_costs import decode_cost, response_cost
+from serving.json_response import dumps_response
 from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets
 from serving.metrics import ServingMetrics
 from serving.manager import ModelManager
@@ -219,7 +221,7 @@ class RestServer:
                 api = predict["method"].lower()
                 body_held = self.budgets.bodies(request.content_length).reserve(0, deadline)
                 body = await self._read_body(request, body_held, deadline)
-                reservation = await self.budgets.decoding.reserve_async(json_tensor.decode_cost(body), deadline)
+                reservation = await self.budgets.decoding.reserve_async(decode_cost(body), deadline)
                 cancelled = _client_gone(request)
                 if api == "predict" and len(body) <= SMALL_BODY_BYTES and self.predictor.runs_on_loop:
                     # Small and batched: decoded and answered on the event loop, queued for its
@@ -299,30 +301,30 @@ class RestServer:
     async def _predict_on_loop(self, spec: tuple, body: bytes, reservation, deadline: float | None,
                                cancelled) -> bytes:
         """Predict for a small body, on the event loop, with a session that runs asynchronously."""
-        request = JsonPredictInputs(json_tensor.loads_request(body, deadline))
+        request = JsonPredictInputs(json_request.loads_request(body, deadline))
         prediction = await self.predictor.predict(spec, request.signature, request, deadline, cancelled, on_loop=True)
-        cost = json_tensor.response_cost(prediction.outputs, request.row_format)
+        cost = response_cost(prediction.outputs, request.row_format)
         await reservation.resize_async(cost, deadline)
         answer = (prediction.outputs, request.row_format, prediction.servable.output_dtypes(request.signature))
         if cost <= SMALL_RESPONSE_COST:
-            return json_tensor.dumps_response(*answer)
-        return await self.loop.run_in_executor(self.pool, json_tensor.dumps_response, *answer)
+            return dumps_response(*answer)
+        return await self.loop.run_in_executor(self.pool, dumps_response, *answer)
 
     def _call_on_pool(self, api: str, spec: tuple, body_holder: list, body_held, reservation,
                       deadline: float | None, cancelled) -> bytes:
         """Predict, classify or regress: JSON in, JSON out (runs on the pool). `body_holder`
         holds the only other reference to the body, so it is freed once parsed."""
-        document = json_tensor.loads_request(body_holder.pop(), deadline)
+        document = json_request.loads_request(body_holder.pop(), deadline)
         body_held.release()
         if api == "predict":
             request = JsonPredictInputs(document)
             del document
             prediction = self.predictor.predict_blocking(spec, request.signature, request, deadline, cancelled)
             # from here the request holds its outputs and their JSON
-            reservation.resize(json_tensor.response_cost(prediction.outputs, request.row_format), deadline)
-            return json_tensor.dumps_response(prediction.outputs, request.row_format,
+            reservation.resize(response_cost(prediction.outputs, request.row_format), deadline)
+            return dumps_response(prediction.outputs, request.row_format,
                                               prediction.servable.output_dtypes(request.signature))
-        signature = json_tensor.signature_name(document)
+        signature = json_request.signature_name(document)
         servable = self.manager.get(*spec)  # held until the response is built
         request = classify_regress.input_from_json(document)
         del document
@@ -338,15 +340,15 @@ class RestServer:
 
 
 class JsonPredictInputs:
-    """A REST Predict body's inputs, decoded (json_tensor) for the servable Predict finds;
+    """A REST Predict body's inputs, decoded (json_request) for the servable Predict finds;
     `row_format` then says how the answer is written. The document is dropped once decoded."""
 
     def __init__(self, document: dict):
-        self.document, self.signature, self.row_format = document, json_tensor.signature_name(document), None
+        self.document, self.signature, self.row_format = document, json_request.signature_name(document), None
 
     def __call__(self, servable) -> dict:
         document, self.document = self.document, None
-        inputs, self.row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(self.signature))
+        inputs, self.row_format = json_request.parse_predict_inputs(document, servable.input_dtypes(self.signature))
         return inputs
 
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tensorflow.core.framework import tensor_pb2
 
-from serving import json_tensor, tensor_proto
+from serving import json_costs, json_request, tensor_proto
 from serving.status import InvalidArgument
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -38,8 +38,8 @@ def to_body(document) -> bytes:
 
 
 def decode(body: bytes, dtypes: dict):
-    document = json_tensor.loads_request(body)
-    return json_tensor.parse_predict_inputs(document, dtypes)
+    document = json_request.loads_request(body)
+    return json_request.parse_predict_inputs(document, dtypes)
 
 
 @SETTINGS
@@ -69,7 +69,7 @@ def test_any_json_document_decodes_or_raises_invalid_argument(document, dtypes):
        st.integers(min_value=1, max_value=20_000), st.sampled_from(INPUT_MAPS), st.booleans())
 @example(b'{"b64": "YQ"}', 4095, {"x": tf.string}, False)  # once an array per instance, 146 KB over
 def test_decoding_stays_within_its_announced_cost(element, count, dtypes, columnar):
-    """json_tensor.decode_cost, counted before parsing, bounds what parsing and converting
+    """json_costs.decode_cost, counted before parsing, bounds what parsing and converting
     take (measured by tracemalloc), whatever the body's shape."""
     key = b'"inputs"' if columnar else b'"instances"'
     body = b"{" + key + b": [" + b", ".join([element] * count) + b"]}"
@@ -84,7 +84,7 @@ def test_decoding_stays_within_its_announced_cost(element, count, dtypes, column
     run()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert peak <= json_tensor.decode_cost(body) + 64 * 1024, (element, count, peak / len(body))
+    assert peak <= json_costs.decode_cost(body) + 64 * 1024, (element, count, peak / len(body))
 
 
 DTYPES = st.one_of(st.sampled_from(list(tensor_proto._FIELDS)), st.integers(min_value=-5, max_value=1000))
