@@ -8,9 +8,8 @@ input has the same shape, and the rows are stacked. Columnar: an object of the i
 for one input its value, each a whole tensor.
 
 Example:
-    >>> inputs, row_format = parse_predict_inputs(loads_request(b'{"instances": [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]}'),
-    ...                                           {"a": tf.int64, "b": tf.string})
-    >>> inputs, row_format
+    >>> document = loads_request(b'{"instances": [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]}')
+    >>> parse_predict_inputs(document, {"a": tf.int64, "b": tf.string})
     ({'a': array([1, 2]), 'b': array([b'x', b'y'], dtype=object)}, True)
     >>> parse_predict_inputs({"inputs": {"a": [[1.5, 2]]}}, {"a": tf.float32})
     ({'a': array([[1.5, 2. ]], dtype=float32)}, False)
