@@ -196,7 +196,8 @@ def checked_array(value, dtype: tf.DType) -> np.ndarray:
         return np.array(flat, dtype=object).reshape(shape)
     if dtype in _WRAPPED:  # int_val holds them as 32-bit ints; Tensor::FromProto casts them
         return np.array(flat, dtype=np.int64).astype(dtype.as_numpy_dtype).reshape(shape)
-    return np.array(flat, dtype=dtype.as_numpy_dtype).reshape(shape)
+    with np.errstate(over="ignore"):  # a float past float16's range is inf, as in the cast
+        return np.array(flat, dtype=dtype.as_numpy_dtype).reshape(shape)
 
 
 def _leaves(value, rank: int):
@@ -242,13 +243,18 @@ def one_pass_array(value, dtype: tf.DType) -> np.ndarray | None:
         return None
     try:
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            array = np.array(value, dtype=np.int64 if dtype in _WRAPPED else dtype.as_numpy_dtype)
+            array = np.array(value, dtype=_ONE_PASS_KINDS.get(dtype, dtype.as_numpy_dtype))
     except (ValueError, TypeError, OverflowError):
         return None
     if array.shape != tuple(shape) or not set(map(type, _leaves(value, len(shape)))) <= allowed:
         return None
-    if dtype in _WRAPPED:
-        if array.size and (array.min() < -(2**31) or array.max() > 2**31 - 1):
-            return None
-        return array.astype(dtype.as_numpy_dtype)
-    return array
+    if dtype in _WRAPPED and array.size and (array.min() < -(2**31) or array.max() > 2**31 - 1):
+        return None
+    with np.errstate(over="ignore"):
+        return array.astype(dtype.as_numpy_dtype, copy=False)
+
+
+# What numpy converts to first where that is what the element-wise path does: int64 for the
+# integers TF Serving wraps, float32 for half floats (rapidjson's GetFloat, then the cast; a
+# direct conversion rounds once, and can differ in the last bit).
+_ONE_PASS_KINDS = {**{dtype: np.int64 for dtype in _WRAPPED}, tf.float16: np.float32, tf.bfloat16: np.float32}
