@@ -59,7 +59,7 @@ from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets
 from serving.metrics import ServingMetrics
 from serving.manager import ModelManager
 from serving.pools import WorkerPool
-from serving.predict import Predictor
+from serving.predict import Predictor, run_without_loop
 from serving.status import (BodyTimeout, BodyTooLarge, DeadlineExceeded, FailedPrecondition, InvalidArgument,
                             ResourceExhausted, code_name, forget_frames, http_status)
 
@@ -302,10 +302,21 @@ class RestServer:
                                cancelled) -> bytes:
         """Predict for a small body, on the event loop, with a session that runs asynchronously."""
         request = JsonPredictInputs(json_request.loads_request(body, deadline))
-        prediction = await self.predictor.predict(spec, request.signature, request, deadline, cancelled, on_loop=True)
+        return await self._predict(spec, request, reservation, deadline, cancelled, on_loop=True)
+
+    async def _predict(self, spec: tuple, request: "JsonPredictInputs", reservation, deadline: float | None,
+                       cancelled, on_loop: bool) -> bytes:
+        """Predict: decoded inputs in, the JSON answer out, its memory reserved first. `on_loop`:
+        awaited on the event loop (a batching session; a large answer is written on the pool);
+        else run on a pool thread by run_without_loop (nothing awaited)."""
+        prediction = await self.predictor.predict(spec, request.signature, request, deadline, cancelled, on_loop)
+        # from here the request holds its outputs and their JSON
         cost = response_cost(prediction.outputs, request.row_format)
-        await reservation.resize_async(cost, deadline)
         answer = (prediction.outputs, request.row_format, prediction.servable.output_dtypes(request.signature))
+        if not on_loop:
+            reservation.resize(cost, deadline)
+            return dumps_response(*answer)
+        await reservation.resize_async(cost, deadline)
         if cost <= SMALL_RESPONSE_COST:
             return dumps_response(*answer)
         return await self.loop.run_in_executor(self.pool, dumps_response, *answer)
@@ -319,11 +330,7 @@ class RestServer:
         if api == "predict":
             request = JsonPredictInputs(document)
             del document
-            prediction = self.predictor.predict_blocking(spec, request.signature, request, deadline, cancelled)
-            # from here the request holds its outputs and their JSON
-            reservation.resize(response_cost(prediction.outputs, request.row_format), deadline)
-            return dumps_response(prediction.outputs, request.row_format,
-                                              prediction.servable.output_dtypes(request.signature))
+            return run_without_loop(self._predict(spec, request, reservation, deadline, cancelled, on_loop=False))
         signature = json_request.signature_name(document)
         servable = self.manager.get(*spec)  # held until the response is built
         request = classify_regress.input_from_json(document)
