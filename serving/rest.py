@@ -107,7 +107,7 @@ class RestServer:
                  max_body_bytes: int = 64 * 1024 * 1024, timeout_ms: int = 30000, num_threads: int = 8,
                  enable_cors: bool = False, max_connections: int = 1024, keepalive_timeout: float = 10.0,
                  metrics: ServingMetrics | None = None, metrics_path: str | None = None):
-        self.manager, self.session, self.budgets = manager, session, budgets
+        self.manager, self.budgets = manager, budgets
         self.host, self.port = host, port
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout_ms / 1000 if timeout_ms > 0 else None
@@ -115,6 +115,7 @@ class RestServer:
         self.max_connections, self.keepalive_timeout = max_connections, keepalive_timeout
         self.metrics = metrics or ServingMetrics(enabled=False)
         self.predictor = Predictor(manager, session, self.metrics)
+        self.examples = classify_regress.ExampleRunner(session, self.metrics, manager.signature_method_name_check)
         self.metrics_path = metrics_path  # where Prometheus scrapes (None: not exported)
         self.pool = WorkerPool(num_threads, "rest")
         self.loop = uvloop.new_event_loop()  # libuv's loop, in C: less time per request than asyncio's own
@@ -336,14 +337,11 @@ class RestServer:
         request = classify_regress.input_from_json(document)
         del document
         reservation.grow(reservation.size + classify_regress.serialized_size(request), deadline)
-        run = classify_regress.classify if api == "classify" else classify_regress.regress
-        started = time.monotonic()
-        result = run(servable, signature, request, self.manager.signature_method_name_check, self.session, deadline,
-                     cancelled)
-        self.metrics.runtime(spec[0], api.capitalize(), time.monotonic() - started)
-        self.metrics.examples(spec[0], classify_regress.count(request))
-        return (classify_regress.dumps_classification(result) if api == "classify"
-                else classify_regress.dumps_regression(result)).encode()
+        if api == "classify":
+            result = self.examples.classify(spec[0], servable, signature, request, deadline, cancelled)
+            return classify_regress.dumps_classification(result).encode()
+        result = self.examples.regress(spec[0], servable, signature, request, deadline, cancelled)
+        return classify_regress.dumps_regression(result).encode()
 
 
 class JsonPredictInputs:
