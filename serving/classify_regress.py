@@ -349,12 +349,13 @@ class ExampleRunner:
     (runtime_latency, as classifier.cc and regressor.cc record it) and the examples
     (request_example_counts, which TF Serving counts for MultiInference only); for
     MultiInference only the examples, once whatever its tasks (multi_inference.cc
-    RecordRequestExampleCount). The request's count and latency are the front end's.
+    RecordRequestExampleCount). The request's count and latency are the front end's. The
+    manager's --enable_signature_method_name_check is read at each call.
 
     >>> from serving.metrics import ServingMetrics
     >>> metrics = ServingMetrics()
     >>> metrics.load("/toy/1", ok=True, seconds=1.0, model="toy")
-    >>> runner = ExampleRunner(DirectSession(), metrics)
+    >>> runner = ExampleRunner(manager, DirectSession(), metrics)
     >>> runner.regress("toy", servable, "regress", input_from_json({"examples": [{"x": [1.0, 2.0]}]}))
     regressions {
       value: ...
@@ -364,9 +365,8 @@ class ExampleRunner:
     1
     """
 
-    def __init__(self, session, metrics, check_method_name: bool = False):
-        self.session, self.metrics = session, metrics
-        self.check_method_name = check_method_name  # --enable_signature_method_name_check
+    def __init__(self, manager, session, metrics):
+        self.manager, self.session, self.metrics = manager, session, metrics
 
     def classify(self, model: str, servable, signature_name: str, request: input_pb2.Input,
                  deadline: float | None = None, cancelled=None) -> classification_pb2.ClassificationResult:
@@ -381,7 +381,8 @@ class ExampleRunner:
     def _timed(self, method: str, run, model: str, servable, signature_name: str, request: input_pb2.Input,
                deadline: float | None, cancelled):
         started = time.monotonic()
-        result = run(servable, signature_name, request, self.check_method_name, self.session, deadline, cancelled)
+        result = run(servable, signature_name, request, self.manager.signature_method_name_check, self.session,
+                     deadline, cancelled)
         self.metrics.runtime(model, method, time.monotonic() - started)
         self.metrics.examples(model, count(request))
         return result
@@ -389,7 +390,8 @@ class ExampleRunner:
     def multi_inference(self, model: str, servable, request: inference_pb2.MultiInferenceRequest,
                         deadline: float | None = None, cancelled=None) -> inference_pb2.MultiInferenceResponse:
         """`multi_inference` on the servable of the model named `model`, its examples counted."""
-        response = multi_inference(servable, request, self.check_method_name, self.session, deadline, cancelled)
+        response = multi_inference(servable, request, self.manager.signature_method_name_check, self.session,
+                                   deadline, cancelled)
         self.metrics.examples(model, count(request.input))
         return response
 

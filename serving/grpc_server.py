@@ -91,7 +91,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         self.manager, self.budget, self.metrics = manager, budgets.decoding, metrics
         self.tensor_content = tensor_content  # --enable_serialization_as_tensor_content
         self.predictor = Predictor(manager, session, metrics)
-        self.examples = classify_regress.ExampleRunner(session, metrics, manager.signature_method_name_check)
+        self.examples = classify_regress.ExampleRunner(manager, session, metrics)
 
     def _finish(self, name: str, method: str, started: float, status: str) -> None:
         self.metrics.request(name, method, "GRPC", status, time.monotonic() - started)

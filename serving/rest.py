@@ -115,7 +115,7 @@ class RestServer:
         self.max_connections, self.keepalive_timeout = max_connections, keepalive_timeout
         self.metrics = metrics or ServingMetrics(enabled=False)
         self.predictor = Predictor(manager, session, self.metrics)
-        self.examples = classify_regress.ExampleRunner(session, self.metrics, manager.signature_method_name_check)
+        self.examples = classify_regress.ExampleRunner(manager, session, self.metrics)
         self.metrics_path = metrics_path  # where Prometheus scrapes (None: not exported)
         self.pool = WorkerPool(num_threads, "rest")
         self.loop = uvloop.new_event_loop()  # libuv's loop, in C: less time per request than asyncio's own
