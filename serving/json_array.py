@@ -7,8 +7,8 @@ type: strings or {"b64": ...} for string inputs, true/false for bool, numbers fo
 (integers only for integer dtypes, within their range). `to_array` converts it in one numpy
 pass (`one_pass_array`) and, only when that pass refuses it, element by element
 (`checked_array`), which finds the error TF Serving reports. The two give the same arrays
-(tests/test_decoders.py holds them equal on generated values); the one pass is about 20 times
-faster on 100,000 floats.
+(tests/test_decoders.py holds them equal on generated values); the one pass converts 100,000
+floats about 100 times faster, 32 short texts about 10 times.
 
 Example:
     >>> to_array([[1, 2.5]], tf.float32)
