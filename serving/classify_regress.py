@@ -22,11 +22,14 @@ Example:
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import classification_pb2, inference_pb2, input_pb2, regression_pb2
 
-from serving.json_tensor import decode_b64, format_decimal, is_b64_object, json_text, json_type_name
+from serving.json_array import decode_b64, is_b64_object, json_text, json_type_name
+from serving.json_response import format_decimal
 from serving.protos import SerializedInput
 from serving.session import DirectSession
 from serving.status import InvalidArgument, Unimplemented
@@ -335,6 +338,62 @@ def multi_inference(servable, request: inference_pb2.MultiInferenceRequest, chec
         result.model_spec.version.value = servable.version
         result.model_spec.signature_name = signature
     return response
+
+
+# --- As the front ends call them -------------------------------------------------------
+
+
+class ExampleRunner:
+    """Classify, Regress and MultiInference through a session, as REST and gRPC both call them,
+    their metrics recorded here: for Classify and Regress the model call's latency
+    (runtime_latency, as classifier.cc and regressor.cc record it) and the examples
+    (request_example_counts, which TF Serving counts for MultiInference only); for
+    MultiInference only the examples, once whatever its tasks (multi_inference.cc
+    RecordRequestExampleCount). The request's count and latency are the front end's. The
+    manager's --enable_signature_method_name_check is read at each call.
+
+    >>> from serving.metrics import ServingMetrics
+    >>> metrics = ServingMetrics()
+    >>> metrics.load("/toy/1", ok=True, seconds=1.0, model="toy")
+    >>> runner = ExampleRunner(manager, DirectSession(), metrics)
+    >>> runner.regress("toy", servable, "regress", input_from_json({"examples": [{"x": [1.0, 2.0]}]}))
+    regressions {
+      value: ...
+    }
+    <BLANKLINE>
+    >>> metrics.example_count_total.value("toy")
+    1
+    """
+
+    def __init__(self, manager, session, metrics):
+        self.manager, self.session, self.metrics = manager, session, metrics
+
+    def classify(self, model: str, servable, signature_name: str, request: input_pb2.Input,
+                 deadline: float | None = None, cancelled=None) -> classification_pb2.ClassificationResult:
+        """`classify` on the servable of the model named `model`, timed and counted."""
+        return self._timed("Classify", classify, model, servable, signature_name, request, deadline, cancelled)
+
+    def regress(self, model: str, servable, signature_name: str, request: input_pb2.Input,
+                deadline: float | None = None, cancelled=None) -> regression_pb2.RegressionResult:
+        """`regress` on the servable of the model named `model`, timed and counted."""
+        return self._timed("Regress", regress, model, servable, signature_name, request, deadline, cancelled)
+
+    def _timed(self, method: str, run, model: str, servable, signature_name: str, request: input_pb2.Input,
+               deadline: float | None, cancelled):
+        started = time.monotonic()
+        result = run(servable, signature_name, request, self.manager.signature_method_name_check, self.session,
+                     deadline, cancelled)
+        self.metrics.runtime(model, method, time.monotonic() - started)
+        self.metrics.examples(model, count(request))
+        return result
+
+    def multi_inference(self, model: str, servable, request: inference_pb2.MultiInferenceRequest,
+                        deadline: float | None = None, cancelled=None) -> inference_pb2.MultiInferenceResponse:
+        """`multi_inference` on the servable of the model named `model`, its examples counted."""
+        response = multi_inference(servable, request, self.manager.signature_method_name_check, self.session,
+                                   deadline, cancelled)
+        self.metrics.examples(model, count(request.input))
+        return response
 
 
 # --- Results -> JSON ------------------------------------------------------------------

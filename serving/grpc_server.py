@@ -32,11 +32,12 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from tensorflow_serving.apis import (classification_pb2, model_management_pb2, model_pb2, model_service_pb2_grpc,
                                      predict_pb2, prediction_service_pb2_grpc, regression_pb2)
 
-from serving import classify_regress, json_tensor, tensor_proto
+from serving import classify_regress, tensor_proto
 from serving.memory_budget import ServerBudgets
 from serving.pools import WorkerPool
 from serving.predict import Predictor
 from serving.protos import SSLConfig, parse_text_file
+from serving.json_array import dtype_name
 from serving.manager import ModelManager
 from serving.servable import check_input_names
 from serving.metrics import ServingMetrics
@@ -87,9 +88,10 @@ def check_output_filter(signature_def, output_filter) -> None:
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def __init__(self, manager: ModelManager, session, budgets: ServerBudgets, metrics: ServingMetrics,
                  tensor_content: bool = False):
-        self.manager, self.session, self.budget, self.metrics = manager, session, budgets.decoding, metrics
+        self.manager, self.budget, self.metrics = manager, budgets.decoding, metrics
         self.tensor_content = tensor_content  # --enable_serialization_as_tensor_content
         self.predictor = Predictor(manager, session, metrics)
+        self.examples = classify_regress.ExampleRunner(manager, session, metrics)
 
     def _finish(self, name: str, method: str, started: float, status: str) -> None:
         self.metrics.request(name, method, "GRPC", status, time.monotonic() - started)
@@ -120,8 +122,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
                         raise tensor_proto.too_large(key, size, self.budget.capacity)
                     cost += size
                     if proto.dtype != dtypes[key].as_datatype_enum:
-                        sent = json_tensor.dtype_name(tf.as_dtype(proto.dtype))
-                        raise InvalidArgument(f"Expects arg[{key}] to be {json_tensor.dtype_name(dtypes[key])} "
+                        sent = dtype_name(tf.as_dtype(proto.dtype))
+                        raise InvalidArgument(f"Expects arg[{key}] to be {dtype_name(dtypes[key])} "
                                               f"but {sent} is provided")
                 check_output_filter(servable.signature_defs[signature], request.output_filter)
                 held.enter_context(self.budget.reserve(cost, deadline))
@@ -148,19 +150,19 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             _abort(context, error)
 
     def Classify(self, request, context):
-        return self._one_signature(request, context, "Classify", classify_regress.classify,
+        return self._one_signature(request, context, "Classify", self.examples.classify,
                                    classification_pb2.ClassificationResponse())
 
     def Regress(self, request, context):
-        return self._one_signature(request, context, "Regress", classify_regress.regress,
+        return self._one_signature(request, context, "Regress", self.examples.regress,
                                    regression_pb2.RegressionResponse())
 
     def _one_signature(self, request, context, method, run, response):
         signature = request.model_spec.signature_name or "serving_default"
 
         def answer(servable, deadline, cancelled):
-            response.result.CopyFrom(run(servable, signature, request.input, self.manager.signature_method_name_check,
-                                         self.session, deadline, cancelled))
+            response.result.CopyFrom(run(request.model_spec.name, servable, signature, request.input, deadline,
+                                         cancelled))
             response.model_spec.name = request.model_spec.name
             response.model_spec.version.value = servable.version
             response.model_spec.signature_name = signature
@@ -171,24 +173,21 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def MultiInference(self, request, context):
         """multi_inference_helper.cc: the servable is the first task's model_spec's (a request
         without tasks names none); multi_inference.cc checks and runs the tasks."""
-        def run(servable, deadline, cancelled):
-            return classify_regress.multi_inference(servable, request, self.manager.signature_method_name_check,
-                                                    self.session, deadline, cancelled)
-
         model_spec = request.tasks[0].model_spec if request.tasks else model_pb2.ModelSpec()
+
+        def run(servable, deadline, cancelled):
+            return self.examples.multi_inference(model_spec.name, servable, request, deadline, cancelled)
+
         if not model_spec.name:  # ServerCore::ServableRequestFromModelSpec
             _abort(context, InvalidArgument("ModelSpec has no name specified."))
         return self._examples(context, "MultiInference", model_spec, request.input, run)
 
     def _examples(self, context, method, model_spec, examples, run):
         """Classify, Regress and MultiInference: the servable `model_spec` names, the memory of
-        the serialized `examples` reserved, and `run(servable, deadline, cancelled)`'s response.
-
-        Their metrics, all recorded here: for Classify and Regress the request's count by status
-        and its latency (prediction_service_impl.cc), the model call's latency (classifier.cc,
-        regressor.cc) and the examples (which TF Serving counts for MultiInference only); for
-        MultiInference only the examples, once whatever its tasks (multi_inference.cc
-        RecordRequestExampleCount: TF Serving counts no MultiInference request)."""
+        the serialized `examples` reserved, and `run(servable, deadline, cancelled)`'s response
+        (an ExampleRunner's call, which records the model call's metrics). Recorded here: for
+        Classify and Regress the request's count by status and its latency
+        (prediction_service_impl.cc); TF Serving counts no MultiInference request."""
         started, status = time.monotonic(), "OK"
         per_request = method != "MultiInference"
         try:
@@ -196,12 +195,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             name, version, label = _spec(model_spec)
             servable = self.manager.get(name, version, label)
             with self.budget.reserve(classify_regress.serialized_size(examples), deadline):
-                started_run = time.monotonic()
-                response = run(servable, deadline, _cancelled(context))
-                if per_request:
-                    self.metrics.runtime(name, method, time.monotonic() - started_run)
-                self.metrics.examples(name, classify_regress.count(examples))
-            return response
+                return run(servable, deadline, _cancelled(context))
         except Exception as raised:
             status = code_name(raised)
             _abort(context, raised)

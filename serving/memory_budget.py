@@ -203,7 +203,7 @@ class MemoryBudget:
 
 class ServerBudgets:
     """The three budgets of one server, sized from --max_body_bytes (B): decoding 12 B (a body
-    of B dense numbers decodes within 12 B: json_tensor.decode_cost; each model call without
+    of B dense numbers decodes within 12 B: json_costs.decode_cost; each model call without
     batching reserves its activations from it too: session.DirectSession), large bodies 2 B,
     small bodies 1 MiB. In all, request data stays under 14 B + 1 MiB.
 

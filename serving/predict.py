@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, Coroutine, NamedTuple
 
 import numpy as np
 
@@ -67,10 +67,15 @@ class Predictor:
     def predict_blocking(self, spec: tuple, signature: str, decode: Decode, deadline: float | None = None,
                          cancelled: Callable[[], bool] | None = None) -> Prediction:
         """`predict` on the calling thread (gRPC's, or a REST pool thread)."""
-        call = self.predict(spec, signature, decode, deadline, cancelled)
-        try:
-            call.send(None)  # with on_loop False nothing is awaited: the coroutine runs to its end
-        except StopIteration as finished:
-            return finished.value
-        call.close()
-        raise RuntimeError("Predict waited for an event loop on a thread")
+        return run_without_loop(self.predict(spec, signature, decode, deadline, cancelled))
+
+
+def run_without_loop(call: Coroutine):
+    """The result of a coroutine that awaits nothing that suspends (`predict` with on_loop
+    False), run to its end on the calling thread, with no event loop."""
+    try:
+        call.send(None)
+    except StopIteration as finished:
+        return finished.value
+    call.close()
+    raise RuntimeError("a coroutine run without an event loop waited for one")

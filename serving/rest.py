@@ -51,13 +51,15 @@ from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from serving import classify_regress, json_tensor
+from serving import classify_regress, json_request
 from serving.connections import make_room
+from serving.json_costs import decode_cost, response_cost
+from serving.json_response import dumps_response
 from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets
 from serving.metrics import ServingMetrics
 from serving.manager import ModelManager
 from serving.pools import WorkerPool
-from serving.predict import Predictor
+from serving.predict import Predictor, run_without_loop
 from serving.status import (BodyTimeout, BodyTooLarge, DeadlineExceeded, FailedPrecondition, InvalidArgument,
                             ResourceExhausted, code_name, forget_frames, http_status)
 
@@ -105,7 +107,7 @@ class RestServer:
                  max_body_bytes: int = 64 * 1024 * 1024, timeout_ms: int = 30000, num_threads: int = 8,
                  enable_cors: bool = False, max_connections: int = 1024, keepalive_timeout: float = 10.0,
                  metrics: ServingMetrics | None = None, metrics_path: str | None = None):
-        self.manager, self.session, self.budgets = manager, session, budgets
+        self.manager, self.budgets = manager, budgets
         self.host, self.port = host, port
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout_ms / 1000 if timeout_ms > 0 else None
@@ -113,6 +115,7 @@ class RestServer:
         self.max_connections, self.keepalive_timeout = max_connections, keepalive_timeout
         self.metrics = metrics or ServingMetrics(enabled=False)
         self.predictor = Predictor(manager, session, self.metrics)
+        self.examples = classify_regress.ExampleRunner(manager, session, self.metrics)
         self.metrics_path = metrics_path  # where Prometheus scrapes (None: not exported)
         self.pool = WorkerPool(num_threads, "rest")
         self.loop = uvloop.new_event_loop()  # libuv's loop, in C: less time per request than asyncio's own
@@ -219,7 +222,7 @@ class RestServer:
                 api = predict["method"].lower()
                 body_held = self.budgets.bodies(request.content_length).reserve(0, deadline)
                 body = await self._read_body(request, body_held, deadline)
-                reservation = await self.budgets.decoding.reserve_async(json_tensor.decode_cost(body), deadline)
+                reservation = await self.budgets.decoding.reserve_async(decode_cost(body), deadline)
                 cancelled = _client_gone(request)
                 if api == "predict" and len(body) <= SMALL_BODY_BYTES and self.predictor.runs_on_loop:
                     # Small and batched: decoded and answered on the event loop, queued for its
@@ -299,54 +302,58 @@ class RestServer:
     async def _predict_on_loop(self, spec: tuple, body: bytes, reservation, deadline: float | None,
                                cancelled) -> bytes:
         """Predict for a small body, on the event loop, with a session that runs asynchronously."""
-        request = JsonPredictInputs(json_tensor.loads_request(body, deadline))
-        prediction = await self.predictor.predict(spec, request.signature, request, deadline, cancelled, on_loop=True)
-        cost = json_tensor.response_cost(prediction.outputs, request.row_format)
-        await reservation.resize_async(cost, deadline)
+        request = JsonPredictInputs(json_request.loads_request(body, deadline))
+        return await self._predict(spec, request, reservation, deadline, cancelled, on_loop=True)
+
+    async def _predict(self, spec: tuple, request: "JsonPredictInputs", reservation, deadline: float | None,
+                       cancelled, on_loop: bool) -> bytes:
+        """Predict: decoded inputs in, the JSON answer out, its memory reserved first. `on_loop`:
+        awaited on the event loop (a batching session; a large answer is written on the pool);
+        else run on a pool thread by run_without_loop (nothing awaited)."""
+        prediction = await self.predictor.predict(spec, request.signature, request, deadline, cancelled, on_loop)
+        # from here the request holds its outputs and their JSON
+        cost = response_cost(prediction.outputs, request.row_format)
         answer = (prediction.outputs, request.row_format, prediction.servable.output_dtypes(request.signature))
+        if not on_loop:
+            reservation.resize(cost, deadline)
+            return dumps_response(*answer)
+        await reservation.resize_async(cost, deadline)
         if cost <= SMALL_RESPONSE_COST:
-            return json_tensor.dumps_response(*answer)
-        return await self.loop.run_in_executor(self.pool, json_tensor.dumps_response, *answer)
+            return dumps_response(*answer)
+        return await self.loop.run_in_executor(self.pool, dumps_response, *answer)
 
     def _call_on_pool(self, api: str, spec: tuple, body_holder: list, body_held, reservation,
                       deadline: float | None, cancelled) -> bytes:
         """Predict, classify or regress: JSON in, JSON out (runs on the pool). `body_holder`
         holds the only other reference to the body, so it is freed once parsed."""
-        document = json_tensor.loads_request(body_holder.pop(), deadline)
+        document = json_request.loads_request(body_holder.pop(), deadline)
         body_held.release()
         if api == "predict":
             request = JsonPredictInputs(document)
             del document
-            prediction = self.predictor.predict_blocking(spec, request.signature, request, deadline, cancelled)
-            # from here the request holds its outputs and their JSON
-            reservation.resize(json_tensor.response_cost(prediction.outputs, request.row_format), deadline)
-            return json_tensor.dumps_response(prediction.outputs, request.row_format,
-                                              prediction.servable.output_dtypes(request.signature))
-        signature = json_tensor.signature_name(document)
+            return run_without_loop(self._predict(spec, request, reservation, deadline, cancelled, on_loop=False))
+        signature = json_request.signature_name(document)
         servable = self.manager.get(*spec)  # held until the response is built
         request = classify_regress.input_from_json(document)
         del document
         reservation.grow(reservation.size + classify_regress.serialized_size(request), deadline)
-        run = classify_regress.classify if api == "classify" else classify_regress.regress
-        started = time.monotonic()
-        result = run(servable, signature, request, self.manager.signature_method_name_check, self.session, deadline,
-                     cancelled)
-        self.metrics.runtime(spec[0], api.capitalize(), time.monotonic() - started)
-        self.metrics.examples(spec[0], classify_regress.count(request))
-        return (classify_regress.dumps_classification(result) if api == "classify"
-                else classify_regress.dumps_regression(result)).encode()
+        if api == "classify":
+            result = self.examples.classify(spec[0], servable, signature, request, deadline, cancelled)
+            return classify_regress.dumps_classification(result).encode()
+        result = self.examples.regress(spec[0], servable, signature, request, deadline, cancelled)
+        return classify_regress.dumps_regression(result).encode()
 
 
 class JsonPredictInputs:
-    """A REST Predict body's inputs, decoded (json_tensor) for the servable Predict finds;
+    """A REST Predict body's inputs, decoded (json_request) for the servable Predict finds;
     `row_format` then says how the answer is written. The document is dropped once decoded."""
 
     def __init__(self, document: dict):
-        self.document, self.signature, self.row_format = document, json_tensor.signature_name(document), None
+        self.document, self.signature, self.row_format = document, json_request.signature_name(document), None
 
     def __call__(self, servable) -> dict:
         document, self.document = self.document, None
-        inputs, self.row_format = json_tensor.parse_predict_inputs(document, servable.input_dtypes(self.signature))
+        inputs, self.row_format = json_request.parse_predict_inputs(document, servable.input_dtypes(self.signature))
         return inputs
 
 

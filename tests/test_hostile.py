@@ -770,7 +770,7 @@ def test_large_float_outputs_are_written_as_each_value_alone(dtype):
     """Finding 9's faster writing (whole numbers at once, few distinct values written once each)
     gives every value the text TF Serving's WriteDecimal gives it alone: -0.0, NaN, Infinity,
     values that need 9 or 17 digits, and whole numbers past 6 digits."""
-    from serving.json_tensor import _float_texts
+    from serving.json_response import _float_texts
 
     def write_decimal(value):  # TF Serving's WriteDecimal, one value at a time
         if value != value or value in (np.inf, -np.inf):

@@ -16,7 +16,7 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_service_pb2_grpc, regression_pb2
 
 from conftest import ROOT
 from serving_helpers import certificates, metric, rest
@@ -193,6 +193,42 @@ def test_request_counters_count_exactly_what_was_sent(monitored):
     budget = ":kerasbert:serving:memory_budget_bytes"
     assert metric(after, budget, budget="decoding", kind="capacity") == 12 * 64 * 2**20  # 12 x --max_body_bytes
     assert 0 < metric(after, budget, budget="decoding", kind="peak") <= 12 * 64 * 2**20
+
+
+def test_classify_and_regress_are_timed_and_counted_alike_over_rest_and_grpc(monitored):
+    """classifier.cc and regressor.cc time the model call (runtime_latency by API) and the
+    examples are counted (request_example_counts): one place does both for REST and gRPC
+    (classify_regress.ExampleRunner); each front end counts its requests."""
+    port = monitored.rest_port
+    before = rest(port, "GET", "/metrics/here")[1].decode()
+    examples = [{"x": [0.0, 0.5]}, {"x": [1.0, 2.0]}]
+    for method in ("classify", "regress"):
+        body = {"signature_name": method, "examples": examples}
+        assert rest(port, "POST", f"/v1/models/toy:{method}", body)[0] == 200
+    channel = grpc.insecure_channel(f"127.0.0.1:{monitored.grpc_port}")
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    classification, regression = classification_pb2.ClassificationRequest(), regression_pb2.RegressionRequest()
+    for request, signature in ((classification, "classify"), (regression, "regress")):
+        request.model_spec.name, request.model_spec.signature_name = "toy", signature
+        for x in ([0.0, 0.5], [1.0, 2.0], [3.0, 4.0]):
+            request.input.example_list.examples.add().features.feature["x"].float_list.value.extend(x)
+    stub.Classify(classification, timeout=30)
+    stub.Regress(regression, timeout=30)
+    channel.close()
+    after = rest(port, "GET", "/metrics/here")[1].decode()
+
+    def delta(name, **labels):
+        return metric(after, name, **labels) - metric(before, name, **labels)
+
+    runtime = ":tensorflow:serving:runtime_latency_count"
+    assert delta(runtime, model_name="toy", API="Classify") == 2  # 1 REST + 1 gRPC
+    assert delta(runtime, model_name="toy", API="Regress") == 2
+    assert delta(":tensorflow:serving:request_example_counts_count", model="toy") == 4
+    assert delta(":tensorflow:serving:request_example_count_total", model="toy") == 2 * 2 + 2 * 3
+    latency = ":tensorflow:serving:request_latency_count"
+    for api, entrypoint in (("classify", "REST"), ("regress", "REST"), ("Classify", "GRPC"), ("Regress", "GRPC")):
+        assert delta(latency, model_name="toy", API=api, entrypoint=entrypoint) == 1
+    assert delta(":tensorflow:serving:request_count", model_name="toy", status="OK") == 4
 
 
 def test_the_default_prometheus_path_and_no_export_without_the_config(tmp_path):
