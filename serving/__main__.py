@@ -69,14 +69,16 @@ def watch_model_config(manager, path: str, poll_seconds: float, applied: str | N
 def make_session(flags: ServerFlags, budget=None, parameters=None):
     """The session every method runs through: batching (with `parameters`, the
     BatchingParameters read from --batching_parameters_file) or direct (whose model calls
-    reserve their activations from `budget`)."""
+    reserve their activations from `budget`); either way one call of the model holds at most
+    half of `budget` in activations."""
     from serving.batching import BatchingSession, parse_batching_parameters
     from serving.flags import model_work_limits
     from serving.session import DirectSession
 
     if not flags.enable_batching:
         return DirectSession(model_work_limits(flags), budget)
-    return BatchingSession(parameters or parse_batching_parameters(""), model_work_limits(flags))
+    return BatchingSession(parameters or parse_batching_parameters(""), model_work_limits(flags),
+                           None if budget is None else budget.capacity)
 
 
 def monitoring_path(flags: ServerFlags) -> str | None:

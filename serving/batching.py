@@ -19,8 +19,9 @@ first row of its last task. With `enable_large_batch_splitting`, a task larger t
 `max_execution_batch_size` runs as several pieces.
 
 Model work is bounded as without batching (session.ModelWorkLimits): a request of more
-rows than --max_request_batch_size is refused, one of more padded tokens than
---max_execution_tokens runs as several pieces (cut by what its rows cost, where the
+rows than --max_request_batch_size is refused, one of more padded tokens than one call
+takes (--max_execution_tokens, and with `budget_bytes` half of that memory in activations,
+as the direct session's calls) runs as several pieces (cut by what its rows cost, where the
 SavedModel declares it: serving/row_costs.py), and no batch holds more padded tokens.
 
 Deadlines travel with each task: one whose deadline passed while it waited is dropped,
@@ -131,8 +132,9 @@ class _Task:
 class BatchingSession:
     """Callable as the direct session is: run(servable, signature, inputs, deadline)."""
 
-    def __init__(self, parameters, limits: ModelWorkLimits | None = None):
-        self.limits = limits or ModelWorkLimits()
+    def __init__(self, parameters, limits: ModelWorkLimits | None = None, budget_bytes: int | None = None):
+        self.limits, self.budget_bytes = limits or ModelWorkLimits(), budget_bytes
+        self.call_tokens = self.limits.call_tokens(budget_bytes)  # padded tokens of one batch at most
         self.max_batch_size = _value(parameters, "max_batch_size", 1000)
         self.timeout = _value(parameters, "batch_timeout_micros", 0) / 1e6
         self.splitting = _value(parameters, "enable_large_batch_splitting", False)
@@ -193,7 +195,7 @@ class BatchingSession:
         if size == 0:  # no rows to batch
             on_done(servable.run(signature, inputs), None)
             return
-        slices = self.limits.slices(inputs, declared_costs(servable, signature), max_rows=self.max_execution)
+        slices = self.limits.slices(inputs, declared_costs(servable, signature), self.budget_bytes, self.max_execution)
         request = _Request(len(slices), deadline, on_done, cancelled)
         tasks = [_Task(request, i, {n: a[start:stop] for n, a in inputs.items()}, row_tokens)
                  for i, (start, stop, row_tokens) in enumerate(slices)]
@@ -253,8 +255,8 @@ class BatchingSession:
 
     def _batch_rows(self, head: _Task) -> int:
         """Rows of a batch at most, for a batch of tasks like `head`: max_execution_batch_size,
-        and --max_execution_tokens padded tokens."""
-        return min(self.max_execution, max(1, self.limits.max_execution_tokens // head.row_tokens))
+        and `call_tokens` padded tokens."""
+        return min(self.max_execution, max(1, self.call_tokens // head.row_tokens))
 
     def _form_batch(self, queue: collections.deque) -> list[_Task]:
         """The head task and, in order, those after it that fit (in rows, and in padded tokens:
@@ -267,7 +269,7 @@ class BatchingSession:
             if task.request.error is not None or task.request.expired(now):
                 _drop(task)
             elif (rows + task.size <= self.max_execution
-                  and (rows + task.size) * wider <= self.limits.max_execution_tokens
+                  and (rows + task.size) * wider <= self.call_tokens
                   and (self.pad_lengths or task.shapes == head.shapes)):
                 tasks.append(task)
                 rows, widest = rows + task.size, wider

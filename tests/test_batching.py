@@ -209,6 +209,21 @@ def test_max_execution_tokens_bounds_every_batch_as_it_bounds_a_request_alone():
         batching.run(fake, "sig", {"x": np.zeros((41, 64))})
 
 
+def test_a_batch_holds_no_more_activations_than_a_direct_call_may():
+    """Issue 70: batching ignored the memory budget that bounds a direct call (half of it in
+    activations), so rows the direct session refuses ran in batches, each call seconds long.
+    With a budget of 8 KiB at 64 bytes a token, a call holds 64 tokens: 1 row of 64 here."""
+    from serving.session import ModelWorkLimits
+
+    fake = Fake(times_ten)
+    batching = BatchingSession(parse_batching_parameters("max_batch_size { value: 64 } num_batch_threads { value: 1 } "
+                                                         "batch_timeout_micros { value: 100000 }"),
+                               ModelWorkLimits(activation_bytes_per_token=64), budget_bytes=8192)
+    x = np.arange(3 * 64).reshape(3, 64)
+    assert np.array_equal(batching.run(fake, "sig", {"x": x})["y"], x * 10) and fake.batch_sizes == [1, 1, 1]
+    batching.close()
+
+
 def test_a_task_past_its_deadline_is_dropped_not_run():
     """BatchingSession::ProcessBatch: a task whose deadline passed while queued is not run;
     a split request stops at the next piece, so a timed-out request leaves no work behind."""
