@@ -78,7 +78,7 @@ bench-tasks: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.tasks --data_dir $(DATA_DIR) --output_dir runs/bench-tasks \
 		--peer_python $(PEER_VENV)/bin/python
 
-# The transformers bridge both ways (~1 h): transformers' SST-5, CoNLL and SQuAD checkpoints
+# The transformers bridge both ways (~45 min on a shared 2-core machine; 300 dev rows a task): transformers' SST-5, CoNLL and SQuAD checkpoints
 # imported and served against transformers' own answers; kerasbert's runs exported back, the same.
 bench-transformers: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.transformers_bridge --data_dir $(DATA_DIR) --output_dir runs/bench-transformers \

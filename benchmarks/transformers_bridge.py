@@ -34,7 +34,7 @@ from benchmarks.tasks import inputs_of, peer_settings, prepare, run
 
 TASKS = ("sst", "ner", "squad")
 SIGNATURES = {"sst": "classifier", "ner": "entities", "squad": "answer"}  # the imported heads' names
-STEPS = {"sst": 200, "ner": 200, "squad": 80}  # the peer's, at --train_batch_size
+STEPS = {"sst": 60, "ner": 60, "squad": 24}  # the peer's, at --train_batch_size
 GOALS = {"sst": 0.995, "ner": 0.99, "squad": 0.99}
 PROBABILITY_TOLERANCE = 1e-4
 CAUSES = {
@@ -259,9 +259,9 @@ def main(argv=None) -> int:
                         "finetune_squad.json (the way out's configs).")
     parser.add_argument("--max_steps", type=int, default=0, help=f"The peer's training steps (0: {STEPS}).")
     parser.add_argument("--train_batch_size", type=int, default=16, help="Training batch of both sides.")
-    parser.add_argument("--continue_steps", type=int, default=40, help="kerasbert's steps on the imported runs.")
+    parser.add_argument("--continue_steps", type=int, default=20, help="kerasbert's steps on the imported runs.")
     parser.add_argument("--train_examples", type=int, default=0, help="Training examples (0: all).")
-    parser.add_argument("--dev_examples", type=int, default=0, help="Dev rows compared and timed (0: all).")
+    parser.add_argument("--dev_examples", type=int, default=300, help="Dev rows compared and timed (0: all).")
     parser.add_argument("--batch_size", type=int, default=32, help="Rows per request and pipeline call.")
     args = parser.parse_args(argv)
     args.seed = None  # benchmarks.tasks' configs: their own seeds
