@@ -7,7 +7,7 @@ UV_INSTALL := $(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --qui
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-tasks test tfserving-tests bench-peers bench-tasks bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding bench-batch bench-own-data clean
+.PHONY: install demo demo-tasks test tfserving-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding bench-batch bench-own-data clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -76,6 +76,12 @@ bench-peers: install $(PEER_VENV)/.installed
 # dev F1 (and EM), training examples/s, raw-text answers/s. Exports to runs/bench-tasks/export/.
 bench-tasks: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.tasks --data_dir $(DATA_DIR) --output_dir runs/bench-tasks \
+		--peer_python $(PEER_VENV)/bin/python
+
+# The transformers bridge both ways (~45 min on a shared 2-core machine; 300 dev rows a task): transformers' SST-5, CoNLL and SQuAD checkpoints
+# imported and served against transformers' own answers; kerasbert's runs exported back, the same.
+bench-transformers: install $(PEER_VENV)/.installed
+	$(PY) -m benchmarks.transformers_bridge --data_dir $(DATA_DIR) --output_dir runs/bench-transformers \
 		--peer_python $(PEER_VENV)/bin/python
 
 # Its budget is the config's steps; its quality is judged against the peer (bench-peers).

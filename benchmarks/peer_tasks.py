@@ -6,8 +6,10 @@ only; examples, settings and predictions pass through files (benchmarks/peer_pro
 
     python -m benchmarks.peer_tasks train --inputs DIR --checkpoint MINILM --model_dir OUT --output OUT.json
     python -m benchmarks.peer_tasks pipeline --inputs DIR --model_dir OUT --batch_size 32 --output OUT.json
+    python -m benchmarks.peer_tasks outputs --inputs DIR --model_dir OUT --output OUT.json
 
-`DIR/settings.json` holds `kind` ("tags" or "span"), the sequence length, batch size,
+`DIR/settings.json` holds `kind` ("tags", "span" or "classes": `BertForSequenceClassification`
+on `text` (and `text_b`), class index `label`, `class_names`), the sequence length, batch size,
 steps (and steps per block), learning rate, warm-up steps, weight decay and clipping; `DIR/train.jsonl` the
 training examples in training order (taken in turn, epoch after epoch); `DIR/dev.jsonl`
 the examples scored. `train` writes the dev predictions after each block to OUT.json's
@@ -68,6 +70,15 @@ def tag_features(tokenizer, examples: list[dict], settings: dict) -> dict:
             "attention_mask": encoded["attention_mask"], "labels": labels, "first": firsts}
 
 
+def class_features(tokenizer, examples: list[dict], settings: dict) -> dict:
+    """Padded encoder inputs of each example's `text` (and `text_b`, for pairs) and its class
+    index `label`."""
+    pairs = [e["text_b"] for e in examples] if "text_b" in examples[0] else None
+    encoded = tokenizer([e["text"] for e in examples], pairs, truncation=True, padding="max_length",
+                        max_length=settings["sequence_length"], return_tensors="np")
+    return {**{key: encoded[key] for key in MODEL_INPUTS}, "labels": np.array([e["label"] for e in examples])}
+
+
 def span_windows(tokenizer, examples: list[dict], settings: dict) -> dict:
     """Every window of every example: encoder inputs (windows, length), the window's
     `example`, each position's character span in the context (None outside it), and
@@ -107,20 +118,21 @@ def span_windows(tokenizer, examples: list[dict], settings: dict) -> dict:
 
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
-LABELS = {"tags": ("labels",), "span": ("start_positions", "end_positions")}
+LABELS = {"tags": ("labels",), "span": ("start_positions", "end_positions"), "classes": ("labels",)}
 
 
 def features_of(kind: str, tokenizer, examples: list[dict], settings: dict) -> dict:
-    return (tag_features if kind == "tags" else span_windows)(tokenizer, examples, settings)
+    builder = {"tags": tag_features, "span": span_windows, "classes": class_features}[kind]
+    return builder(tokenizer, examples, settings)
 
 
 def model_of(kind: str, checkpoint: str, settings: dict):
-    if kind == "tags":
-        names = settings["tag_names"]
-        return transformers.BertForTokenClassification.from_pretrained(
-            checkpoint, num_labels=len(names), id2label=dict(enumerate(names)),
-            label2id={name: i for i, name in enumerate(names)})
-    return transformers.BertForQuestionAnswering.from_pretrained(checkpoint)
+    if kind == "span":
+        return transformers.BertForQuestionAnswering.from_pretrained(checkpoint)
+    names = settings["tag_names" if kind == "tags" else "class_names"]
+    head = transformers.BertForTokenClassification if kind == "tags" else transformers.BertForSequenceClassification
+    return head.from_pretrained(checkpoint, num_labels=len(names), id2label=dict(enumerate(names)),
+                                label2id={name: i for i, name in enumerate(names)})
 
 
 # --- Training and dev predictions ------------------------------------------------------
@@ -216,21 +228,23 @@ def predict_tags(model, features: dict, tag_names: list[str]) -> list[list[str]]
 
 
 def predict_answers(model, windows: dict, examples: list[dict], max_answer_length: int,
-                    batch_size: int = 64) -> dict[str, str]:
-    """run_qa.py's postprocessing over every window of each example: {id: answer}."""
+                    batch_size: int = 64, spans: bool = False) -> dict:
+    """run_qa.py's postprocessing over every window of each example: {id: answer}, or with
+    `spans` {id: (answer, start, end)}, its character offsets in the context."""
     logits = np.concatenate(logits_of(model, windows, batch_size))  # (windows, length, 2)
-    best = {}  # example index -> (score, text)
+    best = {}  # example index -> (score, start, end)
     for w, example in enumerate(windows["example"]):
         offsets, start_logits, end_logits = windows["offsets"][w], logits[w, :, 0], logits[w, :, 1]
-        context = examples[example]["context"]
         for s in np.argsort(start_logits)[::-1][:N_BEST]:
             for e in np.argsort(end_logits)[::-1][:N_BEST]:
                 if offsets[s] is None or offsets[e] is None or e < s or e - s + 1 > max_answer_length:
                     continue
                 score = float(start_logits[s] + end_logits[e])
                 if example not in best or score > best[example][0]:
-                    best[example] = (score, context[offsets[s][0]:offsets[e][1]])
-    return {e["id"]: best.get(i, (0.0, ""))[1] for i, e in enumerate(examples)}
+                    best[example] = (score, offsets[s][0], offsets[e][1])
+    found = {e["id"]: best.get(i, (0.0, 0, 0))[1:] for i, e in enumerate(examples)}
+    return {key: (examples[i]["context"][a:b], a, b) if spans else examples[i]["context"][a:b]
+            for i, (key, (a, b)) in enumerate(found.items())}
 
 
 def train(args) -> dict:
@@ -245,6 +259,8 @@ def train(args) -> dict:
     dev_features = features_of(kind, tokenizer, dev, settings)
 
     def score_block(model):
+        if kind == "classes":
+            return np.concatenate(logits_of(model, dev_features)).argmax(-1).tolist()
         return (predict_tags(model, dev_features, settings["tag_names"]) if kind == "tags"
                 else predict_answers(model, dev_features, dev, settings["max_answer_length"]))
 
@@ -261,33 +277,62 @@ def train(args) -> dict:
 
 # --- Inference speed: raw text to entities or answers -----------------------------------
 
+def answerer(settings: dict, model_dir: str, batch_size: int):
+    """call(rows) -> transformers' answer for each row: `pipeline("text-classification",
+    top_k=None)`'s scores of every class; `pipeline("token-classification",
+    aggregation_strategy="first")`'s entities over the words joined by spaces; for questions,
+    (answer, start, end, windows) in the context, from the fast tokenizer + BertForQuestionAnswering +
+    run_qa.py's postprocessing above: transformers 5 has no `pipeline("question-answering")`
+    any more (it points to chat models)."""
+    kind = settings["kind"]
+    if kind == "classes":
+        run = transformers.pipeline("text-classification", model=model_dir, top_k=None)
+        return lambda rows: run([{"text": r["text"], "text_pair": r["text_b"]} if "text_b" in r else r["text"]
+                                 for r in rows], batch_size=batch_size)
+    if kind == "tags":
+        run = transformers.pipeline("token-classification", model=model_dir, aggregation_strategy="first")
+        return lambda rows: run([" ".join(r["words"]) for r in rows], batch_size=batch_size)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    model = transformers.BertForQuestionAnswering.from_pretrained(model_dir)
+
+    def call(rows):  # no reference answers: no question is left out
+        questions = [{"id": str(i), "question": r["question"], "context": r["context"]} for i, r in enumerate(rows)]
+        windows = span_windows(tokenizer, questions, settings)
+        answers = predict_answers(model, windows, questions, settings["max_answer_length"], batch_size, spans=True)
+        counts = np.bincount(windows["example"], minlength=len(rows))
+        return [(*answers[str(i)], int(counts[i])) for i in range(len(rows))]
+    return call
+
+
 def pipeline(args) -> dict:
-    """answers/s over the dev rows as raw text, `--batch_size` at a time, one process:
-    `pipeline("token-classification", aggregation_strategy="first")` over the sentences;
-    for questions, transformers 5 has no `pipeline("question-answering")` any more (it
-    points to chat models), so the fast tokenizer + BertForQuestionAnswering + run_qa.py's
-    postprocessing above, under `torch.inference_mode`, after one untimed pass."""
-    settings = settings_of(args.inputs)
+    """answers/s over the dev rows as raw text, `--batch_size` at a time, one process
+    (`answerer`), under `torch.inference_mode`, after one untimed pass."""
     dev = load_examples(os.path.join(args.inputs, "dev.jsonl"))
-    if settings["kind"] == "tags":
-        run = transformers.pipeline("token-classification", model=args.model_dir, aggregation_strategy="first")
-
-        def call(rows):
-            return run([" ".join(row["words"]) for row in rows], batch_size=args.batch_size)
-    else:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(args.model_dir)
-        model = transformers.BertForQuestionAnswering.from_pretrained(args.model_dir)
-
-        def call(rows):
-            questions = [{"id": str(i), "question": row["question"], "context": row["context"]}
-                         for i, row in enumerate(rows)]
-            windows = span_windows(tokenizer, questions, settings)
-            answers = predict_answers(model, windows, questions, settings["max_answer_length"], args.batch_size)
-            return [answers[str(i)] for i in range(len(rows))]
+    call = answerer(settings_of(args.inputs), args.model_dir, args.batch_size)
     with torch.inference_mode():
         time_batches(call, dev, args.batch_size, 1)  # warm-up
         rates = time_batches(call, dev, args.batch_size, args.repeats)
     return {"answers_per_second": rates, "batch_size": args.batch_size, "rows": len(dev), "versions": versions()}
+
+
+def outputs(args) -> dict:
+    """What transformers answers for each dev row (`answerer`), for
+    benchmarks.transformers_bridge to hold kerasbert's served answers to: the probability of
+    every class by name; entities as [type, start, end, text]; [answer, start, end] and the
+    context's window count."""
+    dev = load_examples(os.path.join(args.inputs, "dev.jsonl"))
+    kind = settings_of(args.inputs)["kind"]
+    with torch.inference_mode():
+        found = answerer(settings_of(args.inputs), args.model_dir, args.batch_size)(dev)
+    if kind == "classes":
+        rows = [{"probabilities": {s["label"]: float(s["score"]) for s in scores}} for scores in found]
+    elif kind == "tags":
+        texts = [" ".join(r["words"]) for r in dev]
+        rows = [{"entities": [[e["entity_group"], int(e["start"]), int(e["end"]), text[e["start"]:e["end"]]]
+                              for e in entities]} for text, entities in zip(texts, found)]
+    else:
+        rows = [{"answer": list(answer[:3]), "windows": answer[3]} for answer in found]
+    return {"rows": rows, "versions": versions()}
 
 
 def main(argv=None) -> int:
@@ -299,12 +344,14 @@ def main(argv=None) -> int:
     speed = commands.add_parser("pipeline")
     speed.add_argument("--batch_size", type=int, default=32)
     speed.add_argument("--repeats", type=int, default=1)
+    answers = commands.add_parser("outputs")
+    answers.add_argument("--batch_size", type=int, default=32)
     for command in commands.choices.values():
         command.add_argument("--inputs", required=True, help="Folder with settings.json, train.jsonl, dev.jsonl.")
         command.add_argument("--model_dir", required=True, help="The fine-tuned model (train writes it).")
         command.add_argument("--output", required=True, help="Results JSON.")
     args = parser.parse_args(argv)
-    write_json(args.output, {"train": train, "pipeline": pipeline}[args.command](args))
+    write_json(args.output, {"train": train, "pipeline": pipeline, "outputs": outputs}[args.command](args))
     return 0
 
 

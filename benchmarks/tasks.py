@@ -45,6 +45,7 @@ def config_of(args, task: str):
     overrides = [f"tasks={task}"] + ([f"train.total_steps={args.max_steps}",
                                       f"train.steps_per_block={args.max_steps}"] if args.max_steps else [])
     overrides += [f"train.seed={args.seed}"] if args.seed is not None else []
+    overrides += [f"train.batch_size={args.train_batch_size}"] if getattr(args, "train_batch_size", 0) else []
     return load_config(FinetuneConfig, os.path.join(args.config_dir, f"finetune_{task}.json"), overrides)
 
 
@@ -79,7 +80,6 @@ def write_task_file(path: str, rows: list[dict]) -> None:
 def prepare(args, task: str) -> tuple[str, dict]:
     """Writes inputs/<task>/: the example lists, kerasbert's config, the peer's settings."""
     from kerasbert.config import save_config
-    from kerasbert.families.conll import Sentence, tag_names
 
     config = config_of(args, task)
     spec = config.tasks[task]
@@ -100,6 +100,16 @@ def prepare(args, task: str) -> tuple[str, dict]:
         config.data, train_files={task: files["train"]}, dev_files={task: files["dev"]}, max_train_examples=0,
         max_dev_examples=0))
     save_config(config, os.path.join(folder, "config.json"))
+    settings = peer_settings(config, spec, train, dev)
+    with open(os.path.join(folder, "settings.json"), "w") as f:
+        json.dump(settings, f, indent=2)
+    return folder, settings
+
+
+def peer_settings(config, spec, train: list[dict], dev: list[dict]) -> dict:
+    """The peer's settings.json of `spec` under `config`: the same length, batches and optimiser."""
+    from kerasbert.families.conll import Sentence, tag_names
+
     train_config = config.train
     settings = {"kind": spec.kind, "sequence_length": spec.sequence_length or config.data.max_sequence_length,
                 "batch_size": train_config.batch_size, "total_steps": train_config.total_steps,
@@ -112,13 +122,13 @@ def prepare(args, task: str) -> tuple[str, dict]:
                 "seed": train_config.seed, "train_examples": len(train), "dev_examples": len(dev)}
     if spec.kind == "tags":
         settings["tag_names"] = list(spec.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
-    else:
+    elif spec.kind == "span":
         settings.update(doc_stride=spec.doc_stride_at(settings["sequence_length"]),
                         max_query_length=spec.max_query_length,
                         max_answer_length=spec.max_answer_length)
-    with open(os.path.join(folder, "settings.json"), "w") as f:
-        json.dump(settings, f, indent=2)
-    return folder, settings
+    else:
+        settings["class_names"] = list(spec.served_names)
+    return settings
 
 
 def run(command: list[str]) -> None:

@@ -409,3 +409,31 @@ def test_pipelines_import_then_export_both_formats(checkpoints, tmp_path, capsys
     ids, segments, mask = packed(TEXTS)
     expected = softmax(linear(bert_forward(w, ids, segments, mask, gelu_tanh)[1], w, "classifier"))
     np.testing.assert_allclose(served["outputs"]["classifier"]["probabilities"], expected, atol=2e-5)
+
+
+def test_finetuning_an_imported_run_continues_its_heads(checkpoints, tmp_path, capsys):
+    """--init_checkpoint RUN: a task of the same name, kind and tags keeps the run's head (its
+    columns in this run's tag order); a sentence head read through another pooling starts new."""
+    from kerasbert.config import FinetuneConfig, HeadsConfig
+    from kerasbert.finetuning.run import build_model, carried_heads
+    from kerasbert.hf.importing import import_transformers
+    from kerasbert.tasks import Task
+
+    tagger, classifier = str(tmp_path / "tagger"), str(tmp_path / "classifier")
+    import_transformers(checkpoints["tagger"][0], tagger, sequence_length=32)
+    import_transformers(checkpoints["classifier"][0], classifier, sequence_length=32)
+    tags = ("O", "B-LOC", "B-PER", "I-LOC", "I-PER")  # as a training file sorts them
+    tasks = {"ner": Task("ner", "tags", head="entities", labels=tags)}
+    config = FinetuneConfig(tasks=tasks, heads=HeadsConfig(pooling="cls"))
+    model = build_model(config, tasks, tagger, carried_heads(config, tasks, tagger))
+    w = checkpoints["tagger"][1]
+    kernel, bias = model.head("ner").get_weights()
+    np.testing.assert_array_equal(kernel, w["classifier.weight"][[TAGS.index(t) for t in tags]].T)
+    np.testing.assert_array_equal(bias, w["classifier.bias"][[TAGS.index(t) for t in tags]])
+    assert f"ner: its head from {tagger}" in capsys.readouterr().out
+
+    names = ("negative", "neutral", "positive")
+    tasks = {"classifier": Task("classifier", "classes", text="text", class_names=names, labels=("0", "1", "2"))}
+    assert carried_heads(FinetuneConfig(tasks=tasks, heads=HeadsConfig(pooling="cls")), tasks, classifier)
+    assert carried_heads(FinetuneConfig(tasks=tasks), tasks, classifier) == {}  # mean pooling: a new head
+    assert "a new head" in capsys.readouterr().out and carried_heads(config, tasks, checkpoints["tagger"][0]) == {}

@@ -41,6 +41,7 @@ from kerasbert.durable import publish, write_json
 from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, resolve_path, sample_examples, task_dataset
 from kerasbert.finetuning.evaluation import (class_report, entity_report, headline_keys, overall_score,
                                              predicted_classes, score_examples, task_labels)
+from kerasbert.finetuning.load import load_finetuned
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.finetuning.report import write_run_report
 from kerasbert.models.encoder import load_encoder
@@ -185,8 +186,9 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
     batches = training_batches(config, tasks, train_examples, preprocessor).skip(run.start_step) \
         .prefetch(tf.data.AUTOTUNE)
 
+    carried = carried_heads(config, tasks, init_checkpoint)
     with strategy.scope():
-        model = build_model(config, tasks, init_checkpoint)
+        model = build_model(config, tasks, init_checkpoint, carried)
         last = tasks[list(tasks)[-1]]  # a batch of any task builds every head
         run.prepare(model, lambda optimizer: model.compile(optimizer=optimizer, jit_compile=train.jit_compile),
                     batches, build=lambda: model(next(iter(task_dataset(last, dev[last.name][:2], preprocessor, 2,
@@ -229,11 +231,12 @@ def training_batches(config: FinetuneConfig, tasks: dict, examples: dict,
                             schedule.shares)
 
 
-def build_model(config: FinetuneConfig, tasks: dict, init_checkpoint: str) -> MultitaskBert:
+def build_model(config: FinetuneConfig, tasks: dict, init_checkpoint: str, carried: dict | None = None) -> MultitaskBert:
     """The config's multitask model, with a head per task of `tasks` ({name: Task}, their
-    classes known), on the encoder of `init_checkpoint`."""
+    classes known), on the encoder of `init_checkpoint`; the heads in `carried` ({name:
+    weights}, `carried_heads`) start from those weights, the others new."""
     heads, schedule = config.heads, config.schedule
-    return MultitaskBert(
+    model = MultitaskBert(
         load_encoder(init_checkpoint), tasks=tuple(tasks.values()), pair_encoder=heads.pair_encoder,
         unpadded=False if config.train.jit_compile else None,  # XLA compiles one shape
         sts_encoder=heads.sts_encoder, pooling=heads.pooling,
@@ -241,6 +244,52 @@ def build_model(config: FinetuneConfig, tasks: dict, init_checkpoint: str) -> Mu
         mnrl_scale=heads.mnrl_scale, layerwise_lr_decay=schedule.layerwise_lr_decay,
         hold_idle_heads=schedule.hold_idle_heads,
         task_weights=[schedule.loss_weights[task] for task in config.tasks])
+    if carried:
+        model.build()
+        for name, weights in carried.items():
+            model.head(name).set_weights(weights)
+    return model
+
+
+def head_names(task: Task) -> tuple[str, ...]:
+    """What a head's outputs stand for: its tags, its classes (served names), or nothing."""
+    return task.labels if task.kind == "tags" else task.served_names if task.is_classes else ()
+
+
+def new_head_reason(init: MultitaskBert, task: Task, heads) -> str:
+    """Why the init run's head of `task.name` is not this run's task ("" when it is)."""
+    old = init.task_specs[task.name]
+    if old.kind != task.kind:
+        return f"it is a {old.kind} task"
+    ordered = old.kind != "pair_binary"  # one output column: its two names cannot be reordered
+    if (sorted if ordered else tuple)(head_names(old)) != (sorted if ordered else tuple)(head_names(task)):
+        return f"its names are {list(head_names(old))}"
+    if (old.min_score, old.max_score, old.score_output) != (task.min_score, task.max_score, task.score_output):
+        return f"its scores are {old.min_score}-{old.max_score} ({old.score_output})"
+    if not task.is_family and (init.pooling, init.encoder_of(task.name)) != (heads.pooling, heads.encoder_of(task)):
+        return f"its head reads {init.pooling} pooling ({init.encoder_of(task.name) or 'one text'})"
+    return ""
+
+
+def carried_heads(config: FinetuneConfig, tasks: dict, init_checkpoint: str) -> dict:
+    """{name: [kernel, bias]} of the heads a run continues: where `init_checkpoint` is a
+    fine-tuning or imported run (it has model.keras), each task of `tasks` ({name: Task}) of
+    the same name, kind, classes or tags (columns put in this run's order) and score range,
+    a sentence head also reading the same pooling and encoder. The others start new, said why."""
+    if not os.path.isfile(os.path.join(init_checkpoint, "model.keras")):
+        return {}  # an encoder checkpoint: every head is new
+    init, carried = load_finetuned(init_checkpoint)[1], {}
+    for name in (name for name in tasks if name in init.task_specs):
+        reason = new_head_reason(init, tasks[name], config.heads)
+        if reason:
+            print(f"   {name}: a new head, {init_checkpoint}'s {name} is another task: {reason}")
+            continue
+        kernel, bias = init.head(name).get_weights()  # (width, units), (units,)
+        old, names = head_names(init.task_specs[name]), head_names(tasks[name])
+        order = [old.index(n) for n in names] if names and tasks[name].kind != "pair_binary" else slice(None)
+        carried[name] = [kernel[:, order], bias[order]]
+        print(f"   {name}: its head from {init_checkpoint}")
+    return carried
 
 
 def best_block_results(model, preprocessor, dev: dict, dev_evaluation: DevEvaluation,

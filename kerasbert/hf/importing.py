@@ -18,7 +18,8 @@ keras-hub's tanh GELU, so a checkpoint trained with the exact one ("gelu") answe
 0.1% of its outputs' range of transformers' answers (tests/test_transformers_bridge.py).
 
 A run folder holds config.json, model.keras and encoder/ (weights and tokenizer), as a
-fine-tuning run's: continue fine-tuning from it with `pipelines.finetune --init_checkpoint RUN`.
+fine-tuning run's: continue fine-tuning from it with `pipelines.finetune --init_checkpoint RUN`
+(a task of the same name, kind and classes or tags, with heads.pooling "cls", keeps its head).
 
 Example:
     >>> config, model, preprocessor = load_transformers(hf_checkpoint)  # e.g. runs/hf/bert-sst2
