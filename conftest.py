@@ -29,6 +29,8 @@ serving/'s (tests/serving_models.py):
 - servable: that version, loaded (serving.servable.Servable)
 - manager: a started serving.manager.ModelManager serving it as model "toy"
 - half_plus_two_tflite: a version folder holding only a model.tflite (y = 0.5 x + 2)
+- server: a child `python -m serving` (serving.process.LocalServer) serving toy_models as model
+  "toy", its version 1 loaded; `server.rest_port`, `server.grpc_port`
 """
 
 import ast
@@ -37,7 +39,7 @@ import os
 
 import pytest
 
-NAMES = ("toy_models", "servable", "manager", "half_plus_two_tflite", "tmp_path", "vocabulary", "vocab_file",
+NAMES = ("toy_models", "servable", "manager", "server", "half_plus_two_tflite", "tmp_path", "vocabulary", "vocab_file",
          "corpus_file", "sentences_file", "pretrain_config", "data_dir", "conll_file", "squad_file", "hf_checkpoint", "hf_ner_checkpoint",
          "tokenizer", "encoder", "run_dir", "export_dir", "model", "preprocessor")
 
@@ -221,6 +223,16 @@ def example_manager(example_toy_models):
     manager.start()
     yield manager
     manager.stop()
+
+
+@pytest.fixture(scope="session")
+def example_server(tmp_path_factory, example_toy_models):
+    from serving.process import LocalServer
+
+    log_path = str(tmp_path_factory.mktemp("server") / "server.log")
+    with LocalServer("toy", example_toy_models, log_path=log_path) as server:
+        server.wait_for_version(1)
+        yield server
 
 
 @pytest.fixture(scope="session")
