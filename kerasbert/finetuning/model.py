@@ -27,15 +27,17 @@ pair_classes), binary cross-entropy plus optional multiple-negatives ranking on 
 (pair_binary), MSE on the score or cosine-embedding loss (pair_score), the families'
 `masked_tag_loss` (tags) and `span_loss` (span), weighted per task.
 
-Example (`tokenizer`: a 15-token vocabulary; a tiny random encoder, 2 steps):
+Example (`tokenizer`: a 15-token vocabulary; a 1-layer random encoder, 2 steps):
+    >>> from kerasbert.config import ModelConfig
     >>> from kerasbert.finetuning.data import Example, TaskPreprocessor, interleave_tasks, task_dataset
     >>> from kerasbert.models.encoder import build_encoder
+    >>> backbone = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), 15)
     >>> pre = TaskPreprocessor(tokenizer, sequence_length=16, pair_encoder="bi")
     >>> sst = task_dataset("sst", [Example("the cat sat", "", 4), Example("dogs ran", "", 0)], pre, 2, True)
     >>> sts = task_dataset("sts", [Example("the cat sat", "a cat sat", 4.5), Example("dogs ran", "the mat", 0.5)],
     ...                    pre, 2, True)
     >>> interleaved_batches = interleave_tasks({"sst": sst, "sts": sts}, {"sst": 2, "sts": 2}, "temperature", 2.0)
-    >>> model = MultitaskBert(build_encoder("tiny", vocabulary_size=15), tasks=("sst", "sts"), pair_encoder="bi")
+    >>> model = MultitaskBert(backbone, tasks=("sst", "sts"), pair_encoder="bi")
     >>> model.compile(optimizer=keras.optimizers.AdamW(5e-5))
     >>> history = model.fit(interleaved_batches, steps_per_epoch=2, verbose=0)
     >>> sorted(history.history)  # the weighted total and each task's loss

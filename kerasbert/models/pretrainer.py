@@ -10,9 +10,11 @@ Outputs: {"mlm": logits (batch, K, vocab), "nsp": logits (batch, 2)}; float32 ev
 under mixed precision, so the losses are computed in full precision.
 
 Example (`tokenizer`: a 15-token vocabulary; `corpus_file`: a few documents of its words):
+    >>> from kerasbert.config import ModelConfig
     >>> from kerasbert.models.encoder import build_encoder
     >>> from kerasbert.pretraining.inputs import text_pretraining_dataset
-    >>> model = BertPretrainer(build_encoder("tiny", vocabulary_size=15), mask_selection_length=20)
+    >>> backbone = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), 15)
+    >>> model = BertPretrainer(backbone, mask_selection_length=20)
     >>> model.compile(**pretraining_compile_args(model, keras.optimizers.AdamW(1e-3)))
     >>> dataset = text_pretraining_dataset([corpus_file], tokenizer, sequence_length=32, batch_size=8)
     >>> history = model.fit(dataset, steps_per_epoch=2, verbose=0)
