@@ -115,9 +115,6 @@ def text_pretraining_dataset(text_files: list[str], tokenizer, *, sequence_lengt
         >>> x, y, sample_weight = next(iter(data))
         >>> sorted(y), x["mask_positions"].shape  # for a BertPretrainer(..., mask_selection_length=6, nsp=False)
         (['mlm'], TensorShape([8, 6]))
-        >>> heldout = text_pretraining_dataset([corpus_file], tokenizer, sequence_length=32, batch_size=8, heldout=True)
-        >>> int(heldout.cardinality()) > 0  # one pass, for `validation_data` or `evaluate`
-        True
     """
     config = PretrainConfig(model=dataclasses.replace(ModelConfig(), max_sequence_length=sequence_length),
                             data=data, train=TrainConfig(batch_size=batch_size, seed=seed))
