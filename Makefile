@@ -31,22 +31,16 @@ demo: install
 demo-tasks: install
 	$(PY) -m pipelines.demo_tasks --data_dir $(DATA_DIR) --output_dir runs/demo-tasks
 
-# Modules whose docstring examples run as tests (`make test` runs them first, in seconds):
-# the ones that need no TensorFlow. tests/test_api_examples.py runs the public API's.
-DOCTEST_MODULES := kerasbert/errors.py kerasbert/console.py kerasbert/cpu_kernels.py kerasbert/compat/scann.py \
-	kerasbert/data/corpus.py kerasbert/data/rows.py kerasbert/durable.py kerasbert/quiet.py \
-	kerasbert/pretraining/document_pairs.py kerasbert/pretraining/pairs.py kerasbert/training/run_folder.py \
-	kerasbert/vector_index.py pipelines/common.py kerasbert/config.py kerasbert/tasks.py kerasbert/data/cleaning.py \
-	kerasbert/data/task_files.py kerasbert/finetuning/report.py
-# serving/'s examples, in a process of their own (they import TensorFlow; ~15 s): conftest.py
-# gives them tiny models, a loaded servable, a manager, and one child server. client.py's: not yet.
-SERVING_DOCTESTS := serving --ignore=serving/client.py
+# Every module's docstring examples run as tests (`make test` runs them first), on conftest.py's
+# tiny fixtures (vocabulary, corpus, runs, exports, a pretraining config, toy models, one child
+# server), each built once and only when an example uses it. tests/test_api_examples.py checks
+# that every public name's example runs.
+DOCTESTS := kerasbert pipelines serving
 
 # Two workers: most of a test's time is single-threaded graph tracing, so two cores
 # finish the suite ~1.5x sooner than one worker does.
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules $(DOCTEST_MODULES)
-	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules $(SERVING_DOCTESTS)
+	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules --durations=5 $(DOCTESTS)
 	$(PY) -m pytest -q -n 2 --dist worksteal --durations=10 tests
 
 # TensorFlow Serving's own end-to-end suite (tensorflow_model_server_test.py, in ../shared/tfserving_tests)

@@ -9,6 +9,9 @@ Plain files (no TensorFlow):
 - corpus_file: a plain-text corpus of that vocabulary's words (blank-line separated documents)
 - sentences_file: a text file of 4 sentences, one a line
 - conll_file, squad_file: a 2-sentence CoNLL-2003 file and a 2-question SQuAD v1.1 file
+- pretrain_config: a PretrainConfig that trains a 1-layer, hidden-8 encoder for 2 steps (1 block) on
+  a 40-document corpus of `vocabulary` (vocab.txt, corpus and held-out files of its own), 16 tokens
+  a sequence, 4 masked, batches of 4
 - data_dir: the shared data folder (../shared/data, or KERASBERT_DATA_DIR); an example that
   reads it is skipped where it is not
 - hf_checkpoint, hf_ner_checkpoint: tiny transformers checkpoint folders (tests/hf_checkpoints.py):
@@ -26,6 +29,8 @@ serving/'s (tests/serving_models.py):
 - servable: that version, loaded (serving.servable.Servable)
 - manager: a started serving.manager.ModelManager serving it as model "toy"
 - half_plus_two_tflite: a version folder holding only a model.tflite (y = 0.5 x + 2)
+- server: a child `python -m serving` (serving.process.LocalServer) serving toy_models as model
+  "toy", its version 1 loaded; `server.rest_port`, `server.grpc_port`
 """
 
 import ast
@@ -34,8 +39,8 @@ import os
 
 import pytest
 
-NAMES = ("toy_models", "servable", "manager", "half_plus_two_tflite", "tmp_path", "vocabulary", "vocab_file",
-         "corpus_file", "sentences_file", "data_dir", "conll_file", "squad_file", "hf_checkpoint", "hf_ner_checkpoint",
+NAMES = ("toy_models", "servable", "manager", "server", "half_plus_two_tflite", "tmp_path", "vocabulary", "vocab_file",
+         "corpus_file", "sentences_file", "pretrain_config", "data_dir", "conll_file", "squad_file", "hf_checkpoint", "hf_ner_checkpoint",
          "tokenizer", "encoder", "run_dir", "export_dir", "model", "preprocessor")
 
 SENTENCES = ["the cat sat on the mat .", "the dog ran fast .", "cats sat", "the dogs ran on the mat"]
@@ -97,6 +102,21 @@ def example_squad_file(tmp_path_factory):
     path.write_text(json.dumps({"version": "1.1", "data": [{"title": "pets", "paragraphs": [
         {"context": context, "qas": qas}]}]}), encoding="utf-8")
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def example_pretrain_config(tmp_path_factory, example_vocab_file):
+    from kerasbert.config import PretrainConfig, load_config
+    from tests.tiny_data import write_corpus
+
+    folder = tmp_path_factory.mktemp("pretrain")
+    corpus = write_corpus(str(folder / "corpus.txt"))
+    heldout = write_corpus(str(folder / "heldout.txt"), num_documents=4, seed=1)
+    return load_config(PretrainConfig, None, [
+        "model.preset=custom", "model.num_layers=1", "model.hidden_dim=8", "model.num_heads=2",
+        "model.max_sequence_length=16", f"data.sources={corpus}", f"data.heldout_source={heldout}",
+        f"data.vocab_file={example_vocab_file}", "data.heldout_examples=4", "data.mask_selection_length=4",
+        "train.batch_size=4", "train.total_steps=2", "train.steps_per_block=2"])
 
 
 @pytest.fixture(scope="session")
@@ -203,6 +223,16 @@ def example_manager(example_toy_models):
     manager.start()
     yield manager
     manager.stop()
+
+
+@pytest.fixture(scope="session")
+def example_server(tmp_path_factory, example_toy_models):
+    from serving.process import LocalServer
+
+    log_path = str(tmp_path_factory.mktemp("server") / "server.log")
+    with LocalServer("toy", example_toy_models, log_path=log_path) as server:
+        server.wait_for_version(1)
+        yield server
 
 
 @pytest.fixture(scope="session")

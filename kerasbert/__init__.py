@@ -5,14 +5,17 @@ The names below are the public API; everything else is internal. They load on fi
 use, so `import kerasbert` is instant and TensorFlow starts only when a name needs it,
 without its C++ start-up lines (KERASBERT_VERBOSE=1 shows them; `kerasbert.quiet`).
 
-Example (pretraining in your own fit script):
+Example (pretraining in your own fit script; here a 15-token vocabulary, a tiny corpus and 2 steps):
     >>> import keras, kerasbert
-    >>> tokenizer = kerasbert.load_tokenizer(kerasbert.minilm_checkpoint())
-    >>> encoder = kerasbert.build_encoder("mini", vocabulary_size=tokenizer.vocabulary_size())
-    >>> model = kerasbert.BertPretrainer(encoder, mask_selection_length=20)
+    >>> tokenizer = kerasbert.make_tokenizer(vocab_file)  # or load_tokenizer(minilm_checkpoint())
+    >>> encoder = kerasbert.build_encoder("tiny", vocabulary_size=tokenizer.vocabulary_size())
+    >>> model = kerasbert.BertPretrainer(encoder, mask_selection_length=4)
     >>> model.compile(**kerasbert.pretraining_compile_args(model, kerasbert.FusedAdamW(1e-4)))
-    >>> data = kerasbert.text_pretraining_dataset(["corpus.txt"], tokenizer, batch_size=32)
-    >>> model.fit(data, steps_per_epoch=100, epochs=3)
+    >>> data = kerasbert.text_pretraining_dataset([corpus_file], tokenizer, sequence_length=32, batch_size=8,
+    ...                                           data=kerasbert.PretrainDataConfig(mask_selection_length=4))
+    >>> history = model.fit(data, steps_per_epoch=2, verbose=0)
+    >>> sorted(history.history)
+    ['loss', 'mlm_accuracy', 'mlm_loss', 'nsp_accuracy', 'nsp_loss']
 """
 
 from __future__ import annotations

@@ -31,11 +31,17 @@ def prefer_onednn(verbose: bool | None = None) -> bool:
     choice is made by then) or where it is not installed (the peer's environment of
     bench-peers).
 
-    Example, at the top of your own training script:
-        >>> import kerasbert
-        >>> kerasbert.prefer_onednn()  # before `import tensorflow` or `import keras`
-        True
-        >>> import keras
+    Example, at the top of your own training script (here a fresh process, as `True` needs one
+    that has not imported TensorFlow yet):
+        >>> import subprocess, sys
+        >>> script = '''
+        ... import kerasbert
+        ... print(kerasbert.prefer_onednn())  # before `import tensorflow` or `import keras`
+        ... import keras
+        ... print(kerasbert.prefer_onednn())  # too late: TensorFlow has made its choice
+        ... '''
+        >>> subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+        'True\\nFalse\\n'
     """
     if "tensorflow" in sys.modules:
         return False

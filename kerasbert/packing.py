@@ -88,8 +88,13 @@ def stack_sides(first: dict, second: dict) -> tuple[dict, list]:
     embeds both in one call. Returns the batch and the sizes that split its output back.
 
     Example:
+        >>> ids = {"cls": 2, "sep": 3, "pad": 0}
+        >>> packed_a = pack_segments([tf.ragged.constant([[6, 8], [7]])], 4, ids)  # 2 rows, width 4
+        >>> packed_b = pack_segments([tf.ragged.constant([[9, 10, 11]])], 5, ids)  # 1 row, width 5
         >>> both, sizes = stack_sides(packed_a, packed_b)
-        >>> u, v = tf.split(encoder_embedding(both), sizes)
+        >>> both["token_ids"].numpy().tolist(), [int(size) for size in sizes]
+        ([[2, 6, 8, 3, 0], [2, 7, 3, 0, 0], [2, 9, 10, 11, 3]], [2, 1])
+        >>> a, b = tf.split(both["padding_mask"], sizes)  # an encoder's output splits the same way
     """
     width = tf.maximum(tf.shape(first["token_ids"])[1], tf.shape(second["token_ids"])[1])
 

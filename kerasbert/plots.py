@@ -1,9 +1,12 @@
 """The figures a run writes: training curves and a confusion matrix, each a PNG whose text
 stays inside the figure.
 
-Example:
-    >>> plot_curves("runs/ft/history.csv", "runs/ft/curves.png", "multitask fine-tuning", 150)
-    >>> plot_confusion([0, 1, 1], [0, 1, 0], ["neg", "pos"], "runs/ft/sst_confusion.png", "SST-5: 3 dev examples")
+Example (a run's history.csv, as keras' CSVLogger writes it; one row a block of 150 steps):
+    >>> _ = (tmp_path / "history.csv").write_text("epoch,loss,val_loss\\n0,1.2,1.3\\n1,0.8,1.0\\n")
+    >>> plot_curves(f"{tmp_path}/history.csv", f"{tmp_path}/curves.png", "multitask fine-tuning", 150)
+    >>> plot_confusion([0, 1, 1], [0, 1, 0], ["neg", "pos"], f"{tmp_path}/sst_confusion.png", "SST-2: 3 dev examples")
+    >>> sorted(path.name for path in tmp_path.glob("*.png"))
+    ['curves.png', 'sst_confusion.png']
 """
 
 from __future__ import annotations

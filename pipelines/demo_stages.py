@@ -3,9 +3,18 @@
 Each stage prints a header with the elapsed time and leaves its artefacts under the
 output folder; the last one writes `report.md` linking the plots and the metrics.
 
-Example:
-    >>> Demo(parse_args(["--output_dir", "runs/demo"])).run()
-    == [1/7] vocabulary ...
+Example (`Demo(parse_args([...])).run()` runs all 7 stages, minutes; here the config check, and stage 1
+on a tiny corpus of its own):
+    >>> from pipelines.demo import parse_args
+    >>> demo = Demo(parse_args(["--data_dir", data_dir, "--output_dir", f"{tmp_path}/demo",
+    ...                         "--set", f"pretrain.data.sources={corpus_file}", "--set", "pretrain.data.vocab_size=30"]))
+    >>> demo.check_configs()  # every stage's config, before stage 1: a bad --set fails at once
+    >>> os.makedirs(demo.output_dir)
+    >>> demo.vocabulary()
+       WordPiece on 60 sentences of ...corpus.txt
+       30 tokens -> .../demo/vocab.txt
+    >>> demo.pretrain_config.data.vocab_file == demo.path("vocab.txt")  # what stage 2 pretrains with
+    True
 """
 
 from __future__ import annotations

@@ -17,12 +17,13 @@ inputs are checked against the signature's (the model's metadata) before the cal
 are printed readably (an answer with its offsets, entities one a line:
 `serving/readable_outputs.py`), or as JSON with `--json`.
 
-Example:
-    >>> client = ServingClient("kerasbert", rest_port=8501)
-    >>> client.predict("sentiment", {"text": ["a fine film"]})
-    {'label': [3], 'probabilities': [[...]]}
-    >>> client.signature("answer")
-    {'inputs': {'context': 'DT_STRING', 'question': 'DT_STRING'}, 'outputs': ['answer', 'answer_end', ...]}
+Example (`server`: a `python -m serving` of a toy model, y = 2 x; for an export of kerasbert's,
+`ServingClient("kerasbert", rest_port=8501).predict("sentiment", {"text": ["a fine film"]})`):
+    >>> client = ServingClient("toy", rest_port=server.rest_port, grpc_port=server.grpc_port)
+    >>> client.predict("serving_default", {"x": [[1.0, 2.0]]})
+    {'rows': [1], 'y': [[2.0, 4.0]]}
+    >>> client.signature("strings")  # its inputs' dtypes and its outputs, from the model's metadata
+    {'inputs': {'text': 'DT_STRING'}, 'outputs': ['length', 'upper_bytes']}
 """
 
 from __future__ import annotations

@@ -16,9 +16,12 @@ tests/test_compat.py fails, so that an upgrade is a decision: check that the att
 below still hold the layers they name and that tests/test_unpadded.py passes, then add the
 release.
 
-Example:
-    >>> if checked():
-    ...     parts = block_parts(backbone.transformer_layers[0])
+Example (`encoder`: a keras-hub BertBackbone):
+    >>> checked()  # this keras-hub is one of CHECKED_KERAS_HUB
+    True
+    >>> parts = block_parts(encoder.transformer_layers[0])
+    >>> parts.intermediate.units, parts.output.units  # (intermediate_dim, hidden_dim)
+    (32, 8)
 """
 
 from __future__ import annotations

@@ -27,10 +27,21 @@ pair_classes), binary cross-entropy plus optional multiple-negatives ranking on 
 (pair_binary), MSE on the score or cosine-embedding loss (pair_score), the families'
 `masked_tag_loss` (tags) and `span_loss` (span), weighted per task.
 
-Example:
+Example (`tokenizer`: a 15-token vocabulary; a 1-layer random encoder, 2 steps):
+    >>> from kerasbert.config import ModelConfig
+    >>> from kerasbert.finetuning.data import Example, TaskPreprocessor, interleave_tasks, task_dataset
+    >>> from kerasbert.models.encoder import build_encoder
+    >>> backbone = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), 15)
+    >>> pre = TaskPreprocessor(tokenizer, sequence_length=16, pair_encoder="bi")
+    >>> sst = task_dataset("sst", [Example("the cat sat", "", 4), Example("dogs ran", "", 0)], pre, 2, True)
+    >>> sts = task_dataset("sts", [Example("the cat sat", "a cat sat", 4.5), Example("dogs ran", "the mat", 0.5)],
+    ...                    pre, 2, True)
+    >>> interleaved_batches = interleave_tasks({"sst": sst, "sts": sts}, {"sst": 2, "sts": 2}, "temperature", 2.0)
     >>> model = MultitaskBert(backbone, tasks=("sst", "sts"), pair_encoder="bi")
     >>> model.compile(optimizer=keras.optimizers.AdamW(5e-5))
-    >>> model.fit(interleaved_batches, steps_per_epoch=100, epochs=6)
+    >>> history = model.fit(interleaved_batches, steps_per_epoch=2, verbose=0)
+    >>> sorted(history.history)  # the weighted total and each task's loss
+    ['loss', 'sst_loss', 'sts_loss']
 """
 
 from __future__ import annotations
@@ -74,9 +85,13 @@ class MultitaskBert(DatasetFit, keras.Model):
         task_weights: loss weight of each task, in the order of `tasks` (None: all 1).
 
     Example:
-        >>> model = MultitaskBert(load_encoder(minilm_checkpoint()))
-        >>> model.compile(optimizer=keras.optimizers.AdamW(5e-5))
-        >>> model.fit(task_dataset("sst", examples, preprocessor, 32, training=True), steps_per_epoch=100)
+        >>> from kerasbert.finetuning.data import TaskPreprocessor
+        >>> from kerasbert.models.encoder import build_encoder
+        >>> model = MultitaskBert(build_encoder("tiny", vocabulary_size=15))  # or load_encoder(minilm_checkpoint())
+        >>> pre = TaskPreprocessor(tokenizer, 16, "cross")
+        >>> x = pre("sts", tf.constant(["the cat sat", "dogs ran"]), tf.constant(["a cat sat", "the mat"]))
+        >>> model.head_output("sts", x).shape  # 2 scores in [0, 5]; model.fit(task_dataset(...)) trains them
+        TensorShape([2])
     """
 
     def __init__(self, backbone, pair_encoder="cross", sts_encoder=None, pooling="mean", dropout=0.1,

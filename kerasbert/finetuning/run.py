@@ -19,9 +19,11 @@ Output folder (chief only), for the config's `tasks` (sst, para, sts unless it s
                            precision, recall, F1 and support of each class of the classes
                            kinds, and of each entity type of a tags task
 
-Example:
-    >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json")
-    >>> run_finetuning(config, "../shared/data", "runs/ft", init_checkpoint=minilm_path)
+Example (a run of its own: `run_finetuning` below):
+    >>> from kerasbert.config import load_config
+    >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json")  # sst, para, sts
+    >>> [name for name in run_outputs(config) if name.endswith(".png")]  # a confusion matrix per classes task
+    ['curves.png', 'sst_confusion.png']
 """
 
 from __future__ import annotations
@@ -168,8 +170,18 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
     unless `overwrite`; a run killed part-way resumes from its last backup.
 
     Example:
-        >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json")
-        >>> run_finetuning(config, "../shared/data", "runs/ft", minilm_checkpoint())["overall"]
+        >>> from kerasbert.config import load_config
+        >>> config = load_config(FinetuneConfig, "pipelines/configs/finetune_tiny.json", [  # 2 steps of sst here
+        ...     "tasks=sst", "data.max_train_examples=8", "data.max_dev_examples=8", "data.max_sequence_length=16",
+        ...     "train.batch_size=4", "train.total_steps=2", "train.steps_per_block=2"])
+        >>> metrics = run_finetuning(config, data_dir, f"{tmp_path}/ft", f"{run_dir}/encoder")  # or minilm_checkpoint()
+        == reading task files ...
+        == done: sst_accuracy=... -> .../ft [...]
+        >>> metrics["train_steps"], metrics["dev_examples"], 0 <= metrics["overall"] <= 1
+        (2, {'sst': 8}, True)
+        >>> sorted(os.listdir(f"{tmp_path}/ft"))  # the layout above
+        ['best.weights.h5', 'best.weights.h5.json', 'config.json', 'curves.png', 'encoder', 'history.csv', 'logs',
+         'metrics.json', 'model.keras', 'predictions', 'report.md', 'sst_confusion.png', 'steps.csv']
     """
     strategy = strategy or tf.distribute.get_strategy()
     run = TrainingRun(config, output_dir, run_outputs(config), overwrite)

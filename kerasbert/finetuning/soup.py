@@ -11,9 +11,18 @@ encoders, pooling, encoder size, sequence length and vocabulary; their training 
 member, model.keras, encoder/, predictions/, confusion matrices, metrics.json with `members`),
 so pipelines.evaluate and pipelines.export take it like any run.
 
-Example:
-    >>> metrics = run_soup(["runs/seed1", "runs/seed2", "runs/seed3"], "../shared/data", "runs/soup")
-    >>> config, model, preprocessor = load_soup(["runs/seed1", "runs/seed2"])  # in memory only
+Example (`run_soup(["runs/seed1", "runs/seed2", "runs/seed3"], "../shared/data", "runs/soup")` writes
+one; here a run and its copy, whose soup is the run itself):
+    >>> import shutil
+    >>> copy = shutil.copytree(run_dir, f"{tmp_path}/seed2")
+    >>> config, model, preprocessor = load_soup([run_dir, copy])  # in memory only
+    >>> member = load_finetuned(run_dir)[1]
+    >>> all(np.allclose(a, b) for a, b in zip(model.get_weights(), member.get_weights()))
+    True
+    >>> load_soup([run_dir])
+    Traceback (most recent call last):
+    ...
+    kerasbert.errors.ConfigError: a soup needs at least 2 fine-tuned runs. Received: [...]
 """
 
 from __future__ import annotations

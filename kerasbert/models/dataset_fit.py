@@ -10,8 +10,21 @@ functional-style (BertPretrainer) to Functional, which would turn a shared Model
 Functional for subclass-style models too (MultitaskBert).
 
 Example:
-    >>> class MyModel(DatasetFit, keras.Model): ...
-    >>> MyModel(...).fit(dataset, steps_per_epoch=100)  # no shuffle warning
+    >>> import warnings, keras
+    >>> class Linear(DatasetFit, keras.Model):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.dense = keras.layers.Dense(1)
+    ...     def call(self, x):
+    ...         return self.dense(x)
+    >>> model = Linear()
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> dataset = tf.data.Dataset.from_tensor_slices((tf.ones((4, 2)), tf.ones((4, 1)))).batch(2)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     history = model.fit(dataset, epochs=1, verbose=0)
+    >>> [str(warning.message) for warning in caught if "shuffle" in str(warning.message)]  # no shuffle warning
+    []
 """
 
 from __future__ import annotations

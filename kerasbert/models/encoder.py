@@ -100,7 +100,9 @@ def load_encoder(checkpoint: str, dtype=None) -> keras_hub.models.BertBackbone:
     `hf://google-bert/bert-base-uncased` when online.
 
     Example:
-        >>> load_encoder("runs/pretrain_tiny")  # a pipelines.pretrain output folder
+        >>> encoder = load_encoder(f"{run_dir}/encoder")  # a pipelines.finetune (or pretrain) output's
+        >>> encoder.num_layers, encoder.hidden_dim
+        (1, 8)
     """
     if os.path.sep in checkpoint and not os.path.isdir(checkpoint):
         raise FileNotFoundError(f"{checkpoint}: checkpoint folder not found")

@@ -9,10 +9,17 @@ Inputs: token_ids, segment_ids, padding_mask (batch, seq); mask_positions (batch
 Outputs: {"mlm": logits (batch, K, vocab), "nsp": logits (batch, 2)}; float32 even
 under mixed precision, so the losses are computed in full precision.
 
-Example:
-    >>> model = BertPretrainer(encoder, mask_selection_length=20)
-    >>> model.compile(**pretraining_compile_args(model))
-    >>> model.fit(dataset, steps_per_epoch=50, epochs=4)
+Example (`tokenizer`: a 15-token vocabulary; `corpus_file`: a few documents of its words):
+    >>> from kerasbert.config import ModelConfig
+    >>> from kerasbert.models.encoder import build_encoder
+    >>> from kerasbert.pretraining.inputs import text_pretraining_dataset
+    >>> backbone = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), 15)
+    >>> model = BertPretrainer(backbone, mask_selection_length=20)
+    >>> model.compile(**pretraining_compile_args(model, keras.optimizers.AdamW(1e-3)))
+    >>> dataset = text_pretraining_dataset([corpus_file], tokenizer, sequence_length=32, batch_size=8)
+    >>> history = model.fit(dataset, steps_per_epoch=2, verbose=0)
+    >>> history.history["mlm_loss"][0] > 0
+    True
 """
 
 from __future__ import annotations
@@ -36,9 +43,13 @@ class BertPretrainer(DatasetFit, keras.Model):
         nsp: add the next-sentence head and its `nsp` output.
 
     Example:
-        >>> model = BertPretrainer(build_encoder("tiny", vocabulary_size=8000), mask_selection_length=20)
-        >>> model.compile(**pretraining_compile_args(model, keras.optimizers.AdamW(1e-4)))
-        >>> model.fit(text_pretraining_dataset(["corpus.txt"], tokenizer), steps_per_epoch=100)
+        >>> import numpy as np
+        >>> from kerasbert.models.encoder import build_encoder
+        >>> model = BertPretrainer(build_encoder("tiny", vocabulary_size=15), mask_selection_length=2)
+        >>> x = {"token_ids": np.array([[2, 6, 4, 3, 0]]), "segment_ids": np.zeros((1, 5), "int32"),
+        ...      "padding_mask": np.array([[1, 1, 1, 1, 0]]), "mask_positions": np.array([[2, 0]])}
+        >>> {name: tuple(output.shape) for name, output in model(x).items()}  # (batch, K, vocabulary), (batch, 2)
+        {'mlm': (1, 2, 15), 'nsp': (1, 2)}
     """
 
     def __init__(self, backbone, mask_selection_length=20, nsp=True, **kwargs):
@@ -101,7 +112,12 @@ def pretraining_compile_args(model: BertPretrainer, optimizer, jit_compile=False
     `nsp_loss` stay unweighted.
 
     Example:
-        >>> model.compile(**pretraining_compile_args(model, keras.optimizers.AdamW(1e-4), nsp_loss_weight=0.5))
+        >>> from kerasbert.models.encoder import build_encoder
+        >>> model = BertPretrainer(build_encoder("tiny", vocabulary_size=15))
+        >>> args = pretraining_compile_args(model, keras.optimizers.AdamW(1e-4), nsp_loss_weight=0.5)
+        >>> args["loss_weights"], sorted(args["weighted_metrics"])
+        ({'mlm': 1.0, 'nsp': 0.5}, ['mlm', 'nsp'])
+        >>> model.compile(**args)
     """
     def loss():
         return keras.losses.SparseCategoricalCrossentropy(

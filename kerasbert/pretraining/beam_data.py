@@ -8,11 +8,11 @@ every worker holds the tokenized corpus (a side input), as google-research/bert 
 one process. Shards: `<output_dir>/examples-SSSSS-of-NNNNN.tfrecord`, read by
 `pipelines.pretrain --set data.tfrecord_dir=...`; each example also names its document.
 
-Example:
-    >>> vocabulary = make_tokenizer("runs/x/vocab.txt").get_vocabulary()
-    >>> write_pretraining_shards(config, vocabulary, "../shared/data", "runs/shards", 8,
-    ...                          ["--runner=DirectRunner", "--direct_num_workers=2"])
-    {'pairs': 41822, 'mlm_only': 310}
+Example (`pretrain_config`: a 40-document corpus of the 15-token `vocabulary`):
+    >>> write_pretraining_shards(pretrain_config, vocabulary, "", f"{tmp_path}/shards", 2, ["--runner=DirectRunner"])
+    {'pairs': 147, 'mlm_only': 0}
+    >>> sorted(os.listdir(f"{tmp_path}/shards"))  # for pipelines.pretrain --set data.tfrecord_dir=...
+    ['examples-00000-of-00002.tfrecord', 'examples-00001-of-00002.tfrecord']
 """
 
 from __future__ import annotations

@@ -11,9 +11,17 @@ Each batch is Keras' `(x, y, sample_weight)`:
     y: {"mlm": mask_ids (batch, K), "nsp": nsp_label (batch,)}
     sample_weight: {"mlm": mask_weights, "nsp": nsp_weight}
 
-Example:
-    >>> dataset = pretraining_dataset(examples_dataset(pairs), packer, masker, batch_size=8)
+Example (`tokenizer`: a 15-token vocabulary; [CLS] 2, [SEP] 3, [PAD] 0):
+    >>> from kerasbert.packing import make_packer
+    >>> from kerasbert.pretraining.masking import Masker
+    >>> pairs = [{"segment_a": [5, 6, 8], "segment_b": [5, 7, 9], "nsp_label": 1, "nsp_weight": 1.0},
+    ...          {"segment_a": [6, 13], "segment_b": [11, 14], "nsp_label": 0, "nsp_weight": 1.0}]
+    >>> packer = make_packer(10, {"cls": 2, "sep": 3, "pad": 0})
+    >>> masker = Masker(vocabulary_size=15, mask_token_id=4, unselectable_token_ids=[0, 2, 3], mask_selection_length=3)
+    >>> dataset = pretraining_dataset(examples_dataset(pairs), packer, masker, batch_size=2, pad_id=0)
     >>> x, y, w = next(iter(dataset))
+    >>> x["token_ids"].shape, x["mask_positions"].shape, y["nsp"].shape
+    (TensorShape([2, 10]), TensorShape([2, 3]), TensorShape([2]))
 
 Held-out batches come from `heldout_dataset`: masked once, the same in every run.
 """
@@ -156,8 +164,18 @@ def heldout_dataset(examples: tf.data.Dataset, packer, masker, batch_size: int, 
     block's new iterator over the packing pipeline itself took seconds to start.
 
     Example:
-        >>> data = heldout_dataset(examples_dataset(pairs), packer, masker, 8, pad_id=0)
-        >>> model.evaluate(data)
+        >>> from kerasbert.packing import make_packer
+        >>> from kerasbert.pretraining.masking import Masker
+        >>> pairs = [{"segment_a": [5, 6, 8], "segment_b": [5, 7, 9], "nsp_label": 1, "nsp_weight": 1.0}] * 4
+        >>> packer = make_packer(10, {"cls": 2, "sep": 3, "pad": 0})
+        >>> masker = Masker(vocabulary_size=15, mask_token_id=4, unselectable_token_ids=[0, 2, 3],
+        ...                 mask_selection_length=3, seed=1)
+        >>> data = heldout_dataset(examples_dataset(pairs), packer, masker, 2, pad_id=0)
+        >>> [int(x["token_ids"].shape[0]) for x, y, w in data]  # one pass: 4 examples, 2 a batch
+        [2, 2]
+        >>> first = [x["mask_positions"].numpy().tolist() for x, y, w in data]
+        >>> first == [x["mask_positions"].numpy().tolist() for x, y, w in data]  # the same masks at every pass
+        True
     """
     dataset = examples.ragged_batch(1).map(
         lambda one: pack_and_mask(one, packer, masker, pad_id, nsp))  # sequential: no parallel calls

@@ -3,11 +3,14 @@ packed, masked `tf.data` batches. The pretraining run and users' own fit scripts
 their data here.
 
 Example:
-    >>> tokenizer = load_tokenizer(minilm_checkpoint())
-    >>> data = text_pretraining_dataset(["my_corpus.txt"], tokenizer, sequence_length=64, batch_size=16)
+    >>> from kerasbert.models.encoder import minilm_checkpoint
+    >>> tokenizer = tokenization.load_tokenizer(minilm_checkpoint())
+    >>> data = text_pretraining_dataset([corpus_file], tokenizer, sequence_length=64, batch_size=8)
     >>> x, y, sample_weight = next(iter(data))
     >>> sorted(x), sorted(y)
     (['mask_positions', 'padding_mask', 'segment_ids', 'token_ids'], ['mlm', 'nsp'])
+    >>> x["token_ids"].shape, x["mask_positions"].shape  # (batch, sequence), (batch, data.mask_selection_length)
+    (TensorShape([8, 64]), TensorShape([8, 20]))
 """
 
 from __future__ import annotations
@@ -107,9 +110,11 @@ def text_pretraining_dataset(text_files: list[str], tokenizer, *, sequence_lengt
     `data` sets the masking and NSP options (`kerasbert.PretrainDataConfig`).
 
     Example:
-        >>> data = text_pretraining_dataset(["corpus.txt"], tokenizer, batch_size=16,
-        ...                                 data=PretrainDataConfig(mask_selection_rate=0.3))
-        >>> model.fit(data, steps_per_epoch=100, epochs=3)
+        >>> data = text_pretraining_dataset([corpus_file], tokenizer, sequence_length=32, batch_size=8,
+        ...                                 data=PretrainDataConfig(mask_selection_length=6, nsp=False))
+        >>> x, y, sample_weight = next(iter(data))
+        >>> sorted(y), x["mask_positions"].shape  # for a BertPretrainer(..., mask_selection_length=6, nsp=False)
+        (['mlm'], TensorShape([8, 6]))
     """
     config = PretrainConfig(model=dataclasses.replace(ModelConfig(), max_sequence_length=sequence_length),
                             data=data, train=TrainConfig(batch_size=batch_size, seed=seed))

@@ -11,10 +11,15 @@ Output folder layout (written by the chief only):
     curves.png           loss and accuracy per block, training and held-out
     metrics.json         held-out mlm/nsp accuracy and loss, train_steps, speed
 
-Example:
-    >>> config = load_config(PretrainConfig, "pipelines/configs/pretrain_tiny.json")
-    >>> metrics = run_pretraining(config, data_dir="../shared/data", output_dir="out/tiny")
-    >>> metrics["mlm_accuracy"]
+Example (`pretrain_config`: 2 steps of a 1-layer encoder on a tiny corpus; on the shared data,
+`load_config(PretrainConfig, "pipelines/configs/pretrain_tiny.json")` is a 60-step run of its own):
+    >>> metrics = run_pretraining(pretrain_config, data_dir="", output_dir=f"{tmp_path}/tiny")
+    == reading corpora [...
+    == done: mlm_accuracy=... -> .../tiny [...]
+    >>> metrics["train_steps"], 0 <= metrics["mlm_accuracy"] <= 1
+    (2, True)
+    >>> sorted(os.listdir(f"{tmp_path}/tiny"))
+    ['checkpoints', 'config.json', 'curves.png', 'encoder', 'history.csv', 'logs', 'metrics.json', 'pretrainer.keras', 'steps.csv', 'vocab.txt']
 """
 
 from __future__ import annotations
@@ -124,8 +129,12 @@ def run_pretraining(config: PretrainConfig, data_dir: str, output_dir: str,
     unless `overwrite`; a run killed part-way resumes from its last backup.
 
     Example:
-        >>> config = load_config(PretrainConfig, "pipelines/configs/pretrain_tiny.json")
-        >>> run_pretraining(config, "../shared/data", "runs/tiny")["mlm_accuracy"]
+        >>> from kerasbert.config import load_config
+        >>> config = load_config(PretrainConfig, None, ["train.head_warmup_steps=10"])  # warm-up needs a checkpoint
+        >>> run_pretraining(config, "../shared/data", f"{tmp_path}/tiny")  # checked before any data is read
+        Traceback (most recent call last):
+        ...
+        kerasbert.errors.ConfigError: train.head_warmup_steps trains fresh heads on a pretrained encoder and needs --init_checkpoint. Received: no --init_checkpoint
     """
     with mixed_precision(config.train.mixed_precision):
         return _pretrain(config, data_dir, output_dir, init_checkpoint, strategy, overwrite)
