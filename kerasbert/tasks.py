@@ -67,6 +67,7 @@ KINDS = ("classes", "pair_classes", "pair_binary", "score", "pair_score", "tags"
 CLASSES_KINDS = ("classes", "pair_classes", "pair_binary")
 FAMILY_KINDS = ("tags", "span")  # BERT's token-level families (kerasbert/families/)
 FORMATS = ("csv", "tsv", "jsonl", "conll", "squad")
+WORD_SPLITS = ("spaces", "punctuation")  # a tags task's `words`
 FAMILY_FORMATS = {"tags": "conll", "span": "squad"}  # each family's one format
 # The shipped files' TSV layouts, told apart by their header: the CS224N files start with an
 # empty column name (and are CSV-quoted); GLUE's do not (and are not quoted).
@@ -131,6 +132,10 @@ class Task:
     max_query_length: int = 64
     max_answer_length: int = 30
     max_windows: int = 16
+    # A tags task's served words: "spaces" (what str.split() gives, as CoNLL files are split) or
+    # "punctuation" (BERT's basic tokenizer's: punctuation and CJK characters are words of their
+    # own, as transformers' token-classification pipeline reads text; imported taggers keep it).
+    words: str = "spaces"
 
     def __post_init__(self):
         fix = object.__setattr__  # frozen: normalise the declaration's values once
@@ -159,6 +164,10 @@ class Task:
             fail(f"clean must be ptb, twice_quoted, review or empty. Received: {self.clean!r}")
         if self.format and self.format not in FORMATS:
             fail(f"format must be one of {FORMATS} (or empty: from the extension). Received: {self.format!r}")
+        if self.words not in WORD_SPLITS:
+            fail(f"words must be one of {WORD_SPLITS}. Received: {self.words!r}")
+        if self.words != "spaces" and self.kind != "tags":
+            fail(f"words chooses a tags task's served words; a {self.kind} task has none")
         if self.is_family:
             self._check_family(fail)
             return

@@ -262,6 +262,23 @@ def test_entities_signature_gives_entities_with_character_offsets():
     assert short.entities(tf.constant(["Rex sat in Paris"]))["num_untagged_words"].numpy().tolist() == [2]
 
 
+def test_punctuation_words_split_as_berts_basic_tokenizer_and_scoring_maps_them_to_the_given_words():
+    """words="punctuation" (imported transformers taggers): punctuation is a word of its own, each
+    tagged from its own first piece, as transformers' pipeline reads text; training and scoring
+    still label the given (CoNLL) words, each from the first served word inside it."""
+    signatures = TaggingSignatures(fixed_tagger(), TaggingGraph(VOCAB, TAGS, 16, words="punctuation"))
+    outputs = signatures.entities(tf.constant(["Rex.cat (Paris)"]))
+    assert [w.decode() for w in outputs["word"].numpy()[0]] == ["Rex", ".", "cat", "(", "Paris", ")"]
+    assert [t.decode() for t in outputs["entity_text"].numpy()[0]] == ["Rex", "cat", "Paris"]
+    assert outputs["entity_start"].numpy()[0].tolist() == [0, 4, 9]
+    sentences = [Sentence(["Rex.cat", "(Paris)", "sat"], ["B-ANIMAL", "B-LOC", "O"], 1)]
+    assert predict_tags(signatures.entities, sentences) == [["B-ANIMAL", "B-LOC", "O"]]  # "(" passed over
+    features = tagging_features(signatures.graph, sentences)
+    assert (features.skipped, int((features.labels >= 0).sum())) == (0, 3)  # one label per given word
+    with pytest.raises(ValueError, match="words must be one of"):
+        TaggingGraph(VOCAB, TAGS, 16, words="bert")
+
+
 def test_saved_entities_signature_in_a_fresh_tf_only_process_matches(tmp_path):
     signatures, model = decoder()
     path = str(tmp_path / "export" / "1")

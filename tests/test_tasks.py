@@ -24,6 +24,10 @@ def test_declarations_are_consistent():
         Task("x", "ranking", text="a")
     with pytest.raises(TaskError, match="2 class names for 3 labels"):
         Task("x", "classes", text="a", labels=("1", "2", "3"), class_names=("a", "b"))
+    with pytest.raises(TaskError, match=r"words must be one of \('spaces', 'punctuation'\)"):
+        Task("x", "tags", words="bert")
+    with pytest.raises(TaskError, match="words chooses a tags task's served words; a classes task has none"):
+        Task("x", "classes", text="a", words="punctuation")
 
 
 def test_review_text_is_unescaped():

@@ -2,8 +2,10 @@
 
 Words are what `str.split()` gives, as CoNLL files are split (`WORD_SEPARATOR`: every Unicode
 space separates words; a zero-width joiner does not, so `Jon\\u200dAiko` and an emoji sequence
-are one word each), and each word is tokenized on its own; each word's tag is predicted from its
-first word piece, the other pieces (and [CLS], [SEP], padding) are left out of the loss
+are one word each), or, for a task declared with `words="punctuation"` (imported transformers
+taggers), BERT's basic tokenizer's words (punctuation and CJK characters are words of their own:
+`U.S.` is four, as transformers' token-classification pipeline reads it). Each word is
+tokenized on its own; each word's tag is predicted from its first word piece, the other pieces (and [CLS], [SEP], padding) are left out of the loss
 (label -1), as BERT's paper and `run_ner.py` do. Opening brackets and quotes a word starts
 with are passed over (`"Paris` is tagged from `paris`, as `pipeline("token-classification")`,
 which splits them off, would tag it); CoNLL-2003 splits them off its words itself. A
@@ -16,7 +18,7 @@ tokenize alike.
 Interface for the task system (plain values in, no config objects):
     reader:    kerasbert.families.conll.read_conll(path) -> ConllFile(.sentences: [Sentence(words, tags, line)])
     tags:      kerasbert.families.conll.tag_names(train_sentences) -> ("O", "B-LOC", "I-LOC", ...)
-    graph:     TaggingGraph(vocabulary, tag_names, sequence_length)
+    graph:     TaggingGraph(vocabulary, tag_names, sequence_length, words="spaces")
     features:  tagging_features(graph, sentences) -> TaggingFeatures (numpy arrays, counts):
                token_ids, segment_ids, padding_mask, and labels int32 (examples, sequence_length):
                the tag id at each word's first piece, -1 elsewhere
@@ -51,6 +53,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from kerasbert.compat.keras_hub import word_split_patterns
 from kerasbert.families.conll import Sentence, check_tag
 from kerasbert.families.wordpiece import OffsetTokenizer
 from kerasbert.packing import ENCODER_KEYS, pack_segments
@@ -62,6 +65,8 @@ IGNORED = -1  # the label of tokens left out of the loss
 # Unicode space (Zs, Zl, Zp: space, no-break space, ideographic space, ...). Format characters
 # (the zero-width joiner of emoji sequences and some names, soft hyphens) are inside a word.
 WORD_SEPARATOR = r"[\t-\r\x{1C}-\x{1F}\x{85}\p{Z}]"
+# `TaggingGraph`'s word splits: (delimiters, the delimiters kept as words), RE2.
+WORD_PATTERNS = {"spaces": (WORD_SEPARATOR, ""), "punctuation": word_split_patterns()}
 OPENING_MARKS = "([{\"“”‘„‚«»‹›`"  # a piece of one of these characters is passed over when a word starts with it
 
 
@@ -86,8 +91,10 @@ class TaggingGraph(tf.Module):
         [[1, 2, 4]]
     """
 
-    def __init__(self, vocabulary: list[str], tag_names, sequence_length: int):
+    def __init__(self, vocabulary: list[str], tag_names, sequence_length: int, words: str = "spaces"):
         super().__init__(name="tagging_graph")
+        if words not in WORD_PATTERNS:
+            raise ValueError(f"words must be one of {sorted(WORD_PATTERNS)}. Received: {words!r}")
         tag_names = tuple(tag_names)
         if not tag_names or tag_names[0] != "O":
             raise ValueError(f"tag_names must start with 'O'. Received: {tag_names}")
@@ -95,15 +102,17 @@ class TaggingGraph(tf.Module):
             check_tag(tag)
         if sequence_length < 3:
             raise ValueError(f"sequence_length must be at least 3. Received: {sequence_length}")
-        self.tag_names, self.sequence_length = tag_names, sequence_length
+        self.tag_names, self.sequence_length, self.words = tag_names, sequence_length, words
         self.tokenizer = OffsetTokenizer(vocabulary)
         self.ids = special_ids(vocabulary)
 
-    def align(self, text: tf.Tensor) -> dict:
+    def align(self, text: tf.Tensor, words: str = "") -> dict:
         """string (batch,) -> `words`, `word_starts`, `word_ends` (byte offsets), `first_token`
         (the packed position of each word's first piece; -1 past the sequence), all ragged
-        (batch, words); and the packed `token_ids`, `segment_ids`, `padding_mask` (batch, width)."""
-        words, word_starts, word_ends = tf_text.regex_split_with_offsets(text, WORD_SEPARATOR)  # (batch, words)
+        (batch, words); and the packed `token_ids`, `segment_ids`, `padding_mask` (batch, width).
+        `words`: how the text is split into words ("spaces", "punctuation"; "" = the graph's)."""
+        words, word_starts, word_ends = tf_text.regex_split_with_offsets(
+            text, *WORD_PATTERNS[words or self.words])  # (batch, words)
         ids, starts, ends = self.tokenizer.tokenize_with_offsets(words.flat_values)  # (all words, pieces)
         word = ids.value_rowids()  # each piece's word, (all pieces,)
         opening = opening_pieces(words.flat_values, starts, ends)  # (all pieces,)
@@ -170,7 +179,7 @@ def tagging_features(graph: TaggingGraph, sentences: list[Sentence], batch_size:
     untagged = skipped = 0
     for begin in range(0, len(sentences), batch_size):
         chunk = sentences[begin:begin + batch_size]
-        aligned = graph.align(tf.constant([" ".join(sentence.words) for sentence in chunk]))
+        aligned = graph.align(tf.constant([" ".join(sentence.words) for sentence in chunk]), words="spaces")
         packed = [aligned[key].numpy() for key in ENCODER_KEYS]
         for row, (sentence, first) in enumerate(zip(chunk, aligned["first_token"].to_list())):
             unknown = [tag for tag in sentence.tags if tag not in tag_ids]
@@ -206,11 +215,22 @@ def masked_tag_loss(labels, logits):
 
 def predict_tags(entities, sentences: list[Sentence], batch_size: int = 64) -> list[list[str]]:
     """Each sentence's predicted tag per word, through the export's `entities` function
-    (`TaggingSignatures.entities`, or a loaded SavedModel's signature); an untagged word is "O"."""
+    (`TaggingSignatures.entities`, or a loaded SavedModel's signature). A word's tag is that of
+    the first served word inside it that is not an opening mark (under `words="punctuation"`,
+    `U.S.` is served as four words and tagged as `U`); an untagged word is "O"."""
     predicted = []
     for begin in range(0, len(sentences), batch_size):
         chunk = sentences[begin:begin + batch_size]
-        outputs = entities(text=tf.constant([" ".join(sentence.words) for sentence in chunk]))
-        for sentence, tags in zip(chunk, outputs["word_tag"].numpy()):
-            predicted.append([tag.decode() or "O" for tag in tags[:len(sentence.words)]])
+        outputs = {key: np.asarray(value) for key, value in
+                   entities(text=tf.constant([" ".join(sentence.words) for sentence in chunk])).items()
+                   if key in ("word", "word_tag", "word_start", "num_words")}
+        for row, sentence in enumerate(chunk):
+            starts = np.cumsum([0] + [len(word) + 1 for word in sentence.words[:-1]])  # each word's first char
+            tags = {}  # word index -> (served word is an opening mark, its tag)
+            for served in range(int(outputs["num_words"][row])):
+                word = int(np.searchsorted(starts, outputs["word_start"][row, served], side="right")) - 1
+                opening = set(outputs["word"][row, served].decode()) <= set(OPENING_MARKS)
+                if word not in tags or (tags[word][0] and not opening):
+                    tags[word] = (opening, outputs["word_tag"][row, served].decode())
+            predicted.append([tags.get(word, (False, ""))[1] or "O" for word in range(len(sentence.words))])
     return predicted

@@ -78,9 +78,10 @@ class TaskPreprocessor:
         if task.name not in self._graphs:
             vocabulary = self.tokenizer.get_vocabulary()
             length = task.sequence_length or self.sequence_length
-            self._graphs[task.name] = TaggingGraph(vocabulary, task.labels, length) if task.kind == "tags" else \
+            self._graphs[task.name] = (
+                TaggingGraph(vocabulary, task.labels, length, task.words) if task.kind == "tags" else
                 SpanGraph(vocabulary, length, task.doc_stride_at(length), task.max_query_length,
-                          task.max_answer_length, task.max_windows)
+                          task.max_answer_length, task.max_windows))
         return self._graphs[task.name]
 
     def pack(self, *texts: tf.Tensor) -> dict[str, tf.Tensor]:

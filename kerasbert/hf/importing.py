@@ -93,7 +93,8 @@ def declared_task(checkpoint: TransformersCheckpoint, name: str | None = None, p
         if "O" not in labels:
             raise DataError(f"{checkpoint.folder}: id2label {labels} has no 'O' tag; kerasbert's tagger decodes "
                             "IOB2 tags with 'O' outside entities")
-        return Task(name, "tags", head=head, labels=("O", *(label for label in labels if label != "O")))
+        return Task(name, "tags", head=head, labels=("O", *(label for label in labels if label != "O")),
+                    words="punctuation")  # transformers' pipeline splits punctuation off its words
     if len(labels) == 1 or checkpoint.config.get("problem_type") == "regression":
         return Task(name, "pair_score" if pair else "score", head=head, text_a="text_a" if pair else "",
                     text_b="text_b" if pair else "", text="" if pair else "text", score_output="linear")
