@@ -94,7 +94,7 @@ bench-serving: install
 bench-faults: install
 	$(PY) -m benchmarks.faults --export_base saved_models/kerasbert --output_dir runs/bench-faults
 
-# 32 good clients beside every attack of benchmarks/attacks.py (~2 min). Serves make demo's export.
+# 32 good clients beside every attack of serving/attacks.py (~2 min). Serves make demo's export.
 bench-hostile: install
 	$(PY) -m benchmarks.hostile --export_base saved_models/kerasbert --output_dir runs/bench-hostile
 

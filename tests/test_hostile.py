@@ -19,8 +19,8 @@ import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-from benchmarks import attacks
-from benchmarks.attacks import Target, declared, exchange, framing_attacks, memory_bombs, statuses
+from serving import attacks
+from serving.attacks import Target, declared, exchange, framing_attacks, memory_bombs, statuses
 from serving_models import save_hostile
 
 MAX_BODY = 4 * 1024 * 1024
