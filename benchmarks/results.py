@@ -65,16 +65,25 @@ def render_markdown(results: dict, title: str) -> str:
     """`results` as markdown: the stamps first, then a heading per nested dict, `key: value`
     lines, and a table per list of dicts; numbers to four significant digits.
 
-    >>> print(render_markdown({"rate": 2.34567, "runs": [{"seed": 1, "f1": 0.9}]}, "T"))
+    >>> results = {"rate": 2.34567, "command": "python -m benchmarks.x",
+    ...            "part": {"ratio": 1.5, "runs": [{"seed": 1, "f1": 0.9}, {"seed": 2}]}}
+    >>> print(render_markdown(results, "T"))
     # T
+    <BLANKLINE>
+    command: `python -m benchmarks.x`  
     <BLANKLINE>
     rate: 2.346  
     <BLANKLINE>
-    ## runs
+    ## part
+    <BLANKLINE>
+    ratio: 1.5  
+    <BLANKLINE>
+    ### runs
     <BLANKLINE>
     | seed | f1 |
     |---|---|
     | 1 | 0.9 |
+    | 2 |  |
     <BLANKLINE>
     """
     stamps = [f"{key}: `{results[key]}`  " for key in ("command", "machine", "updated") if key in results]
