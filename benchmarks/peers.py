@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, read_json, save_rows, time_embedding, write_json
-from benchmarks.results import load_results, render_markdown, save_results, timestamp
+from benchmarks.results import bench_parser, load_results, render_markdown, save_results, timestamp
 
 TITLE = "kerasbert against transformers (PyTorch), same inputs, same run"  # of results.md
 PARTS = ("pretrain", "pretrain_speed", "finetune_speed", "inference")
@@ -519,13 +519,7 @@ def part_command(args, part: str) -> list[str]:
 
 
 def main(argv=None) -> int:
-    from kerasbert.data.corpus import default_data_dir
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
-    parser.add_argument("--output_dir", default="runs/bench-peers", help="Results folder.")
-    parser.add_argument("--peer_python", default=".venv-peer/bin/python", help="The peer environment's Python.")
+    parser = bench_parser("peers", __doc__, peer_python=True)
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS, help="Parts to run (default: all).")
     parser.add_argument("--config", default=CONFIG, help="Pretraining config of the pretrain parts.")
     parser.add_argument("--steps", type=int, default=0, help="Pretraining steps (0: the config's total_steps).")

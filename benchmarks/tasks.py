@@ -18,7 +18,6 @@ docs/benchmarks.md tells the rest. A finished part is kept when the command runs
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -29,7 +28,7 @@ import sys
 
 from benchmarks.peer_protocol import load_examples, save_examples, time_batches
 from benchmarks.peers import run_peer
-from benchmarks.results import load_results, save_results, timestamp
+from benchmarks.results import bench_parser, load_results, save_results, timestamp
 from kerasbert.families.conll import read_conll, write_conll
 from kerasbert.families.squad import f1_gap_interval, read_squad, write_squad
 
@@ -306,13 +305,7 @@ def part_command(args, part: str, task: str) -> list[str]:
 
 
 def main(argv=None) -> int:
-    from kerasbert.data.corpus import default_data_dir
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.tasks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
-    parser.add_argument("--output_dir", default="runs/bench-tasks", help="Results folder.")
-    parser.add_argument("--peer_python", default=".venv-peer/bin/python", help="The peer environment's Python.")
+    parser = bench_parser("tasks", __doc__, peer_python=True)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     parser.add_argument("--config_dir", default="pipelines/configs", help="Folder of finetune_ner.json and "
