@@ -31,11 +31,12 @@ demo: install
 demo-tasks: install
 	$(PY) -m pipelines.demo_tasks --data_dir $(DATA_DIR) --output_dir runs/demo-tasks
 
-# Every module's docstring examples run as tests (`make test` runs them first), on conftest.py's
+# Every module's docstring examples (and those of the benchmarks' results files and peer protocol)
+# run as tests (`make test` runs them first), on conftest.py's
 # tiny fixtures (vocabulary, corpus, runs, exports, a pretraining config, toy models, one child
 # server), each built once and only when an example uses it. tests/test_api_examples.py checks
 # that every public name's example runs.
-DOCTESTS := kerasbert pipelines serving
+DOCTESTS := kerasbert pipelines serving benchmarks/results.py benchmarks/peer_protocol.py
 
 # Two workers: most of a test's time is single-threaded graph tracing, so two cores
 # finish the suite ~1.5x sooner than one worker does.
@@ -94,7 +95,7 @@ bench-serving: install
 bench-faults: install
 	$(PY) -m benchmarks.faults --export_base saved_models/kerasbert --output_dir runs/bench-faults
 
-# 32 good clients beside every attack of benchmarks/attacks.py (~2 min). Serves make demo's export.
+# 32 good clients beside every attack of serving/attacks.py (~2 min). Serves make demo's export.
 bench-hostile: install
 	$(PY) -m benchmarks.hostile --export_base saved_models/kerasbert --output_dir runs/bench-hostile
 

@@ -15,7 +15,6 @@ Needs an export under --export_base (make demo writes one).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -133,15 +132,11 @@ def search_part(vectors, queries, output_dir: str) -> dict:
 
 
 def main(argv=None) -> int:
-    from benchmarks.results import render_markdown, save_results
+    from benchmarks.results import bench_parser, render_markdown, save_results
     from benchmarks.search import distinct_questions
     from benchmarks.serving import newest_version
-    from kerasbert.data.corpus import default_data_dir
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.batch", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder (Quora train file).")
-    parser.add_argument("--output_dir", default="runs/bench-batch", help="Where results and indexes go.")
+    parser = bench_parser("batch", __doc__)
     parser.add_argument("--export_base", default="saved_models/kerasbert", help="Its newest version is used.")
     parser.add_argument("--sentences", type=int, default=20000, help="Distinct questions to embed.")
     parser.add_argument("--vectors", type=int, default=1_000_000, help="Vectors to search over.")

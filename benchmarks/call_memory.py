@@ -3,7 +3,7 @@ tensorflow and tensorflow_text loads the SavedModel, warms the signature up on a
 then calls it once on the given input; what the call added to the process's peak RSS is the
 figure (no server, so TF Serving would need as much).
 
-    python -m benchmarks.call_memory --version_dir saved_models/kerasbert/1 --signature entities --megabytes 1
+    python -m benchmarks.call_memory --version_dir saved_models/kerasbert/1 --signature entities --megabytes 1 [--json]
 
 Example:
     >>> call_peak_bytes("saved_models/kerasbert/1", "entities", {"text": ["a" * (1 << 20)]})
@@ -65,10 +65,14 @@ def main(argv=None) -> None:
     parser.add_argument("--version_dir", required=True)
     parser.add_argument("--signature", default="entities")
     parser.add_argument("--megabytes", type=float, default=1.0)
+    parser.add_argument("--json", action="store_true", help="Print the measurement as JSON.")
     args = parser.parse_args(argv)
     text = hostile_text(args.megabytes)
     inputs = {"question": ["what?"], "context": [text]} if args.signature == "answer" else {"text": [text]}
     result = call_peak_bytes(args.version_dir, args.signature, inputs)
+    if args.json:
+        print(json.dumps(result))
+        return
     print(f"{args.signature} on one {args.megabytes:g} MB text: peak +{result['peak_bytes'] / 2**20:.0f} MiB, "
           f"{result['seconds']:.1f} s ({result['outputs']})")
 

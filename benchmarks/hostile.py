@@ -9,7 +9,7 @@ sends them rows whose cost is their length, and the exported `entities` is calle
 one 1 MB text in a fresh process (its peak memory: benchmarks.call_memory).
 
 Good REST and gRPC clients check every answer, alone and then beside each attack group of
-benchmarks.attacks (run in a loop by a second process on the other half of the cores), batching
+serving.attacks (run in a loop by a second process on the other half of the cores), batching
 on and off; then the server's CPU after abandoned requests. docs/benchmarks.md tells what is
 measured and the goals. Writes results.json and results.md.
 """
@@ -32,12 +32,11 @@ import urllib.request
 
 import grpc
 
-from benchmarks.attacks import (PREDICT_PATH, Target, big_requests, big_text_rows, closed_by_server, declared,
-                                exchange,
-                                framing_attacks, idle_sockets, length_delimited, memory_bombs, predict_request,
-                                rapid_reset, statuses, with_values)
 from benchmarks.results import save_results
 from benchmarks.serving import BATCHING, command_line, copy_of_newest, cpu_seconds, post_sentence, run_clients
+from serving.attacks import (PREDICT_PATH, Target, big_requests, big_text_rows, closed_by_server, declared, exchange,
+                             framing_attacks, idle_sockets, length_delimited, memory_bombs, predict_request,
+                             rapid_reset, statuses, with_values)
 from serving.process import LocalServer
 
 TITLE = "Serving under attack (sentiment signature; batching on and off)"  # of results.md

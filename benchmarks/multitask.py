@@ -14,12 +14,11 @@ padding. docs/benchmarks.md sets them beside the reference study's rows.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
-from benchmarks.results import load_results, render_markdown, save_results
+from benchmarks.results import bench_parser, load_results, render_markdown, save_results
 
 TITLE = "Multitask fine-tuning benchmark (dev sets)"  # of results.md
 ROWS = {  # from MiniLM
@@ -44,12 +43,7 @@ def run_row(key: str, data_dir: str, output_dir: str) -> dict:
 
 
 def main(argv=None) -> int:
-    from kerasbert.data.corpus import default_data_dir
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.multitask", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
-    parser.add_argument("--output_dir", default="runs/bench-multitask", help="Results folder.")
+    parser = bench_parser("multitask", __doc__)
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS),
                         help="Which experiments to run (default: all).")
     args = parser.parse_args(argv)

@@ -5,12 +5,11 @@ served, asked for their classes. Writes data/, config.json, run/, export/, resul
     python -m benchmarks.own_data --data_dir ../shared/data --output_dir runs/bench-own-data
 """
 
-import argparse
 import csv
 import json
 import os
 
-from benchmarks.results import load_results, save_results, timestamp
+from benchmarks.results import bench_parser, load_results, save_results, timestamp
 
 TITLE = "Your own data: tasks declared in a config"  # of results.md
 SENTIMENT = ("very negative", "negative", "neutral", "positive", "very positive")
@@ -67,12 +66,7 @@ def served_classes(export_base: str, version: int, dev: dict, count: int) -> dic
 
 
 def main(argv=None) -> int:
-    from kerasbert.data.corpus import default_data_dir
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.own_data", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
-    parser.add_argument("--output_dir", default="runs/bench-own-data")  # its export/ gains a version a run
+    parser = bench_parser("own_data", __doc__)  # its --output_dir's export/ gains a version a run
     parser.add_argument("--steps", type=int, default=450, help="Training steps (a multiple of 3).")
     parser.add_argument("--served_rows", type=int, default=200, help="Dev rows asked of the server per task.")
     args = parser.parse_args(argv)

@@ -7,7 +7,6 @@ training steps alone. A few minutes; run it alone.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -34,13 +33,9 @@ def training_speed(data_dir: str, output_dir: str, steps: int) -> dict:
 
 
 def main(argv=None) -> int:
-    from benchmarks.results import save_results
-    from kerasbert.data.corpus import default_data_dir
+    from benchmarks.results import bench_parser, save_results
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.padding", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
-    parser.add_argument("--output_dir", default="runs/bench-padding", help="Results folder.")
+    parser = bench_parser("padding", __doc__)
     parser.add_argument("--steps", type=int, default=120, help="Training steps per run.")
     args = parser.parse_args(argv)
     results = {"speed": training_speed(args.data_dir, args.output_dir, args.steps)}

@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, read_json, save_rows, time_embedding, write_json
-from benchmarks.results import load_results, render_markdown, save_results, timestamp
+from benchmarks.results import bench_parser, load_results, render_markdown, save_results, timestamp
 
 TITLE = "kerasbert against transformers (PyTorch), same inputs, same run"  # of results.md
 PARTS = ("pretrain", "pretrain_speed", "finetune_speed", "inference")
@@ -167,46 +167,12 @@ def training_data(config, inputs: str):
 
 def initial_weights_file(config, side: dict, inputs: str, seed: int) -> str:
     """inputs/init-SEED.npz, written once: kerasbert's initial weights under Hugging Face's names."""
+    from kerasbert.hf.exporting import pretrainer_weights
+
     path = os.path.join(inputs, f"init-{seed}.npz")
     if not os.path.exists(path):
-        np.savez(path, **hugging_face_weights(initial_pretrainer(config, side, seed)))
+        np.savez(path, **pretrainer_weights(initial_pretrainer(config, side, seed)))
     return path
-
-
-def hugging_face_weights(model) -> dict[str, np.ndarray]:
-    """A BertPretrainer's weights under `BertForPreTraining`'s parameter names and layouts."""
-    w = {v.path: v.numpy() for v in model.weights}
-    out = {"bert.embeddings.word_embeddings.weight": w["token_embedding/embeddings"],
-           "bert.embeddings.position_embeddings.weight": w["position_embedding/embeddings"],
-           "bert.embeddings.token_type_embeddings.weight": w["segment_embedding/embeddings"],
-           "cls.predictions.decoder.weight": w["token_embedding/embeddings"],  # tied
-           "cls.predictions.bias": w["mlm_head/output_bias"], "cls.predictions.decoder.bias": w["mlm_head/output_bias"]}
-
-    def linear(hf: str, keras_name: str) -> None:
-        """keras-hub's kernel (in, ...), or the attention output's (heads, head_dim, hidden), as torch's (out, in)."""
-        kernel = w[f"{keras_name}/kernel"]
-        kernel = kernel.reshape(-1, kernel.shape[-1]) if "attention_output" in keras_name else \
-            kernel.reshape(kernel.shape[0], -1)
-        out[f"{hf}.weight"], out[f"{hf}.bias"] = kernel.T, w[f"{keras_name}/bias"].reshape(-1)
-
-    def norm(hf: str, keras_name: str) -> None:
-        out[f"{hf}.weight"], out[f"{hf}.bias"] = w[f"{keras_name}/gamma"], w[f"{keras_name}/beta"]
-
-    norm("bert.embeddings.LayerNorm", "embeddings_layer_norm")
-    linear("bert.pooler.dense", "pooled_dense")
-    linear("cls.predictions.transform.dense", "mlm_head/intermediate_dense")
-    norm("cls.predictions.transform.LayerNorm", "mlm_head/intermediate_layer_norm")
-    linear("cls.seq_relationship", "nsp_head")
-    for i in range(model.backbone.num_layers):
-        layer, hf = f"transformer_layer_{i}", f"bert.encoder.layer.{i}"
-        for name in ("query", "key", "value"):
-            linear(f"{hf}.attention.self.{name}", f"{layer}/self_attention_layer/{name}")
-        linear(f"{hf}.attention.output.dense", f"{layer}/self_attention_layer/attention_output")
-        norm(f"{hf}.attention.output.LayerNorm", f"{layer}/self_attention_layer_norm")
-        linear(f"{hf}.intermediate.dense", f"{layer}/feedforward_intermediate_dense")
-        linear(f"{hf}.output.dense", f"{layer}/feedforward_output_dense")
-        norm(f"{hf}.output.LayerNorm", f"{layer}/feedforward_layer_norm")
-    return {name: np.ascontiguousarray(value, np.float32) for name, value in out.items()}
 
 
 def kerasbert_heldout(model, heldout: dict, batch_size: int) -> dict:
@@ -553,13 +519,7 @@ def part_command(args, part: str) -> list[str]:
 
 
 def main(argv=None) -> int:
-    from kerasbert.data.corpus import default_data_dir
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
-    parser.add_argument("--output_dir", default="runs/bench-peers", help="Results folder.")
-    parser.add_argument("--peer_python", default=".venv-peer/bin/python", help="The peer environment's Python.")
+    parser = bench_parser("peers", __doc__, peer_python=True)
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS, help="Parts to run (default: all).")
     parser.add_argument("--config", default=CONFIG, help="Pretraining config of the pretrain parts.")
     parser.add_argument("--steps", type=int, default=0, help="Pretraining steps (0: the config's total_steps).")

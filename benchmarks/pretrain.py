@@ -9,13 +9,12 @@ scratch; continue: continue_minilm_tasks.json from MiniLM; both scored on held-o
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 import time
 
-from benchmarks.results import load_results, render_markdown, save_results
+from benchmarks.results import bench_parser, load_results, render_markdown, save_results
 
 TITLE = "Pretraining benchmark"  # of results.md
 PARTS = ("throughput", "scratch", "continue")
@@ -135,12 +134,7 @@ def part_pretraining(data_dir: str, output_dir: str, part: str) -> dict:
 
 
 def main(argv=None) -> int:
-    from kerasbert.data.corpus import default_data_dir
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.pretrain", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
-    parser.add_argument("--output_dir", default="runs/bench-pretrain", help="Results folder.")
+    parser = bench_parser("pretrain", __doc__)
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS,
                         help="Which parts to run (default: all).")
     args = parser.parse_args(argv)

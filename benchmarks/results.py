@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
@@ -36,6 +37,27 @@ def machine() -> str:
     if "tensorflow" in sys.modules:
         kernels = ", TensorFlow's oneDNN kernels " + {True: "on", False: "off", None: "unknown"}[onednn_enabled()]
     return f"{os.cpu_count()} cores ({cpu}{', ' + vectors if vectors else ''}), no GPU{kernels}"
+
+
+def bench_parser(name: str, doc: str, data_dir: bool = True, peer_python: bool = False) -> argparse.ArgumentParser:
+    """The flags the benchmarks share, for `python -m benchmarks.<name>`: --output_dir
+    (runs/bench-<name>, "_" as "-"), and --data_dir and --peer_python for those that read the
+    shared data or run the peers.
+
+    >>> bench_parser("own_data", "Your own data.").parse_args(["--data_dir", "d"]).output_dir
+    'runs/bench-own-data'
+    """
+    from kerasbert.data.corpus import default_data_dir
+
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output_dir", default=f"runs/bench-{name.replace('_', '-')}",
+                        help="Results folder.")
+    if data_dir:
+        parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
+    if peer_python:
+        parser.add_argument("--peer_python", default=".venv-peer/bin/python", help="The peer environment's Python.")
+    return parser
 
 
 def load_results(output_dir: str, default: dict) -> dict:
@@ -65,16 +87,25 @@ def render_markdown(results: dict, title: str) -> str:
     """`results` as markdown: the stamps first, then a heading per nested dict, `key: value`
     lines, and a table per list of dicts; numbers to four significant digits.
 
-    >>> print(render_markdown({"rate": 2.34567, "runs": [{"seed": 1, "f1": 0.9}]}, "T"))
+    >>> results = {"rate": 2.34567, "command": "python -m benchmarks.x",
+    ...            "part": {"ratio": 1.5, "runs": [{"seed": 1, "f1": 0.9}, {"seed": 2}]}}
+    >>> print(render_markdown(results, "T"))
     # T
+    <BLANKLINE>
+    command: `python -m benchmarks.x`  
     <BLANKLINE>
     rate: 2.346  
     <BLANKLINE>
-    ## runs
+    ## part
+    <BLANKLINE>
+    ratio: 1.5  
+    <BLANKLINE>
+    ### runs
     <BLANKLINE>
     | seed | f1 |
     |---|---|
     | 1 | 0.9 |
+    | 2 |  |
     <BLANKLINE>
     """
     stamps = [f"{key}: `{results[key]}`  " for key in ("command", "machine", "updated") if key in results]

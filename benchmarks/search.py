@@ -8,7 +8,6 @@ accuracy (from their metrics.json): what one embedding per sentence costs in acc
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -45,18 +44,14 @@ def bi_encoder_search(embedder, sentences: list[str]) -> dict:
 
 
 def main(argv=None) -> int:
-    from benchmarks.results import load_results, save_results
-    from kerasbert.data.corpus import default_data_dir
+    from benchmarks.results import bench_parser, load_results, save_results
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.search", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser("search", __doc__)
     parser.add_argument("--bi_model", default="runs/bench-multitask/minilm_bi",
                         help="Fine-tuning output with bi-encoder pair heads (its embed path).")
     parser.add_argument("--cross_model", default="runs/bench-multitask/minilm_cross",
                         help="Fine-tuning output with cross-encoder pair heads (its dev accuracy).")
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000], help="Corpus sizes N.")
-    parser.add_argument("--output_dir", default="runs/bench-search", help="Results folder.")
     args = parser.parse_args(argv)
 
     from kerasbert.search import KerasEmbedder

@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.request
 
-from benchmarks.results import save_results
+from benchmarks.results import bench_parser, save_results
 from serving.process import LocalServer
 from serving.source import versions_on_disk
 
@@ -279,10 +279,8 @@ def command_line(name: str, doc: str, seconds: float, seconds_help: str) -> argp
     >>> command_line("faults", __doc__, 60.0, "Length of the client run.").parse_args([]).clients
     32
     """
-    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=doc,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(name, doc, data_dir=False)
     parser.add_argument("--export_base", default="saved_models/kerasbert", help="Exported versions (newest served).")
-    parser.add_argument("--output_dir", default=f"runs/bench-{name}", help="Results folder.")
     parser.add_argument("--seconds", type=float, default=seconds, help=seconds_help)
     parser.add_argument("--clients", type=int, default=32, help="Concurrent keep-alive REST clients.")
     return parser

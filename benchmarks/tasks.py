@@ -18,7 +18,6 @@ docs/benchmarks.md tells the rest. A finished part is kept when the command runs
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -29,7 +28,9 @@ import sys
 
 from benchmarks.peer_protocol import load_examples, save_examples, time_batches
 from benchmarks.peers import run_peer
-from benchmarks.results import load_results, save_results, timestamp
+from benchmarks.results import bench_parser, load_results, save_results, timestamp
+from kerasbert.families.conll import read_conll, write_conll
+from kerasbert.families.squad import f1_gap_interval, read_squad, write_squad
 
 TASKS = ("ner", "squad")
 PARTS = ("train", "speed")
@@ -50,9 +51,6 @@ def config_of(args, task: str):
 
 
 def read_examples(task_spec, path: str) -> list:
-    from kerasbert.families.conll import read_conll
-    from kerasbert.families.squad import read_squad
-
     return read_conll(path).sentences if task_spec.kind == "tags" else read_squad(path).examples
 
 
@@ -64,19 +62,6 @@ def as_row(example) -> dict:
             "answers": [{"text": a.text, "start": a.start} for a in example.answers]}
 
 
-def write_task_file(path: str, rows: list[dict]) -> None:
-    """Rows in the task's own format: CoNLL columns (word, tag), or SQuAD v1.1 JSON."""
-    if "words" in rows[0]:
-        text = "\n\n".join("\n".join(f"{w} {t}" for w, t in zip(r["words"], r["tags"])) for r in rows)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        return
-    paragraphs = [{"context": r["context"], "qas": [{"id": r["id"], "question": r["question"], "answers": [
-        {"text": a["text"], "answer_start": a["start"]} for a in r["answers"]]}]} for r in rows]
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"version": "1.1", "data": [{"title": "bench-tasks", "paragraphs": paragraphs}]}, f)
-
-
 def prepare(args, task: str) -> tuple[str, dict]:
     """Writes inputs/<task>/: the example lists, kerasbert's config, the peer's settings."""
     from kerasbert.config import save_config
@@ -85,22 +70,24 @@ def prepare(args, task: str) -> tuple[str, dict]:
     spec = config.tasks[task]
     folder = os.path.join(args.output_dir, "inputs", task)
     os.makedirs(folder, exist_ok=True)
-    train = [as_row(e) for e in read_examples(spec, os.path.join(args.data_dir, spec.train_file))]
+    train = read_examples(spec, os.path.join(args.data_dir, spec.train_file))
     random.Random(config.train.seed).shuffle(train)
     train = train[:args.train_examples or config.data.max_train_examples or None]
-    dev = [as_row(e) for e in read_examples(spec, os.path.join(args.data_dir, spec.dev_file))]
+    dev = read_examples(spec, os.path.join(args.data_dir, spec.dev_file))
     dev = dev[:args.dev_examples or config.data.max_dev_examples or None]
-    suffix = ".txt" if spec.kind == "tags" else ".json"
-    files = {}
-    for split, rows in (("train", train), ("dev", dev)):
-        save_examples(os.path.join(folder, f"{split}.jsonl"), rows)
-        files[split] = os.path.abspath(os.path.join(folder, f"{split}{suffix}"))
-        write_task_file(files[split], rows)
+    files, rows = {}, {"train": [as_row(e) for e in train], "dev": [as_row(e) for e in dev]}
+    for split, examples in (("train", train), ("dev", dev)):  # the same examples for both sides
+        save_examples(os.path.join(folder, f"{split}.jsonl"), rows[split])
+        files[split] = os.path.abspath(os.path.join(folder, split + (".txt" if spec.kind == "tags" else ".json")))
+        if spec.kind == "tags":
+            write_conll(files[split], examples)
+        else:
+            write_squad(files[split], examples, title="bench-tasks")
     config = dataclasses.replace(config, data=dataclasses.replace(  # the files hold the examples: no more cuts
         config.data, train_files={task: files["train"]}, dev_files={task: files["dev"]}, max_train_examples=0,
         max_dev_examples=0))
     save_config(config, os.path.join(folder, "config.json"))
-    settings = peer_settings(config, spec, train, dev)
+    settings = peer_settings(config, spec, rows["train"], rows["dev"])
     with open(os.path.join(folder, "settings.json"), "w") as f:
         json.dump(settings, f, indent=2)
     return folder, settings
@@ -160,29 +147,6 @@ def kerasbert_blocks(run_dir: str, task: str) -> list[dict]:
             for row in rows]
 
 
-def f1_gap_interval(dev: list[dict], ours: dict[str, str], theirs: dict[str, str],
-                    resamples: int = 2000, seed: int = 0) -> dict:
-    """SQuAD F1 of `ours` minus `theirs` ({id: answer}) on the same dev questions, in points,
-    with the 2.5th and 97.5th percentiles of that gap over `resamples` paired bootstrap samples
-    of the questions: how much of one run's gap the choice of questions alone could make.
-
-    Example:
-        >>> f1_gap_interval([{"id": "q", "answers": [{"text": "Paris"}]}], {"q": "Paris"}, {"q": "Rome"})["gap"]
-        100.0
-    """
-    import numpy as np
-
-    from kerasbert.families.squad import token_f1
-
-    per_question = np.array([[max(token_f1(side.get(row["id"], ""), a["text"]) for a in row["answers"])
-                              for side in (ours, theirs)] for row in dev])  # (questions, 2)
-    gaps = per_question[:, 0] - per_question[:, 1]
-    samples = np.random.default_rng(seed).integers(0, len(gaps), (resamples, len(gaps)))
-    low, high = np.percentile(gaps[samples].mean(axis=1), [2.5, 97.5])
-    return {"gap": 100 * float(gaps.mean()), "low": 100 * float(low), "high": 100 * float(high),
-            "questions": len(gaps), "resamples": resamples}
-
-
 def run_predictions(run_dir: str, task: str) -> dict[str, str]:
     """{id: answer} the kerasbert run wrote for a span task's dev questions (its kept block's)."""
     import csv
@@ -219,7 +183,8 @@ def part_train(args, task: str, results: dict) -> None:
            for side, blocks in summary.items()},
         "blocks": summary, "peer_versions": peer["versions"], "finished": timestamp()}
     if task == "squad" and metrics["best_step"] == settings["total_steps"]:  # the kept block is the last
-        results[task]["train"]["f1_gap"] = f1_gap_interval(dev, run_predictions(run_dir, task), peer["predictions"])
+        questions = read_squad(os.path.join(folder, "dev.json")).examples
+        results[task]["train"]["f1_gap"] = f1_gap_interval(questions, run_predictions(run_dir, task), peer["predictions"])
     plot_blocks(results[task]["train"], task, os.path.join(args.output_dir, f"{task}_blocks.png"))
 
 
@@ -340,13 +305,7 @@ def part_command(args, part: str, task: str) -> list[str]:
 
 
 def main(argv=None) -> int:
-    from kerasbert.data.corpus import default_data_dir
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.tasks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=default_data_dir(), help="Shared data folder.")
-    parser.add_argument("--output_dir", default="runs/bench-tasks", help="Results folder.")
-    parser.add_argument("--peer_python", default=".venv-peer/bin/python", help="The peer environment's Python.")
+    parser = bench_parser("tasks", __doc__, peer_python=True)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     parser.add_argument("--config_dir", default="pipelines/configs", help="Folder of finetune_ner.json and "

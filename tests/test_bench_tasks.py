@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from conftest import DATA_DIR, ROOT
-from benchmarks.tasks import as_row, f1_gap_interval, write_task_file
 from kerasbert.families.conll import read_conll
 from kerasbert.families.squad import read_squad
 
@@ -19,20 +18,14 @@ PEER_PYTHON = os.environ.get("KERASBERT_PEER_PYTHON", os.path.join(ROOT, ".venv-
 
 
 def dev_rows(count=12):
+    """The first dev sentences and questions (and one of several windows) as the peer reads them."""
     sentences = read_conll(os.path.join(DATA_DIR, "conll2003", "dev.txt")).sentences[:count]
     questions = read_squad(os.path.join(DATA_DIR, "squad", "dev.json")).examples[:count]
     questions.append(questions[0].__class__("long", "What was Apollo?", " ".join([questions[0].context] * 4),
                                             questions[0].answers))  # several windows
-    return [as_row(s) for s in sentences], [as_row(q) for q in questions]
-
-
-def test_the_files_kerasbert_trains_on_hold_the_peers_rows(tmp_path):
-    tags, spans = dev_rows()
-    tags.append({"words": ["Zürich", "'s", "café"], "tags": ["B-LOC", "O", "O"]})
-    write_task_file(str(tmp_path / "train.txt"), tags)
-    write_task_file(str(tmp_path / "train.json"), spans)
-    assert [as_row(s) for s in read_conll(str(tmp_path / "train.txt")).sentences] == tags
-    assert [as_row(e) for e in read_squad(str(tmp_path / "train.json")).examples] == spans
+    return ([{"words": s.words, "tags": s.tags} for s in sentences],
+            [{"id": q.uid, "question": q.question, "context": q.context,
+              "answers": [{"text": a.text, "start": a.start} for a in q.answers]} for q in questions])
 
 
 PEER_FEATURES = """
@@ -130,16 +123,3 @@ def test_the_peer_resumes_at_its_last_block_as_if_never_stopped(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcome == {"same_weights": True, "blocks_after_crash": 1, "blocks": [3, 3], "same_predictions": True}
-
-
-def test_the_f1_gap_interval_is_a_paired_bootstrap_over_the_questions():
-    dev = [{"id": str(i), "answers": [{"text": "the red fox"}, {"text": "fox"}]} for i in range(40)]
-    right = {str(i): "Red fox!" for i in range(40)}  # SQuAD's normalisation: F1 1
-    half = {str(i): "red fox" if i % 2 else "red" for i in range(40)}  # F1 1 or 2/3 (best reference)
-    assert f1_gap_interval(dev, right, right) == {"gap": 0.0, "low": 0.0, "high": 0.0, "questions": 40,
-                                                   "resamples": 2000}
-    gap = f1_gap_interval(dev, right, half)
-    assert gap["gap"] == pytest.approx(100 / 6)  # half the questions 1/3 apart
-    assert 0 < gap["low"] < gap["gap"] < gap["high"] < 100 / 3
-    assert f1_gap_interval(dev, half, right)["gap"] == pytest.approx(-100 / 6)
-    assert f1_gap_interval(dev, {}, right)["gap"] == -100.0  # an unanswered question scores 0

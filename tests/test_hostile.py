@@ -9,6 +9,8 @@ import http.client
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -19,8 +21,9 @@ import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-from benchmarks import attacks
-from benchmarks.attacks import Target, declared, exchange, framing_attacks, memory_bombs, statuses
+from conftest import ROOT
+from serving import attacks
+from serving.attacks import Target, declared, exchange, framing_attacks, memory_bombs, statuses
 from serving_models import save_hostile
 
 MAX_BODY = 4 * 1024 * 1024
@@ -1029,13 +1032,16 @@ def test_entities_memory_grows_with_one_text_not_its_square_and_a_text_costs_its
     pieces at byte offsets (a 20 kB word: +425 MiB before, a few MiB now, in a fresh process
     outside any server), and a text row costs what its bytes bound: its call holds as few
     rows as fit (--max_execution_tokens), and a row over one call alone is refused 400."""
-    from benchmarks.call_memory import call_peak_bytes, hostile_text
     from serving.servable import Servable
     from serving.session import ModelWorkLimits
     from serving.status import InvalidArgument
 
     path, functions = families
-    measured = call_peak_bytes(path, "entities", {"text": [hostile_text(0.02)]})
+    # One 0.02 MB word of one-character pieces, measured by bench-hostile's own tool.
+    measured = json.loads(subprocess.run(
+        [sys.executable, "-m", "benchmarks.call_memory", "--version_dir", path, "--signature", "entities",
+         "--megabytes", "0.02", "--json"], cwd=ROOT, capture_output=True, text=True, check=True,
+        timeout=600).stdout.strip().splitlines()[-1])
     assert measured["peak_bytes"] < 64 << 20, measured
     assert measured["outputs"]["num_words"] == [1] and measured["outputs"]["word_end"] == [[20970]]
 

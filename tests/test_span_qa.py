@@ -17,8 +17,8 @@ from kerasbert.data.rows import DataError
 from helpers import save_family_functions
 from kerasbert.families.span_qa import SpanGraph, answer_pieces, predict_answers, span_features, span_loss
 from kerasbert.families.span_qa_export import SpanSignatures, best_spans, max_context
-from kerasbert.families.squad import (Answer, QaExample, exact_match, normalize_answer, read_squad, squad_scores,
-                                      token_f1)
+from kerasbert.families.squad import (Answer, QaExample, exact_match, f1_gap_interval, normalize_answer, read_squad,
+                                      squad_scores, token_f1, write_squad)
 from kerasbert.finetuning.data import TaskPreprocessor, family_dataset
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.packing import ENCODER_KEYS
@@ -307,3 +307,24 @@ def test_saved_answer_signature_in_a_fresh_tf_only_process_matches(tmp_path):
     in_memory = signatures.answer(question=tf.constant(QUESTIONS), context=tf.constant(CONTEXTS))
     np.testing.assert_allclose(out["answer"]["score"], in_memory["score"].numpy(), rtol=1e-6)
     assert (out["answer_tokens"]["start_position"], out["answer_tokens"]["end_position"]) == ([3], [3])
+
+
+def test_a_written_squad_file_reads_back_to_the_same_questions(tmp_path):
+    """bench-tasks trains kerasbert on the file and gives transformers the questions: both the same."""
+    questions = read_squad(os.path.join(DATA_DIR, "squad", "dev.json")).examples[:12]
+    questions.append(QaExample("long", "What was Apollo?", " ".join([questions[0].context] * 4), questions[0].answers))
+    write_squad(str(tmp_path / "train.json"), questions)
+    assert read_squad(str(tmp_path / "train.json")).examples == questions
+
+
+def test_the_f1_gap_interval_is_a_paired_bootstrap_over_the_questions():
+    questions = [QaExample(str(i), "?", "the red fox", [Answer("the red fox", 0), Answer("fox", 8)]) for i in range(40)]
+    right = {str(i): "Red fox!" for i in range(40)}  # SQuAD's normalisation: F1 1
+    half = {str(i): "red fox" if i % 2 else "red" for i in range(40)}  # F1 1 or 2/3 (best reference)
+    assert f1_gap_interval(questions, right, right) == {"gap": 0.0, "low": 0.0, "high": 0.0, "questions": 40,
+                                                        "resamples": 2000}
+    gap = f1_gap_interval(questions, right, half)
+    assert gap["gap"] == pytest.approx(100 / 6)  # half the questions 1/3 apart
+    assert 0 < gap["low"] < gap["gap"] < gap["high"] < 100 / 3
+    assert f1_gap_interval(questions, half, right)["gap"] == pytest.approx(-100 / 6)
+    assert f1_gap_interval(questions, {}, right)["gap"] == -100.0  # an unanswered question scores 0

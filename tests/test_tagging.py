@@ -14,7 +14,7 @@ import tensorflow as tf
 import kerasbert
 from conftest import DATA_DIR, ROOT
 from kerasbert.data.rows import DataError
-from kerasbert.families.conll import Sentence, read_conll, tag_names, to_iob2
+from kerasbert.families.conll import Sentence, read_conll, tag_names, to_iob2, write_conll
 from kerasbert.families.conlleval import entities, entity_scores
 from helpers import save_family_functions
 from kerasbert.families.tagging import (IGNORED, WORD_SEPARATOR, TaggingGraph, masked_tag_loss, predict_tags,
@@ -301,3 +301,12 @@ def test_saved_entities_signature_in_a_fresh_tf_only_process_matches(tmp_path):
     in_memory = signatures.entities(tf.constant(TEXTS))
     np.testing.assert_allclose(loaded["entity_score"], in_memory["entity_score"].numpy(), rtol=1e-6)
     assert out["entities_tokens"]["tag"] == ["O", "B-ANIMAL", "O", "O"]
+
+
+def test_a_written_conll_file_reads_back_to_the_same_sentences(tmp_path):
+    """bench-tasks trains kerasbert on the file and gives transformers the sentences: both the same."""
+    sentences = read_conll(os.path.join(DATA_DIR, "conll2003", "dev.txt")).sentences[:12]
+    sentences.append(Sentence(["Zürich", "'s", "café"], ["B-LOC", "O", "O"], 0))
+    write_conll(str(tmp_path / "train.txt"), sentences)
+    assert [(s.words, s.tags) for s in read_conll(str(tmp_path / "train.txt")).sentences] == \
+        [(s.words, s.tags) for s in sentences]

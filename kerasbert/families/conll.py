@@ -119,3 +119,17 @@ def tag_names(sentences: list[Sentence]) -> tuple[str, ...]:
     """
     types = sorted({tag[2:] for sentence in sentences for tag in sentence.tags if tag != "O"})
     return ("O",) + tuple(f"{prefix}-{kind}" for kind in types for prefix in ("B", "I"))
+
+
+def write_conll(path: str, sentences: list[Sentence]) -> None:
+    """`sentences` as a CoNLL file `read_conll` reads back to their words and tags: one
+    `word tag` line a word, a blank line between sentences.
+
+    Example:
+        >>> write_conll(f"{tmp_path}/train.txt", [Sentence(["Paris", "is"], ["B-LOC", "O"], 1)])
+        >>> read_conll(f"{tmp_path}/train.txt").sentences[0].tags
+        ['B-LOC', 'O']
+    """
+    text = "\n\n".join("\n".join(f"{word} {tag}" for word, tag in zip(s.words, s.tags)) for s in sentences)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text + "\n")

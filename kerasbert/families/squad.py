@@ -148,6 +148,22 @@ def read_squad(path: str, max_bad_fraction: float = 0.1) -> SquadFile:
     return SquadFile(examples, len(damaged), len(bad_answers), path)
 
 
+def write_squad(path: str, examples: list[QaExample], title: str = "") -> None:
+    """`examples` as a SQuAD v1.1 file `read_squad` reads back to them: a paragraph each, under
+    one article named `title`.
+
+    Example:
+        >>> example = QaExample("q1", "Where?", "In Paris.", [Answer("Paris", 3)])
+        >>> write_squad(f"{tmp_path}/train.json", [example])
+        >>> read_squad(f"{tmp_path}/train.json").examples == [example]
+        True
+    """
+    paragraphs = [{"context": e.context, "qas": [{"id": e.uid, "question": e.question, "answers": [
+        {"text": a.text, "answer_start": a.start} for a in e.answers]}]} for e in examples]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"version": "1.1", "data": [{"title": title, "paragraphs": paragraphs}]}, f)
+
+
 def normalize_answer(text: str) -> str:
     """SQuAD's normalisation: lower case, no punctuation, no articles, single spaces.
 
@@ -186,3 +202,25 @@ def squad_scores(predictions: dict[str, str], references: dict[str, list[str]]) 
             em += max(exact_match(predictions[uid], answer) for answer in answers)
             f1 += max(token_f1(predictions[uid], answer) for answer in answers)
     return {"squad_exact_match": 100.0 * em / len(references), "squad_f1": 100.0 * f1 / len(references)}
+
+
+def f1_gap_interval(questions: list[QaExample], ours: dict[str, str], theirs: dict[str, str],
+                    resamples: int = 2000, seed: int = 0) -> dict:
+    """SQuAD F1 of `ours` minus `theirs` ({id: answer}) on the same `questions`, in points, with
+    the 2.5th and 97.5th percentiles of that gap over `resamples` paired bootstrap samples of
+    the questions: how much of a gap between two runs the choice of questions alone could make.
+
+    Example:
+        >>> question = QaExample("q", "Capital?", "Paris", [Answer("Paris", 0)])
+        >>> f1_gap_interval([question], {"q": "Paris"}, {"q": "Rome"})["gap"]
+        100.0
+    """
+    import numpy as np
+
+    per_question = np.array([[max(token_f1(side.get(q.uid, ""), a.text) for a in q.answers)
+                              for side in (ours, theirs)] for q in questions])  # (questions, 2)
+    gaps = per_question[:, 0] - per_question[:, 1]
+    samples = np.random.default_rng(seed).integers(0, len(gaps), (resamples, len(gaps)))
+    low, high = np.percentile(gaps[samples].mean(axis=1), [2.5, 97.5])
+    return {"gap": 100 * float(gaps.mean()), "low": 100 * float(low), "high": 100 * float(high),
+            "questions": len(gaps), "resamples": resamples}

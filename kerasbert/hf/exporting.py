@@ -74,6 +74,34 @@ def encoder_weights(backbone, pooler: bool) -> dict[str, np.ndarray]:
     return {f"bert.{name}": np.asarray(value) for name, value in weights.items()}
 
 
+def pretrainer_weights(model) -> dict[str, np.ndarray]:
+    """A BertPretrainer's weights under transformers' `BertForPreTraining` names: the encoder's
+    (`encoder_weights`, with the pooler), the MLM head's (`cls.predictions`, its decoder tied to
+    the token embedding) and the NSP head's (`cls.seq_relationship`), as float32 arrays.
+    benchmarks.peers starts transformers from kerasbert's initial weights with them.
+
+    Example:
+        >>> from kerasbert.models.pretrainer import BertPretrainer
+        >>> weights = pretrainer_weights(BertPretrainer(encoder, mask_selection_length=4))
+        >>> weights["cls.seq_relationship.weight"].shape, weights["cls.predictions.decoder.weight"].shape
+        ((2, 8), (15, 8))
+    """
+    variables = {variable.path: np.asarray(variable) for variable in model.weights}
+    mlm_bias = variables["mlm_head/output_bias"]
+    weights = {
+        **encoder_weights(model.backbone, pooler=True),
+        "cls.predictions.decoder.weight": variables["token_embedding/embeddings"],  # tied
+        "cls.predictions.bias": mlm_bias, "cls.predictions.decoder.bias": mlm_bias,
+        "cls.predictions.transform.dense.weight": variables["mlm_head/intermediate_dense/kernel"].T,
+        "cls.predictions.transform.dense.bias": variables["mlm_head/intermediate_dense/bias"],
+        "cls.predictions.transform.LayerNorm.weight": variables["mlm_head/intermediate_layer_norm/gamma"],
+        "cls.predictions.transform.LayerNorm.bias": variables["mlm_head/intermediate_layer_norm/beta"],
+        "cls.seq_relationship.weight": variables["nsp_head/kernel"].T,
+        "cls.seq_relationship.bias": variables["nsp_head/bias"],
+    }
+    return {name: np.ascontiguousarray(value, np.float32) for name, value in weights.items()}
+
+
 def linear(name: str, dense) -> dict:
     return {f"{name}.weight": np.asarray(dense.kernel).T, f"{name}.bias": dense.bias}
 

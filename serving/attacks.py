@@ -1,6 +1,6 @@
-"""What a hostile or unlucky client sends a TF Serving REST/gRPC server: declared once, used
-by tests/test_hostile.py (each case alone) and benchmarks.hostile (all in a loop, beside
-good clients).
+"""What a hostile or unlucky client sends a TF Serving REST/gRPC server: the cases the server
+must withstand, declared once beside it, sent by tests/test_hostile.py (each case alone) and
+benchmarks.hostile (all in a loop, beside good clients).
 
 Every attack is aimed at one model's signature with one input (`Target`).
 
