@@ -32,17 +32,17 @@ demo-tasks: install
 	$(PY) -m pipelines.demo_tasks --data_dir $(DATA_DIR) --output_dir runs/demo-tasks
 
 # Every module's docstring examples (and those of the benchmarks' results files and peer protocol)
-# run as tests (`make test` runs them first), on conftest.py's
-# tiny fixtures (vocabulary, corpus, runs, exports, a pretraining config, toy models, one child
-# server), each built once and only when an example uses it. tests/test_api_examples.py checks
-# that every public name's example runs.
+# run as tests beside tests/, in the same session, on conftest.py's tiny fixtures (vocabulary,
+# corpus, runs, exports, a pretraining config, toy models, one child server), each built once a
+# worker and only when an example uses it. tests/test_api_examples.py checks that every public
+# name's example runs.
 DOCTESTS := kerasbert pipelines serving benchmarks/results.py benchmarks/peer_protocol.py
 
 # Two workers: most of a test's time is single-threaded graph tracing, so two cores
-# finish the suite ~1.5x sooner than one worker does.
+# finish the suite ~1.5x sooner than one worker does (docstring examples included: one
+# session, no serial phase before the tests).
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules --durations=5 $(DOCTESTS)
-	$(PY) -m pytest -q -n 2 --dist worksteal --durations=10 tests
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules --durations=15 $(DOCTESTS) tests
 
 # TensorFlow Serving's own end-to-end suite (tensorflow_model_server_test.py, in ../shared/tfserving_tests)
 # with `python -m serving` where the binary would be (~8 min). The project calls the shared runner; it
