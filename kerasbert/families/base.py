@@ -10,7 +10,7 @@ nothing outside kerasbert/families/ tests a task's kind.
                  serving_method, encoder_of, check_run, describe
     files        format, read (a family's own format; column files: kerasbert.data.task_files)
     features     graph, features (a token-level family's windows or words, made once)
-    model        head_units, head_input_shape, head_output, loss, prediction
+    model        head_units, head_input_shape, head_output, loss, batch_prediction
     evaluation   predict, references, scores, per_class, per_class_headings, prediction_row,
                  head_names, head_order, head_difference, has_confusion
     serving      serving_functions, tracked, row_costs, warmup_inputs
@@ -106,6 +106,10 @@ class Family:
 
     def loss(self, model, name: str, x, y):
         """The training loss of one batch of the task; `y`'s shape may be unknown."""
+        raise NotImplementedError
+
+    def batch_prediction(self, model, name: str, x):
+        """What evaluation scores of a batch (probabilities, a score)."""
         raise NotImplementedError
 
     # --- Evaluation -----------------------------------------------------------------------
@@ -237,6 +241,10 @@ class TokenFamily(Family):
     def predict(self, function, examples, batch_size: int) -> list:
         """Predictions of `examples` in their order, through the traced text `function`."""
         raise NotImplementedError
+
+    def batch_prediction(self, model, name, x):
+        raise ValueError(f"Task {name!r} is a {model.task_specs[name].kind} task: its predictions come from its "
+                         "family's signatures (TokenFamily.signatures)")
 
     def signatures(self, model, preprocessor, name: str):
         return self.decoder(functools.partial(model.head_output, name),

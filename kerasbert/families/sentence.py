@@ -68,6 +68,9 @@ class SentenceFamily(Family):
         """The head's output from sentence embeddings: u of the text or pair, v of sentence b (bi)."""
         raise NotImplementedError
 
+    def batch_prediction(self, model, name, x):
+        return self.prediction(model, name, *model.task_embeddings(name, x))
+
     def prediction(self, model, name: str, u, v=None):
         """What evaluation scores and the export serves, from sentence embeddings."""
         raise NotImplementedError

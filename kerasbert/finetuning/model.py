@@ -205,10 +205,7 @@ class MultitaskBert(DatasetFit, keras.Model):
         of the second class (batch,); score kinds: the score in [min_score, max_score]
         (batch,). What evaluation scores and the export serves. The token-level families answer
         through their decoders (kerasbert/families/*_export.py), which read `head_output`'s logits."""
-        if self.task_specs[task].is_family:
-            raise ValueError(f"Task {task!r} is a {self.task_specs[task].kind} task: its entities or answers come "
-                             "from its family's signatures (kerasbert.families.base.TokenFamily.signatures)")
-        return self.task_prediction_from(task, *self.task_embeddings(task, x))
+        return self.task_specs[task].family.batch_prediction(self, task, x)
 
     def task_prediction_from(self, task: str, u, v=None):
         """`task_prediction` from sentence embeddings: u of the pair (cross) or of sentence a, v of b."""
