@@ -7,15 +7,18 @@ transformers form. The rest of kerasbert asks the family and calls one of the me
 nothing outside kerasbert/families/ tests a task's kind.
 
     declaration  check, is_resolved, resolved, metric_names, headline, signature_names,
-                 serving_method, encoder_of, check_run, describe
+                 serving_method, encoder_of, check_run, describe, classes
     files        format, read (a family's own format; column files: kerasbert.data.task_files)
-    features     graph, features (a token-level family's windows or words, made once)
     model        head_units, head_input_shape, head_output, loss, batch_prediction
-    evaluation   predict, references, scores, per_class, per_class_headings, prediction_row,
+    evaluation   references, scores, per_class, per_class_headings, prediction_row,
                  head_names, head_order, head_difference, has_confusion
     serving      serving_functions, tracked, row_costs, warmup_inputs
     transformers architecture, transformers_head, transformers_labels, head_from_transformers,
                  head_to_transformers
+and, of a `TokenFamily` (tags, span): read_training, graph and features (its words or windows,
+made once), decoder, signatures and predict (decoded in the graph, as the export serves it); of a
+`SentenceFamily` (kerasbert/families/sentence.py): head_output_from, prediction, serving_outputs,
+examples_outputs over the sentence embeddings.
 
 The model methods take the `MultitaskBert` and the task's name: the model gives the shared
 parts (`embed`, `sequence`, `task_embeddings`, `head`, `dropout`), the family what its head
