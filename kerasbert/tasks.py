@@ -157,10 +157,9 @@ class Task:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise TaskError(f"A task name is lowercase letters, digits and _, starting with a letter "
                             f"(it names metrics, files and signatures). Received: {self.name!r}")
-        try:
-            family = self.family
-        except TaskError as error:
-            fail(str(error))
+        if self.kind not in kinds():
+            fail(f"kind must be one of {kinds()}. Received: {self.kind!r}")
+        family = self.family
         if self.clean not in ("", "ptb", "twice_quoted", "review"):  # kerasbert.data.cleaning.CLEANERS
             fail(f"clean must be ptb, twice_quoted, review or empty. Received: {self.clean!r}")
         if self.format and self.format not in formats():
