@@ -551,8 +551,7 @@ class FinetuneConfig:
         tasks = {name: dataclasses.replace(task, **{key: files[key][name] for key in files})
                  for name, task in tasks.items()}
         for task in tasks.values():  # a span task's stride, against the length its windows take in this run
-            if task.kind == "span":
-                task.doc_stride_at(task.sequence_length or data.max_sequence_length)
+            task.family.check_run(task, task.sequence_length or data.max_sequence_length)
         object.__setattr__(self, "tasks", tasks)
         object.__setattr__(self, "data", dataclasses.replace(data, train_files={}, dev_files={}))
         object.__setattr__(self, "schedule", dataclasses.replace(

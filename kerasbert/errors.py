@@ -62,3 +62,7 @@ class BackupError(KerasbertError, ValueError):
 
 class NonFiniteError(KerasbertError, ValueError):
     """Training or a model reached NaN or infinite values; the message says where."""
+
+
+class TaskError(ConfigError):
+    """A task declaration is wrong: the message names the task and what to change."""

@@ -11,12 +11,12 @@ text signatures in `assets.extra/tf_serving_warmup_requests`, which TF Serving (
 
 Signatures (batch-major; text is UTF-8, tokenized inside the graph with tf_text ops),
 named by each task's head (its name, for a task declared without one) and shaped by its
-kind (`kerasbert.tasks`); for the default tasks:
+family (kerasbert/families/: `Family.serving_functions`); for the default tasks:
     sentiment  (text)            -> probabilities (batch, 5), label int64, class_name  (classes)
     paraphrase (text_a, text_b)  -> probability (batch,), label int64, class_name      (pair_binary)
     similarity (text_a, text_b)  -> score (batch,) in [0, 5]                           (pair_score)
     embed      (text)            -> embedding (batch, hidden)
-and for the families (`ner`, `squad`; kerasbert/families/*_export.py, docs/families.md):
+and for the token-level families (`ner`, `squad`; kerasbert/families/*_export.py, docs/families.md):
     entities   (text)              -> entity_text, entity_type, entity_start, entity_end,
                                       entity_score (batch, n), num_entities; word tags (tags)
     answer     (question, context) -> answer, answer_start, answer_end, score (batch,)    (span)
@@ -52,8 +52,8 @@ from kerasbert.errors import ConfigError
 from kerasbert.compat.keras import ordered_export_archive
 from kerasbert.durable import publish
 from kerasbert.config import to_dict
+from kerasbert.families.sentence_export import SEGMENT, TEXT, token_specs
 from kerasbert.finetuning.data import TaskPreprocessor
-from kerasbert.finetuning.evaluation import family_signatures
 from kerasbert.finetuning.load import load_finetuned
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tasks import Task
@@ -61,22 +61,12 @@ from kerasbert.tokenization import write_vocabulary
 from kerasbert.training.finite import check_finite_weights
 from kerasbert.warmup_requests import predict_request, write_warmup_requests
 
-TEXT = tf.TensorSpec([None], tf.string, name="text")
-TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
-TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
-EXAMPLES = tf.TensorSpec([None], tf.string, name="inputs")
-SEGMENT = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)  # token ids
 _BUILDING = re.compile(r"^\.\d+-building-(\d+)-")  # a version being written, and the writer's pid
 
 
 def serving_methods(tasks) -> dict[str, str]:
-    """The method_name of each task's :classify or :regress signature (the families have none)."""
-    return {task.signature_names[2]: task.serving_method for task in tasks if not task.is_family}
-
-
-def token_specs(suffix: str = "") -> list[tf.TensorSpec]:
-    return [tf.TensorSpec([None, None], tf.int32, name=f"{name}{suffix}")
-            for name in ENCODER_KEYS]
+    """The method_name of each task's :classify or :regress signature (the token-level families have none)."""
+    return {task.signature_names[2]: task.serving_method for task in tasks if task.serving_method}
 
 
 def version_number(folder: str) -> int | None:
@@ -105,19 +95,6 @@ def next_version(export_base: str) -> int:
     return max([0, *(number for number in map(version_number, names) if number is not None)]) + 1
 
 
-def text_features(serialized, *names):
-    """The bytes features `names` of serialized tf.Examples, each (batch,)."""
-    spec = {name: tf.io.FixedLenFeature([], tf.string) for name in names}
-    features = tf.io.parse_example(serialized, spec)
-    return [features[name] for name in names]
-
-
-def classes_and_scores(scores, labels: tuple[str, ...]):
-    """TF Serving's classify outputs: the task's class names per row, and their scores."""
-    names = tf.constant(labels)
-    return {"classes": tf.tile(names[tf.newaxis], [tf.shape(scores)[0], 1]), "scores": scores}
-
-
 def set_signature_methods(path: str, methods: dict[str, str]) -> None:
     """Sets the method_name of signatures in `path`/saved_model.pb (tf.saved_model.save
     writes every signature as predict; TF Serving's classify/regress check this name)."""
@@ -136,9 +113,7 @@ def warmup_requests(signatures, tasks) -> list:
     """One PredictRequest per text signature among `signatures`, in their order, replayed by
     servers when they load the version."""
     sentence, other = [b"a warm-up sentence ."], [b"another warm-up sentence ."]
-    inputs = {task.head: {"text_a": sentence, "text_b": other} if task.is_pair else
-              {"question": [b"what is warmed up ?"], "context": sentence} if task.kind == "span" else {"text": sentence}
-              for task in tasks}
+    inputs = {task.head: task.family.warmup_inputs(task, sentence, other) for task in tasks}
     inputs["embed"] = {"text": sentence}
     return [predict_request(signature, inputs[signature]) for signature in signatures if signature in inputs]
 
@@ -181,45 +156,6 @@ class ServingGraph:
             return self.encode(*tokens[:3]), self.encode(*tokens[3:])
         return self.encode(*tokens), None
 
-    def outputs(self, task, u, v=None):
-        """The named outputs of `task`'s text and token signatures, by its kind."""
-        prediction, spec = self.model.task_prediction_from(task, u, v), self.specs[task]
-        if not spec.is_classes:
-            return {"score": prediction}
-        if spec.kind == "pair_binary":
-            result = {"probability": prediction, "label": tf.cast(prediction >= 0.5, tf.int64)}
-        else:
-            result = {"probabilities": prediction, "label": tf.argmax(prediction, axis=-1)}
-        result["class_name"] = tf.gather(tf.constant(spec.served_names), result["label"])
-        return result
-
-    def from_examples(self, task, serialized):
-        """TF Serving's :classify (classes, scores) or :regress (outputs) of serialized tf.Examples."""
-        if self.specs[task].is_pair:
-            result = self.outputs(task, *self.pair_embeddings(task, *text_features(serialized, "text_a", "text_b")))
-        else:
-            result = self.outputs(task, self.embed_text(*text_features(serialized, "text")))
-        if "probabilities" in result:
-            return classes_and_scores(result["probabilities"], self.specs[task].served_names)
-        if "probability" in result:
-            probability = result["probability"]
-            return classes_and_scores(tf.stack([1.0 - probability, probability], axis=-1),
-                                      self.specs[task].served_names)
-        return {"outputs": result["score"]}
-
-    def task_signatures(self, task) -> dict:
-        """{name: (function, input signature)} of `task`'s text, token and :classify/:regress signatures."""
-        text_name, tokens_name, examples_name = self.specs[task].signature_names
-        if self.specs[task].is_pair:
-            text = (lambda a, b: self.outputs(task, *self.pair_embeddings(task, a, b)), [TEXT_A, TEXT_B])
-            token_inputs = token_specs() + (token_specs("_b") if self.bi[task] else [])
-        else:
-            text = (lambda t: self.outputs(task, self.embed_text(t)), [TEXT])
-            token_inputs = token_specs()
-        tokens = (lambda *t: self.outputs(task, *self.token_embeddings(task, t)), token_inputs)
-        return {text_name: text, tokens_name: tokens,
-                examples_name: (lambda serialized: self.from_examples(task, serialized), [EXAMPLES])}
-
 
 def serving_functions(model, preprocessor: TaskPreprocessor, tasks=None, compute_dtype: str | None = None) -> dict:
     """name -> (function, input signature) for the signatures of `tasks` (None: all the
@@ -230,8 +166,8 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=None, compute
     if missing or not tasks or len(set(tasks)) != len(tasks):
         raise ConfigError(f"The tasks to export are some of the model's {model.tasks}, each once. Received: {tasks}")
     graph = ServingGraph(model, preprocessor, compute_dtype)
-    by_task = {task: family_signatures(model, preprocessor, task).functions(model.task_specs[task].head)
-               if model.task_specs[task].is_family else graph.task_signatures(task) for task in tasks}
+    by_task = {task: model.task_specs[task].family.serving_functions(model, preprocessor, graph, task)
+               for task in tasks}
     heads = {task: model.task_specs[task].head for task in tasks}
     functions = {heads[task]: by_task[task][heads[task]] for task in tasks}
     functions["embed"] = (lambda text: {"embedding": graph.embed_text(text)}, [TEXT])
@@ -304,9 +240,10 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     if compute_dtype not in (None, "float32", "bfloat16"):
         raise ConfigError(f"compute_dtype must be float32 or bfloat16. Received: {compute_dtype!r}")
     functions = serving_functions(model, preprocessor, tasks, None if compute_dtype == "float32" else compute_dtype)
-    for spec in model.task_specs.values():  # the families' offset tokenizers: their tables too
-        if spec.is_family and spec.head in functions:
-            archive.track(preprocessor.graph_of(spec))
+    for spec in model.task_specs.values():  # the token-level families' offset tokenizers: their tables too
+        if spec.head in functions:
+            for tracked in spec.family.tracked(preprocessor, spec):
+                archive.track(tracked)
     for name, (function, signature) in functions.items():
         archive.add_endpoint(name, tf.function(function), input_signature=signature)
 
@@ -317,10 +254,8 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
         set_signature_methods(building, {name: method for name, method in serving_methods(specs).items()
                                          if name in functions})
         write_warmup_requests(building, warmup_requests(functions, specs))
-        write_row_costs(building, {name: cost for task, spec in model.task_specs.items()
-                                   if spec.is_family and spec.head in functions
-                                   for name, cost in family_signatures(model, preprocessor, task)
-                                   .row_costs(spec.head).items()})
+        write_row_costs(building, {name: cost for task, spec in model.task_specs.items() if spec.head in functions
+                                   for name, cost in spec.family.row_costs(model, preprocessor, task).items()})
         assets = os.path.join(building, "assets")
         os.makedirs(assets, exist_ok=True)
         if config is not None:

@@ -3,9 +3,8 @@
 A run's tasks are declared in its config (`"tasks"`: names of the shipped tasks, or a
 mapping of names to declarations, or a JSON file of declarations) or built in Python with
 `Task(...)`; the shipped tasks (`BUILTIN_TASKS`: SST-5, Quora, STS-B, CFIMDB, SST-2) are
-declarations of the same kind. The kind decides what the head computes, its loss, its
-metrics and its signatures, in one place each (finetuning/model.py, finetuning/evaluation.py,
-export.py):
+declarations of the same kind. The kind names the task's family (kerasbert/families/: one
+module each), which decides what the head computes, its loss, its metrics and its signatures:
 
     kind          input        head output                     loss        metrics (headline first)
     classes       one text     softmax over the classes        x-entropy   accuracy
@@ -54,31 +53,31 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 import zlib
 from typing import Any, Iterable
 
-from kerasbert.errors import ConfigError
+from kerasbert.errors import TaskError
+from kerasbert.families import Family, family_of, kinds
+from kerasbert.families.base import TokenFamily
 from kerasbert.families.windows import context_room, default_doc_stride
+from kerasbert.labels import label_key
 
-KINDS = ("classes", "pair_classes", "pair_binary", "score", "pair_score", "tags", "span")
-CLASSES_KINDS = ("classes", "pair_classes", "pair_binary")
-FAMILY_KINDS = ("tags", "span")  # BERT's token-level families (kerasbert/families/)
-FORMATS = ("csv", "tsv", "jsonl", "conll", "squad")
+COLUMN_FORMATS = ("csv", "tsv", "jsonl")  # the sentence families' files; a token-level family has its own
 WORD_SPLITS = ("spaces", "punctuation")  # a tags task's `words`
-FAMILY_FORMATS = {"tags": "conll", "span": "squad"}  # each family's one format
-# The shipped files' TSV layouts, told apart by their header: the CS224N files start with an
-# empty column name (and are CSV-quoted); GLUE's do not (and are not quoted).
-LAYOUTS = ("cs224n", "glue")
 # Signatures every export has besides the tasks' own.
 RESERVED_SIGNATURES = ("embed", "embed_tokens", "serving_default")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-class TaskError(ConfigError):
-    """A task declaration is wrong: the message names the task and what to change."""
+def formats() -> tuple[str, ...]:
+    """The file formats a task may declare: the column formats and the families' own.
+
+    >>> formats()
+    ('csv', 'tsv', 'jsonl', 'conll', 'squad')
+    """
+    return COLUMN_FORMATS + tuple(dict.fromkeys(family_of(kind).format for kind in kinds() if family_of(kind).format))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +104,7 @@ class Task:
     """
 
     name: str  # key of configs, metrics (`<name>_accuracy`), batches and prediction files
-    kind: str  # one of KINDS
+    kind: str  # one of the families' kinds (kerasbert.families.kinds())
     train_file: str = ""  # absolute, relative to the working folder, or to --data_dir
     dev_file: str = ""
     text: str = ""  # the text column (classes, score)
@@ -125,7 +124,7 @@ class Task:
     title: str = ""  # for plots and reports ("" = name)
     clean: str = ""  # a cleaner of kerasbert.data.cleaning.CLEANERS ("" = spaces only)
     layouts: dict[str, Columns] = dataclasses.field(default_factory=dict)  # shipped TSV layouts
-    # The families (tags, span): the packed length (0 = the run's data.max_sequence_length),
+    # The token-level families (tags, span): the packed length (0 = the run's data.max_sequence_length),
     # and a span task's context windows, question cut, longest answer (pieces), most windows.
     sequence_length: int = 0
     doc_stride: int = 0  # 0: the largest that skips no context, up to 128 (doc_stride_at)
@@ -158,77 +157,33 @@ class Task:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise TaskError(f"A task name is lowercase letters, digits and _, starting with a letter "
                             f"(it names metrics, files and signatures). Received: {self.name!r}")
-        if self.kind not in KINDS:
-            fail(f"kind must be one of {KINDS}. Received: {self.kind!r}")
+        if self.kind not in kinds():
+            fail(f"kind must be one of {kinds()}. Received: {self.kind!r}")
+        family = self.family
         if self.clean not in ("", "ptb", "twice_quoted", "review"):  # kerasbert.data.cleaning.CLEANERS
             fail(f"clean must be ptb, twice_quoted, review or empty. Received: {self.clean!r}")
-        if self.format and self.format not in FORMATS:
-            fail(f"format must be one of {FORMATS} (or empty: from the extension). Received: {self.format!r}")
+        if self.format and self.format not in formats():
+            fail(f"format must be one of {formats()} (or empty: from the extension). Received: {self.format!r}")
         if self.words not in WORD_SPLITS:
             fail(f"words must be one of {WORD_SPLITS}. Received: {self.words!r}")
-        if self.words != "spaces" and self.kind != "tags":
-            fail(f"words chooses a tags task's served words; a {self.kind} task has none")
-        if self.is_family:
-            self._check_family(fail)
-            return
-        if self.format in FAMILY_FORMATS.values():
-            fail(f"format {self.format!r} is a {'tags' if self.format == 'conll' else 'span'} task's, not a "
-                 f"{self.kind} task's")
-        if not self.layouts:
-            wanted = ("text_a", "text_b") if self.is_pair else ("text",)
-            unwanted = ("text",) if self.is_pair else ("text_a", "text_b")
-            missing = [key for key in wanted if not getattr(self, key)]
-            if missing:
-                fail(f"a {self.kind} task names its text column(s) {' and '.join(wanted)}; missing: {missing}")
-            if any(getattr(self, key) for key in unwanted):
-                fail(f"a {self.kind} task takes {' and '.join(wanted)}, not {' or '.join(unwanted)}")
-        unknown = set(self.layouts) - set(LAYOUTS)
-        if unknown:
-            fail(f"unknown layout(s) {sorted(unknown)}; known: {LAYOUTS}")
-        if self.is_classes:
-            if self.labels and self.class_names and len(self.labels) != len(self.class_names):
-                fail(f"{len(self.class_names)} class names for {len(self.labels)} labels")
-            for name, values in (("labels", self.labels), ("class_names", self.class_names)):
-                if len(set(values)) != len(values):
-                    fail(f"{name} names a class twice: {list(values)}")
-            if self.kind == "pair_binary" and self.num_classes not in (0, 2):
-                fail(f"a pair_binary task has 2 classes. Received: {self.num_classes}")
-            if self.is_resolved and self.num_classes < 2:
-                fail(f"a classes task needs at least 2 classes. Received: {list(self.labels or self.class_names)}")
-        elif self.score_output not in ("sigmoid", "linear"):
-            fail(f"score_output must be sigmoid or linear. Received: {self.score_output!r}")
-        elif self.min_score is not None and self.max_score is not None and not self.min_score < self.max_score:
-            fail(f"min_score must be below max_score. Received: {self.min_score:g}, {self.max_score:g}")
-
-    def _check_family(self, fail):
-        if self.format and self.format != FAMILY_FORMATS[self.kind]:
-            fail(f"a {self.kind} task reads {FAMILY_FORMATS[self.kind]} files. Received: format={self.format!r}")
-        if any((self.text, self.text_a, self.text_b, self.layouts, self.class_names)):
-            fail(f"a {self.kind} task has no columns, layouts or class_names: its files' format says where "
-                 "everything is")
-        if self.kind == "tags" and self.labels and (self.labels[0] != "O" or len(self.labels) < 2):
-            fail(f"a tags task's labels are its tag names, 'O' first, then IOB2 tags. Received: {list(self.labels)}")
-        if self.kind == "span" and self.labels:
-            fail(f"a span task has no labels (its answers are slices of the context). Received: {list(self.labels)}")
-        if self.sequence_length and not 8 <= self.sequence_length <= 512:
-            fail(f"sequence_length must be 0 (the run's) or in [8, 512]. Received: {self.sequence_length}")
-        numbers = {"max_query_length": self.max_query_length, "max_answer_length": self.max_answer_length,
-                   "max_windows": self.max_windows}
-        bad = {key: value for key, value in numbers.items() if not (isinstance(value, int) and value >= 1)}
-        if bad:
-            fail(f"{', '.join(bad)} must be positive integers. Received: {bad}")
-        if not (isinstance(self.doc_stride, int) and self.doc_stride >= 0):
-            fail(f"doc_stride must be a positive integer, or 0 (from the sequence length). "
-                 f"Received: {self.doc_stride!r}")
-        if self.kind == "span" and self.sequence_length:
-            self.doc_stride_at(self.sequence_length)
+        if family.format and self.format and self.format != family.format:
+            fail(f"a {self.kind} task reads {family.format} files. Received: format={self.format!r}")
+        if not family.format and self.format not in ("", *COLUMN_FORMATS):
+            owner = next(family_of(kind) for kind in kinds() if family_of(kind).format == self.format)
+            fail(f"format {self.format!r} is a {owner.kinds[0]} task's, not a {self.kind} task's")
+        family.check(self, fail)
 
     # --- What follows from the kind ------------------------------------------------------
 
     @property
+    def family(self) -> Family:
+        """The task's family (kerasbert/families/): the code of its kind."""
+        return family_of(self.kind)
+
+    @property
     def is_family(self) -> bool:
         """A token-level family (tags, span): no sentence head, its own reader and signatures."""
-        return self.kind in FAMILY_KINDS
+        return isinstance(self.family, TokenFamily)
 
     @property
     def is_pair(self) -> bool:
@@ -236,16 +191,12 @@ class Task:
 
     @property
     def is_classes(self) -> bool:
-        return self.kind in CLASSES_KINDS
+        return self.family.classes
 
     @property
     def is_resolved(self) -> bool:
         """Whether the classes (or the score range) are known; else the training file gives them."""
-        if self.is_classes or self.kind == "tags":
-            return bool(self.labels or self.class_names)
-        if self.kind == "span" or self.score_output == "linear":
-            return True
-        return self.min_score is not None and self.max_score is not None
+        return self.family.is_resolved(self)
 
     @property
     def num_classes(self) -> int:
@@ -264,28 +215,22 @@ class Task:
     @property
     def metric_names(self) -> tuple[str, ...]:
         """The keys this task adds to metrics.json; the first is its headline."""
-        names = {"pair_binary": ("accuracy", "f1"), "score": ("pearson", "spearman"),
-                 "pair_score": ("pearson", "spearman"), "tags": ("f1", "precision", "recall"),
-                 "span": ("f1", "exact_match")}.get(self.kind, ("accuracy",))
-        return tuple(f"{self.name}_{metric}" for metric in names)
+        return self.family.metric_names(self)
 
     @property
     def signature_names(self) -> tuple[str, ...]:
         """Text signature, token-id signature, and the :classify or :regress one (not for
-        the families)."""
-        if self.is_family:
-            return (self.head, f"{self.head}_tokens")
-        return (self.head, f"{self.head}_tokens", f"{self.head}_{'classify' if self.is_classes else 'regress'}")
+        the token-level families)."""
+        return self.family.signature_names(self)
 
     @property
     def serving_method(self) -> str:
-        """The method_name of the :classify or :regress signature."""
-        return "tensorflow/serving/" + ("classify" if self.is_classes else "regress")
+        """The method_name of the :classify or :regress signature ("" for none)."""
+        return self.family.serving_method(self)
 
     def headline(self, metrics: dict[str, float]) -> float:
         """This task's part of `overall`, in [0, 1]: accuracy, entity or SQuAD F1, or (pearson + 1) / 2."""
-        value = metrics[self.metric_names[0]]
-        return value if self.is_classes or self.is_family else (value + 1) / 2
+        return self.family.headline(metrics[self.metric_names[0]])
 
     def doc_stride_at(self, sequence_length: int) -> int:
         """A span task's window stride when its windows are `sequence_length` tokens long: the
@@ -328,18 +273,7 @@ class Task:
         >>> Task("t", "classes", text="x").resolved(["10", "9", 9.0]).labels
         ('9', '10')
         """
-        if self.is_resolved:
-            return self
-        if self.kind == "tags":  # tag names, in their order (kerasbert.families.conll.tag_names)
-            return dataclasses.replace(self, labels=tuple(train_labels))
-        if self.is_classes:
-            keys = {label_key(value) for value in train_labels}
-            numbers = all(_number(key) is not None for key in keys)
-            ordered = sorted(keys, key=lambda key: (_number(key), key) if numbers else (0.0, key))
-            return dataclasses.replace(self, labels=tuple(ordered))
-        values = [float(value) for value in train_labels]
-        return dataclasses.replace(self, min_score=self.min_score if self.min_score is not None else min(values),
-                                   max_score=self.max_score if self.max_score is not None else max(values))
+        return self if self.is_resolved else self.family.resolved(self, train_labels)
 
     # --- As config data ------------------------------------------------------------------------
 
@@ -367,32 +301,9 @@ class Task:
         if base is None:
             if "kind" not in values:
                 raise TaskError(f"task {name!r} is not a shipped task ({', '.join(BUILTIN_TASKS)}), so its "
-                                f"declaration needs a kind: one of {KINDS}")
+                                f"declaration needs a kind: one of {kinds()}")
             return cls(**{**values, "name": name})
         return dataclasses.replace(base, **{key: value for key, value in values.items() if key != "name"})
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def label_key(value) -> str:
-    """A label value as one string: numbers by value ("1.0", "1" and 1 -> "1"), text stripped.
-
-    >>> [label_key(v) for v in ("1.0", 1, " bug ", "2.50", True)]
-    ['1', '1', 'bug', '2.5', 'true']
-    """
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    number = _number(value) if isinstance(value, str) else (float(value) if isinstance(value, (int, float)) else None)
-    if number is None:
-        return str(value).strip()
-    return str(int(number)) if number == int(number) else repr(number)
-
 
 
 def file_format(task: Task, path: str) -> str:
@@ -405,16 +316,16 @@ def file_format(task: Task, path: str) -> str:
         return "tsv"
     if task.format:
         return task.format
-    if task.is_family:
-        return FAMILY_FORMATS[task.kind]
+    if task.family.format:
+        return task.family.format
     extension = os.path.splitext(path)[1].lower().lstrip(".")
-    if extension in FORMATS:
+    if extension in COLUMN_FORMATS:
         return extension
     if extension == "json":
         return "jsonl"
     raise TaskError(f"{path}: cannot tell the format of task {task.name!r}'s file from its extension "
                     f"{'.' + extension if extension else '(none)'}; name the file .csv, .tsv or .jsonl, "
-                    f"or declare \"format\": one of {FORMATS}")
+                    f"or declare \"format\": one of {formats()}")
 
 
 # --- The shipped tasks ------------------------------------------------------------------------
@@ -528,6 +439,4 @@ def encoder_of(task: Task, pair_encoder: str = "cross", sts_encoder: str = "") -
     >>> encoder_of(BUILTIN_TASKS["sts"], "cross", "bi"), encoder_of(BUILTIN_TASKS["sst"], "cross", "bi")
     ('bi', '')
     """
-    if not task.is_pair:
-        return ""
-    return (sts_encoder or pair_encoder) if task.kind == "pair_score" else pair_encoder
+    return task.family.encoder_of(task, pair_encoder, sts_encoder)

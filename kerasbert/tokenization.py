@@ -115,13 +115,20 @@ def _uncased_strips_accents(source: str) -> bool:
     return strip_accents is None or bool(strip_accents)
 
 
-def special_token_ids(tokenizer) -> dict[str, int]:
-    return {
-        "pad": tokenizer.pad_token_id,
-        "cls": tokenizer.cls_token_id,
-        "sep": tokenizer.sep_token_id,
-        "mask": tokenizer.mask_token_id,
-    }
+def special_token_ids(vocabulary) -> dict[str, int]:
+    """[PAD], [CLS], [SEP] and [MASK]'s ids by the names `pack_segments` and the masking take, from
+    a tokenizer or its vocabulary (a list of tokens; one without [MASK] gives no "mask").
+
+    >>> special_token_ids(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the"])
+    {'pad': 0, 'cls': 2, 'sep': 3}
+    """
+    tokens = vocabulary.get_vocabulary() if hasattr(vocabulary, "get_vocabulary") else vocabulary
+    index = {token: i for i, token in enumerate(tokens)}
+    missing = [token for token in ("[CLS]", "[SEP]", "[PAD]") if token not in index]
+    if missing:
+        raise ValueError(f"The vocabulary lacks {missing}")
+    names = {"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+    return {name: index[token] for name, token in names.items() if token in index}
 
 
 def continuation_table(tokenizer) -> tf.Tensor:

@@ -15,7 +15,8 @@ from kerasbert.config import ModelConfig
 from kerasbert.data.task_files import Example
 from kerasbert.finetuning import evaluation
 from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, task_dataset, task_weights
-from kerasbert.finetuning.model import MultitaskBert, cosine
+from kerasbert.families.regression import cosine
+from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.models.encoder import build_encoder
 from kerasbert.tokenization import make_tokenizer
 from kerasbert.training.head_warmup import warm_up_heads

@@ -90,10 +90,10 @@ def tf_example(row_id: str, inputs: dict, outputs: dict) -> bytes:
 
     def feature(value) -> tf.train.Feature:
         array = np.asarray(value).reshape(-1)
-        if array.dtype == object or array.dtype.kind in "SU":
+        if array.dtype == object or np.issubdtype(array.dtype, np.str_) or np.issubdtype(array.dtype, np.bytes_):
             values = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in array.tolist()]
             return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
-        if array.dtype.kind in "iub":
+        if np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.bool_):
             return tf.train.Feature(int64_list=tf.train.Int64List(value=array.astype(np.int64)))
         return tf.train.Feature(float_list=tf.train.FloatList(value=array.astype(np.float32)))
 

@@ -165,3 +165,11 @@ def check_damage(path: str, damaged: list[Damaged], total: int, max_bad_fraction
         log.warning("%s:%d: skipped damaged row (%s)", path, row.line, row.reason)
     if len(damaged) > SHOWN_DAMAGED_ROWS:
         log.warning("%s: %d more damaged rows skipped", path, len(damaged) - SHOWN_DAMAGED_ROWS)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadResult:
+    examples: list  # task_files.Examples; a tags task's Sentences, a span task's QaExamples (kerasbert.families)
+    skipped: int  # damaged rows skipped (a tags file's sentences, a span file's questions)
+    path: str
+    skipped_answers: int = 0  # a span file's answers whose offset does not match their text

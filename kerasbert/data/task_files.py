@@ -33,10 +33,8 @@ import json
 import math
 
 from kerasbert.data.cleaning import CLEANERS
-from kerasbert.data.rows import (MAX_FIELD_CHARS, Damaged, DataError, Table, check_damage, file_exists,  # noqa: F401
-                                 read_tsv_text, read_utf8, text_lines)
-from kerasbert.families.conll import read_conll, tag_names
-from kerasbert.families.squad import read_squad
+from kerasbert.data.rows import (MAX_FIELD_CHARS, Damaged, DataError, ReadResult, Table,  # noqa: F401
+                                 check_damage, file_exists, read_tsv_text, read_utf8, text_lines)
 from kerasbert.tasks import BUILTIN_TASKS, Task, file_format, get_task, label_key
 
 
@@ -61,14 +59,6 @@ class Row:
     uid: str
 
 
-@dataclasses.dataclass(frozen=True)
-class ReadResult:
-    examples: list  # Examples; a tags task's Sentences, a span task's QaExamples (kerasbert.families)
-    skipped: int  # damaged rows skipped (a tags file's sentences, a span file's questions)
-    path: str
-    skipped_answers: int = 0  # a span file's answers whose offset does not match their text
-
-
 @dataclasses.dataclass
 class TaskRows:
     """A task file's sound rows and its damaged ones, before labels are checked."""
@@ -91,8 +81,8 @@ def read_task_file(task: "str | Task", path: str, max_bad_fraction: float = 0.1)
     task's, or when more than `max_bad_fraction` of the rows are damaged.
     """
     task = get_task(task)
-    if task.is_family:
-        return read_family_file(task, path, max_bad_fraction)
+    if task.family.format:  # a family's own format (CoNLL, SQuAD): its reader
+        return task.family.read(task, path, max_bad_fraction)
     if not task.is_resolved:
         raise ValueError(f"task {task.name!r} has no classes (or score range) yet: they come from its "
                          "training file (`task, train = kerasbert.data.task_files.read_training_file(task, "
@@ -111,9 +101,8 @@ def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> 
         >>> task.labels, len(dev.examples), dev.skipped
         (('0', '1'), 1999, 1)
     """
-    if task.is_family:
-        result = read_family_file(task, path, max_bad_fraction)
-        return (task.resolved(tag_names(result.examples)) if task.kind == "tags" else task), result
+    if task.family.format:
+        return task.family.read_training(task, path, max_bad_fraction)
     table = read_task_rows(task, path)
     if not task.is_resolved:
         values = _class_labels(table) if task.is_classes else _score_labels(table)
@@ -131,23 +120,6 @@ def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> 
             raise DataError(f"{path}: column {table.column!r} has no training example of class(es) {unseen} "
                             f"of task {task.name!r}")
     return task, result
-
-
-def read_family_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> ReadResult:
-    """A tags task's CoNLL file (its Sentences) or a span task's SQuAD file (its QaExamples,
-    every reference answer kept), damaged sentences, questions and answers counted.
-
-    >>> result = read_family_file(get_task("ner"), "../shared/data/conll2003/dev.txt")
-    >>> len(result.examples), result.examples[0].tags[:3]
-    (3250, ['O', 'O', 'B-ORG'])
-    """
-    if not file_exists(path):
-        raise DataError(f"{path}: file not found")
-    if task.kind == "tags":
-        conll = read_conll(path, max_bad_fraction)
-        return ReadResult(conll.sentences, conll.skipped, path)
-    squad = read_squad(path, max_bad_fraction)
-    return ReadResult(squad.examples, squad.skipped, path, squad.bad_answers)
 
 
 def read_task_rows(task: Task, path: str) -> TaskRows:

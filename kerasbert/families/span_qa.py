@@ -47,10 +47,10 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.families.squad import QaExample
-from kerasbert.families.tagging import special_ids
 from kerasbert.families.windows import context_room
 from kerasbert.families.wordpiece import OffsetTokenizer
 from kerasbert.packing import ENCODER_KEYS, pack_segments
+from kerasbert.tokenization import special_token_ids
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class SpanGraph(tf.Module):
         self.max_query_length, self.max_answer_length = max_query_length, max_answer_length
         self.max_windows = max_windows
         self.tokenizer = OffsetTokenizer(vocabulary)
-        self.ids = special_ids(vocabulary)
+        self.ids = special_token_ids(vocabulary)
 
     @property
     def max_context_pieces(self) -> int:

@@ -57,6 +57,7 @@ from kerasbert.compat.keras_hub import word_split_patterns
 from kerasbert.families.conll import Sentence, check_tag
 from kerasbert.families.wordpiece import OffsetTokenizer
 from kerasbert.packing import ENCODER_KEYS, pack_segments
+from kerasbert.tokenization import special_token_ids
 
 log = logging.getLogger(__name__)
 IGNORED = -1  # the label of tokens left out of the loss
@@ -68,15 +69,6 @@ WORD_SEPARATOR = r"[\t-\r\x{1C}-\x{1F}\x{85}\p{Z}]"
 # `TaggingGraph`'s word splits: (delimiters, the delimiters kept as words), RE2.
 WORD_PATTERNS = {"spaces": (WORD_SEPARATOR, ""), "punctuation": word_split_patterns()}
 OPENING_MARKS = "([{\"“”‘„‚«»‹›`"  # a piece of one of these characters is passed over when a word starts with it
-
-
-def special_ids(vocabulary: list[str]) -> dict[str, int]:
-    """[CLS], [SEP] and [PAD]'s ids, by the names `pack_segments` takes."""
-    index = {token: i for i, token in enumerate(vocabulary)}
-    missing = [token for token in ("[CLS]", "[SEP]", "[PAD]") if token not in index]
-    if missing:
-        raise ValueError(f"The vocabulary lacks {missing}")
-    return {"cls": index["[CLS]"], "sep": index["[SEP]"], "pad": index["[PAD]"]}
 
 
 class TaggingGraph(tf.Module):
@@ -104,7 +96,7 @@ class TaggingGraph(tf.Module):
             raise ValueError(f"sequence_length must be at least 3. Received: {sequence_length}")
         self.tag_names, self.sequence_length, self.words = tag_names, sequence_length, words
         self.tokenizer = OffsetTokenizer(vocabulary)
-        self.ids = special_ids(vocabulary)
+        self.ids = special_token_ids(vocabulary)
 
     def align(self, text: tf.Tensor, words: str = "") -> dict:
         """string (batch,) -> `words`, `word_starts`, `word_ends` (byte offsets), `first_token`

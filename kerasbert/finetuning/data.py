@@ -31,8 +31,6 @@ import tensorflow as tf
 
 from kerasbert.data.rows import DataError, file_exists
 from kerasbert.data.task_files import Example, read_task_file
-from kerasbert.families.span_qa import SpanGraph, span_features
-from kerasbert.families.tagging import TaggingGraph, tagging_features
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tasks import Task, encoder_of, get_task, task_id
 from kerasbert.tokenization import special_token_ids
@@ -76,12 +74,8 @@ class TaskPreprocessor:
         windows, tokenized with offsets, for its training features, its scoring and its export
         alike. One per task, built once."""
         if task.name not in self._graphs:
-            vocabulary = self.tokenizer.get_vocabulary()
-            length = task.sequence_length or self.sequence_length
-            self._graphs[task.name] = (
-                TaggingGraph(vocabulary, task.labels, length, task.words) if task.kind == "tags" else
-                SpanGraph(vocabulary, length, task.doc_stride_at(length), task.max_query_length,
-                          task.max_answer_length, task.max_windows))
+            self._graphs[task.name] = task.family.graph(task, self.tokenizer.get_vocabulary(),
+                                                        task.sequence_length or self.sequence_length)
         return self._graphs[task.name]
 
     def pack(self, *texts: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -215,21 +209,7 @@ def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, b
         >>> x["token_ids"].shape, y.numpy().tolist()  # the tag ids at each word's first piece, -1 elsewhere
         (TensorShape([2, 8]), [[-1.0, 0.0, 1.0, 0.0, -1.0, -1.0, -1.0, -1.0], [-1.0, 1.0, -1.0, 0.0, 0.0, 0.0, 3.0, -1.0]])
     """
-    graph = preprocessor.graph_of(task)
-    if task.kind == "tags":
-        features = tagging_features(graph, examples)
-        labels = features.labels
-        if features.untagged_words and training:  # the training data's summary, once
-            print(f"   {task.name}: {features.untagged_words} words past {graph.sequence_length - 2} word pieces "
-                  "have no label (their sentences are cut)")
-    else:
-        features = span_features(graph, examples)
-        labels = features.positions
-        if training:
-            print(f"   {task.name}: {len(labels)} windows of {len(examples)} questions, "
-                  f"{features.windows_without_answer} without the answer" + (
-                      f"; {features.skipped} questions skipped (their answer covers no word piece)"
-                      if features.skipped else ""))
+    features, labels = task.family.features(task, preprocessor.graph_of(task), examples, training)
     data = tf.data.Dataset.from_tensor_slices(({key: getattr(features, key) for key in ENCODER_KEYS},
                                                labels.astype(np.float32)))
     if training:
@@ -238,7 +218,7 @@ def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, b
         data = grouped_by_length(data, batch_size, group_by_length, seed, _sort_by_packed_length)
     else:
         data = data.batch(batch_size, drop_remainder=training)
-    identity, per_token = task_id(task.name), task.kind == "tags"
+    identity, per_token = task_id(task.name), task.family.per_token_labels
 
     def complete(x, y):
         if preprocessor.trim:  # to the longest row (a span task's y is one start and end per row)

@@ -1,10 +1,10 @@
 """Dev-set predictions and metrics with the key names of metrics.json.
 
-Each task's metrics follow its kind (`kerasbert.tasks`): `<task>_accuracy` (classes,
+Each task's metrics are its family's (kerasbert/families/: `Family.scores`, `per_class`): `<task>_accuracy` (classes,
 pair_classes); `<task>_accuracy`, `<task>_f1` (pair_binary); `<task>_pearson`,
 `<task>_spearman` (score, pair_score); per-class precision, recall and F1 for the classes
-kinds (`class_report`); a tags task's `<task>_f1`, `<task>_precision`, `<task>_recall` (entities,
-as conlleval counts them) and `<task>_f1_<TYPE>` per entity type (`entity_report`: the per-type
+kinds; a tags task's `<task>_f1`, `<task>_precision`, `<task>_recall` (entities,
+as conlleval counts them) and `<task>_f1_<TYPE>` per entity type (the per-type
 table); a span task's `<task>_f1`, `<task>_exact_match` (SQuAD's official evaluation,
 as fractions: the script prints percent). The families are scored on their entities and
 answers as the export serves them: the export's own functions, traced on the in-memory model.
@@ -34,12 +34,6 @@ import tensorflow as tf
 
 from kerasbert.errors import ConfigError
 from kerasbert.data.task_files import read_task_file
-from kerasbert.families.conlleval import entity_scores
-from kerasbert.families.span_qa import predict_answers
-from kerasbert.families.span_qa_export import SpanSignatures
-from kerasbert.families.squad import squad_scores
-from kerasbert.families.tagging import predict_tags
-from kerasbert.families.tagging_export import TaggingSignatures
 from kerasbert.finetuning.data import sample_examples, task_dataset
 from kerasbert.tasks import DEFAULT_TASKS, Task, get_task
 
@@ -65,26 +59,25 @@ def _predict_function(model, task: str):
     return functions[task]
 
 
-def family_signatures(model, preprocessor, task: str) -> "TaggingSignatures | SpanSignatures":
-    """The serving functions of a tags or span task's head on `model`, over the task's graph
-    (`TaskPreprocessor.graph_of`): what the export serves and what evaluation scores.
+def family_signatures(model, preprocessor, task: str):
+    """The serving functions of a token-level task's head on `model` (`TaggingSignatures`,
+    `SpanSignatures`), over the task's graph (`TaskPreprocessor.graph_of`): what the export serves
+    and what evaluation scores.
 
     Example:
         >>> entities = family_signatures(model, preprocessor, "ner").entities(tf.constant(["the cat ran"]))
         >>> entities["word"], entities["num_words"]
         (<tf.Tensor: shape=(1, 3), dtype=string, numpy=array([[b'the', b'cat', b'ran']], dtype=object)>, <tf.Tensor: shape=(1,), dtype=int64, numpy=array([3])>)
     """
-    spec = model.task_specs[task]
-    decoder = TaggingSignatures if spec.kind == "tags" else SpanSignatures
-    return decoder(functools.partial(model.head_output, task), preprocessor.graph_of(spec))
+    return model.task_specs[task].family.signatures(model, preprocessor, task)
 
 
 def _family_function(model, preprocessor, task: str):
-    """The traced text function of a family task (`entities`, `answer`), one per (model, task)."""
+    """The traced text function of a token-level task (`entities`, `answer`), one per (model, task)."""
     functions = _PREDICT_FUNCTIONS.setdefault(model, {})
     if task not in functions:
-        function, signature = family_signatures(model, preprocessor, task).functions()[
-            "entities" if model.task_specs[task].kind == "tags" else "answer"]
+        family = model.task_specs[task].family
+        function, signature = family_signatures(model, preprocessor, task).functions()[family.decoder_function]
         functions[task] = tf.function(function, input_signature=signature)
     return functions[task]
 
@@ -101,11 +94,8 @@ def predict_examples(model, preprocessor, task: str, examples, batch_size: int =
     the examples sorted by text length, so a batch trimmed to its longest text carries little
     padding. A tags task's: a list of each sentence's tags; a span task's: a list of answers."""
     spec = model.task_specs[task]
-    if spec.kind == "tags":
-        return predict_tags(_family_function(model, preprocessor, task), examples, batch_size)
-    if spec.kind == "span":
-        answers = predict_answers(_family_function(model, preprocessor, task), examples, batch_size)
-        return [answers[example.uid] for example in examples]
+    if spec.is_family:  # decoded in the graph, as the export serves it
+        return spec.family.predict(_family_function(model, preprocessor, task), examples, batch_size)
     order = np.argsort([len(e.text_a) + len(e.text_b) for e in examples], kind="stable")
     dataset = task_dataset(model.task_specs[task], [examples[i] for i in order], preprocessor, batch_size,
                            training=False)
@@ -140,15 +130,11 @@ def score_examples(model, preprocessor, task: str, examples) -> tuple[dict[str, 
 def task_labels(task: Task, examples) -> list:
     """The references the metrics compare with: labels; a tags task's tags per sentence; a
     span task's reference answers per question."""
-    if task.kind == "tags":
-        return [sentence.tags for sentence in examples]
-    if task.kind == "span":
-        return [[answer.text for answer in example.answers] for example in examples]
-    return [example.label for example in examples]
+    return task.family.references(task, examples)
 
 
 def task_metrics(task: "str | Task", labels, predictions) -> dict[str, float]:
-    """The metrics of `task`'s kind, named `<task>_<metric>`.
+    """The metrics of `task`'s family, named `<task>_<metric>`.
 
     >>> task_metrics("sts", [0.0, 2.5, 5.0], np.array([0.5, 2.0, 4.0]))
     {'sts_pearson': 0.9966158955401239, 'sts_spearman': 1.0}
@@ -156,61 +142,21 @@ def task_metrics(task: "str | Task", labels, predictions) -> dict[str, float]:
     {'squad_f1': 0.5, 'squad_exact_match': 0.5}
     """
     task = get_task(task)
-    if task.kind == "tags":
-        return entity_scores(labels, predictions).as_dict(prefix=f"{task.name}_")
-    if task.kind == "span":
-        scores = squad_scores({str(i): answer for i, answer in enumerate(predictions)},
-                              {str(i): references for i, references in enumerate(labels)})
-        return {task.metric_names[0]: scores["squad_f1"] / 100, task.metric_names[1]: scores["squad_exact_match"] / 100}
-    labels, kind, names = np.asarray(labels), task.kind, task.metric_names
-    if kind in ("classes", "pair_classes"):
-        return {names[0]: float(np.mean(predictions.argmax(-1) == labels))}
-    if kind == "pair_binary":
-        predicted = predictions >= 0.5
-        truth = labels >= 0.5
-        true_positives = np.sum(predicted & truth)
-        precision = true_positives / max(np.sum(predicted), 1)
-        recall = true_positives / max(np.sum(truth), 1)
-        f1 = 2 * precision * recall / max(precision + recall, 1e-12)
-        return {names[0]: float(np.mean(predicted == truth)), names[1]: float(f1)}
-    import scipy.stats  # here: it takes 2-4 s to import, and most processes never score a regression
-
-    return {names[0]: float(scipy.stats.pearsonr(predictions, labels)[0]),
-            names[1]: float(scipy.stats.spearmanr(predictions, labels)[0])}
+    return task.family.scores(task, labels, predictions)
 
 
-def class_report(task: Task, labels, predicted) -> dict[str, dict[str, float]]:
-    """Per class of a classes task: precision, recall, F1 and support, by class name.
+def per_class(task: Task, labels, predictions) -> dict | None:
+    """precision, recall, F1 and support per class (per entity type of a tags task), or None.
 
-    >>> class_report(get_task("para"), [0, 1, 1], [0, 1, 0])["duplicate"]
+    >>> per_class(get_task("para"), [0, 1, 1], np.array([0.1, 0.9, 0.2]))["duplicate"]
     {'precision': 1.0, 'recall': 0.5, 'f1': 0.6666666666666666, 'support': 2}
     """
-    labels, predicted = np.asarray(labels, int), np.asarray(predicted, int)
-    report = {}
-    for index, name in enumerate(task.served_names):
-        true_positives = int(np.sum((predicted == index) & (labels == index)))
-        precision = true_positives / max(int(np.sum(predicted == index)), 1)
-        recall = true_positives / max(int(np.sum(labels == index)), 1)
-        report[name] = {"precision": precision, "recall": recall,
-                        "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-                        "support": int(np.sum(labels == index))}
-    return report
-
-
-def entity_report(references: list[list[str]], predictions: list[list[str]]) -> dict[str, dict[str, float]]:
-    """Per entity type: precision, recall, F1 (conlleval's) and support (reference entities).
-
-    >>> entity_report([["B-PER", "O", "B-LOC"]], [["B-PER", "O", "O"]])["LOC"]
-    {'precision': 0.0, 'recall': 0.0, 'f1': 0.0, 'support': 1}
-    """
-    return {kind: {"precision": counts.precision, "recall": counts.recall, "f1": counts.f1,
-                   "support": counts.reference}
-            for kind, counts in sorted(entity_scores(references, predictions).by_type.items())}
+    return task.family.per_class(task, labels, predictions)
 
 
 def predicted_classes(task: Task, predictions: np.ndarray) -> np.ndarray:
     """Class ids from a classes task's predictions (probabilities, or pair_binary's probability)."""
-    return (predictions >= 0.5).astype(int) if task.kind == "pair_binary" else predictions.argmax(-1)
+    return task.family.predicted_classes(task, predictions)
 
 
 def overall_score(metrics: dict[str, float], tasks=DEFAULT_TASKS) -> float:

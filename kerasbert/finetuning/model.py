@@ -1,6 +1,6 @@
 """One shared BERT encoder, a head per task, and a multitask training step.
 
-Heads, by the task's kind (`kerasbert.tasks`):
+Heads, by the task's kind, each its family's (kerasbert/families/: `Family.head_output`, `loss`):
 - classes (sentiment): dropout + dense(num_classes) on the sentence embedding.
 - pair_classes, pair_binary (paraphrase): cross-encoder: dense(num_classes), or dense(1) for
   binary, on the pair's embedding; bi-encoder: the same on [u, v, |u - v|, u * v] of the
@@ -49,18 +49,11 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from kerasbert.families.span_qa import span_loss
-from kerasbert.families.tagging import masked_tag_loss
 from kerasbert.models import unpadded as unpadded_encoder
 from kerasbert.models.dataset_fit import DatasetFit
 from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS, stack_sides
 from kerasbert.tasks import DEFAULT_TASKS, Task, declare_tasks, encoder_of, task_id
-
-
-def cosine(u, v):
-    """Row-wise cosine similarity of two (batch, hidden) tensors."""
-    return tf.reduce_sum(tf.math.l2_normalize(u, -1) * tf.math.l2_normalize(v, -1), -1)
 
 
 def second_inputs(x: dict) -> dict:
@@ -123,8 +116,7 @@ class MultitaskBert(DatasetFit, keras.Model):
         init = bert_initializer()
         self.dropout = keras.layers.Dropout(dropout, name="head_dropout")
         for task in self.task_specs.values():  # attributes named by the head: `sentiment_head`, ...
-            units = {"classes": task.num_classes, "pair_classes": task.num_classes, "tags": task.num_classes,
-                     "span": 2}.get(task.kind, 1)  # span: start and end; binary and score kinds: one
+            units = task.family.head_units(task)  # span: start and end; binary and score kinds: one
             setattr(self, f"{task.head}_head", keras.layers.Dense(units, kernel_initializer=init,
                                                                   name=f"{task.head}_head"))
         self.task_losses = {name: keras.metrics.Mean(name=f"{name}_loss") for name in self.tasks}
@@ -140,14 +132,9 @@ class MultitaskBert(DatasetFit, keras.Model):
         """Builds every head that has weights (Keras calls this when it loads a saved model)."""
         hidden = self.backbone.hidden_dim
         for name in self.tasks:
-            kind, encoder = self.task_specs[name].kind, self.encoder_of(name)
-            if kind == "pair_score" and encoder == "bi":
-                continue  # a cosine: the head is never called and has no weights
-            if self.task_specs[name].is_family:  # on each token's state
-                self.head(name).build((None, None, hidden))
-                continue
-            width = 4 * hidden if encoder == "bi" else hidden  # [u, v, |u-v|, u*v]
-            self.head(name).build((None, width))
+            shape = self.task_specs[name].family.head_input_shape(self, name, hidden)
+            if shape is not None:  # None: a bi-encoder cosine, whose head is never called
+                self.head(name).build(shape)
         self.built = True
 
     def encoder_of(self, task: str) -> str:
@@ -185,7 +172,7 @@ class MultitaskBert(DatasetFit, keras.Model):
             return tokens.scatter(states)
         return self.backbone(inputs, training=training)["sequence_output"]
 
-    def _pair_embeddings(self, x, training):
+    def pair_embeddings(self, x, training):
         """(u, v) of a bi-encoder pair's sentences a and b, from one encoder call over both:
         b's rows after a's, each side padded to the wider side's width."""
         a, b = {k: x[k] for k in ENCODER_KEYS}, second_inputs(x)
@@ -198,55 +185,31 @@ class MultitaskBert(DatasetFit, keras.Model):
         """(u, v): u of the text or the packed pair, v None; for a bi-encoder pair, u of
         sentence a and v of sentence b."""
         if self.encoder_of(task) == "bi":
-            return self._pair_embeddings(x, training)
+            return self.pair_embeddings(x, training)
         return self.embed(x, training), None
 
     def head_output(self, task: str, x, training=False):
         """classes kinds: logits (batch, n); pair_binary: a logit (batch,); score kinds: the score
         (batch,); tags: tag logits (batch, seq, tags); span: start and end logits (batch, seq, 2)."""
-        if self.task_specs[task].is_family:
-            states = self.sequence(x, training)
-            if self.task_specs[task].kind == "tags":
-                states = self.dropout(states, training=training)
-            return tf.cast(self.head(task)(states), tf.float32)
-        return self.head_output_from(task, *self.task_embeddings(task, x, training), training=training)
+        return self.task_specs[task].family.head_output(self, task, x, training)
 
     def head_output_from(self, task: str, u, v=None, training=False):
-        """`head_output` from sentence embeddings: u of the text or pair, v of sentence b (bi)."""
-        spec, head = self.task_specs[task], self.head(task)
-        if spec.is_classes:
-            features = u if v is None else tf.concat([u, v, tf.abs(u - v), u * v], axis=-1)  # (batch, 4 * hidden)
-            logits = head(self.dropout(features, training=training))  # (batch, classes or 1)
-            return logits[:, 0] if spec.kind == "pair_binary" else logits
-        if v is None and spec.score_output == "linear":
-            return head(self.dropout(u, training=training))[:, 0]
-        low, span = spec.min_score, spec.max_score - spec.min_score
-        if v is None:
-            return low + span * tf.sigmoid(head(self.dropout(u, training=training))[:, 0])
-        return low + span / 2 * (cosine(u, v) + 1.0)
+        """`head_output` of a sentence task from sentence embeddings: u of the text or pair, v of
+        sentence b (bi)."""
+        return self.task_specs[task].family.head_output_from(self, task, u, v, training)
 
     # --- What each head answers: probabilities, a probability, a score ----------------
 
     def task_prediction(self, task: str, x):
         """classes, pair_classes: class probabilities (batch, n); pair_binary: the probability
         of the second class (batch,); score kinds: the score in [min_score, max_score]
-        (batch,). What evaluation scores and the export serves. The families answer through their
-        decoders (kerasbert/families/*_export.py), which read `head_output`'s logits."""
-        if self.task_specs[task].is_family:
-            raise ValueError(f"Task {task!r} is a {self.task_specs[task].kind} task: its entities or answers come "
-                             "from its family's signatures (kerasbert.finetuning.evaluation.family_signatures)")
-        return self.task_prediction_from(task, *self.task_embeddings(task, x))
+        (batch,). What evaluation scores and the export serves. The token-level families answer
+        through their decoders (kerasbert/families/*_export.py), which read `head_output`'s logits."""
+        return self.task_specs[task].family.batch_prediction(self, task, x)
 
     def task_prediction_from(self, task: str, u, v=None):
         """`task_prediction` from sentence embeddings: u of the pair (cross) or of sentence a, v of b."""
-        output, spec = self.head_output_from(task, u, v), self.task_specs[task]
-        if spec.kind == "pair_binary":
-            return tf.sigmoid(output)
-        if spec.is_classes:
-            return tf.nn.softmax(output)
-        if spec.score_output == "linear" and self.encoder_of(task) != "bi":
-            return output
-        return tf.clip_by_value(output, spec.min_score, spec.max_score)
+        return self.task_specs[task].family.prediction(self, task, u, v)
 
     def call(self, x, training=False):
         return {spec.head: self.head_output(name, x, training) for name, spec in self.task_specs.items()}
@@ -254,40 +217,9 @@ class MultitaskBert(DatasetFit, keras.Model):
     # --- Losses and the multitask step -----------------------------------------------
 
     def task_loss(self, task: str, x, y):
-        """The training loss of one task's batch (its kind's loss, see the module doc). `y`'s
-        shape may be unknown (the interleaved stream's): each kind gives its own back."""
-        spec = self.task_specs[task]
-        if spec.kind == "tags":  # (batch, seq): tag ids at first pieces, -1 elsewhere
-            labels = tf.reshape(y, tf.shape(x["token_ids"]))
-            return masked_tag_loss(labels, self.head_output(task, x, training=True))
-        if spec.kind == "span":  # (batch, 2): the answer's first and last piece
-            return span_loss(tf.reshape(y, [-1, 2]), self.head_output(task, x, training=True), x["padding_mask"])
-        y = tf.reshape(y, [-1])  # (batch,)
-        if spec.kind == "pair_binary":
-            return self._binary_loss(task, x, y)
-        if spec.is_classes:
-            return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
-                tf.cast(y, tf.int32), self.head_output(task, x, training=True), from_logits=True))
-        if spec.kind == "pair_score" and self.sts_loss == "cosine":  # cos(u, v) regressed to y's place in the range
-            target = (y - spec.min_score) / (spec.max_score - spec.min_score) if spec.min_score else y / spec.max_score
-            return tf.reduce_mean(tf.square(cosine(*self._pair_embeddings(x, True)) - target))
-        return tf.reduce_mean(tf.square(self.head_output(task, x, training=True) - y))
-
-    def _binary_loss(self, task, x, y):
-        u, v = self.task_embeddings(task, x, training=True)
-        loss = tf.reduce_mean(keras.losses.binary_crossentropy(
-            y[:, None], self.head_output_from(task, u, v, training=True)[:, None], from_logits=True))
-        if self.para_mnrl_weight:
-            # Multiple negatives ranking on the same embeddings: each positive's b must
-            # outscore the other b's.
-            scores = self.mnrl_scale * tf.matmul(tf.math.l2_normalize(u, -1),
-                                                 tf.math.l2_normalize(v, -1), transpose_b=True)
-            ranking = keras.losses.sparse_categorical_crossentropy(
-                tf.range(tf.shape(y)[0]), scores, from_logits=True)  # (batch,)
-            positives = tf.cast(y > 0.5, ranking.dtype)
-            loss += self.para_mnrl_weight * tf.math.divide_no_nan(
-                tf.reduce_sum(ranking * positives), tf.reduce_sum(positives))
-        return loss
+        """The training loss of one task's batch (its family's loss, see the module doc). `y`'s
+        shape may be unknown (the interleaved stream's): each family gives its own back."""
+        return self.task_specs[task].family.loss(self, task, x, y)
 
     def _update_scales(self, position):
         """Per trainable variable: the share of the optimizer's update it keeps this step.

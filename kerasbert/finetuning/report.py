@@ -33,8 +33,7 @@ def write_run_report(output_dir: str, tasks: dict, metrics: dict, confusion_file
         values = ", ".join(f"{key.removeprefix(name + '_')} {metrics[key]:.3f}" for key in task.metric_names)
         lines += [f"## {task.title} (`{name}`, {task.kind})", "", f"{values}.", ""]
         if name in metrics.get("per_class", {}):
-            lines += (class_table(metrics["per_class"][name], "entity type", "dev entities") if task.kind == "tags"
-                      else class_table(metrics["per_class"][name])) + [""]
+            lines += class_table(metrics["per_class"][name], *task.family.per_class_headings) + [""]
         if name in confusion_files:
             lines += [f"![{task.title} confusion matrix]({confusion_files[name]})", ""]
     path = os.path.join(output_dir, "report.md")

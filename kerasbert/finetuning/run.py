@@ -41,8 +41,7 @@ from kerasbert.data.rows import DataError
 from kerasbert.data.task_files import read_task_file, read_training_file
 from kerasbert.durable import publish, write_json
 from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, resolve_path, sample_examples, task_dataset
-from kerasbert.finetuning.evaluation import (class_report, entity_report, headline_keys, overall_score,
-                                             predicted_classes, score_examples, task_labels)
+from kerasbert.finetuning.evaluation import headline_keys, overall_score, per_class, score_examples, task_labels
 from kerasbert.finetuning.load import load_finetuned
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.finetuning.report import write_run_report
@@ -58,11 +57,7 @@ def run_outputs(config: FinetuneConfig) -> tuple[str, ...]:
     """What a run writes into its output folder (the layout above); --overwrite removes these."""
     return ("config.json", "model.keras", "encoder", "predictions", "best.weights.h5", "best.weights.h5.json",
             "backup", "history.csv", "steps.csv", "logs", "curves.png", "metrics.json", "report.md",
-            *(f"{name}_confusion.png" for name, task in config.tasks.items() if has_confusion(task)))
-
-
-def has_confusion(task: Task) -> bool:
-    return task.kind in ("classes", "pair_classes")
+            *(f"{name}_confusion.png" for name, task in config.tasks.items() if task.family.has_confusion(task)))
 
 
 def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
@@ -96,9 +91,7 @@ def load_task_data(config: FinetuneConfig, data_dir: str) -> tuple[dict, dict, d
                             f"than one batch (train.batch_size={config.train.batch_size})")
         tasks[name], train[name] = task, sample_examples(result, data.max_train_examples, seed)
         dev.update(load_dev_sets(config, {name: task}, data_dir))
-        classes = f", classes {list(task.served_names)}" if task.is_classes else \
-            f", tags {list(task.labels)}" if task.kind == "tags" else ""
-        print(f"   {name} ({task.kind}{classes}): {len(train[name])} train, {len(dev[name])} dev")
+        print(f"   {name} ({task.kind}{task.family.describe(task)}): {len(train[name])} train, {len(dev[name])} dev")
     return tasks, train, dev
 
 
@@ -150,16 +143,7 @@ def write_predictions(path: str, task: Task, examples, predictions) -> None:
         writer = csv.writer(f, delimiter="\t")
         writer.writerow(["id", "label", "prediction"])
         for example, label, prediction in zip(examples, task_labels(task, examples), predictions):
-            if task.kind == "tags":
-                writer.writerow([example.line, " ".join(label), " ".join(prediction)])
-            elif task.kind == "span":
-                writer.writerow([example.uid, " | ".join(label), prediction])
-            elif np.ndim(prediction) and task.served_names:
-                names = task.served_names
-                writer.writerow([example.uid, names[int(label)], names[int(np.argmax(prediction))]])
-            else:
-                value = int(np.argmax(prediction)) if np.ndim(prediction) else round(float(prediction), 6)
-                writer.writerow([example.uid, label, value])
+            writer.writerow(task.family.prediction_row(task, example, label, prediction))
 
 
 def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_checkpoint: str,
@@ -263,19 +247,12 @@ def build_model(config: FinetuneConfig, tasks: dict, init_checkpoint: str, carri
     return model
 
 
-def head_names(task: Task) -> tuple[str, ...]:
-    """What a head's outputs stand for: its tags, its classes (served names), or nothing."""
-    return task.labels if task.kind == "tags" else task.served_names if task.is_classes else ()
-
-
 def new_head_reason(init: MultitaskBert, task: Task, heads) -> str:
     """Why the init run's head of `task.name` is not this run's task ("" when it is)."""
     old = init.task_specs[task.name]
-    if old.kind != task.kind:
-        return f"it is a {old.kind} task"
-    ordered = old.kind != "pair_binary"  # one output column: its two names cannot be reordered
-    if (sorted if ordered else tuple)(head_names(old)) != (sorted if ordered else tuple)(head_names(task)):
-        return f"its names are {list(head_names(old))}"
+    difference = task.family.head_difference(old, task)
+    if difference:
+        return difference
     if (old.min_score, old.max_score, old.score_output) != (task.min_score, task.max_score, task.score_output):
         return f"its scores are {old.min_score}-{old.max_score} ({old.score_output})"
     if not task.is_family and (init.pooling, init.encoder_of(task.name)) != (heads.pooling, heads.encoder_of(task)):
@@ -297,8 +274,7 @@ def carried_heads(config: FinetuneConfig, tasks: dict, init_checkpoint: str) -> 
             print(f"   {name}: a new head, {init_checkpoint}'s {name} is another task: {reason}")
             continue
         kernel, bias = init.head(name).get_weights()  # (width, units), (units,)
-        old, names = head_names(init.task_specs[name]), head_names(tasks[name])
-        order = [old.index(n) for n in names] if names and tasks[name].kind != "pair_binary" else slice(None)
+        order = tasks[name].family.head_order(init.task_specs[name], tasks[name])
         carried[name] = [kernel[:, order], bias[order]]
         print(f"   {name}: its head from {init_checkpoint}")
     return carried
@@ -319,11 +295,11 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
     """The run's files, then metrics.json (with each classes task's `per_class` figures added),
     which marks the run finished (`mark_finished`)."""
     check_finite_weights(model, f"writing the run's outputs to {output_dir}")
-    metrics["per_class"] = {name: class_report(task, task_labels(task, dev[name]),
-                                               predicted_classes(task, predictions[name]))
-                            for name, task in model.task_specs.items() if name in dev and task.is_classes}
-    metrics["per_class"].update({name: entity_report(task_labels(task, dev[name]), predictions[name])
-                                 for name, task in model.task_specs.items() if name in dev and task.kind == "tags"})
+    # The sentence tasks' first, then the token-level ones' (metrics.json's order).
+    reports = {name: per_class(task, task_labels(task, dev[name]), predictions[name])
+               for name, task in sorted(model.task_specs.items(), key=lambda item: item[1].is_family)
+               if name in dev}
+    metrics["per_class"] = {name: report for name, report in reports.items() if report is not None}
     os.makedirs(os.path.join(output_dir, "predictions"), exist_ok=True)
     for task, examples in dev.items():
         write_predictions(os.path.join(output_dir, "predictions", f"{task}-dev.tsv"), model.task_specs[task],
@@ -331,7 +307,7 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
     confusion = {}
     for name in dev:
         task = model.task_specs[name]
-        if has_confusion(task):
+        if task.family.has_confusion(task):
             confusion[name] = f"{name}_confusion.png"
             plot_confusion([e.label for e in dev[name]], predictions[name].argmax(-1), task.served_names,
                            os.path.join(output_dir, f"{name}_confusion.png"),

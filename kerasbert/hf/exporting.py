@@ -4,7 +4,8 @@ and `AutoModelFor...from_pretrained` load as they are.
 Each folder holds config.json (architectures, id2label/label2id from the task's names),
 model.safetensors (transformers' weight names, `bert.` prefix, the shared encoder copied into
 each), vocab.txt, tokenizer_config.json (do_lower_case, strip_accents, model_max_length: the
-run's packed length) and special_tokens_map.json. By the task's kind:
+run's packed length) and special_tokens_map.json. By the task's kind (its family's
+`architecture`, `transformers_head`, `transformers_labels`, `head_to_transformers`):
 
     classes, pair_classes  BertForSequenceClassification, one label per class
     pair_binary            BertForSequenceClassification, 2 labels: (0, z) rows, so transformers'
@@ -41,8 +42,6 @@ from kerasbert.errors import ConfigError
 from kerasbert.finetuning.load import load_finetuned
 from kerasbert.tasks import Task
 
-ARCHITECTURE_OF_KIND = {"tags": "BertForTokenClassification", "span": "BertForQuestionAnswering"}
-SEQUENCE_CLASSIFIER = "BertForSequenceClassification"
 
 
 def encoder_weights(backbone, pooler: bool) -> dict[str, np.ndarray]:
@@ -127,26 +126,16 @@ def unsupported(model, task: str) -> str:
 def head_tensors(model, task: str) -> dict[str, np.ndarray]:
     """The head's weights under transformers' names, [labels, hidden] rows."""
     spec, (kernel, bias) = model.task_specs[task], model.head(task).get_weights()
-    weight = kernel.T  # (units, hidden)
-    if spec.kind == "pair_binary":  # rows (0, z): softmax gives sigmoid(z) to the second class
-        weight, bias = np.concatenate([np.zeros_like(weight), weight]), np.concatenate([np.zeros_like(bias), bias])
-    name = "qa_outputs" if spec.kind == "span" else "classifier"
+    weight, bias = spec.family.head_to_transformers(spec, kernel.T, bias)  # kernel.T: (units, hidden)
+    name = spec.family.transformers_head(spec)
     return {f"{name}.weight": weight, f"{name}.bias": bias}
-
-
-def label_names(spec: Task) -> list[str]:
-    if spec.kind == "tags":
-        return list(spec.labels)
-    if spec.is_classes:
-        return list(spec.served_names)
-    return ["LABEL_0", "LABEL_1"] if spec.kind == "span" else ["LABEL_0"]
 
 
 def transformers_config(model, spec: Task, pad_id: int) -> dict:
     backbone = model.backbone
-    names = label_names(spec)
+    names = spec.family.transformers_labels(spec)
     config = {
-        "architectures": [ARCHITECTURE_OF_KIND.get(spec.kind, SEQUENCE_CLASSIFIER)], "model_type": "bert",
+        "architectures": [spec.family.architecture], "model_type": "bert",
         "vocab_size": backbone.vocabulary_size, "hidden_size": backbone.hidden_dim,
         "num_hidden_layers": backbone.num_layers, "num_attention_heads": backbone.num_heads,
         "intermediate_size": backbone.intermediate_dim, "hidden_act": "gelu_new",
@@ -158,7 +147,7 @@ def transformers_config(model, spec: Task, pad_id: int) -> dict:
         "label2id": {name: index for index, name in enumerate(names)},
         "kerasbert_task": dataclasses.replace(spec, train_file="", dev_file="").to_config(),
     }
-    if spec.kind not in ARCHITECTURE_OF_KIND:
+    if not spec.is_family:  # a sentence head
         config["problem_type"] = "single_label_classification" if spec.is_classes else "regression"
     return config
 

@@ -106,12 +106,8 @@ def head_weights(checkpoint: TransformersCheckpoint, task: Task) -> tuple[np.nda
     """The Keras Dense head's (kernel (hidden, units), bias) from transformers' [units, hidden] rows."""
     weight = checkpoint.weights[f"{checkpoint.head_name}.weight"]  # (rows, hidden)
     bias = checkpoint.weights[f"{checkpoint.head_name}.bias"]
-    if task.kind == "tags":  # the rows in the task's tag order ('O' first)
-        order = [checkpoint.labels().index(label) for label in task.labels]
-        weight, bias = weight[order], bias[order]
-    if task.kind == "pair_binary":  # softmax over (z0, z1) is sigmoid(z1 - z0)
-        weight, bias = (weight[1] - weight[0])[None], (bias[1] - bias[0])[None]
-    rows = {"span": 2, "score": 1, "pair_score": 1, "pair_binary": 1}.get(task.kind, task.num_classes)
+    weight, bias = task.family.head_from_transformers(task, weight, bias, checkpoint.labels())
+    rows = task.family.head_units(task)
     if weight.shape[0] != rows:
         raise DataError(f"{checkpoint.folder}: a {task.kind} head of {rows} output(s), but "
                         f"{checkpoint.head_name}.weight has {weight.shape[0]} rows")

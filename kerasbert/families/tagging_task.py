@@ -1,0 +1,138 @@
+"""The token-tagging family as the task system sees it: a task of kind `tags` (named entities on
+CoNLL-2003) reads CoNLL column files (kerasbert/families/conll.py), its `labels` are its tag
+names ('O' first; from the training file when not declared), its head is dropout + dense(tags) on
+each token's state, its loss `masked_tag_loss`, its metrics conlleval's entity F1, precision and
+recall (and F1 per entity type), its signatures `<head>` (text -> entities) and `<head>_tokens`
+(kerasbert/families/tagging.py, tagging_export.py).
+
+Example:
+    >>> from kerasbert.tasks import get_task
+    >>> ner = get_task("ner")
+    >>> TAGGING.metric_names(ner), TAGGING.signature_names(ner)
+    (('ner_f1', 'ner_precision', 'ner_recall'), ('entities', 'entities_tokens'))
+    >>> TAGGING.scores(ner, [["B-PER", "O", "B-LOC"]], [["B-PER", "O", "O"]])["ner_f1"]
+    0.6666666666666666
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kerasbert.data.rows import DataError, ReadResult, file_exists
+from kerasbert.families.base import TokenFamily
+from kerasbert.families.conll import read_conll, tag_names
+from kerasbert.families.conlleval import entity_scores
+
+
+class Tagging(TokenFamily):
+    name = "tagging"
+    kinds = ("tags",)
+    format = "conll"
+    metrics = {"tags": ("f1", "precision", "recall")}
+    architecture = "BertForTokenClassification"
+    per_class_headings = ("entity type", "dev entities")
+    decoder_function = "entities"
+    dropout = True
+    per_token_labels = True
+
+    def check_labels(self, task, fail):
+        if task.labels and (task.labels[0] != "O" or len(task.labels) < 2):
+            fail(f"a tags task's labels are its tag names, 'O' first, then IOB2 tags. Received: {list(task.labels)}")
+
+    def is_resolved(self, task):
+        return bool(task.labels)
+
+    def resolved(self, task, train_labels):
+        return dataclasses.replace(task, labels=tuple(train_labels))  # tag names, in their order (tag_names)
+
+    def describe(self, task):
+        return f", tags {list(task.labels)}"
+
+    # --- Files and features ---------------------------------------------------------------
+
+    def read(self, task, path, max_bad_fraction):
+        if not file_exists(path):
+            raise DataError(f"{path}: file not found")
+        conll = read_conll(path, max_bad_fraction)
+        return ReadResult(conll.sentences, conll.skipped, path)
+
+    def read_training(self, task, path, max_bad_fraction):
+        result = self.read(task, path, max_bad_fraction)
+        return (task if self.is_resolved(task) else self.resolved(task, tag_names(result.examples))), result
+
+    def graph(self, task, vocabulary, sequence_length):
+        from kerasbert.families.tagging import TaggingGraph
+
+        return TaggingGraph(vocabulary, task.labels, sequence_length, task.words)
+
+    def features(self, task, graph, examples, training):
+        from kerasbert.families.tagging import tagging_features
+
+        features = tagging_features(graph, examples)
+        if features.untagged_words and training:  # the training data's summary, once
+            print(f"   {task.name}: {features.untagged_words} words past {graph.sequence_length - 2} word pieces "
+                  "have no label (their sentences are cut)")
+        return features, features.labels
+
+    # --- Model ----------------------------------------------------------------------------
+
+    def head_units(self, task):
+        return task.num_classes
+
+    def loss(self, model, name, x, y):
+        import tensorflow as tf
+
+        from kerasbert.families.tagging import masked_tag_loss
+
+        labels = tf.reshape(y, tf.shape(x["token_ids"]))  # (batch, seq): tag ids at first pieces, -1 elsewhere
+        return masked_tag_loss(labels, model.head_output(name, x, training=True))
+
+    # --- Evaluation and serving -----------------------------------------------------------
+
+    def decoder(self, predict, graph):
+        from kerasbert.families.tagging_export import TaggingSignatures
+
+        return TaggingSignatures(predict, graph)
+
+    def predict(self, function, examples, batch_size):
+        from kerasbert.families.tagging import predict_tags
+
+        return predict_tags(function, examples, batch_size)
+
+    def references(self, task, examples):
+        return [sentence.tags for sentence in examples]
+
+    def scores(self, task, references, predictions):
+        return entity_scores(references, predictions).as_dict(prefix=f"{task.name}_")
+
+    def per_class(self, task, references, predictions):
+        return entity_report(references, predictions)
+
+    def prediction_row(self, task, example, reference, prediction):
+        return [example.line, " ".join(reference), " ".join(prediction)]
+
+    def head_names(self, task):
+        return task.labels
+
+    # --- transformers ---------------------------------------------------------------------
+
+    def transformers_labels(self, task):
+        return list(task.labels)
+
+    def head_from_transformers(self, task, weight, bias, labels):
+        order = [labels.index(label) for label in task.labels]  # the rows in the task's tag order ('O' first)
+        return weight[order], bias[order]
+
+
+def entity_report(references: list[list[str]], predictions: list[list[str]]) -> dict[str, dict[str, float]]:
+    """Per entity type: precision, recall, F1 (conlleval's) and support (reference entities).
+
+    >>> entity_report([["B-PER", "O", "B-LOC"]], [["B-PER", "O", "O"]])["LOC"]
+    {'precision': 0.0, 'recall': 0.0, 'f1': 0.0, 'support': 1}
+    """
+    return {kind: {"precision": counts.precision, "recall": counts.recall, "f1": counts.f1,
+                   "support": counts.reference}
+            for kind, counts in sorted(entity_scores(references, predictions).by_type.items())}
+
+
+TAGGING = Tagging()
