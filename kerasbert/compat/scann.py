@@ -16,6 +16,8 @@ Example:
     >>> rows, scores = searcher.search(vectors[7])
     >>> int(rows[0])
     7
+    >>> importlib.util.find_spec("scann").name  # the package stays findable, as imported packages are
+    'scann'
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import types
 
 
 def scann_pybind():
@@ -31,7 +32,7 @@ def scann_pybind():
         spec = importlib.util.find_spec("scann")
         if spec is None:
             raise ImportError("ScaNN is not installed: pip install scann (or use --backend faiss)")
-        package = types.ModuleType("scann")
-        package.__path__ = list(spec.submodule_search_locations)
-        sys.modules["scann"] = package
+        # The package as `import scann` would make it (its spec, path and file), minus running
+        # its `__init__`: a module without a spec broke find_spec("scann") later in the process.
+        sys.modules["scann"] = importlib.util.module_from_spec(spec)
     return importlib.import_module("scann.scann_ops.py.scann_ops_pybind")
