@@ -33,12 +33,13 @@ def predict_request(signature: str, inputs: dict) -> predict_pb2.PredictRequest:
 
 
 def write_warmup_requests(export_dir: str, requests: list) -> str:
-    """Writes Predict/Classification/Regression requests as the version's warm-up file."""
+    """Writes Predict/Classification/Regression requests as the version's warm-up file, the
+    same bytes for the same requests (inputs serialized in a fixed order)."""
     path = os.path.join(export_dir, WARMUP_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with tf.io.TFRecordWriter(path) as writer:
         for request in requests:
             log = prediction_log_pb2.PredictionLog()
             getattr(log, _LOG_FIELDS[type(request)]).request.CopyFrom(request)
-            writer.write(log.SerializeToString())
+            writer.write(log.SerializeToString(deterministic=True))  # map entries in key order: exports repeat byte for byte
     return path

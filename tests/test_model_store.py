@@ -1,12 +1,16 @@
 """The model store: warm-up replay before a version is served, load retries, the warm standby copy."""
 
 import logging
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import ROOT
 from kerasbert.warmup_requests import predict_request, write_warmup_requests
 from serving.manager import ModelManager
 from serving.servable import program_key
@@ -33,6 +37,19 @@ def test_warmup_requests_run_before_the_version_is_served(tmp_path):
         store = ModelManager([ModelConfig(name="m", base_path=str(tmp_path / "m"))], warmup=warmup)
         store.poll()
         assert calls_of(store.get("m")) == calls
+
+
+def test_the_same_warmup_requests_write_the_same_bytes_in_every_process(tmp_path):
+    """An export repeats byte for byte: a request's inputs (a protobuf map, whose order is
+    the process's) serialize alike in fresh processes."""
+    code = ("import sys; from kerasbert.warmup_requests import predict_request, write_warmup_requests; "
+            "write_warmup_requests(sys.argv[1], [predict_request('answer', {'question': [b'who?'], "
+            "'context': [b'Ann.'], 'id': [b'1']})])")
+    runs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / str(seed))], cwd=ROOT,
+                             env={**os.environ, "PYTHONHASHSEED": str(seed)}) for seed in range(4)]
+    assert [run.wait(timeout=120) for run in runs] == [0] * 4
+    written = {(tmp_path / str(seed) / "assets.extra" / "tf_serving_warmup_requests").read_bytes() for seed in range(4)}
+    assert len(written) == 1
 
 
 def test_a_broken_warmup_file_fails_the_load_not_the_server(tmp_path):
