@@ -251,6 +251,19 @@ def monitoring_cost(base: str, clients: int, seconds: float, rounds: int = 3) ->
             if pages else float("nan")}
 
 
+def model_at_served_batch(base: str, in_process: InProcessModel, results: dict) -> dict:
+    """The model in process on batches of the size the batching server formed (its mean, from
+    the metrics), beside its batch-32 rate: the server's ratio to the model set against what
+    batches of that size can reach."""
+    mean = results["monitoring"]["mean_batch_size"]
+    if not mean >= 1:  # no metrics page was read
+        return {}
+    batch = round(mean)
+    rate_32, rate_served = in_process.rate(), InProcessModel(os.path.join(base, "1"), batch).rate(max(30, 960 // batch))
+    return {"batch": batch, "sentences_per_second": {"32": rate_32, str(batch): rate_served},
+            "server_over_it_median": statistics.median(results["batching"]["ratio_runs"]) * rate_32 / rate_served}
+
+
 def newest_version(export_base: str) -> str | None:
     """The path of the highest version under `export_base` the server would load, or None."""
     versions = versions_on_disk(export_base)
@@ -323,6 +336,7 @@ def main(argv=None) -> int:
         results["paired_with"] = paired_with(args.paired_with, base, in_process, args.clients, args.seconds / 2)
     print("   monitoring on and off, in turn", flush=True)
     results["monitoring"] = monitoring_cost(base, args.clients, args.seconds / 4)
+    results["model_at_served_batch"] = model_at_served_batch(base, in_process, results)
     shutil.rmtree(base, ignore_errors=True)
     off, on = results["no_batching"]["many_clients"], results["batching"]["many_clients"]
     results["ratios"] = {  # README's serving figures
