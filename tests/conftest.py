@@ -18,6 +18,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.environ.get("KERASBERT_DATA_DIR", os.path.join(ROOT, "..", "shared", "data"))
 
 @pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """A tiny random encoder with MiniLM's vocabulary, as a preset folder (test_declared_tasks, test_families)."""
+    from kerasbert.config import ModelConfig
+    from kerasbert.models.encoder import build_encoder, minilm_checkpoint
+    from kerasbert.tokenization import load_tokenizer
+
+    checkpoint = tmp_path_factory.mktemp("tiny") / "encoder"
+    build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=16, num_heads=2), 30522) \
+        .save_to_preset(str(checkpoint))
+    load_tokenizer(minilm_checkpoint()).save_to_preset(str(checkpoint))
+    return str(checkpoint)
+
+
+@pytest.fixture(scope="session")
 def tiny_export(tmp_path_factory):
     """A tiny random fine-tuning run (pairs as one packed sequence) and its SavedModel, made
     once per test process: (run folder, version folder). Tests read them; one that changes

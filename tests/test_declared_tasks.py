@@ -145,20 +145,6 @@ def test_the_config_layouts_a_task_file_and_overrides_declare_the_same_tasks(tmp
     assert from_dict(FinetuneConfig, json.loads(json.dumps(to_dict(inline)))).tasks == inline.tasks
 
 
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory):
-    """A tiny random encoder with MiniLM's vocabulary, as a preset folder."""
-    from kerasbert.config import ModelConfig
-    from kerasbert.models.encoder import build_encoder, minilm_checkpoint
-    from kerasbert.tokenization import load_tokenizer
-
-    checkpoint = tmp_path_factory.mktemp("tiny") / "encoder"
-    build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=16, num_heads=2), 30522) \
-        .save_to_preset(str(checkpoint))
-    load_tokenizer(minilm_checkpoint()).save_to_preset(str(checkpoint))
-    return str(checkpoint)
-
-
 def test_a_run_on_declared_tasks_is_scored_evaluated_and_exported_from_its_folder(tmp_path, capsys, monkeypatch,
                                                                                   tiny_checkpoint):
     import tensorflow as tf

@@ -72,20 +72,6 @@ class FirstToken(Family):
                 f"{head}_tokens": (outputs, token_specs())}
 
 
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory):
-    """A tiny random encoder with MiniLM's vocabulary, as a preset folder."""
-    from kerasbert.config import ModelConfig
-    from kerasbert.models.encoder import build_encoder, minilm_checkpoint
-    from kerasbert.tokenization import load_tokenizer
-
-    checkpoint = tmp_path_factory.mktemp("tiny") / "encoder"
-    build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=16, num_heads=2), 30522) \
-        .save_to_preset(str(checkpoint))
-    load_tokenizer(minilm_checkpoint()).save_to_preset(str(checkpoint))
-    return str(checkpoint)
-
-
 @pytest.fixture
 def first_token():
     family = register(FirstToken())
