@@ -166,6 +166,8 @@ class Task:
             fail(f"format must be one of {formats()} (or empty: from the extension). Received: {self.format!r}")
         if self.words not in WORD_SPLITS:
             fail(f"words must be one of {WORD_SPLITS}. Received: {self.words!r}")
+        if self.words != "spaces" and not family.served_words:
+            fail(f"words chooses a tags task's served words; a {self.kind} task has none")
         if family.format and self.format and self.format != family.format:
             fail(f"a {self.kind} task reads {family.format} files. Received: format={self.format!r}")
         if not family.format and self.format not in ("", *COLUMN_FORMATS):

@@ -28,6 +28,8 @@ def test_declarations_are_consistent():
         Task("x", "tags", words="bert")
     with pytest.raises(TaskError, match="words chooses a tags task's served words; a classes task has none"):
         Task("x", "classes", text="a", words="punctuation")
+    with pytest.raises(TaskError, match="words chooses a tags task's served words; a span task has none"):
+        Task("x", "span", words="punctuation")
 
 
 def test_review_text_is_unescaped():

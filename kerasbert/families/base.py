@@ -46,6 +46,7 @@ class Family:
     metrics: dict[str, tuple[str, ...]] = {}  # kind -> its metrics' names, the headline first
     architecture = ""  # transformers' architecture of its heads
     classes = False  # its heads answer classes with names (served by :classify)
+    served_words = False  # its signatures serve words, split as the task's `words` says
     per_class_headings = ("class", "dev examples")  # report.md's per-class table: rows, support
 
     # --- Declaration ----------------------------------------------------------------------

@@ -26,6 +26,7 @@ from kerasbert.families.conlleval import entity_scores
 
 class Tagging(TokenFamily):
     name = "tagging"
+    served_words = True
     kinds = ("tags",)
     format = "conll"
     metrics = {"tags": ("f1", "precision", "recall")}
