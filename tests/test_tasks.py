@@ -10,6 +10,8 @@ from conftest import DATA_DIR
 from kerasbert.data.cleaning import clean_review
 from kerasbert.data.task_files import read_task_file
 from kerasbert.export import serving_methods
+from kerasbert.families.span_qa_task import SpanSettings
+from kerasbert.families.tagging_task import TaggingSettings
 from kerasbert.tasks import BUILTIN_TASKS as TASKS
 from kerasbert.tasks import Task, TaskError, declare_tasks
 
@@ -25,11 +27,11 @@ def test_declarations_are_consistent():
     with pytest.raises(TaskError, match="2 class names for 3 labels"):
         Task("x", "classes", text="a", labels=("1", "2", "3"), class_names=("a", "b"))
     with pytest.raises(TaskError, match=r"words must be one of \('spaces', 'punctuation'\)"):
-        Task("x", "tags", words="bert")
-    with pytest.raises(TaskError, match="words chooses a tags task's served words; a classes task has none"):
-        Task("x", "classes", text="a", words="punctuation")
-    with pytest.raises(TaskError, match="words chooses a tags task's served words; a span task has none"):
-        Task("x", "span", words="punctuation")
+        Task("x", "tags", settings=TaggingSettings(words="bert"))
+    with pytest.raises(TaskError, match=r"doc_stride must be a positive integer, or 0 .*Received: -1"):
+        Task("x", "span", settings=SpanSettings(doc_stride=-1))
+    with pytest.raises(TaskError, match="words is a tags task's setting; a classes task has none"):
+        Task.from_config("x", {"kind": "classes", "text": "a", "words": "punctuation"})
 
 
 def test_review_text_is_unescaped():
