@@ -7,9 +7,7 @@ context) and `<head>_tokens` (kerasbert/families/span_qa.py, span_qa_export.py).
 `max_query_length`, `max_answer_length` and `max_windows`.
 
 Example:
-    >>> from kerasbert.tasks import Task, get_task
-    >>> Task("qa", "span", settings=SpanSettings(sequence_length=192)).settings.max_windows
-    16
+    >>> from kerasbert.tasks import get_task
     >>> squad = get_task("squad")
     >>> SPAN_QA.scores(squad, [["Denver Broncos", "the Broncos"], ["Paris"]], ["the Broncos", "Rome"])
     {'squad_f1': 0.5, 'squad_exact_match': 0.5}
@@ -28,7 +26,12 @@ from kerasbert.families.windows import context_room, default_doc_stride
 
 @dataclasses.dataclass(frozen=True)
 class SpanSettings(TokenSettings):
-    """A span task's settings: `sequence_length` (0: the run's) and its context windows."""
+    """A span task's settings (`Task.settings`): `sequence_length` (0: the run's) and its context windows.
+
+    >>> from kerasbert import Task
+    >>> Task("qa", "span", settings=SpanSettings(sequence_length=192)).settings
+    SpanSettings(sequence_length=192, doc_stride=0, max_query_length=64, max_answer_length=30, max_windows=16)
+    """
 
     doc_stride: int = 0  # pieces between windows' starts; 0: the largest that skips no context, up to 128
     max_query_length: int = 64  # the question's pieces kept

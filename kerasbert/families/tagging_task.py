@@ -7,9 +7,7 @@ recall (and F1 per entity type), its signatures `<head>` (text -> entities) and 
 task's `sequence_length` and the words it serves (`words`).
 
 Example:
-    >>> from kerasbert.tasks import Task, get_task
-    >>> Task("people", "tags", settings=TaggingSettings(words="punctuation")).settings.words
-    'punctuation'
+    >>> from kerasbert.tasks import get_task
     >>> ner = get_task("ner")
     >>> TAGGING.metric_names(ner), TAGGING.signature_names(ner)
     (('ner_f1', 'ner_precision', 'ner_recall'), ('entities', 'entities_tokens'))
@@ -31,7 +29,12 @@ WORD_SPLITS = ("spaces", "punctuation")  # a tags task's `words`
 
 @dataclasses.dataclass(frozen=True)
 class TaggingSettings(TokenSettings):
-    """A tags task's settings: `sequence_length` (0: the run's) and its served words."""
+    """A tags task's settings (`Task.settings`): `sequence_length` (0: the run's) and its served words.
+
+    >>> from kerasbert import Task
+    >>> Task("people", "tags", settings=TaggingSettings(words="punctuation")).settings
+    TaggingSettings(sequence_length=0, words='punctuation')
+    """
 
     # "spaces" (what str.split() gives, as CoNLL files are split) or "punctuation" (BERT's basic
     # tokenizer's: punctuation and CJK characters are words of their own, as transformers'
