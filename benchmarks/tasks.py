@@ -98,7 +98,8 @@ def peer_settings(config, spec, train: list[dict], dev: list[dict]) -> dict:
     from kerasbert.families.conll import Sentence, tag_names
 
     train_config = config.train
-    settings = {"kind": spec.kind, "sequence_length": spec.sequence_length or config.data.max_sequence_length,
+    settings = {"kind": spec.kind,
+                "sequence_length": spec.family.sequence_length(spec, config.data.max_sequence_length),
                 "batch_size": train_config.batch_size, "total_steps": train_config.total_steps,
                 "steps_per_block": train_config.steps_per_block,
                 "group_by_length": config.data.group_by_length,
@@ -110,9 +111,9 @@ def peer_settings(config, spec, train: list[dict], dev: list[dict]) -> dict:
     if spec.kind == "tags":
         settings["tag_names"] = list(spec.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
     elif spec.kind == "span":
-        settings.update(doc_stride=spec.doc_stride_at(settings["sequence_length"]),
-                        max_query_length=spec.max_query_length,
-                        max_answer_length=spec.max_answer_length)
+        settings.update(doc_stride=spec.family.doc_stride_at(spec, settings["sequence_length"]),
+                        max_query_length=spec.settings.max_query_length,
+                        max_answer_length=spec.settings.max_answer_length)
     else:
         settings["class_names"] = list(spec.served_names)
     return settings

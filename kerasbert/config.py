@@ -290,7 +290,15 @@ def _upgrade_task_keys(cls, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_dict(config) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+    """A config as JSON values; a fine-tuning run's tasks as declared (`Task.to_config`: flat).
+
+    >>> to_dict(FinetuneConfig(tasks="squad"))["tasks"]["squad"]["doc_stride"]
+    0
+    """
+    values = dataclasses.asdict(config)
+    if isinstance(config, FinetuneConfig):
+        values["tasks"] = {name: task.to_config() for name, task in config.tasks.items()}
+    return values
 
 
 # Fields that map names to values (task names, or a task's declaration keys): an override may
@@ -315,7 +323,7 @@ def _parse_value(text: str, current: Any) -> Any:
         return int(text)
     if isinstance(current, float):
         return float(text)
-    if isinstance(current, tuple):
+    if isinstance(current, (tuple, list)):  # a task's labels are a list in its declaration
         return tuple(item for item in text.split(",") if item)
     if isinstance(current, dict):  # a mapping in JSON, or names ("tasks=sst,sts")
         return _parse_json_or_text(text)
@@ -551,7 +559,7 @@ class FinetuneConfig:
         tasks = {name: dataclasses.replace(task, **{key: files[key][name] for key in files})
                  for name, task in tasks.items()}
         for task in tasks.values():  # a span task's stride, against the length its windows take in this run
-            task.family.check_run(task, task.sequence_length or data.max_sequence_length)
+            task.family.check_run(task, task.family.sequence_length(task, data.max_sequence_length))
         object.__setattr__(self, "tasks", tasks)
         object.__setattr__(self, "data", dataclasses.replace(data, train_files={}, dev_files={}))
         object.__setattr__(self, "schedule", dataclasses.replace(

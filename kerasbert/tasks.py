@@ -25,11 +25,14 @@ TF Serving's :classify and :regress. The families (kerasbert/families/) have `h`
 The families' files: a tags task reads CoNLL column files (format `conll`: the word first,
 its tag last, blank lines between sentences) and its `labels` are its tag names (`O`
 first; from the training file when not declared); a span task reads SQuAD v1.1's JSON
-(format `squad`). Their settings are fields: `sequence_length` (0: the run's
-`data.max_sequence_length`), and for span tasks `doc_stride` (0: the largest that skips
-no context, up to 128; a declared one that would skip context is a TaskError when the config
-loads), `max_query_length`, `max_answer_length` and `max_windows` (the longest context
-answered, in windows).
+(format `squad`). Their own settings are the task's `settings`, a frozen dataclass of the
+family (`family.settings`; a sentence task has none): a tags task's `TaggingSettings`
+(`sequence_length`, 0: the run's `data.max_sequence_length`; `words`, the words it serves), a
+span task's `SpanSettings` (`sequence_length`; `doc_stride`, 0: the largest that skips no
+context, up to 128, a declared one that would skip context being a TaskError when the config
+loads; `max_query_length`, `max_answer_length`, and `max_windows`, the longest context
+answered, in windows). A config declares them flat, beside the other keys (`{"kind": "span",
+"doc_stride": 64}`); a key of another family's settings is a TaskError.
 Their scores are fractions in [0, 1] like every other metric: SQuAD's official script
 prints `squad_f1` and `squad_exact_match` in percent (100x).
 
@@ -48,6 +51,8 @@ Example:
     ('billing', 'bug')
     >>> BUILTIN_TASKS["sts"].head, BUILTIN_TASKS["sts"].kind, BUILTIN_TASKS["sts"].is_pair
     ('similarity', 'pair_score', True)
+    >>> BUILTIN_TASKS["squad"].settings
+    SpanSettings(sequence_length=384, doc_stride=0, max_query_length=64, max_answer_length=30, max_windows=16)
 """
 
 from __future__ import annotations
@@ -61,14 +66,16 @@ from typing import Any, Iterable
 from kerasbert.errors import TaskError
 from kerasbert.families import Family, family_of, kinds
 from kerasbert.families.base import TokenFamily
-from kerasbert.families.windows import context_room, default_doc_stride
+from kerasbert.families.span_qa_task import SpanSettings
 from kerasbert.labels import label_key
 
 COLUMN_FORMATS = ("csv", "tsv", "jsonl")  # the sentence families' files; a token-level family has its own
-WORD_SPLITS = ("spaces", "punctuation")  # a tags task's `words`
 # Signatures every export has besides the tasks' own.
 RESERVED_SIGNATURES = ("embed", "embed_tokens", "serving_default")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# Defaults that run folders of earlier versions hold in every task's declaration: doc_stride was
+# 128 until a span task's stride came from its length (0).
+_EARLIER_DEFAULTS = {"doc_stride": (128,)}
 
 
 def formats() -> tuple[str, ...]:
@@ -101,6 +108,8 @@ class Task:
         ...              text="review", label="stars", min_score=1, max_score=5)
         >>> stars.metric_names
         ('stars_pearson', 'stars_spearman')
+        >>> Task("qa", "span", settings=SpanSettings(doc_stride=64)).settings.doc_stride
+        64
     """
 
     name: str  # key of configs, metrics (`<name>_accuracy`), batches and prediction files
@@ -124,17 +133,9 @@ class Task:
     title: str = ""  # for plots and reports ("" = name)
     clean: str = ""  # a cleaner of kerasbert.data.cleaning.CLEANERS ("" = spaces only)
     layouts: dict[str, Columns] = dataclasses.field(default_factory=dict)  # shipped TSV layouts
-    # The token-level families (tags, span): the packed length (0 = the run's data.max_sequence_length),
-    # and a span task's context windows, question cut, longest answer (pieces), most windows.
-    sequence_length: int = 0
-    doc_stride: int = 0  # 0: the largest that skips no context, up to 128 (doc_stride_at)
-    max_query_length: int = 64
-    max_answer_length: int = 30
-    max_windows: int = 16
-    # A tags task's served words: "spaces" (what str.split() gives, as CoNLL files are split) or
-    # "punctuation" (BERT's basic tokenizer's: punctuation and CJK characters are words of their
-    # own, as transformers' token-classification pipeline reads text; imported taggers keep it).
-    words: str = "spaces"
+    # The family's own settings, an instance of `family.settings`: `TaggingSettings` (tags),
+    # `SpanSettings` (span), `NoSettings` (the sentence kinds). None = the family's defaults.
+    settings: Any = None
 
     def __post_init__(self):
         fix = object.__setattr__  # frozen: normalise the declaration's values once
@@ -148,6 +149,8 @@ class Task:
                 fix(self, name, float(getattr(self, name)))
         fix(self, "head", self.head or self.name)
         fix(self, "title", self.title or self.name)
+        if self.settings is None and self.kind in kinds():  # an unknown kind: _check says so
+            fix(self, "settings", family_of(self.kind).settings())
         self._check()
 
     def _check(self):
@@ -164,10 +167,8 @@ class Task:
             fail(f"clean must be ptb, twice_quoted, review or empty. Received: {self.clean!r}")
         if self.format and self.format not in formats():
             fail(f"format must be one of {formats()} (or empty: from the extension). Received: {self.format!r}")
-        if self.words not in WORD_SPLITS:
-            fail(f"words must be one of {WORD_SPLITS}. Received: {self.words!r}")
-        if self.words != "spaces" and not family.served_words:
-            fail(f"words chooses a tags task's served words; a {self.kind} task has none")
+        if type(self.settings) is not family.settings:
+            fail(f"a {self.kind} task's settings are a {family.settings.__name__}. Received: {self.settings!r}")
         if family.format and self.format and self.format != family.format:
             fail(f"a {self.kind} task reads {family.format} files. Received: format={self.format!r}")
         if not family.format and self.format not in ("", *COLUMN_FORMATS):
@@ -234,28 +235,6 @@ class Task:
         """This task's part of `overall`, in [0, 1]: accuracy, entity or SQuAD F1, or (pearson + 1) / 2."""
         return self.family.headline(metrics[self.metric_names[0]])
 
-    def doc_stride_at(self, sequence_length: int) -> int:
-        """A span task's window stride when its windows are `sequence_length` tokens long: the
-        declared `doc_stride`, else the largest that skips no context up to run_squad.py's 128
-        (kerasbert/families/windows.py). TaskError when the declared one would skip context, or
-        when the question leaves a window no room for any.
-
-        >>> Task("qa", "span").doc_stride_at(192), Task("qa", "span").doc_stride_at(384)
-        (125, 128)
-        """
-        room = context_room(sequence_length, self.max_query_length)
-        if room < 1:
-            raise TaskError(f"task {self.name!r}: sequence_length {sequence_length} leaves no room for context after "
-                            f"a question of max_query_length {self.max_query_length} (and [CLS], [SEP], [SEP]); "
-                            "raise sequence_length or lower max_query_length")
-        if not self.doc_stride:
-            return default_doc_stride(sequence_length, self.max_query_length)
-        if self.doc_stride > room:
-            raise TaskError(f"task {self.name!r}: doc_stride must be in [1, {room}] at sequence_length "
-                            f"{sequence_length} (sequence_length - max_query_length - 3; a longer stride would skip "
-                            f"context). Received: doc_stride={self.doc_stride}")
-        return self.doc_stride
-
     def columns_for(self, layout: str) -> Columns | None:
         """The columns to read from a file of `layout` (a shipped TSV layout, or a FORMAT)."""
         if self.layouts:
@@ -280,32 +259,71 @@ class Task:
     # --- As config data ------------------------------------------------------------------------
 
     def to_config(self) -> dict[str, Any]:
-        """The declaration as JSON values (what a config's "tasks" mapping holds for it)."""
-        return {**dataclasses.asdict(self), "labels": list(self.labels), "class_names": list(self.class_names)}
+        """The declaration as JSON values (what a config's "tasks" mapping holds for it): the
+        common fields and the family's own settings, flat.
+
+        >>> {key: value for key, value in BUILTIN_TASKS["squad"].to_config().items() if "length" in key}
+        {'sequence_length': 384, 'max_query_length': 64, 'max_answer_length': 30}
+        """
+        values = dataclasses.asdict(self)
+        settings = values.pop("settings")
+        return {**values, **settings, "labels": list(self.labels), "class_names": list(self.class_names)}
 
     @classmethod
     def from_config(cls, name: str, values: dict[str, Any]) -> "Task":
-        """A task from a config's declaration; the keys of a shipped task's declaration it
-        does not give are the shipped task's, so `{"train_file": ...}` moves a shipped task's file.
+        """A task from a config's declaration, its family's settings flat beside the other keys;
+        the keys of a shipped task's declaration it does not give are the shipped task's, so
+        `{"train_file": ...}` moves a shipped task's file.
 
         >>> Task.from_config("sst", {"dev_file": "my-sst-dev.tsv"}).title
         'SST-5'
+        >>> Task.from_config("qa", {"kind": "span", "doc_stride": 64}).settings.doc_stride
+        64
+        >>> Task.from_config("sst", {"doc_stride": 64})
+        Traceback (most recent call last):
+        kerasbert.errors.TaskError: task 'sst': doc_stride is a span task's setting; a classes task has none
         """
         if not isinstance(values, dict):
             raise TaskError(f"tasks.{name} must be an object (a declaration). Received: {values!r}")
-        fields = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - fields)
-        if unknown:
-            raise TaskError(f"task {name!r}: unknown key(s) {unknown}. Known: {sorted(fields - {'name'})}")
         if values.get("name", name) != name:
             raise TaskError(f"task {name!r} is declared with name {values['name']!r}")
         base = BUILTIN_TASKS.get(name)
+        if base is None and "kind" not in values:
+            raise TaskError(f"task {name!r} is not a shipped task ({', '.join(BUILTIN_TASKS)}), so its "
+                            f"declaration needs a kind: one of {kinds()}")
+        kind = values.get("kind", base.kind if base else "")
+        if kind not in kinds():
+            raise TaskError(f"task {name!r}: kind must be one of {kinds()}. Received: {kind!r}")
+        settings_of = _settings_of_kinds()
+        common = {field.name for field in dataclasses.fields(cls)} - {"name", "settings"}
+        own = settings_of[kind]
+        others = sorted(set(values) - common - {"name"} - set(own))
+        unknown = [key for key in others if not any(key in settings for settings in settings_of.values())]
+        if unknown:
+            raise TaskError(f"task {name!r}: unknown key(s) {unknown}. Known: {sorted(common | set(own))}")
+        for key in others:
+            owners = {other: defaults[key] for other, defaults in settings_of.items() if key in defaults}
+            # Run folders written while every task had every family's settings (config.json,
+            # model.keras) hold the other families' at their defaults (then or now): those still load.
+            if values[key] not in (*owners.values(), *_EARLIER_DEFAULTS.get(key, ())):
+                raise TaskError(f"task {name!r}: {key} is a {' or '.join(owners)} task's setting; "
+                                f"a {kind} task has none")
+        family = family_of(kind)
+        settings = base.settings if base is not None and base.family is family else family.settings()
+        settings = dataclasses.replace(settings, **{key: values[key] for key in own if key in values})
+        declared = {key: value for key, value in values.items() if key in common}
         if base is None:
-            if "kind" not in values:
-                raise TaskError(f"task {name!r} is not a shipped task ({', '.join(BUILTIN_TASKS)}), so its "
-                                f"declaration needs a kind: one of {kinds()}")
-            return cls(**{**values, "name": name})
-        return dataclasses.replace(base, **{key: value for key, value in values.items() if key != "name"})
+            return cls(name, settings=settings, **declared)
+        return dataclasses.replace(base, settings=settings, **declared)
+
+
+def _settings_of_kinds() -> dict[str, dict[str, Any]]:
+    """Each kind's settings (its family's) at their defaults.
+
+    >>> _settings_of_kinds()["tags"]
+    {'sequence_length': 0, 'words': 'spaces'}
+    """
+    return {kind: dataclasses.asdict(family_of(kind).settings()) for kind in kinds()}
 
 
 def file_format(task: Task, path: str) -> str:
@@ -356,7 +374,7 @@ BUILTIN_TASKS: dict[str, Task] = {task.name: task for task in (
     # and SQuAD v1.1 extractive question answering.
     Task("ner", "tags", "conll2003/train.txt", "conll2003/dev.txt", head="entities", title="CoNLL-2003 NER"),
     Task("squad", "span", "squad/train.json", "squad/dev.json", head="answer", title="SQuAD v1.1",
-         sequence_length=384),
+         settings=SpanSettings(sequence_length=384)),
 )}
 # What a run trains when its config does not say: the reference study's three tasks.
 DEFAULT_TASKS = ("sst", "para", "sts")

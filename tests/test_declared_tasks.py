@@ -279,7 +279,7 @@ def test_the_family_kinds_are_declared_and_read(tmp_path, caplog, capsys):
     assert "1 answer(s) whose answer_start does not point at their text" in capsys.readouterr().out
     mine = declare_tasks({"people": {"kind": "tags", "train_file": "p.conll"}, "qa": {"kind": "span",
                                                                                   "max_answer_length": 8}})
-    assert mine["people"].is_resolved is False and mine["qa"].max_answer_length == 8
+    assert mine["people"].is_resolved is False and mine["qa"].settings.max_answer_length == 8
     with pytest.raises(TaskError, match="a tags task reads conll files. Received: format='csv'"):
         Task("t", "tags", format="csv")
     with pytest.raises(TaskError, match="a span task has no columns"):

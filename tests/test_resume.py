@@ -217,3 +217,26 @@ def test_a_disk_too_small_for_the_backups_is_an_error_before_training(tmp_path, 
                 filler.write(b"\0" * 4096)
     result = run_main(["pipelines.pretrain", "--config", config, "--output_dir", str(small_disk / "out2")], capsys)
     assert result.returncode == 2 and "No space left on device" in result.stderr, result.stderr[-2000:]
+
+
+def test_a_finished_run_of_an_earlier_version_is_the_same_config_where_only_its_writing_differs(tmp_path, capsys):
+    # Earlier versions wrote every family's settings into every task (`doc_stride` on SST-5):
+    # the same config read by this version, not "another config".
+    import dataclasses
+
+    from kerasbert.config import FinetuneConfig, load_config, to_dict
+    from kerasbert.errors import ConfigError
+    from kerasbert.training.run_folder import check_output_dir, mark_finished
+
+    config = load_config(FinetuneConfig, None, ["tasks=sst,squad"])
+    written = to_dict(config)
+    for task in written["tasks"].values():
+        task.update({"sequence_length": 0, "doc_stride": 128, "max_query_length": 64, "max_answer_length": 30,
+                     "max_windows": 16, "words": "spaces", **task})
+    (tmp_path / "config.json").write_text(json.dumps(written))
+    mark_finished(str(tmp_path), {"train_steps": 60})
+    assert check_output_dir(str(tmp_path), ("metrics.json",), False, config=config) == {"train_steps": 60}
+    steps = config.train.total_steps
+    longer = dataclasses.replace(config, train=dataclasses.replace(config.train, total_steps=2 * steps))
+    with pytest.raises(ConfigError, match=rf"another config \(train\.total_steps: {steps} -> {2 * steps}\)\. "):
+        check_output_dir(str(tmp_path), ("metrics.json",), False, config=longer)

@@ -17,6 +17,7 @@ from kerasbert.data.rows import DataError
 from helpers import save_family_functions
 from kerasbert.families.span_qa import SpanGraph, answer_pieces, predict_answers, span_features, span_loss
 from kerasbert.families.span_qa_export import SpanSignatures, best_spans, max_context
+from kerasbert.families.span_qa_task import SpanSettings
 from kerasbert.families.squad import (Answer, QaExample, exact_match, f1_gap_interval, normalize_answer, read_squad,
                                       squad_scores, token_f1, write_squad)
 from kerasbert.finetuning.data import TaskPreprocessor, family_dataset
@@ -172,7 +173,8 @@ def test_a_tiny_multitask_model_learns_a_few_answers_through_its_span_head():
     keras.utils.set_random_seed(2)
     examples = [QaExample("a", "Where is the cat?", "the cat sat in Paris", [Answer("Paris", 15)]),
                 QaExample("b", "Where is the mat?", "the mat is in New York", [Answer("New York", 14)])] * 4
-    task = Task("qa", "span", sequence_length=16, doc_stride=4, max_query_length=3, max_answer_length=4)
+    task = Task("qa", "span", settings=SpanSettings(sequence_length=16, doc_stride=4, max_query_length=3,
+                                                    max_answer_length=4))
     data = family_dataset(task, examples, TaskPreprocessor(make_tokenizer(VOCAB), 32), batch_size=4, training=True,
                           seed=1)
     x, y = next(iter(data))

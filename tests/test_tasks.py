@@ -1,15 +1,21 @@
 """The shipped task declarations: each reads its shared files; they are declarations of the
-same kind as a user's (trained, scored and exported as those are: test_declared_tasks.py)."""
+same kind as a user's (trained, scored and exported as those are: test_declared_tasks.py). And
+a declaration as config data: its family's settings flat beside its other keys."""
 
+import json
 import os
 
 import numpy as np
 import pytest
 
 from conftest import DATA_DIR
+from kerasbert.config import FinetuneConfig, load_config, to_dict
 from kerasbert.data.cleaning import clean_review
 from kerasbert.data.task_files import read_task_file
 from kerasbert.export import serving_methods
+from kerasbert.families.base import NoSettings
+from kerasbert.families.span_qa_task import SpanSettings
+from kerasbert.families.tagging_task import TaggingSettings
 from kerasbert.tasks import BUILTIN_TASKS as TASKS
 from kerasbert.tasks import Task, TaskError, declare_tasks
 
@@ -25,11 +31,60 @@ def test_declarations_are_consistent():
     with pytest.raises(TaskError, match="2 class names for 3 labels"):
         Task("x", "classes", text="a", labels=("1", "2", "3"), class_names=("a", "b"))
     with pytest.raises(TaskError, match=r"words must be one of \('spaces', 'punctuation'\)"):
-        Task("x", "tags", words="bert")
-    with pytest.raises(TaskError, match="words chooses a tags task's served words; a classes task has none"):
-        Task("x", "classes", text="a", words="punctuation")
-    with pytest.raises(TaskError, match="words chooses a tags task's served words; a span task has none"):
-        Task("x", "span", words="punctuation")
+        Task("x", "tags", settings=TaggingSettings(words="bert"))
+    with pytest.raises(TaskError, match=r"doc_stride must be a positive integer, or 0 .*Received: -1"):
+        Task("x", "span", settings=SpanSettings(doc_stride=-1))
+
+
+# Every family's settings at their defaults, as every task had them before they were the
+# families' (issue 68); doc_stride's was 128 before it came from the length.
+EVERY_SETTING = {"sequence_length": 0, "doc_stride": 0, "max_query_length": 64, "max_answer_length": 30,
+                 "max_windows": 16, "words": "spaces"}
+
+
+def test_a_setting_of_another_family_is_refused_by_name():
+    with pytest.raises(TaskError, match=r"^task 'x': doc_stride is a span task's setting; a classes task has none$"):
+        Task.from_config("x", {"kind": "classes", "text": "a", "doc_stride": 64})
+    with pytest.raises(TaskError, match=r"^task 'x': words is a tags task's setting; a span task has none$"):
+        Task.from_config("x", {"kind": "span", "words": "punctuation"})
+    with pytest.raises(TaskError, match=r"^task 'sst': sequence_length is a tags or span task's setting; "
+                                        r"a classes task has none$"):
+        FinetuneConfig(tasks={"sst": {"sequence_length": 128}})
+    with pytest.raises(TaskError, match=r"^task 'x': a classes task's settings are a NoSettings. "
+                                        r"Received: SpanSettings\(sequence_length=0, "):
+        Task("x", "classes", text="a", settings=SpanSettings())
+    with pytest.raises(TaskError, match=r"unknown key\(s\) \['settings'\]"):  # configs declare them flat
+        Task.from_config("x", {"kind": "span", "settings": {"doc_stride": 64}})
+
+
+def test_an_old_declaration_with_every_familys_settings_at_their_defaults_loads(tmp_path):
+    # config.json and model.keras of earlier runs: every task with every setting, at its default
+    # where the task's family has none.
+    for task in TASKS.values():
+        old = {**task.to_config(), **EVERY_SETTING, **task.to_config()}
+        assert Task.from_config(task.name, old).settings == task.settings, task.name
+    assert Task.from_config("ner", {**EVERY_SETTING, "doc_stride": 128}).settings == TaggingSettings()
+    (tmp_path / "config.json").write_text(json.dumps({"tasks": {
+        "stars": {"kind": "score", "text": "review", **EVERY_SETTING},
+        "people": {"kind": "tags", **EVERY_SETTING, "words": "punctuation"},
+        "squad": {**EVERY_SETTING, "sequence_length": 384, "doc_stride": 128}}}))
+    tasks = load_config(FinetuneConfig, str(tmp_path / "config.json")).tasks
+    assert tasks["stars"].settings == NoSettings()
+    assert tasks["people"].settings == TaggingSettings(words="punctuation")
+    assert tasks["squad"].settings == SpanSettings(sequence_length=384, doc_stride=128)
+
+
+def test_to_config_writes_only_the_familys_settings_flat_and_reads_back():
+    qa = Task("qa", "span", settings=SpanSettings(sequence_length=192, doc_stride=64))
+    written = {name: task.to_config() for name, task in {**TASKS, "qa": qa}.items()}
+    for name, task in {**TASKS, "qa": qa}.items():
+        assert Task.from_config(name, json.loads(json.dumps(written[name]))) == task, name
+    assert not set(EVERY_SETTING) & set(written["sst"]) and "settings" not in written["sst"]
+    assert {key: written["ner"][key] for key in EVERY_SETTING if key in written["ner"]} == \
+        {"sequence_length": 0, "words": "spaces"}
+    assert {key: written["qa"][key] for key in EVERY_SETTING if key in written["qa"]} == \
+        {"sequence_length": 192, "doc_stride": 64, "max_query_length": 64, "max_answer_length": 30, "max_windows": 16}
+    assert to_dict(FinetuneConfig(tasks={"qa": qa.to_config()}))["tasks"]["qa"] == written["qa"]  # config.json
 
 
 def test_review_text_is_unescaped():

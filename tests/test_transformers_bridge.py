@@ -166,7 +166,7 @@ def test_token_classifier_equals_bert_in_numpy_with_o_first(checkpoints):
     config, model, _ = load_transformers(folder, sequence_length=32)
     task = config.tasks["ner"]
     assert (task.kind, task.head, task.labels) == ("tags", "entities", ("O", "B-PER", "I-PER", "B-LOC", "I-LOC"))
-    assert task.words == "punctuation"  # served words as transformers' pipeline splits them
+    assert task.settings.words == "punctuation"  # served words as transformers' pipeline splits them
     ids, segments, mask = packed(TEXTS)
     order = [TAGS.index(tag) for tag in task.labels]
     expected = [linear(bert_forward(w, ids, segments, mask, gelu)[0], w, "classifier")[..., order]

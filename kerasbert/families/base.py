@@ -1,13 +1,15 @@
 """`Family`: what every task of some kinds shares. A task is data (`kerasbert.tasks.Task`); its
 family is code, found by its kind (`kerasbert.families.family_of`).
 
-A family owns, for its kinds: the declaration fields it checks, its files, its features, its
-head and loss, its predictions and metrics, its serving signatures, its report rows and its
-transformers form. The rest of kerasbert asks the family and calls one of the methods below;
-nothing outside kerasbert/families/ tests a task's kind.
+A family owns, for its kinds: the task settings it adds (`settings`, a frozen dataclass: a
+span task's `doc_stride` is on `SpanSettings` only; `Task.settings` holds a task's), the
+declaration fields it checks, its files, its features, its head and loss, its predictions and
+metrics, its serving signatures, its report rows and its transformers form. The rest of
+kerasbert asks the family and calls one of the methods below; nothing outside
+kerasbert/families/ tests a task's kind.
 
-    declaration  check, is_resolved, resolved, metric_names, headline, signature_names,
-                 serving_method, encoder_of, check_run, describe, classes
+    declaration  settings, check, sequence_length, check_run, is_resolved, resolved, metric_names,
+                 headline, signature_names, serving_method, encoder_of, describe, classes
     files        format, read (a family's own format; column files: kerasbert.data.task_files)
     model        head_units, head_input_shape, head_output, loss, batch_prediction
     evaluation   references, scores, per_class, per_class_headings, prediction_row,
@@ -33,7 +35,26 @@ Example (the families of the shipped kinds):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+
+
+@dataclasses.dataclass(frozen=True)
+class NoSettings:
+    """The task settings of a family that adds none (the sentence families): `Task.settings`
+    of a classes or score task."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenSettings:
+    """What a token-level task (tags, span) sets besides its data: the length its sequences
+    are packed to. Its families' settings add theirs (`TaggingSettings`, `SpanSettings`).
+
+    >>> TokenSettings(sequence_length=256)
+    TokenSettings(sequence_length=256)
+    """
+
+    sequence_length: int = 0  # 0: the run's data.max_sequence_length, else in [8, 512]
 
 
 class Family:
@@ -46,7 +67,7 @@ class Family:
     metrics: dict[str, tuple[str, ...]] = {}  # kind -> its metrics' names, the headline first
     architecture = ""  # transformers' architecture of its heads
     classes = False  # its heads answer classes with names (served by :classify)
-    served_words = False  # its signatures serve words, split as the task's `words` says
+    settings: type = NoSettings  # the frozen dataclass of the task settings it adds (`Task.settings`)
     per_class_headings = ("class", "dev examples")  # report.md's per-class table: rows, support
 
     # --- Declaration ----------------------------------------------------------------------
@@ -54,8 +75,12 @@ class Family:
     def check(self, task, fail) -> None:
         """Raises (through `fail(message)`) what is wrong with `task`'s declaration of this family."""
 
+    def sequence_length(self, task, run_length: int) -> int:
+        """The length `task`'s sequences are packed to in a run of `run_length` (data.max_sequence_length)."""
+        return run_length
+
     def check_run(self, task, sequence_length: int) -> None:
-        """Checks `task` against a run's packed length (a span task's stride)."""
+        """Checks `task` against the length its sequences are packed to (a span task's stride)."""
 
     def is_resolved(self, task) -> bool:
         """Whether the classes (tags, score range) are known; else the training file gives them."""
@@ -201,6 +226,7 @@ class TokenFamily(Family):
     """A family whose head reads each token's state (tags, span), with its own file format,
     features made by a graph (`graph`), and signatures that decode in the graph (`decoder`)."""
 
+    settings: type = TokenSettings
     decoder_function = ""  # the decoder's text function (`entities`, `answer`)
     dropout = False  # dropout on the token states before the head
     per_token_labels = False  # a batch's y is (batch, seq) (a tag per token), else (batch, 2)
@@ -210,18 +236,12 @@ class TokenFamily(Family):
             fail(f"a {task.kind} task has no columns, layouts or class_names: its files' format says where "
                  "everything is")
         self.check_labels(task, fail)
-        if task.sequence_length and not 8 <= task.sequence_length <= 512:
-            fail(f"sequence_length must be 0 (the run's) or in [8, 512]. Received: {task.sequence_length}")
-        numbers = {"max_query_length": task.max_query_length, "max_answer_length": task.max_answer_length,
-                   "max_windows": task.max_windows}
-        bad = {key: value for key, value in numbers.items() if not (isinstance(value, int) and value >= 1)}
-        if bad:
-            fail(f"{', '.join(bad)} must be positive integers. Received: {bad}")
-        if not (isinstance(task.doc_stride, int) and task.doc_stride >= 0):
-            fail(f"doc_stride must be a positive integer, or 0 (from the sequence length). "
-                 f"Received: {task.doc_stride!r}")
-        if task.sequence_length:
-            self.check_run(task, task.sequence_length)
+        length = task.settings.sequence_length
+        if length and not 8 <= length <= 512:
+            fail(f"sequence_length must be 0 (the run's) or in [8, 512]. Received: {length}")
+
+    def sequence_length(self, task, run_length):
+        return task.settings.sequence_length or run_length
 
     def check_labels(self, task, fail) -> None:
         """The tags of a declaration (a span task has none)."""

@@ -3,8 +3,8 @@
 token's state (start and end logits), its loss `span_loss`, its metrics SQuAD's F1 and exact
 match (as fractions), its signatures `<head>` (question, context -> the answer, a slice of the
 context) and `<head>_tokens` (kerasbert/families/span_qa.py, span_qa_export.py). Its settings
-are the task's `sequence_length`, `doc_stride` (`Task.doc_stride_at`), `max_query_length`,
-`max_answer_length` and `max_windows`.
+(`SpanSettings`) are the task's `sequence_length`, `doc_stride` (`SpanQa.doc_stride_at`),
+`max_query_length`, `max_answer_length` and `max_windows`.
 
 Example:
     >>> from kerasbert.tasks import get_task
@@ -15,13 +15,33 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+
 from kerasbert.data.rows import DataError, ReadResult, file_exists
-from kerasbert.families.base import TokenFamily
+from kerasbert.errors import TaskError
+from kerasbert.families.base import TokenFamily, TokenSettings
 from kerasbert.families.squad import read_squad, squad_scores
+from kerasbert.families.windows import context_room, default_doc_stride
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanSettings(TokenSettings):
+    """A span task's settings (`Task.settings`): `sequence_length` (0: the run's) and its context windows.
+
+    >>> from kerasbert import Task
+    >>> Task("qa", "span", settings=SpanSettings(sequence_length=192)).settings
+    SpanSettings(sequence_length=192, doc_stride=0, max_query_length=64, max_answer_length=30, max_windows=16)
+    """
+
+    doc_stride: int = 0  # pieces between windows' starts; 0: the largest that skips no context, up to 128
+    max_query_length: int = 64  # the question's pieces kept
+    max_answer_length: int = 30  # the longest answer, in pieces
+    max_windows: int = 16  # the longest context answered, in windows
 
 
 class SpanQa(TokenFamily):
     name = "span_qa"
+    settings = SpanSettings
     kinds = ("span",)
     format = "squad"
     metrics = {"span": ("f1", "exact_match")}
@@ -29,16 +49,49 @@ class SpanQa(TokenFamily):
     decoder_function = "answer"
 
     def check(self, task, fail):
-        if task.words != "spaces":
-            fail(f"words chooses a tags task's served words; a {task.kind} task has none")
         super().check(task, fail)
+        settings = task.settings
+        numbers = {"max_query_length": settings.max_query_length, "max_answer_length": settings.max_answer_length,
+                   "max_windows": settings.max_windows}
+        bad = {key: value for key, value in numbers.items() if not (isinstance(value, int) and value >= 1)}
+        if bad:
+            fail(f"{', '.join(bad)} must be positive integers. Received: {bad}")
+        if not (isinstance(settings.doc_stride, int) and settings.doc_stride >= 0):
+            fail(f"doc_stride must be a positive integer, or 0 (from the sequence length). "
+                 f"Received: {settings.doc_stride!r}")
+        if settings.sequence_length:
+            self.check_run(task, settings.sequence_length)
 
     def check_labels(self, task, fail):
         if task.labels:
             fail(f"a span task has no labels (its answers are slices of the context). Received: {list(task.labels)}")
 
     def check_run(self, task, sequence_length):
-        task.doc_stride_at(sequence_length)  # TaskError when the stride would skip context
+        self.doc_stride_at(task, sequence_length)  # TaskError when the stride would skip context
+
+    def doc_stride_at(self, task, sequence_length: int) -> int:
+        """`task`'s window stride when its windows are `sequence_length` tokens long: the
+        declared `doc_stride`, else the largest that skips no context up to run_squad.py's 128
+        (kerasbert/families/windows.py). TaskError when the declared one would skip context, or
+        when the question leaves a window no room for any.
+
+        >>> from kerasbert.tasks import Task
+        >>> SPAN_QA.doc_stride_at(Task("qa", "span"), 192), SPAN_QA.doc_stride_at(Task("qa", "span"), 384)
+        (125, 128)
+        """
+        doc_stride, max_query_length = task.settings.doc_stride, task.settings.max_query_length
+        room = context_room(sequence_length, max_query_length)
+        if room < 1:
+            raise TaskError(f"task {task.name!r}: sequence_length {sequence_length} leaves no room for context after "
+                            f"a question of max_query_length {max_query_length} (and [CLS], [SEP], [SEP]); "
+                            "raise sequence_length or lower max_query_length")
+        if not doc_stride:
+            return default_doc_stride(sequence_length, max_query_length)
+        if doc_stride > room:
+            raise TaskError(f"task {task.name!r}: doc_stride must be in [1, {room}] at sequence_length "
+                            f"{sequence_length} (sequence_length - max_query_length - 3; a longer stride would skip "
+                            f"context). Received: doc_stride={doc_stride}")
+        return doc_stride
 
     # --- Files and features ---------------------------------------------------------------
 
@@ -51,8 +104,9 @@ class SpanQa(TokenFamily):
     def graph(self, task, vocabulary, sequence_length):
         from kerasbert.families.span_qa import SpanGraph
 
-        return SpanGraph(vocabulary, sequence_length, task.doc_stride_at(sequence_length), task.max_query_length,
-                         task.max_answer_length, task.max_windows)
+        settings = task.settings
+        return SpanGraph(vocabulary, sequence_length, self.doc_stride_at(task, sequence_length),
+                         settings.max_query_length, settings.max_answer_length, settings.max_windows)
 
     def features(self, task, graph, examples, training):
         from kerasbert.families.span_qa import span_features

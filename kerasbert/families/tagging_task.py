@@ -3,7 +3,8 @@ CoNLL-2003) reads CoNLL column files (kerasbert/families/conll.py), its `labels`
 names ('O' first; from the training file when not declared), its head is dropout + dense(tags) on
 each token's state, its loss `masked_tag_loss`, its metrics conlleval's entity F1, precision and
 recall (and F1 per entity type), its signatures `<head>` (text -> entities) and `<head>_tokens`
-(kerasbert/families/tagging.py, tagging_export.py).
+(kerasbert/families/tagging.py, tagging_export.py). Its settings (`TaggingSettings`) are the
+task's `sequence_length` and the words it serves (`words`).
 
 Example:
     >>> from kerasbert.tasks import get_task
@@ -19,14 +20,31 @@ from __future__ import annotations
 import dataclasses
 
 from kerasbert.data.rows import DataError, ReadResult, file_exists
-from kerasbert.families.base import TokenFamily
+from kerasbert.families.base import TokenFamily, TokenSettings
 from kerasbert.families.conll import read_conll, tag_names
 from kerasbert.families.conlleval import entity_scores
+
+WORD_SPLITS = ("spaces", "punctuation")  # a tags task's `words`
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingSettings(TokenSettings):
+    """A tags task's settings (`Task.settings`): `sequence_length` (0: the run's) and its served words.
+
+    >>> from kerasbert import Task
+    >>> Task("people", "tags", settings=TaggingSettings(words="punctuation")).settings
+    TaggingSettings(sequence_length=0, words='punctuation')
+    """
+
+    # "spaces" (what str.split() gives, as CoNLL files are split) or "punctuation" (BERT's basic
+    # tokenizer's: punctuation and CJK characters are words of their own, as transformers'
+    # token-classification pipeline reads text; imported taggers keep it).
+    words: str = "spaces"
 
 
 class Tagging(TokenFamily):
     name = "tagging"
-    served_words = True
+    settings = TaggingSettings
     kinds = ("tags",)
     format = "conll"
     metrics = {"tags": ("f1", "precision", "recall")}
@@ -35,6 +53,11 @@ class Tagging(TokenFamily):
     decoder_function = "entities"
     dropout = True
     per_token_labels = True
+
+    def check(self, task, fail):
+        super().check(task, fail)
+        if task.settings.words not in WORD_SPLITS:
+            fail(f"words must be one of {WORD_SPLITS}. Received: {task.settings.words!r}")
 
     def check_labels(self, task, fail):
         if task.labels and (task.labels[0] != "O" or len(task.labels) < 2):
@@ -64,7 +87,7 @@ class Tagging(TokenFamily):
     def graph(self, task, vocabulary, sequence_length):
         from kerasbert.families.tagging import TaggingGraph
 
-        return TaggingGraph(vocabulary, task.labels, sequence_length, task.words)
+        return TaggingGraph(vocabulary, task.labels, sequence_length, task.settings.words)
 
     def features(self, task, graph, examples, training):
         from kerasbert.families.tagging import tagging_features

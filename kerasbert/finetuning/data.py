@@ -75,7 +75,7 @@ class TaskPreprocessor:
         alike. One per task, built once."""
         if task.name not in self._graphs:
             self._graphs[task.name] = task.family.graph(task, self.tokenizer.get_vocabulary(),
-                                                        task.sequence_length or self.sequence_length)
+                                                        task.family.sequence_length(task, self.sequence_length))
         return self._graphs[task.name]
 
     def pack(self, *texts: tf.Tensor) -> dict[str, tf.Tensor]:

@@ -174,7 +174,7 @@ def write_task_folder(model, preprocessor, task: str, folder: str) -> str:
     save_file({name: np.ascontiguousarray(value, np.float32) for name, value in tensors.items()},
               os.path.join(partial, "model.safetensors"), metadata={"format": "pt"})
     files = {"config.json": transformers_config(model, spec, preprocessor.ids["pad"]),
-             **tokenizer_files(tokenizer, spec.sequence_length or preprocessor.sequence_length)}
+             **tokenizer_files(tokenizer, spec.family.sequence_length(spec, preprocessor.sequence_length))}
     for name, content in files.items():
         with open(os.path.join(partial, name), "w", encoding="utf-8") as f:
             json.dump(content, f, indent=2)

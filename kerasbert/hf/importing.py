@@ -40,6 +40,7 @@ from kerasbert.compat.keras_hub import convert_bert_weights
 from kerasbert.config import FinetuneConfig, FinetuneDataConfig, HeadsConfig, save_config
 from kerasbert.durable import publish
 from kerasbert.errors import DataError
+from kerasbert.families.tagging_task import TaggingSettings
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.hf.checkpoint import TransformersCheckpoint, read_checkpoint
@@ -83,7 +84,7 @@ def declared_task(checkpoint: TransformersCheckpoint, name: str | None = None, p
         values = dict(declaration)
         if name:
             values.update(name=name, head=name)
-        return Task(**values)
+        return Task.from_config(values["name"], values)
     default_name, default_head = DEFAULT_TASKS[checkpoint.architecture]
     name, head = (name, name) if name else (default_name, default_head)
     labels = checkpoint.labels()
@@ -93,8 +94,8 @@ def declared_task(checkpoint: TransformersCheckpoint, name: str | None = None, p
         if "O" not in labels:
             raise DataError(f"{checkpoint.folder}: id2label {labels} has no 'O' tag; kerasbert's tagger decodes "
                             "IOB2 tags with 'O' outside entities")
-        return Task(name, "tags", head=head, labels=("O", *(label for label in labels if label != "O")),
-                    words="punctuation")  # transformers' pipeline splits punctuation off its words
+        words = TaggingSettings(words="punctuation")  # transformers' pipeline splits punctuation off its words
+        return Task(name, "tags", head=head, labels=("O", *(label for label in labels if label != "O")), settings=words)
     if len(labels) == 1 or checkpoint.config.get("problem_type") == "regression":
         return Task(name, "pair_score" if pair else "score", head=head, text_a="text_a" if pair else "",
                     text_b="text_b" if pair else "", text="" if pair else "text", score_output="linear")

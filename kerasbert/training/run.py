@@ -38,7 +38,7 @@ from typing import Callable
 
 import keras
 
-from kerasbert.config import save_config, to_dict
+from kerasbert.config import save_config
 from kerasbert.console import stage
 from kerasbert.training.backup import find_backup, last_block, restore
 from kerasbert.training.callbacks import Throughput, backup_dir, training_callbacks
@@ -76,7 +76,7 @@ class TrainingRun:
         self.started = time.perf_counter()
         self.train, self.output_dir = config.train, output_dir
         self.worker, self.is_chief = worker_info()
-        self.finished = check_output_dir(output_dir, outputs, overwrite, self.is_chief, to_dict(config))
+        self.finished = check_output_dir(output_dir, outputs, overwrite, self.is_chief, config)
         self.backup, self.start_block = None, 0
         if self.finished is not None:
             return

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 
+from kerasbert.config import from_dict, to_dict
 from kerasbert.durable import fsync_tree, write_json
 from kerasbert.errors import ConfigError, DataError, KerasbertError
 
@@ -91,12 +92,14 @@ def config_changes(saved: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def check_output_dir(output_dir: str, outputs: tuple[str, ...], overwrite: bool,
-                     is_chief: bool = True, config: dict | None = None) -> dict | None:
+                     is_chief: bool = True, config=None) -> dict | None:
     """Before a run: the finished run's metrics if there is one to keep, else None.
 
     With `overwrite`, the chief first removes `outputs` (the run's own files) from the folder.
-    A finished run whose config.json differs from `config` is an error naming the keys that
-    differ: the run asked for is not the one in the folder.
+    A finished run whose config.json differs from `config` (a PretrainConfig or FinetuneConfig)
+    is an error naming the keys that differ: the run asked for is not the one in the folder.
+    The saved config is compared as this version reads it, so keys an earlier version wrote
+    (every task with every family's settings) are no change.
     """
     if overwrite:
         if is_chief and os.path.isdir(output_dir):
@@ -108,8 +111,7 @@ def check_output_dir(output_dir: str, outputs: tuple[str, ...], overwrite: bool,
     metrics = finished_metrics(output_dir)
     saved_path = os.path.join(output_dir, "config.json")
     if metrics is not None and config is not None and os.path.isfile(saved_path):
-        with open(saved_path, encoding="utf-8") as f:
-            changes = config_changes(json.load(f), json.loads(json.dumps(config)))
+        changes = config_changes(saved_as_today(saved_path, type(config)), json.loads(json.dumps(to_dict(config))))
         if changes:
             raise ConfigError(f"{output_dir} holds a finished run with another config ({'; '.join(changes)}). "
                               "Pass --overwrite to train it again with this config, or choose another "
@@ -120,6 +122,16 @@ def check_output_dir(output_dir: str, outputs: tuple[str, ...], overwrite: bool,
               + (f", {steps} steps" if steps is not None else "") + "): nothing to train. "
               "Pass --overwrite to train it again from scratch.", flush=True)
     return metrics
+
+
+def saved_as_today(path: str, config_class) -> dict:
+    """A run folder's config.json as this version loads and writes it (as saved where it no longer loads)."""
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f)
+    try:
+        return json.loads(json.dumps(to_dict(from_dict(config_class, saved))))
+    except KerasbertError:
+        return saved
 
 
 def check_free_space(output_dir: str, parameters: int, copies: int = 3) -> None:
