@@ -17,6 +17,19 @@ collect_ignore = ["load_export.py", "mirrored_step.py"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.environ.get("KERASBERT_DATA_DIR", os.path.join(ROOT, "..", "shared", "data"))
 
+
+def pytest_collection_modifyitems(items):
+    """The `end_to_end` tests (a whole path in processes of their own, a minute or more each) lead
+    both halves of the collection: `-n 2 --dist worksteal` hands each worker one half and steals
+    from the ends, so each worker starts on half of them and no long test is left for last while
+    the other core idles."""
+    long, rest = [], []
+    for item in items:
+        (long if item.get_closest_marker("end_to_end") else rest).append(item)
+    half = len(items) // 2 - (len(long) + 1) // 2
+    items[:] = long[0::2] + rest[:half] + long[1::2] + rest[half:]
+
+
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory):
     """A tiny random encoder with MiniLM's vocabulary, as a preset folder (test_declared_tasks, test_families)."""

@@ -64,6 +64,7 @@ def test_masking_is_dynamic_across_epochs():
     assert not np.array_equal(first, second)
 
 
+@pytest.mark.end_to_end
 def test_heldout_masks_are_the_same_in_every_build_on_a_busy_machine():
     # A busy process makes the threads interleave: rows masked in parallel (a map_fn in
     # keras-hub's mask generator, parallel tf.data calls) drew their masks in a different order

@@ -145,6 +145,7 @@ def test_the_config_layouts_a_task_file_and_overrides_declare_the_same_tasks(tmp
     assert from_dict(FinetuneConfig, json.loads(json.dumps(to_dict(inline)))).tasks == inline.tasks
 
 
+@pytest.mark.end_to_end
 def test_a_run_on_declared_tasks_is_scored_evaluated_and_exported_from_its_folder(tmp_path, capsys, monkeypatch,
                                                                                   tiny_checkpoint):
     import tensorflow as tf
@@ -290,6 +291,7 @@ def test_the_family_kinds_are_declared_and_read(tmp_path, caplog, capsys):
     assert list(config.tasks) == ["sst", "ner"] and config.tasks["ner"].train_file == "conll2003/train.txt"
 
 
+@pytest.mark.end_to_end
 def test_a_run_with_sentence_tags_and_span_tasks_trains_scores_reloads_and_exports(tmp_path, capsys, tiny_checkpoint):
     import subprocess
     import sys

@@ -27,6 +27,7 @@ def wikitext_paragraphs(path, count=150):
 
 
 @pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
+@pytest.mark.end_to_end
 def test_demo_runs_the_whole_path_and_stops_its_server(tmp_path):
     run, exports = tmp_path / "run", tmp_path / "exports"
     corpus = wikitext_paragraphs(tmp_path / "corpus.txt")

@@ -11,6 +11,7 @@ from conftest import ROOT
 from helpers import free_ports, tiny_run_config
 
 
+@pytest.mark.end_to_end
 def test_mirrored_step_matches_default_strategy():
     """The pretrainer with SGD and FusedAdamW, the multitask model with SGD: one fresh
     process (2 logical CPUs) for the three."""
@@ -59,6 +60,7 @@ def fingerprints(outputs):
             .split("weights_fingerprint=")[1].split()[0] for out in outputs]
 
 
+@pytest.mark.end_to_end
 def test_multi_worker_run_killed_and_restarted_resumes_in_sync_and_only_chief_writes(tmp_path):
     import signal
     import time

@@ -49,6 +49,7 @@ def sst2_file(path, rows):
     return str(path)
 
 
+@pytest.mark.end_to_end
 def test_examples_chain_from_pretraining_to_a_served_model(tmp_path):
     from serving.process import LocalServer
 
@@ -102,6 +103,7 @@ def test_examples_chain_from_pretraining_to_a_served_model(tmp_path):
     assert all(abs(sum(score for _, score in row) - 1) < 1e-5 for row in classify["results"])
 
 
+@pytest.mark.end_to_end
 def test_readme_quick_start_runs(tmp_path):
     """README's Python quick start, with its paths pointed at a test folder, 2 steps a fit and
     the first 60 kB of its corpus (tokenizing all of WikiText-2's valid.txt takes a while)."""
@@ -123,6 +125,7 @@ def test_readme_quick_start_runs(tmp_path):
     assert "shuffle=True was passed" not in result.stderr
 
 
+@pytest.mark.end_to_end
 def test_own_data_example_trains_on_a_csv_and_the_server_names_its_classes(tmp_path):
     bad = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "finetune_own_data.py"), "--label", "category",
                           "--output_dir", str(tmp_path / "bad")], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},

@@ -6,9 +6,12 @@ import json
 import os
 import shutil
 
+import pytest
+
 from conftest import run_module
 
 
+@pytest.mark.end_to_end
 def test_no_good_request_fails_outside_the_restart_window(tmp_path, tiny_export):
     shutil.copytree(os.path.dirname(tiny_export[1]), tmp_path / "exports")  # the faults change it
     out = tmp_path / "bench"

@@ -286,6 +286,7 @@ def test_save_load_round_trip(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
+@pytest.mark.end_to_end
 def test_finetune_then_evaluate_reproduces_metrics(tmp_path, capsys):
     from kerasbert.models.encoder import minilm_checkpoint
     from kerasbert.tokenization import load_tokenizer

@@ -8,6 +8,7 @@ import sys
 import sysconfig
 import zipfile
 
+import pytest
 from packaging.requirements import Requirement
 
 from conftest import ROOT
@@ -26,6 +27,7 @@ def pinned_versions() -> dict[str, str]:
     return pins
 
 
+@pytest.mark.end_to_end
 def test_wheel_installs_into_a_fresh_venv_and_its_commands_run(tmp_path):
     wheels = tmp_path / "wheels"
     build = os.path.join(ROOT, "build")

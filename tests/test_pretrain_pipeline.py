@@ -13,6 +13,7 @@ METRIC_KEYS = {"mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss", "train_st
                "examples_per_second"}
 
 
+@pytest.mark.end_to_end
 def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path, capsys):
     corpus = write_corpus(str(tmp_path / "corpus.txt"))
     vocab = str(tmp_path / "vocab.txt")
@@ -69,6 +70,7 @@ def test_vocab_shards_and_pretrain_from_tfrecords(tmp_path, capsys):
         assert continued[key] == pytest.approx(metrics[key], rel=1e-4), key
 
 
+@pytest.mark.end_to_end
 def test_continue_from_minilm_checkpoint(tmp_path, capsys):
     from kerasbert.models.encoder import minilm_checkpoint
 

@@ -48,6 +48,7 @@ def assert_interrupted_cleanly(stderr: str, backups) -> None:
     assert damage(str(backups / f"block-{newest:04d}.weights.h5")) is None  # the backup intact
 
 
+@pytest.mark.end_to_end
 def test_sigkill_or_sigterm_then_rerun_resumes_from_the_newest_backup_that_reads_whole(tmp_path, capsys):
     """One run's life: SIGKILLed, resumed and stopped by SIGTERM, resumed past a damaged
     backup to its end, then run again (nothing to do), with another config (refused) and
