@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import DATA_DIR, run_main
+from conftest import run_main
 from kerasbert.config import ConfigError, FinetuneConfig, load_config
 from kerasbert.data.rows import DataError
 from kerasbert.data.task_files import read_task_file, read_training_file
@@ -145,69 +145,6 @@ def test_the_config_layouts_a_task_file_and_overrides_declare_the_same_tasks(tmp
     assert from_dict(FinetuneConfig, json.loads(json.dumps(to_dict(inline)))).tasks == inline.tasks
 
 
-@pytest.mark.end_to_end
-def test_a_run_on_declared_tasks_is_scored_evaluated_and_exported_from_its_folder(tmp_path, capsys, monkeypatch,
-                                                                                  tiny_checkpoint):
-    import tensorflow as tf
-
-    categories = ["billing", "bug", "account"]
-    data = tmp_path / "data"
-    data.mkdir()
-    for split, count in (("train", 48), ("dev", 24)):
-        write_csv(data / f"tickets-{split}.csv", ["body", "category"],
-                  [[text(i), categories[i % 3]] for i in range(count)])
-        write_jsonl(data / f"nli-{split}.jsonl", [{"premise": text(i), "hypothesis": text(i + 1),
-                                                    "gold_label": ["entailment", "neutral", "contradiction"][i % 3]}
-                                                   for i in range(count)])
-        write_csv(data / f"stars-{split}.tsv", ["review", "stars"], [[text(i), 1 + i % 5] for i in range(count)],
-                  delimiter="\t")
-    config = {"tasks": {
-        "tickets": {"kind": "classes", "train_file": "tickets-train.csv", "dev_file": "tickets-dev.csv",
-                    "text": "body", "label": "category"},
-        "nli": {"kind": "pair_classes", "train_file": "nli-train.jsonl", "dev_file": "nli-dev.jsonl",
-                "text_a": "premise", "text_b": "hypothesis", "label": "gold_label"},
-        "stars": {"kind": "score", "train_file": "stars-train.tsv", "dev_file": "stars-dev.tsv",
-                  "text": "review", "label": "stars", "min_score": 1, "max_score": 5}},
-        "data": {"max_sequence_length": 32},
-        "train": {"batch_size": 8, "total_steps": 6, "steps_per_block": 3, "learning_rate": 1e-3}}
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    output, export_base = tmp_path / "out", tmp_path / "export"
-    run_main(["pipelines.finetune", "--config", str(tmp_path / "config.json"), "--data_dir", str(data),
-              "--init_checkpoint", tiny_checkpoint, "--output_dir", str(output)], capsys, check=True)
-    metrics = json.loads((output / "metrics.json").read_text())
-    assert {"tickets_accuracy", "nli_accuracy", "stars_pearson", "stars_spearman", "overall"} <= set(metrics)
-    assert set(metrics["per_class"]["nli"]) == {"contradiction", "entailment", "neutral"}
-    assert sum(row["support"] for row in metrics["per_class"]["tickets"].values()) == 24
-    assert (output / "tickets_confusion.png").exists() and (output / "nli_confusion.png").exists()
-    report = (output / "report.md").read_text()
-    assert "| neutral |" in report and "![tickets confusion matrix](tickets_confusion.png)" in report
-
-    # The run folder alone: evaluate a file of a declared task, export it.
-    monkeypatch.chdir(tmp_path)  # nothing resolves against the data folder any more
-    evaluated = run_main(["pipelines.evaluate", "--model_dir", str(output), "--task", "tickets",
-                          "--data_file", str(data / "tickets-dev.csv")], capsys, check=True)
-    assert json.loads(evaluated.stdout)["tickets_accuracy"] == pytest.approx(metrics["tickets_accuracy"])
-    refused = run_main(["pipelines.evaluate", "--model_dir", str(output), "--task", "sst",
-                        "--data_file", str(data / "tickets-dev.csv")], capsys)
-    assert refused.returncode != 0 and "no head for task 'sst'; its tasks: tickets, nli, stars" in refused.stderr
-    run_main(["pipelines.export", "--model_dir", str(output), "--export_base", str(export_base)], capsys, check=True)
-    loaded = tf.saved_model.load(str(export_base / "1"))
-    assert {"tickets", "tickets_tokens", "tickets_classify", "nli", "nli_tokens", "nli_classify",
-            "stars", "stars_tokens", "stars_regress", "embed", "serving_default"} <= set(loaded.signatures)
-    answer = loaded.signatures["tickets"](text=tf.constant(["my card was charged twice", "the page is slow"]))
-    assert answer["probabilities"].shape == (2, 3)
-    names = sorted(categories)  # the classes as the training file gave them
-    assert [name.decode() for name in answer["class_name"].numpy()] == [names[i] for i in answer["label"].numpy()]
-    pair = loaded.signatures["nli"](text_a=tf.constant(["a"]), text_b=tf.constant(["b"]))
-    assert pair["class_name"].numpy()[0].decode() in ("contradiction", "entailment", "neutral")
-    score = loaded.signatures["stars"](text=tf.constant(["fine", "slow page"]))["score"].numpy()
-    assert np.all((score >= 1) & (score <= 5))
-    example = tf.train.Example(features=tf.train.Features(feature={
-        "text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"refund please"]))}))
-    classes = loaded.signatures["tickets_classify"](inputs=tf.constant([example.SerializeToString()]))
-    assert [c.decode() for c in classes["classes"].numpy()[0]] == ["account", "billing", "bug"]
-
-
 @pytest.mark.parametrize("file_format", ["csv", "tsv", "jsonl"])
 @pytest.mark.parametrize("kind", ["classes", "pair_classes", "pair_binary", "score", "pair_score"])
 def test_each_kind_reads_from_each_format(tmp_path, kind, file_format):
@@ -292,50 +229,101 @@ def test_the_family_kinds_are_declared_and_read(tmp_path, caplog, capsys):
 
 
 @pytest.mark.end_to_end
-def test_a_run_with_sentence_tags_and_span_tasks_trains_scores_reloads_and_exports(tmp_path, capsys, tiny_checkpoint):
+def test_a_run_on_tasks_of_every_family_is_scored_evaluated_reloaded_and_exported_from_its_folder(
+        tmp_path, capsys, monkeypatch, tiny_checkpoint):
+    """One run of the user's own files in every family (classes from a CSV, pair classes from
+    JSON Lines, a score from a TSV, CoNLL tags, SQuAD spans), then its folder alone: evaluated,
+    reloaded, exported and the export answering as the in-memory model does."""
     import subprocess
     import sys
+
+    import tensorflow as tf
 
     from conftest import ROOT
     from kerasbert.finetuning.evaluation import predict_examples, score_file
     from kerasbert.finetuning.load import load_finetuned
 
+    categories = ["billing", "bug", "account"]
     data = tmp_path / "data"
     data.mkdir()
-    sst = os.path.join(DATA_DIR, "cs224n", "sst-dev.tsv")
-    config = {"tasks": {"sst": {"train_file": sst, "dev_file": sst},
-                        "ner": {"train_file": write_conll(data / "ner-train.txt", 24),
-                                "dev_file": write_conll(data / "ner-dev.txt", 12)},
-                        "squad": {"train_file": write_squad(data / "squad-train.json", 16),
-                                  "dev_file": write_squad(data / "squad-dev.json", 8), "sequence_length": 24,
-                                  "doc_stride": 4, "max_query_length": 8}},
-              "data": {"max_sequence_length": 32, "max_train_examples": 24, "max_dev_examples": 16},
-              "schedule": {"sampling": "round_robin"},  # a step of each task
-              "train": {"batch_size": 4, "total_steps": 3, "steps_per_block": 3, "learning_rate": 1e-3}}
+    for split, count in (("train", 48), ("dev", 24)):
+        write_csv(data / f"tickets-{split}.csv", ["body", "category"],
+                  [[text(i), categories[i % 3]] for i in range(count)])
+        write_jsonl(data / f"nli-{split}.jsonl", [{"premise": text(i), "hypothesis": text(i + 1),
+                                                    "gold_label": ["entailment", "neutral", "contradiction"][i % 3]}
+                                                   for i in range(count)])
+        write_csv(data / f"stars-{split}.tsv", ["review", "stars"], [[text(i), 1 + i % 5] for i in range(count)],
+                  delimiter="\t")
+    config = {"tasks": {
+        "tickets": {"kind": "classes", "train_file": "tickets-train.csv", "dev_file": "tickets-dev.csv",
+                    "text": "body", "label": "category"},
+        "nli": {"kind": "pair_classes", "train_file": "nli-train.jsonl", "dev_file": "nli-dev.jsonl",
+                "text_a": "premise", "text_b": "hypothesis", "label": "gold_label"},
+        "stars": {"kind": "score", "train_file": "stars-train.tsv", "dev_file": "stars-dev.tsv",
+                  "text": "review", "label": "stars", "min_score": 1, "max_score": 5},
+        "ner": {"train_file": write_conll(data / "ner-train.txt", 24), "dev_file": write_conll(data / "ner-dev.txt", 12)},
+        "squad": {"train_file": write_squad(data / "squad-train.json", 16),
+                  "dev_file": write_squad(data / "squad-dev.json", 8), "sequence_length": 24,
+                  "doc_stride": 4, "max_query_length": 8}},
+        "data": {"max_sequence_length": 32},
+        "schedule": {"sampling": "round_robin"},  # a step of each task
+        "train": {"batch_size": 4, "total_steps": 5, "steps_per_block": 5, "learning_rate": 1e-3}}
     (tmp_path / "config.json").write_text(json.dumps(config))
     output, export_base = tmp_path / "out", tmp_path / "export"
     run_main(["pipelines.finetune", "--config", str(tmp_path / "config.json"), "--data_dir", str(data),
               "--init_checkpoint", tiny_checkpoint, "--output_dir", str(output)], capsys, check=True)
     metrics = json.loads((output / "metrics.json").read_text())
-    assert {"sst_accuracy", "ner_f1", "ner_precision", "ner_recall", "ner_f1_PER", "ner_f1_LOC", "squad_f1",
-            "squad_exact_match", "overall"} <= set(metrics)
+    assert {"tickets_accuracy", "nli_accuracy", "stars_pearson", "stars_spearman", "ner_f1", "ner_precision",
+            "ner_recall", "ner_f1_PER", "ner_f1_LOC", "squad_f1", "squad_exact_match", "overall"} <= set(metrics)
     assert all(0 <= metrics[key] <= 1 for key in ("ner_f1", "squad_f1", "squad_exact_match"))
+    assert set(metrics["per_class"]["nli"]) == {"contradiction", "entailment", "neutral"}
+    assert sum(row["support"] for row in metrics["per_class"]["tickets"].values()) == 24
     assert set(metrics["per_class"]["ner"]) == {"LOC", "PER"} and metrics["per_class"]["ner"]["PER"]["support"] == 12
-    assert "| entity type | precision | recall | F1 | dev entities |" in (output / "report.md").read_text()
-    assert (output / "predictions" / "squad-dev.tsv").read_text().splitlines()[1].startswith("q0\tParis\t")
+    assert (output / "tickets_confusion.png").exists() and (output / "nli_confusion.png").exists()
+    report = (output / "report.md").read_text()
+    assert "| neutral |" in report and "![tickets confusion matrix](tickets_confusion.png)" in report
+    assert "| entity type | precision | recall | F1 | dev entities |" in report
+    assert (output / "predictions" / "squad-dev.tsv").read_text().splitlines()[1].startswith("q0\t")
 
-    # Reloaded from its folder (its tasks' tag names kept), scored as the run scored it.
+    # The run folder alone: evaluate a file of a declared task, or a task's own dev file; reload it
+    # (its tasks' tag names kept) and score as the run scored.
+    monkeypatch.chdir(tmp_path)  # nothing resolves against the data folder any more
+    evaluated = run_main(["pipelines.evaluate", "--model_dir", str(output), "--task", "tickets",
+                          "--data_file", str(data / "tickets-dev.csv")], capsys, check=True)
+    assert json.loads(evaluated.stdout)["tickets_accuracy"] == pytest.approx(metrics["tickets_accuracy"])
+    refused = run_main(["pipelines.evaluate", "--model_dir", str(output), "--task", "sst",
+                        "--data_file", str(data / "tickets-dev.csv")], capsys)
+    assert refused.returncode != 0 and "no head for task 'sst'; its tasks: tickets, nli, stars, ner, squad" in \
+        refused.stderr
     evaluated = run_main(["pipelines.evaluate", "--run_dir", str(output), "--task", "ner", "--data_dir", str(data)],
-                         capsys, check=True)  # the task's dev file
+                         capsys, check=True)
     assert json.loads(evaluated.stdout)["ner_f1"] == pytest.approx(metrics["ner_f1"])
     _, model, preprocessor = load_finetuned(str(output))
     assert model.task_specs["ner"].labels == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
     assert score_file(model, preprocessor, "squad", str(data / "squad-dev.json"))["squad_f1"] == \
         pytest.approx(metrics["squad_f1"])
 
-    # The export, loaded where only tensorflow and tensorflow_text are imported: both families'
-    # signatures beside sst's, as the contract says, answering as the in-memory model does.
+    # The export: every task's signatures, the sentence ones loaded here...
     run_main(["pipelines.export", "--model_dir", str(output), "--export_base", str(export_base)], capsys, check=True)
+    loaded = tf.saved_model.load(str(export_base / "1"))
+    assert {"tickets", "tickets_tokens", "tickets_classify", "nli", "nli_tokens", "nli_classify", "stars",
+            "stars_tokens", "stars_regress", "entities", "entities_tokens", "answer", "answer_tokens", "embed",
+            "serving_default"} <= set(loaded.signatures)
+    answer = loaded.signatures["tickets"](text=tf.constant(["my card was charged twice", "the page is slow"]))
+    assert answer["probabilities"].shape == (2, 3)
+    names = sorted(categories)  # the classes as the training file gave them
+    assert [name.decode() for name in answer["class_name"].numpy()] == [names[i] for i in answer["label"].numpy()]
+    pair = loaded.signatures["nli"](text_a=tf.constant(["a"]), text_b=tf.constant(["b"]))
+    assert pair["class_name"].numpy()[0].decode() in ("contradiction", "entailment", "neutral")
+    score = loaded.signatures["stars"](text=tf.constant(["fine", "slow page"]))["score"].numpy()
+    assert np.all((score >= 1) & (score <= 5))
+    example = tf.train.Example(features=tf.train.Features(feature={
+        "text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"refund please"]))}))
+    classes = loaded.signatures["tickets_classify"](inputs=tf.constant([example.SerializeToString()]))
+    assert [c.decode() for c in classes["classes"].numpy()[0]] == ["account", "billing", "bug"]
+
+    # ...and the families' where only tensorflow and tensorflow_text are imported, answering as
+    # the in-memory model does.
     sentences = read_training_file(model.task_specs["ner"], str(data / "ner-dev.txt"))[1].examples
     questions = read_training_file(model.task_specs["squad"], str(data / "squad-dev.json"))[1].examples
     texts = [" ".join(s.words) for s in sentences] + ["", "Anna  visited New York, and Maria stayed"]
@@ -347,15 +335,15 @@ def test_a_run_with_sentence_tags_and_span_tasks_trains_scores_reloads_and_expor
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
-    assert {"sentiment", "entities", "entities_tokens", "answer", "answer_tokens"} <= set(loaded["signatures"])
+    assert {"tickets", "entities", "entities_tokens", "answer", "answer_tokens"} <= set(loaded["signatures"])
     found = {key: np.array(value).reshape(len(texts), -1) for key, value in loaded["outputs"]["entities"].items()}
     words = [len(s.words) for s in sentences]
     assert [[tag or "O" for tag in row[:n]] for row, n in zip(found["word_tag"], words)] == \
         predict_examples(model, preprocessor, "ner", sentences)
-    for text, count, row, kinds, starts, ends, scores in zip(
+    for served, count, row, kinds, starts, ends, scores in zip(
             texts, found["num_entities"][:, 0], found["entity_text"], found["entity_type"], found["entity_start"],
             found["entity_end"], found["entity_score"]):
-        assert [text[s:e] for s, e in zip(starts[:count], ends[:count])] == list(row[:count])
+        assert [served[s:e] for s, e in zip(starts[:count], ends[:count])] == list(row[:count])
         assert set(row[count:]) | set(kinds[count:]) <= {""} and set(starts[count:]) | set(ends[count:]) <= {-1}
         assert set(scores[count:]) <= {0.0} and all(kind in ("PER", "LOC") for kind in kinds[:count])
     answer = loaded["outputs"]["answer"]
