@@ -7,6 +7,7 @@ only; examples, settings and predictions pass through files (benchmarks/peer_pro
     python -m benchmarks.peer_tasks train --inputs DIR --checkpoint MINILM --model_dir OUT --output OUT.json
     python -m benchmarks.peer_tasks pipeline --inputs DIR --model_dir OUT --batch_size 32 --output OUT.json
     python -m benchmarks.peer_tasks outputs --inputs DIR --model_dir OUT --output OUT.json
+    python -m benchmarks.peer_tasks features --inputs DIR --model_dir MINILM --output OUT.json
 
 `DIR/settings.json` holds `kind` ("tags", "span" or "classes": `BertForSequenceClassification`
 on `text` (and `text_b`), class index `label`, `class_names`), the sequence length, batch size,
@@ -253,6 +254,7 @@ def train(args) -> dict:
     settings = settings_of(args.inputs)
     kind = settings["kind"]
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.checkpoint)
+    torch.manual_seed(settings["seed"])  # the new head's weights: the seed's, as kerasbert's
     model = model_of(kind, args.checkpoint, settings)
     features = features_of(kind, tokenizer, load_examples(os.path.join(args.inputs, "train.jsonl")), settings)
     dev = load_examples(os.path.join(args.inputs, "dev.jsonl"))
@@ -335,6 +337,15 @@ def outputs(args) -> dict:
     return {"rows": rows, "versions": versions()}
 
 
+def features(args) -> dict:
+    """The encoder inputs and labels `train` builds of DIR/dev.jsonl with the tokenizer of
+    `--model_dir` (tests/test_bench_tasks.py holds them to kerasbert's)."""
+    settings = settings_of(args.inputs)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(args.model_dir)
+    built = features_of(settings["kind"], tokenizer, load_examples(os.path.join(args.inputs, "dev.jsonl")), settings)
+    return {key: built[key].tolist() for key in (*MODEL_INPUTS, *LABELS[settings["kind"]])}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peer_tasks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -346,12 +357,13 @@ def main(argv=None) -> int:
     speed.add_argument("--repeats", type=int, default=1)
     answers = commands.add_parser("outputs")
     answers.add_argument("--batch_size", type=int, default=32)
+    commands.add_parser("features")
     for command in commands.choices.values():
         command.add_argument("--inputs", required=True, help="Folder with settings.json, train.jsonl, dev.jsonl.")
         command.add_argument("--model_dir", required=True, help="The fine-tuned model (train writes it).")
         command.add_argument("--output", required=True, help="Results JSON.")
     args = parser.parse_args(argv)
-    write_json(args.output, {"train": train, "pipeline": pipeline, "outputs": outputs}[args.command](args))
+    write_json(args.output, {"train": train, "pipeline": pipeline, "outputs": outputs, "features": features}[args.command](args))
     return 0
 
 
