@@ -363,7 +363,8 @@ def main(argv=None) -> int:
         command.add_argument("--model_dir", required=True, help="The fine-tuned model (train writes it).")
         command.add_argument("--output", required=True, help="Results JSON.")
     args = parser.parse_args(argv)
-    write_json(args.output, {"train": train, "pipeline": pipeline, "outputs": outputs, "features": features}[args.command](args))
+    run = {"train": train, "pipeline": pipeline, "outputs": outputs, "features": features}[args.command]
+    write_json(args.output, run(args))
     return 0
 
 
