@@ -1,4 +1,4 @@
-"""kerasbert against Hugging Face `transformers` (benchmarks/peer_tasks.py, in .venv-peer) on the same
+"""kerasbert against Hugging Face `transformers` (benchmarks/peer_torch.py, in .venv-peer) on the same
 MiniLM checkpoint, the same examples and the same budget; docs/benchmarks.md tells the figures.
 
     make bench-tasks          # parts train and speed: NER and SQuAD at the configs' full budget
@@ -16,7 +16,7 @@ in a process of its own; what a part finished is kept when the command runs agai
             over REST and gRPC as in process.
     in      transformers fine-tunes (STEPS) and saves; kerasbert imports it
             (pipelines.import_transformers), exports and serves it (REST) against transformers
-            on the same folder (peer_tasks `outputs`); answers/s against transformers' pipeline.
+            on the same folder (the peer's `outputs`); answers/s against transformers' pipeline.
     out     the imported NER and SQuAD runs fine-tuned further by kerasbert (--continue_steps: the
             heads carry on), exported --format transformers and as a SavedModel: transformers on
             that folder against the server.
@@ -179,12 +179,12 @@ def once(path: str, command: list[str]) -> str:
 
 
 def peer(args, command: str, task: str, model_dir: str, name: str, *extra: str, keep: bool = True) -> dict:
-    """peer_tasks `command` on inputs/<task>/ and `model_dir`; its results in peer/<name>.json (with
+    """The peer's `command` on inputs/<task>/ and `model_dir`; its results in peer/<name>.json (with
     `keep`, those of an earlier run if there)."""
     output = os.path.join(args.output_dir, "peer", f"{name}.json")
     if keep and os.path.exists(output):
         return read_json(output)
-    return run_peer(args.peer_python, "benchmarks.peer_tasks", command,
+    return run_peer(args.peer_python, "benchmarks.peer_torch", command,
                     ["--inputs", os.path.join(args.output_dir, "inputs", task), "--model_dir", model_dir, *extra],
                     output)
 

@@ -1,5 +1,5 @@
 """benchmarks.tasks compares kerasbert with transformers on "the same examples": with the peer's
-environment present, the features the peer trains on (`python -m benchmarks.peer_tasks
+environment present, the features the peer trains on (`python -m benchmarks.peer_torch
 features`) are kerasbert's: the same word pieces, the same SQuAD windows at the same doc stride,
 the same labelled positions. A killed peer run goes on as if never stopped."""
 
@@ -39,7 +39,7 @@ def save_or_die(*args, **kwargs):
         raise KeyboardInterrupt("killed before block 2's state is saved")
     return save(*args, **kwargs)
 torch.save = save_or_die
-runpy.run_module("benchmarks.peer_tasks", run_name="__main__", alter_sys=True)
+runpy.run_module("benchmarks.peer_torch", run_name="__main__", alter_sys=True)
 """
 
 
@@ -53,8 +53,8 @@ def peer_inputs(folder, settings: dict, train: list[dict], dev: list[dict]) -> s
 
 
 def peer(command: str, inputs: str, model_dir: str, output, *more: str, script=None) -> subprocess.CompletedProcess:
-    """`python -m benchmarks.peer_tasks COMMAND` in the peer's environment (or `script` with its arguments)."""
-    start = ["-c", script] if script else ["-m", "benchmarks.peer_tasks"]
+    """`python -m benchmarks.peer_torch COMMAND` in the peer's environment (or `script` with its arguments)."""
+    start = ["-c", script] if script else ["-m", "benchmarks.peer_torch"]
     return subprocess.run([PEER_PYTHON, *start, command, "--inputs", inputs, "--model_dir", model_dir,
                            "--output", str(output), *more], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": ROOT}, timeout=600)
