@@ -101,11 +101,11 @@ bench-hostile: install
 
 # Padding with and without data.group_by_length, and the training speed it buys (~5 min).
 bench-padding: install
-	$(PY) -m benchmarks.padding --data_dir $(DATA_DIR) --output_dir runs/bench-padding
+	$(PY) -m benchmarks.multitask --rows padding --data_dir $(DATA_DIR) --output_dir runs/bench-padding
 
 # Needs bench-multitask's bi- and cross-encoder runs.
 bench-search: install
-	$(PY) -m benchmarks.search --data_dir $(DATA_DIR) --output_dir runs/bench-search
+	$(PY) -m benchmarks.batch --part pair --data_dir $(DATA_DIR) --output_dir runs/bench-search
 
 # Batch inference on Beam against a plain loop; ScaNN and FAISS against exact search at 1M vectors.
 # Needs an export under saved_models/kerasbert (make demo writes one). Writes runs/bench-batch/.

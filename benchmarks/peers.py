@@ -5,13 +5,11 @@
     python -m benchmarks.peers --output_dir runs/bench-peers --peer_python .venv-peer/bin/python [--parts ...]
 
 Parts, each in a process of its own and each its entry of results.json:
-    pretrain        BertPretrainer and BertForPreTraining from the same weights (kerasbert's,
-                    copied) on the batches kerasbert's pipeline makes for pretrain_mini.json,
-                    written once to inputs/; the same AdamW, schedule and clipping; held-out
-                    MLM and NSP accuracy after every block -> pretrain_curves.png. Each run
-                    trains in a process of its own, `--jobs` side by side, and goes on from its
-                    last block when stopped. `kerasbert-no-xla` (`--implementations`) adds
-                    kerasbert without XLA: a control for how far float rounding moves a curve.
+    pretrain        BertPretrainer and BertForPreTraining from the same weights on the batches
+                    kerasbert's pipeline makes for pretrain_mini.json (inputs/), the same AdamW,
+                    schedule and clipping; held-out MLM and NSP accuracy after every block ->
+                    pretrain_curves.png. A run a process, `--jobs` side by side, each going on from
+                    its last block when stopped; `kerasbert-no-xla` is a control for float rounding.
     pretrain_speed  tokens/s of both training steps on those batches.
     finetune_speed  examples/s of MiniLM's SST-5 steps, batch 32, the same packed batches.
     inference       sentences/s from raw text to sentence embedding, batch 32, float32: the
@@ -33,7 +31,7 @@ import tensorflow as tf
 
 from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, read_json, save_rows, time_embedding, write_json
 from benchmarks.pretrain import time_steps
-from benchmarks.results import (ROOT, bench_parser, check_peer_python, compared, load_results, plot_panels,
+from benchmarks.results import (PEER, ROOT, bench_parser, check_peer_python, compared, load_results, plot_panels,
                                 render_markdown, run_peer, save_results, timestamp)
 from benchmarks.serving import newest_version
 from kerasbert.config import FinetuneConfig, PretrainConfig, load_config
@@ -56,7 +54,6 @@ from kerasbert.training.optim import make_optimizer
 
 TITLE = "kerasbert against transformers (PyTorch), same inputs, same run"  # of results.md
 CONFIG = "pipelines/configs/pretrain_mini.json"
-PEER = "benchmarks.peer_torch"
 KERAS_INPUTS = ("token_ids", "segment_ids", "padding_mask", "mask_positions")
 
 
@@ -291,7 +288,7 @@ def part_pretrain_speed(args, results: dict) -> None:
     data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), config.train.batch_size)
     model = compiled_pretrainer(config, side, args.seeds[0])
     ours = [time_steps(model, data, args.speed_steps) for _ in range(args.repeats)]
-    peer = run_peer(args.peer_python, PEER, "pretrain_speed",
+    peer = run_peer(args.peer_python, "pretrain_speed",
                     ["--inputs", inputs, "--init", init, "--steps", str(args.speed_steps),
                      "--repeats", str(args.repeats)], os.path.join(inputs, "peer-speed.json"))
     per_step = config.train.batch_size * config.model.max_sequence_length
@@ -322,7 +319,7 @@ def part_finetune_speed(args, results: dict) -> None:
     loose = tf.nest.map_structure(lambda s: tf.TensorSpec([None, *[None] * (s.shape.rank)], s.dtype), spec)
     data = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=loose).repeat()
     ours = [32 / time_steps(model, data, args.speed_steps, warmup=warmup) for _ in range(args.repeats)]
-    peer = run_peer(args.peer_python, PEER, "finetune_speed",
+    peer = run_peer(args.peer_python, "finetune_speed",
                     ["--checkpoint", checkpoint, "--batches", path, "--warmup", str(warmup),
                      "--repeats", str(args.repeats)], os.path.join(args.output_dir, "inputs", "peer-finetune.json"))
     results["finetune_speed"] = {
@@ -356,7 +353,7 @@ def part_inference(args, results: dict) -> None:
     write_json(sentences_path, sentences)
     path, embed = exported_embed(args, checkpoint, length)
     ours, rates = time_embedding(embed, sentences, size, args.repeats)
-    peer = run_peer(args.peer_python, PEER, "inference",
+    peer = run_peer(args.peer_python, "inference",
                     ["--checkpoint", checkpoint, "--sentences", sentences_path, "--max_length", str(length),
                      "--repeats", str(args.repeats)], output)
     results["inference"] = {

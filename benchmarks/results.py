@@ -22,6 +22,7 @@ from benchmarks.peer_protocol import read_json, write_json
 from kerasbert.cpu_kernels import onednn_enabled
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEER = "benchmarks.peer_torch"  # the peer's module, in the peer's environment
 
 
 def machine() -> str:
@@ -70,10 +71,10 @@ def check_peer_python(peer_python: str) -> None:
                                 ".venv-peer (torch==2.13.0, transformers) before it runs this.")
 
 
-def run_peer(peer_python: str, module: str, command: str, args: list[str], output: str) -> dict:
-    """`python -m <module> <command> *args --output <output>` in the peer's environment; its results."""
+def run_peer(peer_python: str, command: str, args: list[str], output: str) -> dict:
+    """The peer's `command` with `args` and `--output <output>`, in its environment; its results."""
     check_peer_python(peer_python)
-    subprocess.run([peer_python, "-m", module, command, *args, "--output", output], check=True,
+    subprocess.run([peer_python, "-m", PEER, command, *args, "--output", output], check=True,
                    env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)
     return read_json(output)
 

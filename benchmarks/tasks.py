@@ -1,28 +1,20 @@
 """kerasbert against Hugging Face `transformers` (benchmarks/peer_torch.py, in .venv-peer) on the same
-MiniLM checkpoint, the same examples and the same budget; docs/benchmarks.md tells the figures.
+MiniLM checkpoint, examples and budget; docs/benchmarks.md tells what is measured and the figures.
 
-    make bench-tasks          # parts train and speed: NER and SQuAD at the configs' full budget
+    make bench-tasks          # train, speed: NER and SQuAD at the configs' full budget
     python -m benchmarks.tasks --max_steps 200 --train_examples 2000 --dev_examples 300   # a reduced one
-    make bench-transformers   # parts in and out (--tasks sst ner squad): the transformers bridge
+    make bench-transformers   # in, out (--tasks sst ner squad): the transformers bridge
 
-Tasks: `ner` (finetune_ner.json), `squad` (finetune_squad.json), `sst` (in only). Parts, each task's
-in a process of its own; what a part finished is kept when the command runs again:
-    train   one shuffled example list, written in the task's format for `pipelines.finetune` and
-            as JSON Lines for the peer, with the shared settings; both train in the config's
-            blocks and score dev after each with kerasbert's scorers (`<task>_blocks.png`);
-            kerasbert exports to export/<task>/<N>. Killed, both resume from their last block.
-    speed   raw text to entities / answers over the dev rows: the newest export's signature
-            against the peer's pipeline; the export served by `python -m serving` must answer
-            over REST and gRPC as in process.
-    in      transformers fine-tunes (STEPS) and saves; kerasbert imports it
-            (pipelines.import_transformers), exports and serves it (REST) against transformers
-            on the same folder (the peer's `outputs`); answers/s against transformers' pipeline.
-    out     the imported NER and SQuAD runs fine-tuned further by kerasbert (--continue_steps: the
-            heads carry on), exported --format transformers and as a SavedModel: transformers on
-            that folder against the server.
-Goals of in and out: classes equal on 99.5% of rows and probabilities within 1e-4; entities (type,
-offsets, text) and answers (text, offsets) on 99%; every row that differs listed with its likely
-cause (CAUSES).
+Tasks: ner (finetune_ner.json), squad (finetune_squad.json), sst (in only). Parts, each task's in a
+process of its own; what a part finished is kept when the command runs again:
+    train   both sides fine-tune on one shuffled example list with the same settings, in blocks,
+            scoring dev after each with kerasbert's scorers; kerasbert exports to export/<task>/<N>
+    speed   raw text to entities / answers: the newest export's signature against the peer's
+            pipeline; the export served must answer over REST and gRPC as in process
+    in      transformers fine-tunes (STEPS); kerasbert imports, exports and serves its folder
+            against transformers on it (the peer's `outputs`) and its pipeline
+    out     the imported runs fine-tuned further by kerasbert (--continue_steps), exported both ways:
+            transformers on the folder against the server
 """
 
 import argparse
@@ -70,8 +62,8 @@ CAUSES = {
 # --- Inputs of both sides --------------------------------------------------------------
 
 def config_of(args, task: str):
-    """The task's config (finetune_<task>.json of --config_dir; sst: SST) at the benchmark's budget: its
-    steps and blocks, or --max_steps in one block; --seed for both sides' example order and heads."""
+    """The task's config (finetune_<task>.json of --config_dir; sst: SST) at its steps and blocks, or
+    --max_steps in one block; --seed for both sides' example order and heads."""
     overrides = [f"tasks={task}"] + ([f"train.total_steps={args.max_steps}",
                                       f"train.steps_per_block={args.max_steps}"] if args.max_steps else [])
     overrides += [f"train.seed={args.seed}"] if args.seed is not None else []
@@ -102,8 +94,7 @@ def as_row(example) -> dict:
 
 
 def prepare(args, task: str) -> tuple[str, dict]:
-    """Writes inputs/<task>/: the example lists, kerasbert's config and files (it trains ner and
-    squad), the peer's settings."""
+    """Writes inputs/<task>/: the example lists, kerasbert's config and files, the peer's settings."""
     config = config_of(args, task)
     spec, train = read_examples(config.tasks[task], os.path.join(args.data_dir, config.tasks[task].train_file))
     folder = os.path.join(args.output_dir, "inputs", task)
@@ -135,22 +126,18 @@ def prepare(args, task: str) -> tuple[str, dict]:
 
 def peer_settings(config, spec, train: list[dict], dev: list[dict]) -> dict:
     """The peer's settings.json of `spec` under `config`: the same length, batches and optimiser."""
-    train_config = config.train
+    fit = config.train
     settings = {"kind": spec.kind, "sequence_length": spec.sequence_length or config.data.max_sequence_length,
-                "batch_size": train_config.batch_size, "total_steps": train_config.total_steps,
-                "steps_per_block": train_config.steps_per_block,
-                "group_by_length": config.data.group_by_length,
-                "learning_rate": train_config.learning_rate,
-                "warmup_steps": int(train_config.warmup_fraction * train_config.total_steps),
-                "weight_decay": train_config.weight_decay, "clipnorm": train_config.clipnorm,
-                "clip_scope": train_config.clip_scope, "epsilon": 1e-6,
-                "seed": train_config.seed, "train_examples": len(train), "dev_examples": len(dev)}
+                "batch_size": fit.batch_size, "total_steps": fit.total_steps, "steps_per_block": fit.steps_per_block,
+                "group_by_length": config.data.group_by_length, "learning_rate": fit.learning_rate,
+                "warmup_steps": int(fit.warmup_fraction * fit.total_steps), "weight_decay": fit.weight_decay,
+                "clipnorm": fit.clipnorm, "clip_scope": fit.clip_scope, "epsilon": 1e-6, "seed": fit.seed,
+                "train_examples": len(train), "dev_examples": len(dev)}
     if spec.kind == "tags":
         settings["tag_names"] = list(spec.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
     elif spec.kind == "span":
         settings.update(doc_stride=spec.doc_stride_at(settings["sequence_length"]),
-                        max_query_length=spec.max_query_length,
-                        max_answer_length=spec.max_answer_length)
+                        max_query_length=spec.max_query_length, max_answer_length=spec.max_answer_length)
     else:
         settings["class_names"] = list(spec.served_names)
     return settings
@@ -184,9 +171,8 @@ def peer(args, command: str, task: str, model_dir: str, name: str, *extra: str, 
     output = os.path.join(args.output_dir, "peer", f"{name}.json")
     if keep and os.path.exists(output):
         return read_json(output)
-    return run_peer(args.peer_python, "benchmarks.peer_torch", command,
-                    ["--inputs", os.path.join(args.output_dir, "inputs", task), "--model_dir", model_dir, *extra],
-                    output)
+    return run_peer(args.peer_python, command, ["--inputs", os.path.join(args.output_dir, "inputs", task),
+                                                "--model_dir", model_dir, *extra], output)
 
 
 def batches_of(rows: list, size: int) -> list[list]:
@@ -445,17 +431,12 @@ def part_out(args, task: str, results: dict) -> None:
 
 def summary(results: dict) -> list[dict]:
     """One line per task and direction: rows equal, the goal, answers/s both sides."""
-    lines = []
-    for task in TASKS:
-        for direction, found in results.get(task, {}).items():
-            speed = found.get("speed", {})
-            lines.append({"task": task, "direction": direction, "rows": found["rows"], "equal": found["equal"],
-                          "goal": found["goal"], "met": found["met"], "differences": len(found["differences"]),
-                          "equal_but_for_words": found.get("equal_but_for_words", ""),
-                          "max_probability_difference": found.get("max_probability_difference", ""),
-                          "served_answers_per_s": speed.get("kerasbert_served_rest", ""),
-                          "pipeline_answers_per_s": speed.get("transformers_pipeline", "")})
-    return lines
+    return [{"task": task, "direction": direction, **{key: found[key] for key in ("rows", "equal", "goal", "met")},
+             "differences": len(found["differences"]),
+             **{key: found.get(key, "") for key in ("equal_but_for_words", "max_probability_difference")},
+             "served_answers_per_s": found.get("speed", {}).get("kerasbert_served_rest", ""),
+             "pipeline_answers_per_s": found.get("speed", {}).get("transformers_pipeline", "")}
+            for task in TASKS for direction, found in results.get(task, {}).items()]
 
 
 PARTS = {"train": part_train, "speed": part_speed, "in": part_in, "out": part_out}
