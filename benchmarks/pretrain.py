@@ -24,7 +24,8 @@ from kerasbert.config import PretrainConfig, load_config
 from kerasbert.data.corpus import load_corpora
 from kerasbert.models.encoder import build_encoder, minilm_checkpoint
 from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
-from kerasbert.pretraining.dataset import examples_dataset, make_packer, pretraining_dataset
+from kerasbert.packing import make_packer
+from kerasbert.pretraining.dataset import examples_dataset, pretraining_dataset
 from kerasbert.pretraining.inputs import make_masker, tokenize_documents
 from kerasbert.pretraining.pairs import build_pairs
 from kerasbert.pretraining.run import run_pretraining
