@@ -59,7 +59,7 @@ PIPELINE = "from pipelines.common import main_guard; main_guard(lambda: None)"
 BENCHMARK = """import runpy, sys
 sys.argv[1:] = ["--help"]
 try:
-    runpy.run_module("benchmarks.padding", run_name="__main__", alter_sys=True)
+    runpy.run_module("benchmarks.multitask", run_name="__main__", alter_sys=True)
 except SystemExit:
     pass"""
 
