@@ -558,7 +558,7 @@ def pipeline(args) -> dict:
 
 def outputs(args) -> dict:
     """What transformers answers for each dev row (`answerer`), for
-    benchmarks.transformers_bridge to hold kerasbert's served answers to: the probability of
+    benchmarks.tasks (parts in and out) to hold kerasbert's served answers to: the probability of
     every class by name; entities as [type, start, end, text]; [answer, start, end] and the
     context's window count."""
     dev = load_examples(os.path.join(args.inputs, "dev.jsonl"))
