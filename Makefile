@@ -76,8 +76,8 @@ bench-tasks: install $(PEER_VENV)/.installed
 # The transformers bridge both ways (~45 min on a shared 2-core machine; 300 dev rows a task): transformers' SST-5, CoNLL and SQuAD checkpoints
 # imported and served against transformers' own answers; kerasbert's runs exported back, the same.
 bench-transformers: install $(PEER_VENV)/.installed
-	$(PY) -m benchmarks.transformers_bridge --data_dir $(DATA_DIR) --output_dir runs/bench-transformers \
-		--peer_python $(PEER_VENV)/bin/python
+	$(PY) -m benchmarks.tasks --parts in out --tasks sst ner squad --train_batch_size 16 --dev_examples 300 \
+		--data_dir $(DATA_DIR) --output_dir runs/bench-transformers --peer_python $(PEER_VENV)/bin/python
 
 # Its budget is the config's steps; its quality is judged against the peer (bench-peers).
 bench-pretrain: install
@@ -101,11 +101,11 @@ bench-hostile: install
 
 # Padding with and without data.group_by_length, and the training speed it buys (~5 min).
 bench-padding: install
-	$(PY) -m benchmarks.padding --data_dir $(DATA_DIR) --output_dir runs/bench-padding
+	$(PY) -m benchmarks.multitask --rows padding --data_dir $(DATA_DIR) --output_dir runs/bench-padding
 
 # Needs bench-multitask's bi- and cross-encoder runs.
 bench-search: install
-	$(PY) -m benchmarks.search --data_dir $(DATA_DIR) --output_dir runs/bench-search
+	$(PY) -m benchmarks.batch --part pair --data_dir $(DATA_DIR) --output_dir runs/bench-search
 
 # Batch inference on Beam against a plain loop; ScaNN and FAISS against exact search at 1M vectors.
 # Needs an export under saved_models/kerasbert (make demo writes one). Writes runs/bench-batch/.

@@ -5,9 +5,8 @@ figure (no server, so TF Serving would need as much).
 
     python -m benchmarks.call_memory --version_dir saved_models/kerasbert/1 --signature entities --megabytes 1 [--json]
 
-Example:
-    >>> call_peak_bytes("saved_models/kerasbert/1", "entities", {"text": ["a" * (1 << 20)]})
-    {'peak_bytes': 183500800, 'seconds': 2.1, 'outputs': {'num_words': [1], ...}}
+In Python: `call_peak_bytes(version_dir, "entities", {"text": [hostile_text(1.0)]})` returns
+{"peak_bytes", "seconds", "outputs"}.
 """
 
 from __future__ import annotations

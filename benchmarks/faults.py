@@ -18,7 +18,7 @@ import threading
 import time
 
 from benchmarks.results import save_results
-from benchmarks.serving import BATCHING, SENTENCES, command_line, copy_of_newest
+from benchmarks.serving import BATCHING, SENTENCES, command_line, copy_of_newest, model_config, run_clients
 from serving.process import LocalServer
 
 TITLE = "Serving under faults"  # of results.md
@@ -27,28 +27,10 @@ BAD_BODIES = [('{"signature_name": "sentiment", "inputs": {"text": ["unclosed', 
               ('{"signature_name": "no_such_signature", "inputs": {"text": ["a film"]}}', "unknown signature")]
 
 
-def model_config(models: dict[str, str], policy: str = "") -> str:
-    entries = "".join(f' config {{ name: "{name}" base_path: "{path}" model_platform: "tensorflow"'
-                      f'{policy if name == "kerasbert" else ""} }}' for name, path in models.items())
-    return f"model_config_list {{{entries} }}\n"
-
-
 def seconds_until_served(server: LocalServer, version: int | None = None, model: str | None = None) -> float:
     started = time.monotonic()
     server.wait_for_version(version, timeout=300, model=model)
     return round(time.monotonic() - started, 2)
-
-
-class Tally:
-    """What the clients saw, under one lock."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.good = {"sent": 0, "ok": 0, "otherwise": 0, "lost": 0}
-        self.bad = {"sent": 0, "4xx_with_error_body": 0, "no_answer": 0, "other": 0}
-        self.failures: list[tuple[float, str]] = []  # (time, what) of good requests not answered 200
-        self.bad_answers: list[str] = []
-        self.ok_times: list[float] = []
 
 
 def send(connection: http.client.HTTPConnection, body: str, retries: int = 3, backoff: float = 0.5):
@@ -67,36 +49,37 @@ def send(connection: http.client.HTTPConnection, body: str, retries: int = 3, ba
     return status, answer
 
 
-def client(index: int, port: int, stop: threading.Event, tally: Tally, start: float) -> None:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    i = index
-    while not stop.is_set():
-        i += 1
-        if i % 20 == 0:
-            body, kind = BAD_BODIES[(i // 20) % len(BAD_BODIES)]
-            status, answer = send(connection, body)
-            with tally.lock:
-                tally.bad["sent"] += 1
-                try:
-                    has_error = status is not None and 400 <= status < 500 and "error" in json.loads(answer)
-                except ValueError:
-                    has_error = False
-                kind_of_answer = "4xx_with_error_body" if has_error else "no_answer" if status is None else "other"
-                tally.bad[kind_of_answer] += 1
-                if kind_of_answer == "other" and len(tally.bad_answers) < 5:
-                    tally.bad_answers.append(f"{kind}: {status} {answer[:120]!r}")
-            continue
-        body = json.dumps({"signature_name": "sentiment", "inputs": {"text": [SENTENCES[i % len(SENTENCES)]]}})
+def requests_of(client: int) -> list[str]:
+    """A client's request bodies, sent in turn: one in twenty bad (BAD_BODIES in turn), the rest good."""
+    return [BAD_BODIES[(i // 20) % len(BAD_BODIES)][0] if i % 20 == 0 else
+            json.dumps({"signature_name": "sentiment", "inputs": {"text": [SENTENCES[i % len(SENTENCES)]]}})
+            for i in range(client + 1, client + 61)]
+
+
+def asker(start: float, seen: dict):
+    """`ask` of `run_clients`: a good request's outcome is "ok" (a 200), "otherwise" or "lost" (no
+    answer); a bad one's "bad: " and "4xx_with_error_body", "no_answer" or "other". `seen` keeps
+    when the 200s came, the failures, and the first other answers to bad requests."""
+    kinds = dict(BAD_BODIES)
+
+    def ask(connection, body: str) -> str:
         status, answer = send(connection, body)
         now = time.monotonic() - start
-        with tally.lock:
-            tally.good["sent"] += 1
-            if status == 200:
-                tally.good["ok"] += 1
-                tally.ok_times.append(now)
-            else:
-                tally.good["otherwise" if status is not None else "lost"] += 1
-                tally.failures.append((now, f"{status} {answer[:120]!r}" if status else "no answer"))
+        if body in kinds:
+            try:
+                has_error = status is not None and 400 <= status < 500 and "error" in json.loads(answer)
+            except ValueError:
+                has_error = False
+            outcome = "4xx_with_error_body" if has_error else "no_answer" if status is None else "other"
+            if outcome == "other" and len(seen["bad_answers"]) < 5:
+                seen["bad_answers"].append(f"{kinds[body]}: {status} {answer[:120]!r}")
+            return "bad: " + outcome
+        if status == 200:
+            seen["ok_times"].append(now)
+            return "ok"
+        seen["failures"].append((now, f"{status} {answer[:120]!r}" if status else "no answer"))
+        return "otherwise" if status is not None else "lost"
+    return ask
 
 
 def copy_slowly(source: str, target: str, seconds: float, pieces: int = 10) -> None:
@@ -127,11 +110,12 @@ def run(export_base: str, seconds: float, clients: int, work: str) -> dict:
                                   *BATCHING]) as server:
         load_seconds = seconds_until_served(server)
         print(f"== serving version 1 after {load_seconds:.1f} s; {clients} clients for {seconds:.0f} s", flush=True)
-        tally, events, start, stop = Tally(), [], time.monotonic(), threading.Event()
-        threads = [threading.Thread(target=client, args=(i, server.rest_port, stop, tally, start), daemon=True)
-                   for i in range(clients)]
-        for thread in threads:
-            thread.start()
+        seen, events, ran = {"ok_times": [], "failures": [], "bad_answers": []}, [], {}
+        start, stop = time.monotonic(), threading.Event()
+        clients_run = threading.Thread(target=lambda: ran.update(run_clients(
+            clients, 0, lambda: http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30),
+            asker(start, seen), requests_of, stop=stop)), daemon=True)
+        clients_run.start()
 
         def fault(name: str, detail: str, pause: float) -> None:
             """After `pause` of --seconds with nothing new happening."""
@@ -168,20 +152,21 @@ def run(export_base: str, seconds: float, clients: int, work: str) -> dict:
         events[-1]["serving_again_after_s"] = seconds_until_served(server)
         time.sleep(max(seconds * 0.1, start + seconds - time.monotonic()))
         stop.set()
-        for thread in threads:
-            thread.join()
+        clients_run.join()
         up_at_end = server.process.poll() is None
 
-    first_ok_after = min((t for t in tally.ok_times if t > started_again), default=float("inf"))
+    first_ok_after = min((t for t in seen["ok_times"] if t > started_again), default=float("inf"))
     window = (restart_began, first_ok_after)
-    outside = [f for f in tally.failures if not window[0] <= f[0] <= window[1] + 5]  # + retries in flight
-    gaps = sorted(tally.ok_times)
+    outside = [f for f in seen["failures"] if not window[0] <= f[0] <= window[1] + 5]  # + retries in flight
+    gaps = sorted(seen["ok_times"])
     longest_gap = max((b - a for a, b in zip(gaps, gaps[1:])), default=0.0)
+    good = {kind: ran["outcomes"].get(kind, 0) for kind in ("ok", "otherwise", "lost")}
+    bad = {kind: ran["outcomes"].get("bad: " + kind, 0) for kind in ("4xx_with_error_body", "no_answer", "other")}
     return {"seconds": round(time.monotonic() - start, 1), "clients": clients, "events": events,
-            "good_requests": tally.good, "bad_requests": tally.bad, "first_bad_answers": tally.bad_answers,
-            "restart_window_s": round(window[1] - window[0], 2),
+            "good_requests": {"sent": sum(good.values()), **good}, "bad_requests": {"sent": sum(bad.values()), **bad},
+            "first_bad_answers": seen["bad_answers"], "restart_window_s": round(window[1] - window[0], 2),
             "good_failed_or_lost_outside_restart": len(outside), "first_failures_outside": outside[:5],
-            "good_failed_or_lost_in_restart": len(tally.failures) - len(outside),
+            "good_failed_or_lost_in_restart": len(seen["failures"]) - len(outside),
             "longest_gap_without_200_s": round(longest_gap, 2), "server_up_at_end": up_at_end,
             "first_load_s": load_seconds}
 

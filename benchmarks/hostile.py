@@ -1,17 +1,14 @@
 """Good clients beside hostile ones: what attacks cost the clients that behave.
 
-    python -m benchmarks.hostile --export_base saved_models/kerasbert [--seconds 20] [--batching on,off]
+    python -m benchmarks.hostile --export_base saved_models/kerasbert [--seconds 20] [--batching on off]
     python -m benchmarks.hostile --seconds 5 --calm_seconds 5 --attacks framing,big_requests --batching off
-
-With kerasbert's `entities` and `answer` exported (--families_export_base: `make demo-tasks`
-writes runs/demo-tasks/export/{ner,squad}), the server serves them too, the group big_texts
-sends them rows whose cost is their length, and the exported `entities` is called alone on
-one 1 MB text in a fresh process (its peak memory: benchmarks.call_memory).
 
 Good REST and gRPC clients check every answer, alone and then beside each attack group of
 serving.attacks (run in a loop by a second process on the other half of the cores), batching
-on and off; then the server's CPU after abandoned requests. docs/benchmarks.md tells what is
-measured and the goals. Writes results.json and results.md.
+on and off; then the server's CPU after abandoned requests. With `make demo-tasks`' ner and squad
+exports (--families_export_base), big_texts sends their signatures rows whose cost is their length,
+and `entities` is called alone on one 1 MB text (benchmarks.call_memory). docs/benchmarks.md tells
+what is measured and the goals.
 """
 
 from __future__ import annotations
@@ -31,13 +28,20 @@ import time
 import urllib.request
 
 import grpc
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+from tensorflow_serving.apis import classification_pb2, prediction_service_pb2_grpc
 
+from benchmarks.call_memory import call_peak_bytes, hostile_text
 from benchmarks.results import save_results
-from benchmarks.serving import BATCHING, command_line, copy_of_newest, cpu_seconds, post_sentence, run_clients
+from benchmarks.serving import (BATCHING, command_line, copy_of_newest, cpu_seconds, model_config, newest_version,
+                                post_sentence, run_clients)
 from serving.attacks import (PREDICT_PATH, Target, big_requests, big_text_rows, closed_by_server, declared, exchange,
                              framing_attacks, idle_sockets, length_delimited, memory_bombs, predict_request,
                              rapid_reset, statuses, with_values)
 from serving.process import LocalServer
+from serving.session import ModelWorkLimits
 
 TITLE = "Serving under attack (sentiment signature; batching on and off)"  # of results.md
 MAX_BODY = 4 * 1024 * 1024
@@ -54,23 +58,16 @@ def sentences_of(client: int, count: int = 6) -> list[str]:
 
 
 def channel(port: int, own_connection: bool = False) -> grpc.Channel:
-    """A channel to 127.0.0.1:`port`; with `own_connection`, on a connection no other channel
-    of the process shares."""
+    """A channel to 127.0.0.1:`port`; with `own_connection`, on a connection of its own."""
     return grpc.insecure_channel(f"127.0.0.1:{port}", [("grpc.use_local_subchannel_pool", 1)] * own_connection)
 
 
 def grpc_stub(port: int, own_connection: bool = False):
-    """A PredictionService stub on `channel(port, own_connection)` (it closes with the stub)."""
-    from tensorflow_serving.apis import prediction_service_pb2_grpc
-
     return prediction_service_pb2_grpc.PredictionServiceStub(channel(port, own_connection))
 
 
 def sentiment_request(texts: list[str]):
     """A gRPC PredictRequest of `texts` for kerasbert's `sentiment` signature."""
-    import numpy as np
-    import tensorflow as tf
-
     return predict_request("kerasbert", "sentiment", text=tf.make_tensor_proto(np.array(texts, object)))
 
 
@@ -94,9 +91,8 @@ def status_line(received: bytes) -> str:
 
 
 def rest_ask(expected: dict):
-    """`ask` of `run_clients` for REST: "correct" if the label equals, and the probabilities
-    are within 1e-4 of, the sentence's answer alone (an answer carrying another client's row
-    fails)."""
+    """`ask` of `run_clients` for REST: "correct" if the label equals, and the probabilities are
+    within 1e-4 of, the sentence's answer alone (one carrying another client's row fails)."""
     def ask(connection: http.client.HTTPConnection, sentence: str) -> str:
         try:
             status, body = post_sentence(connection, sentence)
@@ -126,10 +122,8 @@ def grpc_ask(expected: dict):
 def split_cores() -> tuple[set[int], set[int]]:
     """(the server's cores, the clients' and attackers' cores); both all cores on one."""
     cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        return set(cores), set(cores)
-    half = len(cores) // 2
-    return set(cores[:half]), set(cores[half:])
+    half = max(1, len(cores) // 2)
+    return set(cores[:half]), set(cores[half:] or cores)
 
 
 def pin_process(pid: int, cores: set[int]) -> None:
@@ -194,8 +188,6 @@ def rapid_resets(port: int):
 def grpc_attacks(port: int):
     """Requests that declare huge tensors, use unknown names or dtypes, name an output twice,
     or run past a 2 ms deadline."""
-    from tensorflow.core.framework import types_pb2
-
     def request(**inputs):
         return predict_request("kerasbert", "sentiment", **inputs)
 
@@ -229,8 +221,6 @@ def cancelled_calls(port: int, wait):
 def many_values(port: int):
     """Issue 70: 60 M packed int_val for [1, 1] (58 KB gzip-compressed), and as many empty
     string_val for [1] as a message may hold (--grpc_max_message_bytes' default)."""
-    from tensorflow.core.framework import types_pb2
-
     count = MAX_MESSAGE // 2 - 64
     ints = with_values("kerasbert", "embed_tokens", "token_ids", types_pb2.DT_INT32, [1, 1],
                        length_delimited(7, bytes(60_000_000)))
@@ -253,8 +243,6 @@ def undecodable(port: int, count: int = 200):
 def context_merging(port: int, examples: int = 20):
     """Issue 70: Classify with a context of int64 features a quarter as large as a message may be
     (--grpc_max_message_bytes' default), and `examples` empty examples."""
-    from tensorflow_serving.apis import classification_pb2
-
     request = classification_pb2.ClassificationRequest()
     request.model_spec.name, request.model_spec.signature_name = "kerasbert", "sentiment_classify"
     lists = request.input.example_list_with_context
@@ -353,10 +341,6 @@ def slice_rows(batching: bool) -> int:
     """Texts of one call of the model: a batch (serving/batching.config's max_batch_size, 32)
     with batching; without, a slice within --max_execution_tokens and half the budget of 12 x
     --max_body_bytes (12 texts at 4 MiB, 16 KiB a token)."""
-    import numpy as np
-
-    from serving.session import ModelWorkLimits
-
     return 32 if batching else ModelWorkLimits().slices(
         {"text": np.array([b"a"] * 1000, object)}, budget_bytes=12 * MAX_BODY)[0][1]
 
@@ -471,26 +455,17 @@ def serve_families(export_base: str, work: str, results: dict) -> str | None:
     """Copies the newest ner and squad exports beside the kerasbert one in `work`, measures the
     exported `entities` alone on one 1 MB text (results["entities_1mb"]), and writes a
     --model_config_file of the three; None if an export is missing."""
-    from benchmarks.call_memory import call_peak_bytes, hostile_text
-    from benchmarks.serving import newest_version
-
-    newest = {name: newest_version(os.path.join(export_base, name)) if os.path.isdir(os.path.join(export_base, name))
-              else None for name in FAMILIES}
-    if None in newest.values():
+    if not all(newest_version(os.path.join(export_base, name)) for name in FAMILIES):
         return None
-    entries = []
-    for name in ("kerasbert", *FAMILIES):
-        if name != "kerasbert":
-            copy_of_newest(os.path.join(export_base, name), os.path.join(work, name))
-        entries.append(f'config {{ name: "{name}" base_path: "{os.path.join(work, name)}" '
-                       'model_platform: "tensorflow" }')
+    for name in FAMILIES:
+        copy_of_newest(os.path.join(export_base, name), os.path.join(work, name))
     measured = call_peak_bytes(os.path.join(work, "ner", "1"), "entities", {"text": [hostile_text(1.0)]})
     results["entities_1mb"] = {"peak_mib": measured["peak_bytes"] / 2**20, "seconds": measured["seconds"]}
     print(f"== entities alone on one 1 MB text (fresh process): peak +{results['entities_1mb']['peak_mib']:.0f} MiB, "
           f"{measured['seconds']:.1f} s", flush=True)
     config = os.path.join(work, "models.config")
     with open(config, "w") as f:
-        f.write("model_config_list {\n  " + "\n  ".join(entries) + "\n}\n")
+        f.write(model_config({name: os.path.join(work, name) for name in ("kerasbert", *FAMILIES)}))
     return config
 
 
@@ -500,7 +475,8 @@ def main(argv=None) -> int:
     parser.add_argument("--grpc_clients", type=int, default=4, help="Concurrent good gRPC clients, a connection each.")
     parser.add_argument("--attacks", default=",".join(ATTACK_GROUPS),
                         help=f"Which attacks run, comma-separated, of {', '.join(ATTACK_GROUPS)} (default: all).")
-    parser.add_argument("--batching", default="on,off", help="Servers to attack: on, off or on,off (default).")
+    parser.add_argument("--batching", nargs="+", default=["on", "off"], choices=["on", "off"],
+                        help="Servers to attack, batching on and off (default: both, in turn).")
     parser.add_argument("--families_export_base", default="runs/demo-tasks/export",
                         help="Exports of the ner and squad tasks (<base>/ner/<N>, <base>/squad/<N>), for big_texts "
                              "(skipped without them).")
@@ -508,9 +484,6 @@ def main(argv=None) -> int:
     groups = tuple(group for group in args.attacks.split(",") if group)
     if not set(groups) <= set(ATTACK_GROUPS):
         parser.error(f"--attacks takes {', '.join(ATTACK_GROUPS)}. Received: {args.attacks!r}")
-    modes = [mode for mode in args.batching.split(",") if mode]
-    if not modes or not set(modes) <= {"on", "off"}:
-        parser.error(f"--batching takes on, off or on,off. Received: {args.batching!r}")
     os.makedirs(args.output_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kerasbert-bench-hostile-") as work:
         base, monitoring = os.path.join(work, "kerasbert"), os.path.join(work, "monitoring.config")
@@ -526,7 +499,7 @@ def main(argv=None) -> int:
                       "(make demo-tasks)", flush=True)
                 groups = tuple(group for group in groups if group != "big_texts")
                 results["attack_groups"] = list(groups)
-        for mode in modes:
+        for mode in args.batching:
             results["modes"][mode] = serve_and_attack(base, args, groups, mode == "on", monitoring, config)
             results["cores"] = results["modes"][mode].pop("cores")
     print(save_results(args.output_dir, results, "benchmarks.hostile", TITLE))

@@ -1,4 +1,4 @@
-"""What kerasbert and its peers (benchmarks/peer_torch.py, peer_tasks.py) share: batches and
+"""What kerasbert and its peer (benchmarks/peer_torch.py) share: batches and
 examples on disk, held-out scores, timing. NumPy and the standard library only: the peers'
 environment has neither kerasbert nor TensorFlow.
 

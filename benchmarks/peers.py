@@ -5,13 +5,11 @@
     python -m benchmarks.peers --output_dir runs/bench-peers --peer_python .venv-peer/bin/python [--parts ...]
 
 Parts, each in a process of its own and each its entry of results.json:
-    pretrain        BertPretrainer and BertForPreTraining from the same weights (kerasbert's,
-                    copied) on the batches kerasbert's pipeline makes for pretrain_mini.json,
-                    written once to inputs/; the same AdamW, schedule and clipping; held-out
-                    MLM and NSP accuracy after every block -> pretrain_curves.png. Each run
-                    trains in a process of its own, `--jobs` side by side, and goes on from its
-                    last block when stopped. `kerasbert-no-xla` (`--implementations`) adds
-                    kerasbert without XLA: a control for how far float rounding moves a curve.
+    pretrain        BertPretrainer and BertForPreTraining from the same weights on the batches
+                    kerasbert's pipeline makes for pretrain_mini.json (inputs/), the same AdamW,
+                    schedule and clipping; held-out MLM and NSP accuracy after every block ->
+                    pretrain_curves.png. A run a process, `--jobs` side by side, each going on from
+                    its last block when stopped; `kerasbert-no-xla` is a control for float rounding.
     pretrain_speed  tokens/s of both training steps on those batches.
     finetune_speed  examples/s of MiniLM's SST-5 steps, batch 32, the same packed batches.
     inference       sentences/s from raw text to sentence embedding, batch 32, float32: the
@@ -23,49 +21,51 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 import subprocess
 import sys
 import time
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, read_json, save_rows, time_embedding, write_json
-from benchmarks.results import bench_parser, load_results, render_markdown, save_results, timestamp
+from benchmarks.pretrain import time_steps
+from benchmarks.results import (PEER, ROOT, bench_parser, check_peer_python, compared, load_results, plot_panels,
+                                render_markdown, run_peer, save_results, timestamp)
+from benchmarks.serving import newest_version
+from kerasbert.config import FinetuneConfig, PretrainConfig, load_config
+from kerasbert.console import stage
+from kerasbert.data.corpus import load_labelled_corpora
+from kerasbert.export import export_model
+from kerasbert.finetuning.data import TaskPreprocessor, load_examples, task_dataset
+from kerasbert.finetuning.model import MultitaskBert
+from kerasbert.hf.exporting import pretrainer_weights
+from kerasbert.models.encoder import load_encoder, minilm_checkpoint
+from kerasbert.models.pretrainer import pretraining_compile_args
+from kerasbert.pretraining.dataset import examples_dataset
+from kerasbert.pretraining.inputs import (heldout_batches, heldout_pairs, tokenize_documents, training_batches,
+                                          training_pairs)
+from kerasbert.pretraining.run import build_model, resolve_tokenizer, set_mlm_bias, unigram_log_prior
+from kerasbert.tasks import BUILTIN_TASKS
+from kerasbert.tokenization import load_tokenizer
+from kerasbert.training.backup import BlockWeights, find_backup, restore
+from kerasbert.training.optim import make_optimizer
 
 TITLE = "kerasbert against transformers (PyTorch), same inputs, same run"  # of results.md
-PARTS = ("pretrain", "pretrain_speed", "finetune_speed", "inference")
 CONFIG = "pipelines/configs/pretrain_mini.json"
-PEER_MODULE = "benchmarks.peer_torch"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERAS_INPUTS = ("token_ids", "segment_ids", "padding_mask", "mask_positions")
-
-
-# --- The peer's process ----------------------------------------------------------------
-
-def check_peer_python(peer_python: str) -> None:
-    if not os.path.exists(peer_python):
-        raise FileNotFoundError(f"{peer_python}: the peer's Python is missing. `make bench-peers` makes "
-                                ".venv-peer (torch==2.13.0, transformers) before it runs this.")
-
-
-def run_peer(peer_python: str, command: str, args: list[str], output: str, module: str = PEER_MODULE) -> dict:
-    """`python -m <module> <command> *args --output <output>` in the peer's environment; its results."""
-    check_peer_python(peer_python)
-    subprocess.run([peer_python, "-m", module, command, *args, "--output", output], check=True,
-                   env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)
-    return read_json(output)
 
 
 # --- Pretraining inputs: the batches, the held-out set, the initial weights ----------------
 
-def pretraining_config(config_path: str, steps: int | None):
-    from kerasbert.config import PretrainConfig, load_config
-
-    config = load_config(PretrainConfig, config_path)
-    if steps:
-        config = dataclasses.replace(config, train=dataclasses.replace(config.train, total_steps=steps))
-    return config
+def pretraining_inputs(args) -> tuple:
+    """(the config at --steps, the inputs folder, what kerasbert's models need: `prepare_pretraining`)."""
+    config = load_config(PretrainConfig, args.config)
+    if args.steps:
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train, total_steps=args.steps))
+    inputs = os.path.join(args.output_dir, "inputs")
+    return config, inputs, prepare_pretraining(config, args.data_dir, inputs)
 
 
 def rows_of(dataset) -> dict[str, np.ndarray]:
@@ -78,8 +78,6 @@ def rows_of(dataset) -> dict[str, np.ndarray]:
 
 def keras_batches(rows: dict[str, np.ndarray], batch_size: int):
     """Rows as the Keras (x, y, sample_weight) batches they were, in order."""
-    import tensorflow as tf
-
     x = {name: rows[name] for name in KERAS_INPUTS}
     y = {"mlm": rows["mask_ids"], "nsp": rows["nsp_labels"]}
     weights = {"mlm": rows["mask_weights"], "nsp": rows["nsp_weights"]}
@@ -89,15 +87,6 @@ def keras_batches(rows: dict[str, np.ndarray], batch_size: int):
 def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
     """Writes inputs/train.npz (total_steps batches of kerasbert's pipeline) and heldout.npz
     once, and peer_config.json; returns what kerasbert's models need: {"tokenizer", "prior"}."""
-    import keras
-
-    from kerasbert.console import stage
-    from kerasbert.data.corpus import load_labelled_corpora
-    from kerasbert.pretraining.dataset import examples_dataset
-    from kerasbert.pretraining.inputs import (heldout_batches, heldout_pairs, tokenize_documents, training_batches,
-                                              training_pairs)
-    from kerasbert.pretraining.run import resolve_tokenizer, unigram_log_prior
-
     os.makedirs(inputs, exist_ok=True)
     # Seeded as the pretraining run seeds itself before it builds its data (RunFolder): the
     # masks' random ops otherwise draw from a seed that changes from one process to the next.
@@ -114,7 +103,11 @@ def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
         save_rows(train_path + ".partial.npz", rows_of(batches.take(config.train.total_steps)))
         os.replace(train_path + ".partial.npz", train_path)
     model, train = config.model, config.train
-    peer_config = {
+    if train.schedule != "linear" or train.ema_momentum or train.mixed_precision:
+        raise ValueError("the peer matches a linear schedule in float32 without EMA; "
+                         f"the config asks for schedule={train.schedule}, ema_momentum={train.ema_momentum}, "
+                         f"mixed_precision={train.mixed_precision}")
+    write_json(os.path.join(inputs, "peer_config.json"), {  # runs being started may read it
         "model": {"vocab_size": tokenizer.vocabulary_size(), "hidden_size": model.hidden_dim,
                   "num_hidden_layers": model.num_layers, "num_attention_heads": model.num_heads,
                   "intermediate_size": model.intermediate_dim, "dropout": model.dropout,
@@ -125,22 +118,12 @@ def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
                   "warmup_steps": int(train.warmup_fraction * train.total_steps),
                   "weight_decay": train.weight_decay, "clipnorm": train.clipnorm,
                   "clip_scope": train.clip_scope, "epsilon": 1e-6,
-                  "nsp_loss_weight": config.data.nsp_loss_weight},
-    }
-    if train.schedule != "linear" or train.ema_momentum or train.mixed_precision:
-        raise ValueError("the peer matches a linear schedule in float32 without EMA; "
-                         f"the config asks for schedule={train.schedule}, ema_momentum={train.ema_momentum}, "
-                         f"mixed_precision={train.mixed_precision}")
-    write_json(os.path.join(inputs, "peer_config.json"), peer_config)  # runs being started may read it
+                  "nsp_loss_weight": config.data.nsp_loss_weight}})
     return {"tokenizer": tokenizer, "prior": unigram_log_prior(tokenized, tokenizer.vocabulary_size())}
 
 
 def initial_pretrainer(config, side: dict, seed: int):
     """The pretrainer kerasbert's run starts from with `seed` (positions, MLM bias as the config asks)."""
-    import keras
-
-    from kerasbert.pretraining.run import build_model, set_mlm_bias
-
     keras.utils.set_random_seed(seed)
     model = build_model(config, side["tokenizer"].vocabulary_size(), None)
     if config.data.mlm_bias_prior:
@@ -150,9 +133,6 @@ def initial_pretrainer(config, side: dict, seed: int):
 
 def compiled_pretrainer(config, side: dict, seed: int, jit_compile: bool | None = None):
     """`initial_pretrainer`, compiled as the pretraining run compiles it (XLA: the config's unless given)."""
-    from kerasbert.models.pretrainer import pretraining_compile_args
-    from kerasbert.training.optim import make_optimizer
-
     jit_compile = config.train.jit_compile if jit_compile is None else jit_compile
     model = initial_pretrainer(config, side, seed)
     model.compile(**pretraining_compile_args(model, make_optimizer(config.train), jit_compile,
@@ -160,15 +140,8 @@ def compiled_pretrainer(config, side: dict, seed: int, jit_compile: bool | None 
     return model
 
 
-def training_data(config, inputs: str):
-    """inputs/train.npz as the Keras batches it was written from, in order."""
-    return keras_batches(load_rows(os.path.join(inputs, "train.npz")), config.train.batch_size)
-
-
 def initial_weights_file(config, side: dict, inputs: str, seed: int) -> str:
     """inputs/init-SEED.npz, written once: kerasbert's initial weights under Hugging Face's names."""
-    from kerasbert.hf.exporting import pretrainer_weights
-
     path = os.path.join(inputs, f"init-{seed}.npz")
     if not os.path.exists(path):
         np.savez(path, **pretrainer_weights(initial_pretrainer(config, side, seed)))
@@ -180,24 +153,18 @@ def kerasbert_heldout(model, heldout: dict, batch_size: int) -> dict:
     return heldout_scores(predictions["mlm"], predictions["nsp"], heldout)
 
 
-def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str = "",
-                    jit_compile: bool | None = None) -> dict:
+def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str, jit_compile: bool | None) -> dict:
     """kerasbert's pretrainer on inputs/train.npz (`compiled_pretrainer`); held-out scores
-    before training and after every block. With `state_dir`, the blocks so far (blocks.json)
-    and a backup are written there after every block, and the run resumes from them."""
-    import keras
-
-    from kerasbert.training.backup import BlockWeights, find_backup, restore
-
+    before training and after every block. The blocks so far (blocks.json) and a backup are
+    written to `state_dir` after every block, and the run resumes from them."""
     train, blocks_file = config.train, os.path.join(state_dir, "blocks.json")
-    blocks = read_json(blocks_file) if state_dir and os.path.exists(blocks_file) else []
+    blocks = read_json(blocks_file) if os.path.exists(blocks_file) else []
     if len(blocks) == train.num_blocks + 1:  # finished (its backups were removed at the end)
         return {"blocks": blocks, "complete": True}
-    if state_dir:
-        os.makedirs(state_dir, exist_ok=True)
+    os.makedirs(state_dir, exist_ok=True)
     model = compiled_pretrainer(config, side, seed, jit_compile)
     heldout = load_rows(os.path.join(inputs, "heldout.npz"))
-    backup = find_backup(os.path.join(state_dir, "backup")) if state_dir else None
+    backup = find_backup(os.path.join(state_dir, "backup"))
     start_block = backup.blocks_done if backup else 0
     # The blocks the backup holds: one written just before a kill, without its backup, goes.
     blocks = [b for b in blocks if b["step"] <= start_block * train.steps_per_block]
@@ -219,27 +186,17 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str =
                            "train_seconds": clock["train_seconds"],
                            **kerasbert_heldout(self.model, heldout, train.batch_size)})
             print(f"kerasbert seed {seed}: {blocks[-1]}", flush=True)
-            if state_dir:
-                write_json(blocks_file, blocks)
+            write_json(blocks_file, blocks)
 
-    callbacks = [Blocks()]
-    if state_dir:
-        callbacks.append(BlockWeights(os.path.join(state_dir, "backup")))
-    data = training_data(config, inputs)
+    data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), train.batch_size)
     model.fit(data.skip(start_block * train.steps_per_block), initial_epoch=start_block, epochs=train.num_blocks,
-              steps_per_epoch=train.steps_per_block, callbacks=callbacks, verbose=0)
+              steps_per_epoch=train.steps_per_block, verbose=0,
+              callbacks=[Blocks(), BlockWeights(os.path.join(state_dir, "backup"))])
     return {"blocks": blocks, "complete": True}
 
 
-@dataclasses.dataclass(frozen=True)
-class Implementation:
-    """One kind of pretraining run: its line in the plot; XLA for kerasbert's (None: as the config says)."""
-    line: str
-    jit_compile: bool | None = None
-
-
-IMPLEMENTATIONS = {"kerasbert": Implementation("-"), "transformers": Implementation("--"),
-                   "kerasbert-no-xla": Implementation(":", jit_compile=False)}
+# The pretrain part's runs per seed: their line in the plot, XLA for kerasbert's (None: as the config says).
+IMPLEMENTATIONS = {"kerasbert": ("-", None), "transformers": ("--", None), "kerasbert-no-xla": (":", False)}
 
 
 def pretrain_runs(args) -> list[str]:
@@ -261,7 +218,7 @@ def run_command(args, key: str) -> list[str]:
     if implementation.startswith("kerasbert"):
         return [*part_command(args, "pretrain"), "--run", key]
     check_peer_python(args.peer_python)
-    return [args.peer_python, "-m", PEER_MODULE, "pretrain", "--inputs", inputs,
+    return [args.peer_python, "-m", PEER, "pretrain", "--inputs", inputs,
             "--init", os.path.join(inputs, f"init-{seed}.npz"), "--seed", seed, "--state", state, "--output", output]
 
 
@@ -287,26 +244,20 @@ def collect_runs(args, part: dict) -> None:
 def part_pretrain(args, results: dict) -> None:
     """Every unfinished run in a process of its own, `--jobs` at a time; the results are
     written whenever a run finishes a block."""
-    config = pretraining_config(args.config, args.steps)
-    inputs = os.path.join(args.output_dir, "inputs")
-    side = prepare_pretraining(config, args.data_dir, inputs)
+    config, inputs, side = pretraining_inputs(args)
     if args.run:  # one kerasbert run, in the process `run_command` started
         implementation, seed = args.run.split("/")
         output, state = run_paths(args, args.run)
-        write_json(output, train_kerasbert(config, side, inputs, int(seed), state,
-                                           IMPLEMENTATIONS[implementation].jit_compile))
+        write_json(output, train_kerasbert(config, side, inputs, int(seed), state, IMPLEMENTATIONS[implementation][1]))
         return
     os.makedirs(os.path.join(args.output_dir, "pretrain"), exist_ok=True)
     for seed in args.seeds:
         initial_weights_file(config, side, inputs, seed)
-    part = {"config": args.config, "steps": config.train.total_steps, "batch_size": config.train.batch_size,
-            "sequence_length": config.model.max_sequence_length, "runs": {}}
-    results["pretrain"] = part
+    part = results["pretrain"] = {"config": args.config, "steps": config.train.total_steps, "runs": {},
+                                  "batch_size": config.train.batch_size,
+                                  "sequence_length": config.model.max_sequence_length}
     collect_runs(args, part)
-    if not args.jobs:  # report only
-        save(args, results)
-        return
-    waiting = [key for key in pretrain_runs(args) if not part["runs"].get(key, {}).get("complete")]
+    waiting = [key for key in pretrain_runs(args) if not part["runs"].get(key, {}).get("complete")] if args.jobs else []
     running, failed = {}, []
     while waiting or running:
         while waiting and len(running) < args.jobs:
@@ -321,61 +272,41 @@ def part_pretrain(args, results: dict) -> None:
                     failed.append(f"{key} (exit {process.returncode})")
         seen = dict(part["runs"])  # collect_runs puts new entries in, never changes one
         collect_runs(args, part)
-        if part["runs"] != seen or not (waiting or running):
+        if part["runs"] != seen:
             save(args, results)
+    save(args, results)  # with --jobs 0: a report of the blocks so far
     if failed:
         raise RuntimeError(f"pretraining runs failed: {', '.join(failed)}; the command starts them again "
                            "from their last block")
 
 
-# --- Speed -----------------------------------------------------------------------------
+# --- Speed: kerasbert and the peer in turn, in this part's process and the peer's ---------
 
 def part_pretrain_speed(args, results: dict) -> None:
-    from benchmarks.pretrain import time_steps
-
-    config = pretraining_config(args.config, args.steps)
-    inputs = os.path.join(args.output_dir, "inputs")
-    side = prepare_pretraining(config, args.data_dir, inputs)
+    config, inputs, side = pretraining_inputs(args)
     init = initial_weights_file(config, side, inputs, args.seeds[0])
-    model, data = compiled_pretrainer(config, side, args.seeds[0]), training_data(config, inputs)
-    kerasbert = [time_steps(model, data, args.speed_steps) for _ in range(args.repeats)]
+    data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), config.train.batch_size)
+    model = compiled_pretrainer(config, side, args.seeds[0])
+    ours = [time_steps(model, data, args.speed_steps) for _ in range(args.repeats)]
     peer = run_peer(args.peer_python, "pretrain_speed",
                     ["--inputs", inputs, "--init", init, "--steps", str(args.speed_steps),
                      "--repeats", str(args.repeats)], os.path.join(inputs, "peer-speed.json"))
-    tokens = config.train.batch_size * config.model.max_sequence_length
-    rates = {"kerasbert": tokens / statistics.median(kerasbert),
-             "transformers": tokens / statistics.median(peer["step_seconds"])}
+    per_step = config.train.batch_size * config.model.max_sequence_length
     results["pretrain_speed"] = {
-        "tokens_per_second": rates, "ratio": rates["kerasbert"] / rates["transformers"],
-        "step_seconds": {"kerasbert": kerasbert, "transformers": peer["step_seconds"]},
+        **compared("tokens_per_second", [per_step / s for s in ours], [per_step / s for s in peer["step_seconds"]]),
         "jit_compile": config.train.jit_compile, "timed_steps": args.speed_steps, "repeats": args.repeats,
         "peer_versions": peer["versions"]}
     save(args, results)
 
 
 def sst_sentences(data_dir: str, split: str) -> list:
-    from kerasbert.finetuning.data import load_examples
-    from kerasbert.tasks import BUILTIN_TASKS
-
     return load_examples("sst", os.path.join(data_dir, getattr(BUILTIN_TASKS["sst"], f"{split}_file")))
 
 
 def part_finetune_speed(args, results: dict) -> None:
-    import keras
-    import tensorflow as tf
-
-    from benchmarks.pretrain import time_steps
-    from kerasbert.config import FinetuneConfig
-    from kerasbert.finetuning.data import TaskPreprocessor, task_dataset
-    from kerasbert.finetuning.model import MultitaskBert
-    from kerasbert.models.encoder import load_encoder, minilm_checkpoint
-    from kerasbert.tokenization import load_tokenizer
-    from kerasbert.training.optim import make_optimizer
-
-    checkpoint, train = minilm_checkpoint(), FinetuneConfig().train
+    checkpoint, train, warmup = minilm_checkpoint(), FinetuneConfig().train, 3
     keras.utils.set_random_seed(args.seeds[0])
     preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), FinetuneConfig().data.max_sequence_length)
-    warmup = 3
     batches = list(task_dataset("sst", sst_sentences(args.data_dir, "train"), preprocessor, 32, training=True,
                                 seed=args.seeds[0]).take(warmup + args.speed_steps).as_numpy_iterator())
     path = os.path.join(args.output_dir, "inputs", "sst-batches.npz")
@@ -387,14 +318,12 @@ def part_finetune_speed(args, results: dict) -> None:
     spec = tf.data.Dataset.from_tensor_slices(batches[0]).element_spec
     loose = tf.nest.map_structure(lambda s: tf.TensorSpec([None, *[None] * (s.shape.rank)], s.dtype), spec)
     data = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=loose).repeat()
-    kerasbert = [32 / time_steps(model, data, args.speed_steps, warmup=warmup) for _ in range(args.repeats)]
+    ours = [32 / time_steps(model, data, args.speed_steps, warmup=warmup) for _ in range(args.repeats)]
     peer = run_peer(args.peer_python, "finetune_speed",
                     ["--checkpoint", checkpoint, "--batches", path, "--warmup", str(warmup),
                      "--repeats", str(args.repeats)], os.path.join(args.output_dir, "inputs", "peer-finetune.json"))
-    rates = {"kerasbert": statistics.median(kerasbert), "transformers": statistics.median(peer["examples_per_second"])}
     results["finetune_speed"] = {
-        "examples_per_second": rates, "ratio": rates["kerasbert"] / rates["transformers"],
-        "all": {"kerasbert": kerasbert, "transformers": peer["examples_per_second"]},
+        **compared("examples_per_second", ours, peer["examples_per_second"]),
         "batch_size": 32, "timed_batches": args.speed_steps, "repeats": args.repeats,
         "mean_width": float(np.mean([x["token_ids"].shape[1] for x, _ in batches])),
         "jit_compile": train.jit_compile}
@@ -403,16 +332,6 @@ def part_finetune_speed(args, results: dict) -> None:
 
 def exported_embed(args, checkpoint: str, length: int):
     """(path, texts -> embeddings) of the `embed` signature of MiniLM exported in float32, made once."""
-    import tensorflow as tf
-
-    from kerasbert.export import export_model
-    from kerasbert.finetuning.data import TaskPreprocessor
-    from kerasbert.finetuning.model import MultitaskBert
-    from kerasbert.models.encoder import load_encoder
-    from kerasbert.tokenization import load_tokenizer
-
-    from benchmarks.serving import newest_version
-
     export_base = os.path.join(args.output_dir, "export", "float32")
     path = newest_version(export_base)
     if path is None:
@@ -426,8 +345,6 @@ def exported_embed(args, checkpoint: str, length: int):
 
 def part_inference(args, results: dict) -> None:
     """The first `--sentences` SST-5 dev sentences, sequence length 128, batch 32."""
-    from kerasbert.models.encoder import minilm_checkpoint
-
     checkpoint, length, size = minilm_checkpoint(), 128, 32
     sentences = [e.text_a for e in sst_sentences(args.data_dir, "dev")[:args.sentences]]
     inputs = os.path.join(args.output_dir, "inputs")
@@ -435,48 +352,31 @@ def part_inference(args, results: dict) -> None:
     sentences_path, output = os.path.join(inputs, "sentences.json"), os.path.join(inputs, "peer-inference.json")
     write_json(sentences_path, sentences)
     path, embed = exported_embed(args, checkpoint, length)
-    ours, kerasbert = time_embedding(embed, sentences, size, args.repeats)
+    ours, rates = time_embedding(embed, sentences, size, args.repeats)
     peer = run_peer(args.peer_python, "inference",
                     ["--checkpoint", checkpoint, "--sentences", sentences_path, "--max_length", str(length),
                      "--repeats", str(args.repeats)], output)
-    theirs = np.load(output + ".embeddings.npy")
-    rates = {"kerasbert": statistics.median(kerasbert), "transformers": statistics.median(peer["sentences_per_second"])}
     results["inference"] = {
-        "sentences_per_second": rates, "ratios_float32": {"throughput": rates["kerasbert"] / rates["transformers"]},
-        "all": {"kerasbert": kerasbert, "transformers": peer["sentences_per_second"]},
-        "max_abs_difference_float32": float(np.abs(ours - theirs).max()),
+        **compared("sentences_per_second", rates, peer["sentences_per_second"]),
+        "max_abs_difference_float32": float(np.abs(ours - np.load(output + ".embeddings.npy")).max()),
         "sentences": len(sentences), "batch_size": size, "export": path, "finished": timestamp()}
     save(args, results)
 
 
 # --- Report ----------------------------------------------------------------------------
 
-def plot_pretrain(results: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    runs = results["pretrain"]["runs"]
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    colours = {}
-    for key, run in sorted(runs.items()):
+def plot_pretrain(part: dict, path: str) -> None:
+    """Held-out MLM and NSP accuracy of every run after every block: a colour a seed, a line an implementation."""
+    seeds, lines = sorted({key.split("/")[1] for key in part["runs"]}), {"mlm_accuracy": [], "nsp_accuracy": []}
+    for key, run in sorted(part["runs"].items()):
         implementation, seed = key.split("/")
-        colour = colours.setdefault(seed, f"C{len(colours)}")
-        steps = [b["step"] for b in run["blocks"]]
-        for axis, metric in zip(axes, ("mlm_accuracy", "nsp_accuracy")):
-            axis.plot(steps, [b[metric] for b in run["blocks"]], color=colour,
-                      linestyle=IMPLEMENTATIONS[implementation].line, marker=".",
-                      label=f"{implementation}, seed {seed}")
-    for axis, title in zip(axes, ("held-out MLM accuracy", "held-out NSP accuracy")):
-        axis.set_title(title)
-        axis.set_xlabel("step (the same batches for every run)")
-        axis.grid(alpha=0.3)
-    axes[0].legend()
-    figure.suptitle(results["pretrain"]["config"])
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+        style = {"color": f"C{seeds.index(seed)}", "linestyle": IMPLEMENTATIONS[implementation][0]}
+        for metric, found in lines.items():
+            found.append((f"{implementation}, seed {seed}", [b["step"] for b in run["blocks"]],
+                          [b[metric] for b in run["blocks"]], style))
+    plot_panels(path, [{"title": f"held-out {metric[:3].upper()} accuracy", "lines": found,
+                        "xlabel": "step (the same batches for every run)"} for metric, found in lines.items()],
+                part["config"])
 
 
 def pretrain_verdicts(part: dict) -> list[dict]:
@@ -510,7 +410,11 @@ def save(args, results: dict) -> None:
         results["pretrain"]["verdicts"] = pretrain_verdicts(results["pretrain"])
     save_results(args.output_dir, results, "benchmarks.peers", TITLE)
     if results.get("pretrain", {}).get("runs"):
-        plot_pretrain(results, os.path.join(args.output_dir, "pretrain_curves.png"))
+        plot_pretrain(results["pretrain"], os.path.join(args.output_dir, "pretrain_curves.png"))
+
+
+PARTS = {"pretrain": part_pretrain, "pretrain_speed": part_pretrain_speed, "finetune_speed": part_finetune_speed,
+         "inference": part_inference}
 
 
 def part_command(args, part: str) -> list[str]:
@@ -520,7 +424,8 @@ def part_command(args, part: str) -> list[str]:
 
 def main(argv=None) -> int:
     parser = bench_parser("peers", __doc__, peer_python=True)
-    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS, help="Parts to run (default: all).")
+    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=list(PARTS),
+                        help="Parts to run (default: all).")
     parser.add_argument("--config", default=CONFIG, help="Pretraining config of the pretrain parts.")
     parser.add_argument("--steps", type=int, default=0, help="Pretraining steps (0: the config's total_steps).")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1234, 2], help="Initialisations to compare.")
@@ -543,10 +448,8 @@ def main(argv=None) -> int:
         print(render_markdown(load_results(args.output_dir, default={}), TITLE))
         return 0
     results = load_results(args.output_dir, default={})
-    runners = {"pretrain": part_pretrain, "pretrain_speed": part_pretrain_speed,
-               "finetune_speed": part_finetune_speed, "inference": part_inference}
     print(f"== benchmark part: {args.parts[0]}", flush=True)
-    runners[args.parts[0]](args, results)
+    PARTS[args.parts[0]](args, results)
     if not args.run:
         print(render_markdown(results, TITLE))
     return 0

@@ -14,15 +14,28 @@ import statistics
 import sys
 import time
 
+import keras
+import numpy as np
+import tensorflow as tf
+
 from benchmarks.results import bench_parser, load_results, render_markdown, save_results
+from kerasbert import tokenization
+from kerasbert.config import PretrainConfig, load_config
+from kerasbert.data.corpus import load_corpora
+from kerasbert.models.encoder import build_encoder, minilm_checkpoint
+from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
+from kerasbert.packing import make_packer
+from kerasbert.pretraining.dataset import examples_dataset, pretraining_dataset
+from kerasbert.pretraining.inputs import make_masker, tokenize_documents
+from kerasbert.pretraining.pairs import build_pairs
+from kerasbert.pretraining.run import run_pretraining
+from kerasbert.training.optim import make_optimizer
 
 TITLE = "Pretraining benchmark"  # of results.md
 PARTS = ("throughput", "scratch", "continue")
 
 
 def matmul_gflops(n: int = 2048, repeats: int = 5, iterations: int = 10) -> list[float]:
-    import tensorflow as tf
-
     a = tf.random.normal([n, n])
     b = tf.random.normal([n, n])
     matmul = tf.function(lambda: tf.matmul(a, b))
@@ -48,8 +61,6 @@ def training_flops_per_token(layers, hidden, intermediate, seq, vocab, predictio
 def time_steps(model, dataset, steps: int, warmup: int = 3) -> float:
     """Seconds per step over `steps` steps, timed after `warmup` steps inside one fit call
     (so iterator start-up and tracing are excluded)."""
-    import keras
-
     marks = []
 
     class Timer(keras.callbacks.Callback):
@@ -62,18 +73,6 @@ def time_steps(model, dataset, steps: int, warmup: int = 3) -> float:
 
 
 def part_throughput(data_dir: str, output_dir: str, steps: int = 20, repeats: int = 3) -> dict:
-    import numpy as np
-
-    from kerasbert import tokenization
-    from kerasbert.config import PretrainConfig, load_config
-    from kerasbert.data.corpus import load_corpora
-    from kerasbert.models.pretrainer import BertPretrainer, pretraining_compile_args
-    from kerasbert.models.encoder import build_encoder
-    from kerasbert.pretraining.dataset import examples_dataset, make_packer, pretraining_dataset
-    from kerasbert.pretraining.pairs import build_pairs
-    from kerasbert.pretraining.inputs import make_masker, tokenize_documents
-    from kerasbert.training.optim import make_optimizer
-
     config = load_config(PretrainConfig, "pipelines/configs/pretrain_mini.json")
     vocab = os.path.join(output_dir, "scratch", "vocab.txt")
     documents = load_corpora(config.data.sources, data_dir)
@@ -121,10 +120,6 @@ def part_throughput(data_dir: str, output_dir: str, steps: int = 20, repeats: in
 
 def part_pretraining(data_dir: str, output_dir: str, part: str) -> dict:
     """`scratch` or `continue`: the part's config trained by `run_pretraining` into output_dir/part."""
-    from kerasbert.config import PretrainConfig, load_config
-    from kerasbert.models.encoder import minilm_checkpoint
-    from kerasbert.pretraining.run import run_pretraining
-
     config_file = {"scratch": "pipelines/configs/pretrain_mini.json",
                    "continue": "pipelines/configs/continue_minilm_tasks.json"}[part]
     start = time.perf_counter()

@@ -14,10 +14,15 @@ import argparse
 import datetime
 import os
 import platform
+import statistics
+import subprocess
 import sys
 
 from benchmarks.peer_protocol import read_json, write_json
 from kerasbert.cpu_kernels import onednn_enabled
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEER = "benchmarks.peer_torch"  # the peer's module, in the peer's environment
 
 
 def machine() -> str:
@@ -58,6 +63,48 @@ def bench_parser(name: str, doc: str, data_dir: bool = True, peer_python: bool =
     if peer_python:
         parser.add_argument("--peer_python", default=".venv-peer/bin/python", help="The peer environment's Python.")
     return parser
+
+
+def check_peer_python(peer_python: str) -> None:
+    if not os.path.exists(peer_python):
+        raise FileNotFoundError(f"{peer_python}: the peer's Python is missing. `make bench-peers` makes "
+                                ".venv-peer (torch==2.13.0, transformers) before it runs this.")
+
+
+def run_peer(peer_python: str, command: str, args: list[str], output: str) -> dict:
+    """The peer's `command` with `args` and `--output <output>`, in its environment; its results."""
+    check_peer_python(peer_python)
+    subprocess.run([peer_python, "-m", PEER, command, *args, "--output", output], check=True,
+                   env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)
+    return read_json(output)
+
+
+def compared(unit: str, ours: list[float], theirs: list[float]) -> dict:
+    """kerasbert's and transformers' medians of rates measured in turn (`unit`), their ratio, and every rate."""
+    rates = {"kerasbert": statistics.median(ours), "transformers": statistics.median(theirs)}
+    return {unit: rates, "ratio": rates["kerasbert"] / rates["transformers"],
+            "all": {"kerasbert": ours, "transformers": theirs}}
+
+
+def plot_panels(path: str, panels: list[dict], title: str = "") -> None:
+    """Line charts side by side, one a panel: {"title", "xlabel", "ylabel", "lines": [(label, xs, ys,
+    matplotlib style)]}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2))
+    for axis, panel in zip(axes, panels):
+        for label, xs, ys, style in panel["lines"]:
+            axis.plot(xs, ys, marker="o", label=label, **style)
+        axis.set(title=panel["title"], xlabel=panel["xlabel"], ylabel=panel.get("ylabel", ""))
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def load_results(output_dir: str, default: dict) -> dict:

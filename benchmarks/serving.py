@@ -37,21 +37,18 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def run_clients(clients: int, seconds: float, connect, ask, sentences_of, on_half_time=None, good: str = "ok") -> dict:
-    """`clients` threads for `seconds`, each on a connection of its own (`connect()`, closed as
-    the thread ends) asking its own sentences (`sentences_of(index)`) in turn: `ask(connection,
+def run_clients(clients: int, seconds: float, connect, ask, sentences_of, on_half_time=None, good: str = "ok",
+                stop: threading.Event | None = None) -> dict:
+    """`clients` threads for `seconds` (or, with `stop`, until it is set), each on a connection of
+    its own (`connect()`) asking its own sentences (`sentences_of(index)`) in turn: `ask(connection,
     sentence)` says how each went, `good` or what went wrong; `on_half_time()` runs halfway.
-    Returns the count of each outcome and the latency of the `good` ones.
-
-    >>> run_clients(2, 0.1, lambda: None, lambda connection, sentence: "ok", lambda index: ["a film"])["sent"] > 0
-    True
-    """
+    Returns the count of each outcome and the latency of the `good` ones."""
     tally, latencies, lock = collections.Counter(), [], threading.Lock()
     stop_at = time.perf_counter() + seconds
 
     def client(index):
         connection, own, i = connect(), sentences_of(index), 0
-        while time.perf_counter() < stop_at:
+        while not stop.is_set() if stop else time.perf_counter() < stop_at:
             started = time.perf_counter()
             outcome = ask(connection, own[i % len(own)])
             i += 1
@@ -60,7 +57,7 @@ def run_clients(clients: int, seconds: float, connect, ask, sentences_of, on_hal
                 if outcome == good:
                     latencies.append(time.perf_counter() - started)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -273,11 +270,7 @@ def newest_version(export_base: str) -> str | None:
 def copy_of_newest(export_base: str, base: str) -> str:
     """Copies the newest version under `export_base` to `base`/1 (the serving benchmarks add
     versions and must not touch the user's exports); returns the version copied. Exits with a
-    message when there is none.
-
-    >>> copy_of_newest("saved_models/kerasbert", tempfile.mkdtemp())
-    'saved_models/kerasbert/3'
-    """
+    message when there is none."""
     newest = newest_version(export_base)
     if newest is None:
         raise SystemExit(f"error: no exported version under {export_base}; run make demo (or pipelines.export) first")
@@ -285,13 +278,16 @@ def copy_of_newest(export_base: str, base: str) -> str:
     return newest
 
 
+def model_config(models: dict[str, str], policy: str = "") -> str:
+    """A --model_config_file serving {name: base path}; `policy` the kerasbert model's version policy."""
+    entries = "".join(f' config {{ name: "{name}" base_path: "{path}" model_platform: "tensorflow"'
+                      f'{policy if name == "kerasbert" else ""} }}' for name, path in models.items())
+    return f"model_config_list {{{entries} }}\n"
+
+
 def command_line(name: str, doc: str, seconds: float, seconds_help: str) -> argparse.ArgumentParser:
     """The serving benchmarks' shared flags: --export_base, --output_dir (runs/bench-`name`),
-    --seconds, --clients.
-
-    >>> command_line("faults", __doc__, 60.0, "Length of the client run.").parse_args([]).clients
-    32
-    """
+    --seconds, --clients."""
     parser = bench_parser(name, doc, data_dir=False)
     parser.add_argument("--export_base", default="saved_models/kerasbert", help="Exported versions (newest served).")
     parser.add_argument("--seconds", type=float, default=seconds, help=seconds_help)

@@ -1,113 +1,139 @@
-"""Named entities (CoNLL-2003) and extractive QA (SQuAD) against Hugging Face `transformers`
-on the same MiniLM checkpoint, the same examples and the same budget, in one run.
+"""kerasbert against Hugging Face `transformers` (benchmarks/peer_torch.py, in .venv-peer) on the same
+MiniLM checkpoint, examples and budget; docs/benchmarks.md tells what is measured and the figures.
 
-    make bench-tasks      # the configs' full budget
+    make bench-tasks          # train, speed: NER and SQuAD at the configs' full budget
     python -m benchmarks.tasks --max_steps 200 --train_examples 2000 --dev_examples 300   # a reduced one
+    make bench-transformers   # in, out (--tasks sst ner squad): the transformers bridge
 
-Per task (`ner`: finetune_ner.json, `squad`: finetune_squad.json), parts:
-    train   one shuffled example list, written in the task's format for `pipelines.finetune`
-            and as JSON Lines for the peer (benchmarks/peer_tasks.py in .venv-peer), with the
-            shared settings; both train in the config's blocks and score dev after each with
-            kerasbert's scorers (`<task>_blocks.png`); kerasbert exports to export/<task>/<N>.
-            Killed, both resume from their last finished block.
-    speed   raw text to entities / answers over the dev rows: the newest export's signature
-            against the peer's pipeline; the export served by `python -m serving` must answer
-            over REST and gRPC as in process.
-docs/benchmarks.md tells the rest. A finished part is kept when the command runs again.
+Tasks: ner (finetune_ner.json), squad (finetune_squad.json), sst (in only). Parts, each task's in a
+process of its own; what a part finished is kept when the command runs again:
+    train   both sides fine-tune on one shuffled example list with the same settings, in blocks,
+            scoring dev after each with kerasbert's scorers; kerasbert exports to export/<task>/<N>
+    speed   raw text to entities / answers: the newest export's signature against the peer's
+            pipeline; the export served must answer over REST and gRPC as in process
+    in      transformers fine-tunes (STEPS); kerasbert imports, exports and serves its folder
+            against transformers on it (the peer's `outputs`) and its pipeline
+    out     the imported runs fine-tuned further by kerasbert (--continue_steps), exported both ways:
+            transformers on the folder against the server
 """
 
-from __future__ import annotations
-
+import argparse
+import csv
 import dataclasses
-import json
 import os
 import random
-import statistics
 import subprocess
 import sys
+import time
 
-from benchmarks.peer_protocol import load_examples, save_examples, time_batches
-from benchmarks.peers import run_peer
-from benchmarks.results import bench_parser, load_results, save_results, timestamp
-from kerasbert.families.conll import read_conll, write_conll
-from kerasbert.families.squad import f1_gap_interval, read_squad, write_squad
+import numpy as np
 
-TASKS = ("ner", "squad")
-PARTS = ("train", "speed")
-SIGNATURES = {"ner": "entities", "squad": "answer"}
-TITLE = "NER and SQuAD: kerasbert against transformers (PyTorch), same checkpoint, examples and budget"
+from benchmarks.peer_protocol import load_examples, read_json, save_examples, time_batches, write_json
+from benchmarks.results import (bench_parser, compared, load_results, plot_panels, run_peer, save_results,
+                                timestamp)
+from benchmarks.serving import newest_version
+from kerasbert.config import FinetuneConfig, load_config, save_config
+from kerasbert.data.task_files import read_task_file, read_training_file
+from kerasbert.families.conll import Sentence, read_conll, tag_names, write_conll
+from kerasbert.families.conlleval import entity_scores
+from kerasbert.families.squad import f1_gap_interval, read_squad, squad_scores, write_squad
+from kerasbert.models.encoder import minilm_checkpoint
+from serving.client import ServingClient
+from serving.process import LocalServer
 
+TASKS = ("sst", "ner", "squad")
+SIGNATURES = {"sst": "classifier", "ner": "entities", "squad": "answer"}  # imported heads take these names
+TITLES = {"train": "NER and SQuAD: kerasbert against transformers (PyTorch), same checkpoint, examples and budget",
+          "in": "The transformers bridge: kerasbert served against transformers on the same checkpoints"}
+SST = ["data.max_sequence_length=128", "train.learning_rate=1e-4", "train.warmup_fraction=0.1"]  # no config file
+STEPS = {"sst": 60, "ner": 60, "squad": 24}  # the peer's in the in part (0 --max_steps)
+GOALS = {"sst": 0.995, "ner": 0.99, "squad": 0.99}
+PROBABILITY_TOLERANCE = 1e-4
+CAUSES = {
+    "words": "a word with punctuation: the tasks declare words=\"punctuation\" (BERT's basic tokenizer's "
+             "words, as transformers' BertPreTokenizer), so the two should split alike",
+    "logits": "a near tie: kerasbert's encoder computes keras-hub's tanh GELU, the checkpoint says the "
+              "exact one (hidden_act 'gelu'); logits differ by about 1e-3",
+    "window": "a context of several windows: kerasbert starts a span only in its first piece's max-context "
+              "window (run_squad.py); run_qa.py's postprocessing takes the best span of any window",
+}
+
+
+# --- Inputs of both sides --------------------------------------------------------------
 
 def config_of(args, task: str):
-    """The task's config (finetune_<task>.json of --config_dir) at the benchmark's budget: its
-    steps and blocks, or --max_steps in one block; --seed for both sides' example order and heads."""
-    from kerasbert.config import FinetuneConfig, load_config
-
+    """The task's config (finetune_<task>.json of --config_dir; sst: SST) at its steps and blocks, or
+    --max_steps in one block; --seed for both sides' example order and heads."""
     overrides = [f"tasks={task}"] + ([f"train.total_steps={args.max_steps}",
                                       f"train.steps_per_block={args.max_steps}"] if args.max_steps else [])
     overrides += [f"train.seed={args.seed}"] if args.seed is not None else []
-    overrides += [f"train.batch_size={args.train_batch_size}"] if getattr(args, "train_batch_size", 0) else []
+    overrides += [f"train.batch_size={args.train_batch_size}"] if args.train_batch_size else []
+    if task == "sst":
+        return load_config(FinetuneConfig, None, overrides + SST)
     return load_config(FinetuneConfig, os.path.join(args.config_dir, f"finetune_{task}.json"), overrides)
 
 
-def read_examples(task_spec, path: str) -> list:
-    return read_conll(path).sentences if task_spec.kind == "tags" else read_squad(path).examples
+def read_examples(spec, path: str) -> tuple:
+    """(the task as its training file declares it, the file's examples)."""
+    if spec.kind == "tags":
+        return spec, read_conll(path).sentences
+    if spec.kind == "span":
+        return spec, read_squad(path).examples
+    spec, read = read_training_file(spec, path)
+    return spec, read.examples
 
 
 def as_row(example) -> dict:
     """An example as the peer reads it (benchmarks/peer_protocol.py)."""
     if hasattr(example, "words"):
         return {"words": example.words, "tags": example.tags}
-    return {"id": example.uid, "question": example.question, "context": example.context,
-            "answers": [{"text": a.text, "start": a.start} for a in example.answers]}
+    if hasattr(example, "question"):
+        return {"id": example.uid, "question": example.question, "context": example.context,
+                "answers": [{"text": a.text, "start": a.start} for a in example.answers]}
+    return {"id": example.uid, "text": example.text_a, "label": int(example.label)}
 
 
 def prepare(args, task: str) -> tuple[str, dict]:
-    """Writes inputs/<task>/: the example lists, kerasbert's config, the peer's settings."""
-    from kerasbert.config import save_config
-
+    """Writes inputs/<task>/: the example lists, kerasbert's config and files, the peer's settings."""
     config = config_of(args, task)
-    spec = config.tasks[task]
+    spec, train = read_examples(config.tasks[task], os.path.join(args.data_dir, config.tasks[task].train_file))
     folder = os.path.join(args.output_dir, "inputs", task)
     os.makedirs(folder, exist_ok=True)
-    train = read_examples(spec, os.path.join(args.data_dir, spec.train_file))
     random.Random(config.train.seed).shuffle(train)
     train = train[:args.train_examples or config.data.max_train_examples or None]
-    dev = read_examples(spec, os.path.join(args.data_dir, spec.dev_file))
+    dev = (read_task_file(spec, os.path.join(args.data_dir, spec.dev_file)).examples if spec.kind == "classes"
+           else read_examples(spec, os.path.join(args.data_dir, spec.dev_file))[1])
     dev = dev[:args.dev_examples or config.data.max_dev_examples or None]
-    files, rows = {}, {"train": [as_row(e) for e in train], "dev": [as_row(e) for e in dev]}
-    for split, examples in (("train", train), ("dev", dev)):  # the same examples for both sides
+    rows = {"train": [as_row(e) for e in train], "dev": [as_row(e) for e in dev]}
+    for split in rows:  # the same examples for both sides
         save_examples(os.path.join(folder, f"{split}.jsonl"), rows[split])
-        files[split] = os.path.abspath(os.path.join(folder, split + (".txt" if spec.kind == "tags" else ".json")))
-        if spec.kind == "tags":
-            write_conll(files[split], examples)
-        else:
-            write_squad(files[split], examples, title="bench-tasks")
-    config = dataclasses.replace(config, data=dataclasses.replace(  # the files hold the examples: no more cuts
-        config.data, train_files={task: files["train"]}, dev_files={task: files["dev"]}, max_train_examples=0,
-        max_dev_examples=0))
-    save_config(config, os.path.join(folder, "config.json"))
+    if spec.kind != "classes":  # kerasbert trains on them: its files and config
+        files = {split: os.path.abspath(os.path.join(folder, split + (".txt" if spec.kind == "tags" else ".json")))
+                 for split in rows}
+        for split, examples in (("train", train), ("dev", dev)):
+            if spec.kind == "tags":
+                write_conll(files[split], examples)
+            else:
+                write_squad(files[split], examples, title="bench-tasks")
+        config = dataclasses.replace(config, data=dataclasses.replace(  # the files hold the examples: no more cuts
+            config.data, train_files={task: files["train"]}, dev_files={task: files["dev"]}, max_train_examples=0,
+            max_dev_examples=0))
+        save_config(config, os.path.join(folder, "config.json"))
     settings = peer_settings(config, spec, rows["train"], rows["dev"])
-    with open(os.path.join(folder, "settings.json"), "w") as f:
-        json.dump(settings, f, indent=2)
+    write_json(os.path.join(folder, "settings.json"), settings)
     return folder, settings
 
 
 def peer_settings(config, spec, train: list[dict], dev: list[dict]) -> dict:
     """The peer's settings.json of `spec` under `config`: the same length, batches and optimiser."""
-    from kerasbert.families.conll import Sentence, tag_names
-
-    train_config = config.train
+    fit = config.train
     settings = {"kind": spec.kind,
                 "sequence_length": spec.family.sequence_length(spec, config.data.max_sequence_length),
-                "batch_size": train_config.batch_size, "total_steps": train_config.total_steps,
-                "steps_per_block": train_config.steps_per_block,
-                "group_by_length": config.data.group_by_length,
-                "learning_rate": train_config.learning_rate,
-                "warmup_steps": int(train_config.warmup_fraction * train_config.total_steps),
-                "weight_decay": train_config.weight_decay, "clipnorm": train_config.clipnorm,
-                "clip_scope": train_config.clip_scope, "epsilon": 1e-6,
-                "seed": train_config.seed, "train_examples": len(train), "dev_examples": len(dev)}
+                "batch_size": fit.batch_size, "total_steps": fit.total_steps, "steps_per_block": fit.steps_per_block,
+                "group_by_length": config.data.group_by_length, "learning_rate": fit.learning_rate,
+                "warmup_steps": int(fit.warmup_fraction * fit.total_steps), "weight_decay": fit.weight_decay,
+                "clipnorm": fit.clipnorm, "clip_scope": fit.clip_scope, "epsilon": 1e-6, "seed": fit.seed,
+                "train_examples": len(train), "dev_examples": len(dev)}
     if spec.kind == "tags":
         settings["tag_names"] = list(spec.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
     elif spec.kind == "span":
@@ -119,17 +145,72 @@ def peer_settings(config, spec, train: list[dict], dev: list[dict]) -> dict:
     return settings
 
 
+def inputs_of(task: str, rows: list[dict]) -> dict[str, list[str]]:
+    if task == "sst":
+        return {"text": [row["text"] for row in rows]}
+    if task == "ner":
+        return {"text": [" ".join(row["words"]) for row in rows]}
+    return {"question": [row["question"] for row in rows], "context": [row["context"] for row in rows]}
+
+
+# --- Running either side ---------------------------------------------------------------
+
 def run(command: list[str]) -> None:
     print("$ " + " ".join(command), flush=True)
     subprocess.run(command, check=True)
 
 
+def once(path: str, command: list[str]) -> str:
+    """Runs `command` unless `path` (what it writes) is there; returns `path`."""
+    if not os.path.exists(path):
+        run(command)
+    return path
+
+
+def peer(args, command: str, task: str, model_dir: str, name: str, *extra: str, keep: bool = True) -> dict:
+    """The peer's `command` on inputs/<task>/ and `model_dir`; its results in peer/<name>.json (with
+    `keep`, those of an earlier run if there)."""
+    output = os.path.join(args.output_dir, "peer", f"{name}.json")
+    if keep and os.path.exists(output):
+        return read_json(output)
+    return run_peer(args.peer_python, command, ["--inputs", os.path.join(args.output_dir, "inputs", task),
+                                                "--model_dir", model_dir, *extra], output)
+
+
+def batches_of(rows: list, size: int) -> list[list]:
+    return [rows[begin:begin + size] for begin in range(0, len(rows), size)]
+
+
+def by_row(outputs: list[dict], batches: list[list]) -> list[dict]:
+    """Each batch's outputs ({name: values}) as one {name: value} a row."""
+    return [{name: values[row] for name, values in out.items()} for out, batch in zip(outputs, batches)
+            for row in range(len(batch))]
+
+
+def served(args, task: str, export: str, dev: list[dict], protocols=("rest",)) -> dict:
+    """{protocol: (each dev row's outputs, answers/s)} from `python -m serving` on the version folder
+    `export`: --batch_size rows a request, after one untimed request."""
+    name = f"{task}-{os.path.basename(os.path.dirname(os.path.dirname(export)))}"  # ner-export, ner-export-out
+    batches, found = batches_of(dev, args.batch_size), {}
+    # A batch of 32 questions at 384 tokens may take minutes on a busy 2-core machine.
+    with LocalServer(name, os.path.dirname(export), log_path=os.path.join(args.output_dir, f"server-{name}.log"),
+                     extra_flags=["--rest_api_timeout_in_ms=600000"]) as server:
+        server.wait_for_version(int(os.path.basename(export)))
+        for protocol in protocols:
+            client = ServingClient(name, rest_port=server.rest_port, grpc_port=server.grpc_port, protocol=protocol,
+                                   timeout=600)
+            client.predict(SIGNATURES[task], inputs_of(task, batches[0]))
+            started = time.perf_counter()
+            answers = [client.predict(SIGNATURES[task], inputs_of(task, batch)) for batch in batches]
+            found[protocol] = by_row(answers, batches), len(dev) / (time.perf_counter() - started)
+    return found
+
+
+# --- bench-tasks: train and speed --------------------------------------------------------
+
 def dev_scores(task: str, dev: list[dict], predictions) -> dict:
     """Predictions (tags per word; {id: answer}) through kerasbert's scorers, as fractions
     (metrics.json's)."""
-    from kerasbert.families.conlleval import entity_scores
-    from kerasbert.families.squad import squad_scores
-
     if task == "ner":
         scores = entity_scores([row["tags"] for row in dev], predictions)
         return {"ner_f1": scores.f1, "ner_precision": scores.precision, "ner_recall": scores.recall}
@@ -139,8 +220,6 @@ def dev_scores(task: str, dev: list[dict], predictions) -> dict:
 
 def kerasbert_blocks(run_dir: str, task: str) -> list[dict]:
     """Each block's dev scores (`<task>_*`) and training examples/s, from the run's history.csv."""
-    import csv
-
     with open(os.path.join(run_dir, "history.csv")) as f:
         rows = list(csv.DictReader(f))
     return [{"block": int(row["epoch"]) + 1, "examples_per_second": float(row["examples_per_second"]),
@@ -150,8 +229,6 @@ def kerasbert_blocks(run_dir: str, task: str) -> list[dict]:
 
 def run_predictions(run_dir: str, task: str) -> dict[str, str]:
     """{id: answer} the kerasbert run wrote for a span task's dev questions (its kept block's)."""
-    import csv
-
     with open(os.path.join(run_dir, "predictions", f"{task}-dev.tsv"), newline="", encoding="utf-8") as f:
         return {row["id"]: row["prediction"] for row in csv.DictReader(f, delimiter="\t")}
 
@@ -159,59 +236,37 @@ def run_predictions(run_dir: str, task: str) -> dict[str, str]:
 def part_train(args, task: str, results: dict) -> None:
     """Both sides trained in blocks (each resumes from its last finished block when the
     command runs again), scored on dev after every block; the headline is the last block's."""
-    from benchmarks.serving import newest_version
-    from kerasbert.models.encoder import minilm_checkpoint
-
     folder, settings = prepare(args, task)
     run_dir = os.path.join(args.output_dir, "kerasbert", task)
     run([sys.executable, "-m", "pipelines.finetune", "--config", os.path.join(folder, "config.json"),
          "--data_dir", args.data_dir, "--output_dir", run_dir])
-    with open(os.path.join(run_dir, "metrics.json")) as f:
-        metrics = json.load(f)
+    metrics = read_json(os.path.join(run_dir, "metrics.json"))
     export_base = os.path.join(args.output_dir, "export", task)
     run([sys.executable, "-m", "pipelines.export", "--model_dir", run_dir, "--export_base", export_base])
-    peer = run_peer(args.peer_python, "train", ["--inputs", folder, "--checkpoint", minilm_checkpoint(),
-                                                "--model_dir", os.path.join(args.output_dir, "peer", task)],
-                    os.path.join(args.output_dir, "peer", f"{task}-train.json"), module="benchmarks.peer_tasks")
+    trained = peer(args, "train", task, os.path.join(args.output_dir, "peer", task), f"{task}-train",
+                   "--checkpoint", minilm_checkpoint(), keep=False)
     dev = load_examples(os.path.join(folder, "dev.jsonl"))
-    ours = kerasbert_blocks(run_dir, task)
     theirs = [{"block": block, "examples_per_second": rate, **dev_scores(task, dev, predictions)}
-              for block, (predictions, rate) in enumerate(zip(peer["block_predictions"], peer["block_rates"]), 1)]
-    summary = {"kerasbert": ours, "transformers": theirs}
-    results.setdefault(task, {})["train"] = {
+              for block, (predictions, rate) in enumerate(zip(trained["block_predictions"], trained["block_rates"]), 1)]
+    blocks = {"kerasbert": kerasbert_blocks(run_dir, task), "transformers": theirs}
+    part = results.setdefault(task, {})["train"] = {
         "settings": settings, "export": newest_version(export_base), "export_step": metrics["best_step"],
-        **{side: {**blocks[-1], "examples_per_second": statistics.median(b["examples_per_second"] for b in blocks)}
-           for side, blocks in summary.items()},
-        "blocks": summary, "peer_versions": peer["versions"], "finished": timestamp()}
+        **{side: {**rows[-1], "examples_per_second": float(np.median([b["examples_per_second"] for b in rows]))}
+           for side, rows in blocks.items()},
+        "blocks": blocks, "peer_versions": trained["versions"], "finished": timestamp()}
     if task == "squad" and metrics["best_step"] == settings["total_steps"]:  # the kept block is the last
         questions = read_squad(os.path.join(folder, "dev.json")).examples
-        results[task]["train"]["f1_gap"] = f1_gap_interval(questions, run_predictions(run_dir, task), peer["predictions"])
-    plot_blocks(results[task]["train"], task, os.path.join(args.output_dir, f"{task}_blocks.png"))
+        part["f1_gap"] = f1_gap_interval(questions, run_predictions(run_dir, task), trained["predictions"])
+    # A block killed while being scored has no row: steps from the blocks' numbers.
+    steps = {side: [settings["steps_per_block"] * b["block"] for b in rows] for side, rows in blocks.items()}
 
+    def panel(title: str, ylabel: str, value) -> dict:
+        return {"title": title, "xlabel": "step", "ylabel": ylabel,
+                "lines": [(side, steps[side], [value(b) for b in rows], {}) for side, rows in blocks.items()]}
 
-def plot_blocks(train: dict, task: str, path: str) -> None:
-    """Dev headline and training examples/s after each block, both sides."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    headline = f"{task}_f1"
-    per_block = train["settings"]["steps_per_block"]
-    figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for side, colour in (("kerasbert", "tab:blue"), ("transformers", "tab:orange")):
-        blocks = train["blocks"][side]
-        steps = [per_block * b["block"] for b in blocks]  # a block killed while being scored has no row
-        axes[0].plot(steps, [100 * b[headline] for b in blocks], "o-", color=colour, label=side)
-        axes[1].plot(steps, [b["examples_per_second"] for b in blocks], "o-", color=colour, label=side)
-    axes[0].set(xlabel="step", ylabel=f"dev {headline} (%)", title=f"{task}: dev score after each block")
-    axes[1].set(xlabel="step", ylabel="examples/s", title="training examples/s of each block")
-    for axis in axes:
-        axis.grid(alpha=0.3)
-        axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    plot_panels(os.path.join(args.output_dir, f"{task}_blocks.png"), [
+        panel(f"{task}: dev score after each block", f"dev {task}_f1 (%)", lambda b: 100 * b[f"{task}_f1"]),
+        panel("training examples/s of each block", "examples/s", lambda b: b["examples_per_second"])])
 
 
 def part_speed(args, task: str, results: dict) -> None:
@@ -219,69 +274,34 @@ def part_speed(args, task: str, results: dict) -> None:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the tokenizer's ops
 
-    from benchmarks.serving import newest_version
-
     if "train" not in results.get(task, {}):
         raise SystemExit(f"bench-tasks: run --parts train for {task} first (speed measures its export)")
     export = newest_version(os.path.join(args.output_dir, "export", task))
-    folder = os.path.join(args.output_dir, "inputs", task)
-    dev = load_examples(os.path.join(folder, "dev.jsonl"))
+    dev = load_examples(os.path.join(args.output_dir, "inputs", task, "dev.jsonl"))
     signature = tf.saved_model.load(export).signatures[SIGNATURES[task]]
-    outputs = []
 
     def call(rows):
         return signature(**{name: tf.constant(values) for name, values in inputs_of(task, rows).items()})
 
-    for begin in range(0, len(dev), args.batch_size):
-        outputs.append({name: value.numpy() for name, value in call(dev[begin:begin + args.batch_size]).items()})
-    ours = time_batches(call, dev, args.batch_size, args.repeats)
-    served = served_rows(args, task, export, dev, outputs)
-    peer = run_peer(args.peer_python, "pipeline", ["--inputs", folder, "--batch_size", str(args.batch_size),
-                                                   "--repeats", str(args.repeats),
-                                                   "--model_dir", os.path.join(args.output_dir, "peer", task)],
-                    os.path.join(args.output_dir, "peer", f"{task}-pipeline.json"), module="benchmarks.peer_tasks")
-    rates = {"kerasbert": statistics.median(ours), "transformers": statistics.median(peer["answers_per_second"])}
-    results[task]["speed"] = {"export": export, "answers_per_second": rates, "ratio": rates["kerasbert"] / rates["transformers"],
-                              "all": {"kerasbert": ours, "transformers": peer["answers_per_second"]},
-                              "batch_size": args.batch_size, "rows": len(dev),
-                              "export_scores": dev_scores(task, dev, export_predictions(task, dev, outputs)),
-                              "served_equal": served,
-                              "finished": timestamp()}
-
-
-def inputs_of(task: str, rows: list[dict]) -> dict[str, list[str]]:
-    if task == "ner":
-        return {"text": [" ".join(row["words"]) for row in rows]}
-    return {"question": [row["question"] for row in rows], "context": [row["context"] for row in rows]}
-
-
-def served_rows(args, task: str, export: str, dev: list[dict], outputs: list[dict]) -> dict:
-    """The export served by `python -m serving`: the dev rows sent over REST and gRPC in the
-    same batches; the share of rows whose every output equals the SavedModel's in process
-    (strings and offsets exactly, scores to 1e-5)."""
-    from serving.client import ServingClient
-    from serving.process import LocalServer
-
-    equal = {"rest": 0, "grpc": 0}
-    log = os.path.join(args.output_dir, f"server-{task}.log")
-    # A batch of 32 questions at 384 tokens may take minutes on a busy 2-core machine.
-    with LocalServer(task, os.path.dirname(export), log_path=log, extra_flags=["--rest_api_timeout_in_ms=600000"]) \
-            as server:
-        server.wait_for_version(int(os.path.basename(export)))
-        for protocol in equal:
-            client = ServingClient(task, rest_port=server.rest_port, grpc_port=server.grpc_port, protocol=protocol,
-                                   timeout=300)
-            for begin, expected in zip(range(0, len(dev), args.batch_size), outputs):
-                got = client.predict(SIGNATURES[task], inputs_of(task, dev[begin:begin + args.batch_size]))
-                for row in range(len(expected[next(iter(expected))])):
-                    equal[protocol] += all(same(got[name][row], value[row]) for name, value in expected.items())
-    return {protocol: count / len(dev) for protocol, count in equal.items()}
+    batches = batches_of(dev, args.batch_size)
+    ours = by_row([{name: value.numpy() for name, value in call(batch).items()} for batch in batches], batches)
+    rates = time_batches(call, dev, args.batch_size, args.repeats)
+    found = served(args, task, export, dev, ("rest", "grpc"))
+    theirs = peer(args, "pipeline", task, os.path.join(args.output_dir, "peer", task), f"{task}-pipeline",
+                  "--batch_size", str(args.batch_size), "--repeats", str(args.repeats), keep=False)
+    results[task]["speed"] = {
+        "export": export, **compared("answers_per_second", rates, theirs["answers_per_second"]),
+        "batch_size": args.batch_size, "rows": len(dev),
+        "export_scores": dev_scores(task, dev, export_predictions(task, dev, ours)),
+        # Every output equal to the SavedModel's in process: strings and offsets exactly, scores to 1e-5.
+        "served_equal": {protocol: sum(all(same(got[name], want[name]) for name in want)
+                                       for got, want in zip(rows, ours)) / len(dev)
+                         for protocol, (rows, _) in found.items()},
+        "finished": timestamp()}
 
 
 def same(got, expected) -> bool:
     """A served output (JSON values; gRPC's strings as bytes) equals the one in process."""
-    import numpy as np
-
     expected = np.asarray(expected)
     if expected.dtype.kind == "f":
         return bool(np.allclose(np.asarray(got, np.float64), expected, atol=1e-5))
@@ -291,47 +311,180 @@ def same(got, expected) -> bool:
     return bool(np.array_equal(np.asarray(got), expected))
 
 
-def export_predictions(task: str, dev: list[dict], outputs: list):
+def export_predictions(task: str, dev: list[dict], outputs: list[dict]):
     """The export's dev outputs as predictions: tags per word (an untagged word "O"), {id: answer}."""
     if task == "ner":
-        rows = (row for out in outputs for row in out["word_tag"])
-        return [[t.decode() or "O" for t in row[:len(example["words"])]] for example, row in zip(dev, rows)]
-    answers = (a.decode("utf-8") for out in outputs for a in out["answer"])
-    return {row["id"]: answer for row, answer in zip(dev, answers)}
+        return [[t.decode() or "O" for t in out["word_tag"][:len(row["words"])]] for row, out in zip(dev, outputs)]
+    return {row["id"]: out["answer"].decode("utf-8") for row, out in zip(dev, outputs)}
 
 
-def part_command(args, part: str, task: str) -> list[str]:
-    """This command for one part and task (argparse keeps a flag's last value)."""
-    return [sys.executable, "-m", "benchmarks.tasks", *args.argv, "--parts", part, "--tasks", task]
+# --- bench-transformers: in and out ------------------------------------------------------
+
+def as_peer_row(task: str, row: dict, class_names: list[str]) -> dict:
+    """A served row in the peer's form: probabilities by class; [type, start, end, text]; [answer, start, end]."""
+    if task == "sst":
+        return {"probabilities": dict(zip(class_names, row["probabilities"]))}
+    if task == "ner":
+        return {"entities": [[row["entity_type"][i], row["entity_start"][i], row["entity_end"][i],
+                              row["entity_text"][i]] for i in range(row["num_entities"])]}
+    return {"answer": [row["answer"], row["answer_start"], row["answer_end"]]}
+
+
+def punctuated(text: str, start: int, end: int) -> bool:
+    """Whether a str.split() word over text[start:end] holds a character that is not a letter or digit."""
+    position = 0
+    for word in text.split():
+        position = text.index(word, position)
+        if position < end and position + len(word) > start and not word.isalnum():
+            return True
+        position += len(word)
+    return False
+
+
+def agreement(task: str, dev: list[dict], ours: list[dict], theirs: list[dict]) -> dict:
+    """Rows equal, the goal, and every row that differs with its likely cause (CAUSES): "words"
+    where an entity that differs covers a word with punctuation (ex-England, U.S., O'Brien)."""
+    if task == "sst":
+        gaps = [max(abs(o["probabilities"][k] - t["probabilities"][k]) for k in t["probabilities"])
+                for o, t in zip(ours, theirs)]
+        best = [[max(side["probabilities"], key=side["probabilities"].get) for side in pair]
+                for pair in zip(ours, theirs)]
+        differ = [{"row": i, "text": dev[i]["text"], "kerasbert": o, "transformers": t, "max_difference": gaps[i],
+                   "cause": "logits"} for i, (o, t) in enumerate(best) if o != t]
+        within = sum(gap <= PROBABILITY_TOLERANCE for gap in gaps) / len(dev)
+        return {"rows": len(dev), "equal": 1 - len(differ) / len(dev), "goal": GOALS[task],
+                "probabilities_within_1e-4": within, "max_probability_difference": max(gaps),
+                "met": 1 - len(differ) / len(dev) >= GOALS[task] and within == 1.0, "differences": differ}
+    key = "entities" if task == "ner" else "answer"
+    differ = []
+    for i, (o, t) in enumerate(zip(ours, theirs)):
+        if o[key] == t[key]:
+            continue
+        if task == "ner":
+            text = " ".join(dev[i]["words"])
+            changed = [e for e in o[key] + t[key] if (e in o[key]) != (e in t[key])]
+            cause = "words" if any(punctuated(text, e[1], e[2]) for e in changed) else "logits"
+            differ.append({"row": i, "text": text, "kerasbert": o[key], "transformers": t[key], "cause": cause})
+        else:
+            differ.append({"row": i, "question": dev[i]["question"], "kerasbert": o[key], "transformers": t[key],
+                           "cause": "window" if t.get("windows", 1) > 1 else "logits"})
+    share = 1 - len(differ) / len(dev)
+    return {"rows": len(dev), "equal": share, "goal": GOALS[task], "met": share >= GOALS[task],
+            "equal_but_for_words": 1 - sum(d["cause"] != "words" for d in differ) / len(dev),
+            "causes": {c: sum(d["cause"] == c for d in differ) for c in CAUSES if any(d["cause"] == c for d in differ)},
+            "differences": differ}
+
+
+def compare(args, task: str, export: str, hf_folder: str, name: str, settings: dict) -> tuple[dict, float]:
+    """Served answers of `export` against transformers' on `hf_folder`; (agreement, served answers/s)."""
+    dev = load_examples(os.path.join(args.output_dir, "inputs", task, "dev.jsonl"))
+    theirs = peer(args, "outputs", task, hf_folder, f"{name}-outputs", "--batch_size", str(args.batch_size))
+    rows, rate = served(args, task, export, dev)["rest"]
+    ours = [as_peer_row(task, row, settings.get("class_names", [])) for row in rows]
+    return agreement(task, dev, ours, theirs["rows"]), rate
+
+
+def part_in(args, task: str, results: dict) -> None:
+    """transformers fine-tunes, saves; kerasbert imports, exports, serves; both answer the dev rows."""
+    folder, settings = prepare(argparse.Namespace(**{**vars(args), "max_steps": args.max_steps or STEPS[task]}), task)
+    peer_dir, imported = (os.path.join(args.output_dir, side, task) for side in ("peer", "imported"))
+    trained = peer(args, "train", task, peer_dir, f"{task}-train", "--checkpoint", minilm_checkpoint())
+    once(imported, [sys.executable, "-m", "pipelines.import_transformers", "--checkpoint", peer_dir, "--output_dir",
+                    imported, "--sequence_length",  # ner: 0 (512), as transformers' pipeline
+                    "0" if task == "ner" else str(settings["sequence_length"])])
+    export = once(os.path.join(args.output_dir, "export", task, "1"), [
+        sys.executable, "-m", "pipelines.export", "--model_dir", imported, "--export_base",
+        os.path.join(args.output_dir, "export", task)])
+    found, rate = compare(args, task, export, peer_dir, task, settings)
+    theirs = peer(args, "pipeline", task, peer_dir, f"{task}-pipeline",
+                  "--batch_size", str(args.batch_size))["answers_per_second"][0]
+    results.setdefault(task, {})["in"] = {
+        **found, "speed": {"kerasbert_served_rest": rate, "transformers_pipeline": theirs, "ratio": rate / theirs,
+                           "batch_size": args.batch_size},
+        "peer_train": {"steps": settings["total_steps"], "batch_size": settings["batch_size"],
+                       "train_rows": trained["train_rows"], "examples_per_second": trained["examples_per_second"]},
+        "peer_versions": trained["versions"], "finished": timestamp()}
+
+
+def part_out(args, task: str, results: dict) -> None:
+    """kerasbert fine-tunes the imported run further (its heads carry on), exports it both ways;
+    transformers on its folder against the server."""
+    folder = os.path.join(args.output_dir, "inputs", task)
+    settings = read_json(os.path.join(folder, "settings.json"))
+    run_dir, steps = os.path.join(args.output_dir, "kerasbert", task), str(args.continue_steps)
+    once(os.path.join(run_dir, "metrics.json"), [
+        sys.executable, "-m", "pipelines.finetune", "--config", os.path.join(folder, "config.json"), "--data_dir",
+        args.data_dir, "--init_checkpoint", os.path.join(args.output_dir, "imported", task), "--output_dir", run_dir,
+        "--set", f"train.total_steps={steps}", "--set", f"train.steps_per_block={steps}",
+        "--set", f"train.batch_size={settings['batch_size']}", "--set", "train.warmup_fraction=0",
+        *(["--set", "data.max_sequence_length=512", "--set", "tasks.ner.words=punctuation"] if task == "ner" else [])])
+    hf_base, export_base = (os.path.join(args.output_dir, part, task) for part in ("hf", "export-out"))
+    once(os.path.join(hf_base, task), [sys.executable, "-m", "pipelines.export", "--model_dir", run_dir, "--format",
+                                       "transformers", "--export_base", hf_base])
+    export = once(os.path.join(export_base, "1"), [sys.executable, "-m", "pipelines.export", "--model_dir", run_dir,
+                                                   "--export_base", export_base])
+    found, _ = compare(args, task, export, os.path.join(hf_base, task), f"{task}-out", settings)
+    metrics = read_json(os.path.join(run_dir, "metrics.json"))
+    results.setdefault(task, {})["out"] = {
+        **found, "kerasbert_steps": args.continue_steps,
+        "dev": {key: metrics[key] for key in ("ner_f1", "squad_f1", "squad_exact_match") if key in metrics},
+        "finished": timestamp()}
+
+
+def summary(results: dict) -> list[dict]:
+    """One line per task and direction: rows equal, the goal, answers/s both sides."""
+    return [{"task": task, "direction": direction, **{key: found[key] for key in ("rows", "equal", "goal", "met")},
+             "differences": len(found["differences"]),
+             **{key: found.get(key, "") for key in ("equal_but_for_words", "max_probability_difference")},
+             "served_answers_per_s": found.get("speed", {}).get("kerasbert_served_rest", ""),
+             "pipeline_answers_per_s": found.get("speed", {}).get("transformers_pipeline", "")}
+            for task in TASKS for direction, found in results.get(task, {}).items()]
+
+
+PARTS = {"train": part_train, "speed": part_speed, "in": part_in, "out": part_out}
 
 
 def main(argv=None) -> int:
     parser = bench_parser("tasks", __doc__, peer_python=True)
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
-    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    parser.add_argument("--tasks", nargs="+", default=["ner", "squad"], choices=TASKS)
+    parser.add_argument("--parts", nargs="+", default=["train", "speed"], choices=list(PARTS),
+                        help="train and speed (bench-tasks), or in and out (bench-transformers): not both in one "
+                             "--output_dir.")
     parser.add_argument("--config_dir", default="pipelines/configs", help="Folder of finetune_ner.json and "
                         "finetune_squad.json.")
-    parser.add_argument("--max_steps", type=int, default=0, help="Training steps (0: the config's total_steps).")
+    parser.add_argument("--max_steps", type=int, default=0,
+                        help=f"Training steps (0: the config's total_steps; the peer's in the in part: {STEPS}).")
+    parser.add_argument("--train_batch_size", type=int, default=0, help="Training batch of both sides (0: the "
+                        "config's; make bench-transformers: 16).")
+    parser.add_argument("--continue_steps", type=int, default=20, help="out: kerasbert's steps on the imported runs.")
     parser.add_argument("--train_examples", type=int, default=0, help="Training examples (0: all).")
     parser.add_argument("--dev_examples", type=int, default=0, help="Dev examples scored and timed (0: all).")
     parser.add_argument("--seed", type=int, default=None, help="Training seed of both sides: the examples' "
                         "order and the new heads (default: the config's). Use its own --output_dir.")
-    parser.add_argument("--batch_size", type=int, default=32, help="Rows per inference call.")
-    parser.add_argument("--repeats", type=int, default=1, help="Timed passes over the dev rows.")
+    parser.add_argument("--batch_size", type=int, default=32, help="Rows per inference call or request.")
+    parser.add_argument("--repeats", type=int, default=1, help="Timed passes over the dev rows (speed).")
     args = parser.parse_args(argv)
+    bridge = {"in", "out"} & set(args.parts)
+    if bridge and set(args.parts) - bridge:
+        parser.error("train and speed write the folders in and out write: give each its own --output_dir")
+    if "sst" in args.tasks and not bridge:
+        parser.error("sst has the in part only (kerasbert's own runs are ner and squad)")
     args.argv = sys.argv[1:] if argv is None else list(argv)
-    if len(args.parts) * len(args.tasks) > 1:  # each (part, task) in a process of its own
-        for task in args.tasks:
-            for part in args.parts:
-                subprocess.run(part_command(args, part, task), check=True)
-        results = load_results(args.output_dir, default={})
-        print(save_results(args.output_dir, results, "benchmarks.tasks", TITLE))  # this command's line
+    runs = [(part, task) for task in args.tasks for part in args.parts if (part, task) != ("out", "sst")]
+    title = TITLES["in" if bridge else "train"]
+    if len(runs) > 1:  # each in a process of its own
+        for part, task in runs:
+            subprocess.run([sys.executable, "-m", "benchmarks.tasks", *args.argv, "--parts", part, "--tasks", task],
+                           check=True)
+        print(save_results(args.output_dir, load_results(args.output_dir, default={}), "benchmarks.tasks", title))
         return 0
-    part, task = args.parts[0], args.tasks[0]
+    (part, task), = runs
     print(f"== bench-tasks: {part} {task}", flush=True)
     results = load_results(args.output_dir, default={})
-    {"train": part_train, "speed": part_speed}[part](args, task, results)
-    save_results(args.output_dir, results, "benchmarks.tasks", TITLE)
+    PARTS[part](args, task, results)
+    if bridge:
+        results = {"summary": summary(results), **{k: v for k, v in results.items() if k != "summary"}}
+    save_results(args.output_dir, results, "benchmarks.tasks", title)
     return 0
 
 

@@ -1,19 +1,36 @@
-"""benchmarks.peers: the equal-batch comparison with transformers is only as good as its
-weight copy (tests/test_hf_pretrainer_weights.py) and its scoring, checked against Keras' own metrics.
+"""`python -m benchmarks.peers --parts pretrain` on a tiny config: the equal-batch comparison with
+transformers is only as good as its inputs (the same in every process), its weight copy
+(tests/test_hf_pretrainer_weights.py), its scoring (Keras' own metrics) and its resumption.
 With the peer's environment present (`make bench-peers` makes .venv-peer), the real
 BertForPreTraining must start from the same losses and stay with kerasbert for a block."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, write_corpus
+from conftest import ROOT, run_module, write_corpus
 
 PEER_PYTHON = os.environ.get("KERASBERT_PEER_PYTHON", os.path.join(ROOT, ".venv-peer", "bin", "python"))
+HAS_PEER = os.path.exists(PEER_PYTHON)
+# A kerasbert run (the process the pretrain part starts for it) stopped once its first block's backup is written.
+STOPPED_AFTER_A_BLOCK = """
+import runpy, sys
+import kerasbert
+kerasbert.prefer_onednn()  # as the benchmarks package does, before TensorFlow loads
+from kerasbert.training.backup import BlockWeights
+write_backup = BlockWeights.on_epoch_end
+def stop_after_first_block(self, epoch, logs=None):
+    write_backup(self, epoch, logs)
+    raise KeyboardInterrupt("stopped after block 1")
+BlockWeights.on_epoch_end = stop_after_first_block
+runpy.run_module("benchmarks.peers", run_name="__main__", alter_sys=True)
+"""
+
 
 def write_tiny_config(folder) -> str:
     """A tiny pretraining config on a made-up corpus in `folder`; returns its path."""
@@ -29,131 +46,123 @@ def write_tiny_config(folder) -> str:
     return str(config_path)
 
 
+def flags(config: str, output_dir, *more: str) -> list[str]:
+    return ["--parts", "pretrain", "--config", config, "--output_dir", str(output_dir), "--seeds", "3",
+            "--peer_python", PEER_PYTHON, *more]
+
+
+def bench(config: str, output_dir, *more: str) -> dict:
+    """The pretrain part on the tiny config from seed 3; its results.json's entry."""
+    run_module(["benchmarks.peers", *flags(config, output_dir, *more)], timeout=900)
+    return json.loads((output_dir / "results.json").read_text())["pretrain"]
+
+
 @pytest.fixture(scope="module")
-def tiny_inputs(tmp_path_factory):
-    """A tiny pretraining config on a made-up corpus, and its inputs written by the bench."""
-    from benchmarks.peers import prepare_pretraining, pretraining_config
-
+def tiny_bench(tmp_path_factory):
+    """(config, output folder, runs): kerasbert's run (and the peer's, where its environment is)
+    from seed 3, one after the other."""
     folder = tmp_path_factory.mktemp("peers")
-    config = pretraining_config(write_tiny_config(folder), None)
-    inputs = str(folder / "inputs")
-    side = prepare_pretraining(config, str(folder), inputs)
-    return config, side, inputs
+    config = write_tiny_config(folder)
+    part = bench(config, folder / "bench", "--jobs", "1",
+                 "--implementations", "kerasbert", *(["transformers"] if HAS_PEER else []))
+    return config, folder / "bench", part["runs"]
 
 
-def test_two_processes_write_the_same_held_out_examples(tmp_path):
-    """Runs compared across sessions (one seed on one machine, the next elsewhere) must score
-    the same held-out masks; unseeded, they changed from one process to the next."""
-    from benchmarks.peers import prepare_pretraining, pretraining_config
-
-    config_path = write_tiny_config(tmp_path)
-    # One in this process, after whatever other tests ran in it; one in a fresh process.
-    prepare_pretraining(pretraining_config(config_path, None), str(tmp_path), str(tmp_path / "first"))
-    script = ("import sys; from benchmarks.peers import prepare_pretraining, pretraining_config; "
-              "prepare_pretraining(pretraining_config(sys.argv[1], None), sys.argv[2], sys.argv[3])")
-    subprocess.run([sys.executable, "-c", script, config_path, str(tmp_path), str(tmp_path / "second")],
-                   check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True)
-    with np.load(tmp_path / "first" / "heldout.npz") as first, np.load(tmp_path / "second" / "heldout.npz") as second:
-        assert first.files == second.files
-        for name in first.files:
-            np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+def test_the_batches_on_disk_are_the_steps(tiny_bench):
+    _, folder, runs = tiny_bench
+    with np.load(folder / "inputs" / "train.npz") as rows:
+        assert rows["token_ids"].shape == (12 * 8, 32) and rows["mask_positions"].shape == (12 * 8, 6)
+        assert set(np.unique(rows["mask_weights"])) <= {0.0, 1.0} and rows["mask_weights"].sum() > 0
+    assert runs["kerasbert/3"]["complete"] and [b["step"] for b in runs["kerasbert/3"]["blocks"]] == [0, 6, 12]
 
 
-def test_batches_on_disk_are_the_steps_and_the_scores_are_keras_metrics(tiny_inputs):
-    from benchmarks.peer_protocol import load_rows
-    from benchmarks.peers import initial_pretrainer, keras_batches, kerasbert_heldout, train_kerasbert
-    from kerasbert.models.pretrainer import pretraining_compile_args
-
-    config, side, inputs = tiny_inputs
-    rows = load_rows(os.path.join(inputs, "train.npz"))
-    assert rows["token_ids"].shape == (12 * 8, 32) and rows["mask_positions"].shape == (12 * 8, 6)
-    assert set(np.unique(rows["mask_weights"])) <= {0.0, 1.0} and rows["mask_weights"].sum() > 0
-    heldout = load_rows(os.path.join(inputs, "heldout.npz"))
-    model = initial_pretrainer(config, side, seed=3)
-    model.compile(**pretraining_compile_args(model, "adam"))
-    keras_metrics = model.evaluate(keras_batches(heldout, 8), return_dict=True, verbose=0)
-    ours = kerasbert_heldout(model, heldout, 8)
-    for name in ("mlm_accuracy", "nsp_accuracy"):  # Keras sums hits and weights over all batches
-        assert ours[name] == pytest.approx(keras_metrics[name], abs=1e-6), name
-    for name in ("mlm_loss", "nsp_loss"):  # Keras averages the batches' means; ours is one mean
-        assert ours[name] == pytest.approx(keras_metrics[name], rel=5e-3), name
-    run = train_kerasbert(config, side, inputs, seed=3)
-    assert [block["step"] for block in run["blocks"]] == [0, 6, 12]
-    assert run["blocks"][0]["mlm_loss"] == pytest.approx(ours["mlm_loss"], abs=1e-6)  # the same start
-
-
-@pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason="no peer environment (make bench-peers makes .venv-peer)")
-def test_the_peer_starts_where_kerasbert_starts_and_keeps_up(tiny_inputs, tmp_path):
-    from benchmarks.peers import initial_pretrainer, run_peer, train_kerasbert
-    from kerasbert.hf.exporting import pretrainer_weights
-
-    config, side, inputs = tiny_inputs
-    init = str(tmp_path / "init.npz")
-    np.savez(init, **pretrainer_weights(initial_pretrainer(config, side, seed=5)))
-    ours = train_kerasbert(config, side, inputs, seed=5)["blocks"]
-    theirs = run_peer(PEER_PYTHON, "pretrain", ["--inputs", inputs, "--init", init, "--seed", "5"],
-                      str(tmp_path / "peer.json"))["blocks"]
+@pytest.mark.skipif(not HAS_PEER, reason="no peer environment (make bench-peers makes .venv-peer)")
+def test_the_peer_starts_where_kerasbert_starts_and_keeps_up(tiny_bench):
+    _, _, runs = tiny_bench
+    ours, theirs = runs["kerasbert/3"]["blocks"], runs["transformers/3"]["blocks"]
+    assert [b["step"] for b in theirs] == [0, 6, 12]
     assert theirs[0]["mlm_loss"] == pytest.approx(ours[0]["mlm_loss"], abs=1e-5)
     assert theirs[0]["nsp_loss"] == pytest.approx(ours[0]["nsp_loss"], abs=1e-5)
     for a, b in zip(ours[1:], theirs[1:]):  # the same updates, up to float arithmetic
         assert b["mlm_loss"] == pytest.approx(a["mlm_loss"], abs=2e-3)
 
 
-def test_a_kerasbert_run_stopped_after_a_block_goes_on_from_it(tiny_inputs, tmp_path, monkeypatch):
+def keras_metrics(config_path: str, inputs, backup_dir) -> dict:
+    """Keras' own held-out metrics of the newest backup under `backup_dir` on inputs/heldout.npz."""
+    import tensorflow as tf
+
+    from kerasbert.config import PretrainConfig, load_config
+    from kerasbert.models.pretrainer import pretraining_compile_args
+    from kerasbert.pretraining.run import build_model
+    from kerasbert.tokenization import make_tokenizer
+    from kerasbert.training.backup import find_backup, restore
+    from kerasbert.training.optim import make_optimizer
+
+    config = load_config(PretrainConfig, config_path)
+    model = build_model(config, make_tokenizer(str(inputs / "vocab.txt")).vocabulary_size(), None)
+    model.compile(**pretraining_compile_args(model, make_optimizer(config.train)))  # the run's optimizer state
+    restore(model, find_backup(str(backup_dir)))
+    with np.load(inputs / "heldout.npz") as rows:
+        x = {name: rows[name] for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions")}
+        y = {"mlm": rows["mask_ids"], "nsp": rows["nsp_labels"]}
+        weights = {"mlm": rows["mask_weights"], "nsp": rows["nsp_weights"]}
+    data = tf.data.Dataset.from_tensor_slices((x, y, weights)).batch(8, drop_remainder=True)
+    return model.evaluate(data, return_dict=True, verbose=0)
+
+
+def test_a_run_stopped_after_a_block_goes_on_from_it_and_scored_it_as_keras_does(tiny_bench, tmp_path):
     """The pretrain part's runs take hours: one stopped midway must not start again from
-    step 0, and must end where an uninterrupted run ends."""
-    from benchmarks.peers import train_kerasbert
-    from kerasbert.training.backup import BlockWeights
+    step 0, and must end where an uninterrupted run ends. The held-out scores it recorded
+    (both sides score with one function) are Keras' metrics of the weights it backed up."""
+    config, folder, runs = tiny_bench
+    shutil.copytree(folder / "inputs", tmp_path / "inputs")  # the same batches
+    run = flags(config, tmp_path, "--run", "kerasbert/3")
+    stopped = subprocess.run([sys.executable, "-c", STOPPED_AFTER_A_BLOCK, *run], cwd=ROOT, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=600)
+    assert stopped.returncode != 0 and "stopped after block 1" in stopped.stderr, stopped.stderr[-3000:]
+    state = tmp_path / "pretrain" / "kerasbert-3.state"
+    blocks = json.loads((state / "blocks.json").read_text())
+    assert [b["step"] for b in blocks] == [0, 6]
+    keras = keras_metrics(config, tmp_path / "inputs", state / "backup")
+    for name in ("mlm_accuracy", "nsp_accuracy"):  # Keras sums hits and weights over all batches
+        assert blocks[1][name] == pytest.approx(keras[name], abs=1e-6), name
+    for name in ("mlm_loss", "nsp_loss"):  # Keras averages the batches' means; ours is one mean
+        assert blocks[1][name] == pytest.approx(keras[name], rel=5e-3), name
 
-    config, side, inputs = tiny_inputs
-    whole = train_kerasbert(config, side, inputs, seed=7)["blocks"]
-    write_backup = BlockWeights.on_epoch_end
-
-    def stop_after_first_block(self, epoch, logs=None):
-        write_backup(self, epoch, logs)
-        raise KeyboardInterrupt("stopped after block 1")
-
-    monkeypatch.setattr(BlockWeights, "on_epoch_end", stop_after_first_block)
-    state = str(tmp_path / "state")
-    with pytest.raises(KeyboardInterrupt):
-        train_kerasbert(config, side, inputs, seed=7, state_dir=state)
-    monkeypatch.undo()
-    with open(os.path.join(state, "blocks.json")) as f:
-        assert [b["step"] for b in json.load(f)] == [0, 6]
-    resumed = train_kerasbert(config, side, inputs, seed=7, state_dir=state)
+    run_module(["benchmarks.peers", *run], timeout=600)
+    resumed = json.loads((tmp_path / "pretrain" / "kerasbert-3.json").read_text())
     assert resumed["complete"] and [b["step"] for b in resumed["blocks"]] == [0, 6, 12]
-    for a, b in zip(whole, resumed["blocks"]):  # the same updates on the same batches
+    for a, b in zip(runs["kerasbert/3"]["blocks"], resumed["blocks"]):  # the same updates on the same batches
         assert b["mlm_loss"] == pytest.approx(a["mlm_loss"], abs=1e-4)
         assert b["nsp_loss"] == pytest.approx(a["nsp_loss"], abs=1e-4)
-    assert not os.path.exists(os.path.join(state, "backup"))  # removed once finished
-    again = train_kerasbert(config, side, inputs, seed=7, state_dir=state)  # a finished run is kept
-    assert again["blocks"] == resumed["blocks"]
+    assert not (state / "backup").exists()  # removed once finished
+    run_module(["benchmarks.peers", *run], timeout=600)  # a finished run is kept
+    assert json.loads((tmp_path / "pretrain" / "kerasbert-3.json").read_text())["blocks"] == resumed["blocks"]
 
 
-def test_the_report_takes_runs_under_way_at_the_last_step_both_reached(tmp_path):
-    """A kerasbert run writes its results file only when it ends; until then (and after a
-    kill) its blocks come from its state, so a stopped comparison still reports."""
-    import argparse
-
-    from benchmarks.peers import collect_runs, pretrain_verdicts, run_paths
-
-    args = argparse.Namespace(output_dir=str(tmp_path), seeds=[3], implementations=["kerasbert", "transformers"])
+def test_a_second_process_scores_the_same_masks_and_reports_runs_under_way(tiny_bench, tmp_path):
+    """Runs compared across sessions (one seed on one machine, the next elsewhere) must score
+    the same held-out masks; unseeded, they changed from one process to the next. A kerasbert
+    run writes its results file only when it ends; until then (and after a kill) its blocks
+    come from its state, so a stopped comparison still reports."""
+    config, folder, _ = tiny_bench
 
     def block(step, accuracy):
         return {"step": step, "mlm_accuracy": accuracy, "mlm_loss": 7.0, "nsp_accuracy": 0.5, "nsp_loss": 0.69}
 
-    _, state = run_paths(args, "kerasbert/3")
-    os.makedirs(state)
-    with open(os.path.join(state, "blocks.json"), "w") as f:
-        json.dump([block(0, 0.05), block(300, 0.11), block(600, 0.14), block(900, 0.16)], f)
-    peer_output, _ = run_paths(args, "transformers/3")
-    with open(peer_output, "w") as f:
-        json.dump({"blocks": [block(0, 0.05), block(300, 0.10), block(600, 0.15)], "complete": False}, f)
-    part = {"steps": 4200, "runs": {}}
-    collect_runs(args, part)
+    state = tmp_path / "pretrain" / "kerasbert-3.state"
+    state.mkdir(parents=True)
+    (state / "blocks.json").write_text(json.dumps([block(0, 0.05), block(300, 0.11), block(600, 0.14),
+                                                   block(900, 0.16)]))
+    (tmp_path / "pretrain" / "transformers-3.json").write_text(json.dumps(
+        {"blocks": [block(0, 0.05), block(300, 0.10), block(600, 0.15)], "complete": False}))
+    part = bench(config, tmp_path, "--jobs", "0")  # its own inputs, then a report of the runs so far
+    with np.load(folder / "inputs" / "heldout.npz") as first, np.load(tmp_path / "inputs" / "heldout.npz") as second:
+        assert first.files == second.files
+        for name in first.files:
+            np.testing.assert_array_equal(first[name], second[name], err_msg=name)
     assert part["runs"]["kerasbert/3"]["complete"] is False
-    mlm = next(verdict for verdict in pretrain_verdicts(part) if verdict["metric"] == "mlm_accuracy")
+    mlm = next(verdict for verdict in part["verdicts"] if verdict["metric"] == "mlm_accuracy")
     assert mlm == pytest.approx({"seed": "3", "against": "transformers", "step": 600, "metric": "mlm_accuracy",
                                  "kerasbert": 0.14, "other": 0.15, "difference": -0.01, "blocks_at_least": 1,
                                  "blocks": 2})
-
