@@ -1,5 +1,7 @@
 """Shared test helpers: a tiny vocabulary and corpus, small task files, and subprocess runners."""
 
+import contextlib
+import fcntl
 import importlib
 import os
 import subprocess
@@ -28,6 +30,19 @@ def pytest_collection_modifyitems(items):
         (long if item.get_closest_marker("end_to_end") else rest).append(item)
     half = len(items) // 2 - (len(long) + 1) // 2
     items[:] = long[0::2] + rest[:half] + long[1::2] + rest[half:]
+
+
+@contextlib.contextmanager
+def built_once(tmp_path_factory, name: str):
+    """A folder `name` that every xdist worker of this session shares, held under a lock while
+    the caller looks in it: the first worker builds what it lacks, the others wait and find it
+    built (for fixtures that cost a process run: read them, never change them)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-N/popen-gwK: the session's folder
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield root / name
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_module, write_corpus
+from conftest import ROOT, built_once, run_module, write_corpus
 
 PEER_PYTHON = os.environ.get("KERASBERT_PEER_PYTHON", os.path.join(ROOT, ".venv-peer", "bin", "python"))
 HAS_PEER = os.path.exists(PEER_PYTHON)
@@ -57,15 +57,18 @@ def bench(config: str, output_dir, *more: str) -> dict:
     return json.loads((output_dir / "results.json").read_text())["pretrain"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_bench(tmp_path_factory):
     """(config, output folder, runs): kerasbert's run (and the peer's, where its environment is)
-    from seed 3, one after the other."""
-    folder = tmp_path_factory.mktemp("peers")
-    config = write_tiny_config(folder)
-    part = bench(config, folder / "bench", "--jobs", "1",
-                 "--implementations", "kerasbert", *(["transformers"] if HAS_PEER else []))
-    return config, folder / "bench", part["runs"]
+    from seed 3, one after the other; made once for both test workers."""
+    with built_once(tmp_path_factory, "peers") as folder:
+        if not (folder / "bench" / "results.json").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+            folder.mkdir()
+            bench(write_tiny_config(folder), folder / "bench", "--jobs", "1",
+                  "--implementations", "kerasbert", *(["transformers"] if HAS_PEER else []))
+    part = json.loads((folder / "bench" / "results.json").read_text())["pretrain"]
+    return str(folder / "config.json"), folder / "bench", part["runs"]
 
 
 def test_the_batches_on_disk_are_the_steps(tiny_bench):
