@@ -31,6 +31,7 @@ DOCTESTS = {
     "export_saved_model", "load_transformers", "import_transformers", "export_transformers", "task_dataset",
     "interleave_tasks", "FusedAdamW", "prefer_onednn", "BertPretrainer", "pretraining_compile_args",
     "text_pretraining_dataset", "run_pretraining", "load_encoder", "run_finetuning", "MultitaskBert",
+    "TaggingSettings", "SpanSettings",
 }
 NOT_RUN: dict[str, str] = {}  # name -> why its example does not run (none now)
 
