@@ -149,19 +149,22 @@ class Task:
                 fix(self, name, float(getattr(self, name)))
         fix(self, "head", self.head or self.name)
         fix(self, "title", self.title or self.name)
-        if self.settings is None and self.kind in kinds():  # an unknown kind: _check says so
-            fix(self, "settings", family_of(self.kind).settings())
+        self._check_name_and_kind()
+        if self.settings is None:
+            fix(self, "settings", self.family.settings())
         self._check()
+
+    def _check_name_and_kind(self):
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise TaskError(f"A task name is lowercase letters, digits and _, starting with a letter "
+                            f"(it names metrics, files and signatures). Received: {self.name!r}")
+        if self.kind not in kinds():
+            raise TaskError(f"task {self.name!r}: kind must be one of {kinds()}. Received: {self.kind!r}")
 
     def _check(self):
         def fail(message):
             raise TaskError(f"task {self.name!r}: {message}")
 
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise TaskError(f"A task name is lowercase letters, digits and _, starting with a letter "
-                            f"(it names metrics, files and signatures). Received: {self.name!r}")
-        if self.kind not in kinds():
-            fail(f"kind must be one of {kinds()}. Received: {self.kind!r}")
         family = self.family
         if self.clean not in ("", "ptb", "twice_quoted", "review"):  # kerasbert.data.cleaning.CLEANERS
             fail(f"clean must be ptb, twice_quoted, review or empty. Received: {self.clean!r}")

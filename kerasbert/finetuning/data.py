@@ -16,9 +16,9 @@ Example:
     >>> pre = TaskPreprocessor(tokenizer, sequence_length=16, pair_encoder="cross")
     >>> sst = task_dataset("sst", [Example("the cat sat", "", 4), Example("the dog ran", "", 0)], pre, 2, True)
     >>> sts = task_dataset("sts", [Example("the cat sat", "a cat sat", 4.5)], pre, 2, True)
-    >>> train = interleave_tasks({"sst": sst, "sts": sts}, {"sst": 2, "sts": 1}, "temperature", 2.0)
+    >>> train = interleave_tasks({"sst": sst, "sts": sts}, {"sst": 2, "sts": 1}, "round_robin", 1.0)
     >>> x, y = next(iter(train))
-    >>> sorted(x), x["token_ids"].shape  # one task's batch
+    >>> sorted(x), x["token_ids"].shape  # one task's batch: sst's, first in turn
     (['padding_mask', 'padding_mask_b', 'segment_ids', 'segment_ids_b', 'task', 'token_ids', 'token_ids_b'], TensorShape([2, 5]))
 """
 
