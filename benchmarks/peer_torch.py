@@ -23,8 +23,8 @@ as `predictions`): benchmarks.tasks scores them with kerasbert's own scorers. A 
 Tagging labels each word's first piece (-100 elsewhere) and predicts a word's tag there, as
 run_ner.py; a word cut off by the sequence length is predicted "O". QA windows are packed
 as BERT's run_squad.py and kerasbert do ([CLS] question [SEP] window [SEP], the question
-cut to `max_query_length` pieces, windows `doc_stride` pieces apart): transformers'
-tokenizer `stride` is an overlap, so the windows are cut by hand to stay the same.
+cut to `max_query_length` pieces, windows `doc_stride` pieces apart): the fast tokenizer's
+overflowing windows, as run_qa.py's, its `stride` (an overlap) set to start them so.
 Answers are chosen as run_qa.py's postprocessing: the 20 best starts and ends of every
 window, spans inside the context, end not before start, at most `max_answer_length`
 pieces, best start + end logit over all windows.
@@ -324,37 +324,31 @@ def span_windows(tokenizer, examples: list[dict], settings: dict) -> dict:
     `example`, each position's character span in the context (None outside it), and
     `start_positions`/`end_positions` of the first answer (0 where the window lacks it)."""
     length, stride = settings["sequence_length"], settings["doc_stride"]
-    cls, sep, pad = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
-    rows = {key: [] for key in ("input_ids", "token_type_ids", "attention_mask", "example", "offsets",
-                                "start_positions", "end_positions")}
+    rows = {key: [] for key in (*MODEL_INPUTS, "example", "offsets", "start_positions", "end_positions")}
     for index, example in enumerate(examples):
-        question = tokenizer(example["question"], add_special_tokens=False)["input_ids"][:settings["max_query_length"]]
-        context = tokenizer(example["context"], add_special_tokens=False, return_offsets_mapping=True)
-        ids, spans = context["input_ids"], context["offset_mapping"]
+        question = tokenizer(example["question"], add_special_tokens=False, return_offsets_mapping=True)
+        kept = question["offset_mapping"][:settings["max_query_length"]]  # the pieces past it: cut from the text
+        spans = tokenizer(example["context"], add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
         answer = example["answers"][0] if example.get("answers") else None
         inside = [i for i, (s, e) in enumerate(spans)
                   if answer and e > answer["start"] and s < answer["start"] + len(answer["text"])]
         if answer and not inside:
             continue  # the answer covers no piece: kerasbert skips it too
-        room = length - 3 - len(question)
-        count = 1 + (max(len(ids) - room, 0) + stride - 1) // stride
-        for window in range(count):
-            begin = window * stride
-            pieces = ids[begin:begin + room]
-            tokens = [cls, *question, sep, *pieces, sep]
-            offset = len(question) + 2  # the first context piece's position
-            start = end = 0
-            if inside and begin <= inside[0] and inside[-1] < begin + len(pieces):
-                start, end = offset + inside[0] - begin, offset + inside[-1] - begin
-            rows["input_ids"].append(tokens + [pad] * (length - len(tokens)))
-            rows["token_type_ids"].append([0] * offset + [1] * (len(pieces) + 1) + [0] * (length - len(tokens)))
-            rows["attention_mask"].append([1] * len(tokens) + [0] * (length - len(tokens)))
+        offset = len(kept) + 2  # the first context piece's position
+        windows = tokenizer(example["question"][:kept[-1][1]], example["context"], truncation="only_second",
+                            max_length=length, stride=length - 1 - offset - stride, padding="max_length",
+                            return_overflowing_tokens=True, return_offsets_mapping=True)
+        for window, window_spans in enumerate(windows["offset_mapping"]):
+            context = [span if part == 1 else None for span, part in zip(window_spans, windows.sequence_ids(window))]
+            begin, pieces = window * stride, sum(span is not None for span in context)
+            whole = inside and begin <= inside[0] and inside[-1] < begin + pieces  # the answer in this window
+            for key in MODEL_INPUTS:
+                rows[key].append(windows[key][window])
             rows["example"].append(index)
-            rows["offsets"].append([None] * offset + spans[begin:begin + len(pieces)]
-                                   + [None] * (length - offset - len(pieces)))
-            rows["start_positions"].append(start)
-            rows["end_positions"].append(end)
-    return {key: np.array(values, np.int64) if key not in ("offsets",) else values for key, values in rows.items()}
+            rows["offsets"].append(context)
+            rows["start_positions"].append(offset + inside[0] - begin if whole else 0)
+            rows["end_positions"].append(offset + inside[-1] - begin if whole else 0)
+    return {key: np.array(values, np.int64) if key != "offsets" else values for key, values in rows.items()}
 
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
