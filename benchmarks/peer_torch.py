@@ -239,9 +239,9 @@ def pretrain_speed(args) -> dict:
 def finetune_speed(args) -> dict:
     """BertForSequenceClassification on the given packed batches: examples/s of whole steps
     (forward, loss, backward, clipping, AdamW)."""
-    model = transformers.BertForSequenceClassification.from_pretrained(args.checkpoint, num_labels=args.num_labels)
+    model = transformers.BertForSequenceClassification.from_pretrained(args.checkpoint, num_labels=5)  # SST-5
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01, eps=1e-6)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01, eps=1e-6)
     constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     with np.load(args.batches) as data:
         count = len([name for name in data.files if name.startswith("labels_")])
@@ -592,8 +592,6 @@ FLAGS = {  # flag: (type, default (None: required), help)
     "--repeats": (int, 1, "Timed passes."),
     "--checkpoint": (str, None, "MiniLM's Hugging Face folder."),
     "--batches": (str, None, "Packed batches (.npz: token_ids_I, segment_ids_I, padding_mask_I, labels_I)."),
-    "--num_labels": (int, 5, "Classes of the fine-tuned head."),
-    "--learning_rate": (float, 5e-5, "AdamW's rate."),
     "--sentences": (str, None, "A JSON list of strings."),
     "--max_length": (int, 128, "Tokens a sentence at most."),
     "--batch_size": (int, 32, "Rows a call."),
@@ -603,8 +601,7 @@ FLAGS = {  # flag: (type, default (None: required), help)
 COMMANDS = {
     "pretrain": (pretrain, ("--inputs", "--init", "--seed", "--state")),
     "pretrain_speed": (pretrain_speed, ("--inputs", "--init", "--seed", "--steps", "--warmup", "--repeats")),
-    "finetune_speed": (finetune_speed, ("--checkpoint", "--batches", "--num_labels", "--learning_rate", "--warmup",
-                                        "--repeats")),
+    "finetune_speed": (finetune_speed, ("--checkpoint", "--batches", "--warmup", "--repeats")),
     "inference": (inference, ("--checkpoint", "--sentences", "--batch_size", "--max_length", "--repeats")),
     "train": (train, ("--inputs", "--checkpoint", "--model_dir")),
     "pipeline": (pipeline, ("--inputs", "--model_dir", "--batch_size", "--repeats")),
