@@ -30,12 +30,12 @@ import time
 
 import numpy as np
 
-from benchmarks.peer_protocol import read_json
+from benchmarks.peer_protocol import read_json, time_batches
 from benchmarks.results import bench_parser, load_results, render_markdown, save_results
 from benchmarks.serving import newest_version
 from kerasbert.batch.records import read_results
+from kerasbert.data.corpus import read_task_sentences
 from kerasbert.errors import DataError
-from kerasbert.finetuning.data import load_examples
 from kerasbert.quiet import native_stderr_hidden
 from kerasbert.search import KerasEmbedder, SavedModelEmbedder, most_similar_pair, nearest
 from kerasbert.vector_index import build_index, normalized, save_index
@@ -96,10 +96,7 @@ def exact_top(queries, vectors, k=10, block=64):
 def queries_per_second(search, queries, batch: int, budget: int) -> float:
     """Queries/s of `search` over the first `budget` queries, `batch` at a time (after one warm-up call)."""
     search(queries[:batch])
-    started = time.perf_counter()
-    for i in range(0, budget, batch):
-        search(queries[i:i + batch])
-    return budget / (time.perf_counter() - started)
+    return time_batches(search, queries[:budget], batch, 1)[0]
 
 
 def folder_bytes(folder: str) -> int:
@@ -142,11 +139,7 @@ def search_part(vectors, queries, output_dir: str) -> dict:
 
 
 def distinct_questions(path: str, count: int) -> list[str]:
-    seen: dict[str, None] = {}
-    for example in load_examples("para", path):
-        for text in (example.text_a, example.text_b):
-            seen.setdefault(text.strip(), None)
-    questions = [q for q in seen if q]
+    questions = [question for question, in read_task_sentences("para", path)]
     if len(questions) < count:
         raise DataError(f"{path}: {len(questions)} distinct questions, fewer than {count}")
     return questions[:count]
