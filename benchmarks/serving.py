@@ -23,6 +23,8 @@ import threading
 import time
 import urllib.request
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from benchmarks.results import bench_parser, save_results
 from serving.process import LocalServer
 from serving.source import versions_on_disk
@@ -182,12 +184,8 @@ def scrape_every(port: int, path: str, seconds: float, stop: threading.Event, pa
 
 def histogram_mean(page: str, name: str) -> float:
     """sum / count of a histogram in a Prometheus text page."""
-    values = {}
-    for line in page.splitlines():
-        for suffix in ("_sum", "_count"):
-            if line.startswith(name + suffix + " ") or line.startswith(name + suffix + "{"):
-                values[suffix] = float(line.rsplit(" ", 1)[1])
-    return values["_sum"] / values["_count"] if values.get("_count") else float("nan")
+    values = {sample.name: sample.value for family in text_string_to_metric_families(page) for sample in family.samples}
+    return values[name + "_sum"] / values[name + "_count"] if values.get(name + "_count") else float("nan")
 
 
 def drop_new_version(base: str, port: int, result: dict) -> None:
