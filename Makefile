@@ -7,7 +7,7 @@ UV_INSTALL := $(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --qui
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-tasks test tfserving-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-search bench-padding bench-batch bench-own-data clean
+.PHONY: install demo demo-tasks test tfserving-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-batch bench-own-data clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -98,14 +98,6 @@ bench-faults: install
 # 32 good clients beside every attack of serving/attacks.py (~2 min). Serves make demo's export.
 bench-hostile: install
 	$(PY) -m benchmarks.hostile --export_base saved_models/kerasbert --output_dir runs/bench-hostile
-
-# Padding with and without data.group_by_length, and the training speed it buys (~5 min).
-bench-padding: install
-	$(PY) -m benchmarks.multitask --rows padding --data_dir $(DATA_DIR) --output_dir runs/bench-padding
-
-# Needs bench-multitask's bi- and cross-encoder runs.
-bench-search: install
-	$(PY) -m benchmarks.batch --part pair --data_dir $(DATA_DIR) --output_dir runs/bench-search
 
 # Batch inference on Beam against a plain loop; ScaNN and FAISS against exact search at 1M vectors.
 # Needs an export under saved_models/kerasbert (make demo writes one). Writes runs/bench-batch/.

@@ -1,13 +1,10 @@
 """Embedding search on Quora questions: batch inference on Beam against a plain loop and the vector
-index against exact search (batch, `make bench-batch`); the most similar pair among N sentences with
-a bi-encoder (pair, `make bench-search`). docs/benchmarks.md tells the figures.
+index against exact search (`make bench-batch`). docs/benchmarks.md tells the figures.
 
     python -m benchmarks.batch --output_dir runs/bench-batch \
         [--export_base saved_models/kerasbert] [--sentences 20000] [--vectors 1000000]
-    python -m benchmarks.batch --part pair --output_dir runs/bench-search [--sizes 1000 5000] \
-        [--bi_model runs/bench-multitask/minilm_bi] [--cross_model runs/bench-multitask/minilm_cross]
 
-batch (needs an export under --export_base; make demo writes one):
+Needs an export under --export_base (make demo writes one):
 1. Throughput: --sentences distinct Quora questions embedded (`embed`, batches of 64) by
    `pipelines.batch_predict` (direct runner, 2 workers) and by a plain loop over the same
    signature in one process, each timed from process start to finish.
@@ -15,9 +12,6 @@ batch (needs an export under --export_base; make demo writes one):
    them (`synthetic_around`); 1,000 held-out questions as queries; recall@10 against exact
    search and queries/s (one at a time, batches of 64) of exact search, ScaNN and FAISS at
    their default share of the index searched, half and twice it.
-pair: the first N distinct Quora train questions embedded by the bi-encoder run and their most
-similar pair found, timed end to end, beside the bi- and cross-encoder runs' Quora dev paraphrase
-accuracy (their metrics.json): what one embedding per sentence costs in accuracy.
 """
 
 from __future__ import annotations
@@ -30,18 +24,17 @@ import time
 
 import numpy as np
 
-from benchmarks.peer_protocol import read_json
+from benchmarks.peer_protocol import time_batches
 from benchmarks.results import bench_parser, load_results, render_markdown, save_results
 from benchmarks.serving import newest_version
 from kerasbert.batch.records import read_results
+from kerasbert.data.corpus import read_task_sentences
 from kerasbert.errors import DataError
-from kerasbert.finetuning.data import load_examples
 from kerasbert.quiet import native_stderr_hidden
-from kerasbert.search import KerasEmbedder, SavedModelEmbedder, most_similar_pair, nearest
+from kerasbert.search import SavedModelEmbedder, nearest
 from kerasbert.vector_index import build_index, normalized, save_index
 
-TITLES = {"batch": "Batch inference on Beam against a loop; vector search at scale",  # of results.md
-          "pair": "Most similar pair among N sentences: bi-encoder"}
+TITLE = "Batch inference on Beam against a loop; vector search at scale"  # of results.md
 LOOP = """
 import json, sys, time
 started = time.perf_counter()
@@ -96,10 +89,7 @@ def exact_top(queries, vectors, k=10, block=64):
 def queries_per_second(search, queries, batch: int, budget: int) -> float:
     """Queries/s of `search` over the first `budget` queries, `batch` at a time (after one warm-up call)."""
     search(queries[:batch])
-    started = time.perf_counter()
-    for i in range(0, budget, batch):
-        search(queries[i:i + batch])
-    return budget / (time.perf_counter() - started)
+    return time_batches(search, queries[:budget], batch, 1)[0]
 
 
 def folder_bytes(folder: str) -> int:
@@ -142,11 +132,7 @@ def search_part(vectors, queries, output_dir: str) -> dict:
 
 
 def distinct_questions(path: str, count: int) -> list[str]:
-    seen: dict[str, None] = {}
-    for example in load_examples("para", path):
-        for text in (example.text_a, example.text_b):
-            seen.setdefault(text.strip(), None)
-    questions = [q for q in seen if q]
+    questions = [question for question, in read_task_sentences("para", path)]
     if len(questions) < count:
         raise DataError(f"{path}: {len(questions)} distinct questions, fewer than {count}")
     return questions[:count]
@@ -168,7 +154,7 @@ def part_batch(args, questions: list[str]) -> dict:
         "loop_seconds": loop["seconds"], "loop_sentences_per_second": n / loop["seconds"],
         "loop_load_seconds": loop["load_seconds"], "loop_call_seconds": loop["call_seconds"],
         "loop_call_sentences_per_second": n / loop["call_seconds"], "ratio": loop["seconds"] / beam_seconds}}
-    print(render_markdown(results, TITLES["batch"]), flush=True)
+    print(render_markdown(results, TITLE), flush=True)
     _, _, real = read_results(prefix, "embedding")
     real = normalized(real)
     queries = SavedModelEmbedder(model_dir, args.batch_size)(questions[args.sentences:])
@@ -180,49 +166,18 @@ def part_batch(args, questions: list[str]) -> dict:
     return results
 
 
-def part_pair(args, sentences: list[str]) -> dict:
-    embedder = KerasEmbedder(args.bi_model)
-    embedder(sentences[:64])  # trace once, outside the timings
-    rows = []
-    for n in args.sizes:
-        print(f"== bi-encoder: most similar pair among {n:,} sentences", flush=True)
-        started = time.perf_counter()
-        vectors = embedder(sentences[:n])
-        embedded = time.perf_counter()
-        i, j, cosine = most_similar_pair(vectors)
-        done = time.perf_counter()
-        rows.append({"n": n, "pairs": n * (n - 1) // 2, "bi": {
-            "seconds": done - started, "embed_seconds": embedded - started, "pair_seconds": done - embedded,
-            "pair": [sentences[i], sentences[j]], "cosine": cosine}})
-    accuracy = {name: read_json(os.path.join(path, "metrics.json"))["para_accuracy"]
-                for name, path in (("bi", args.bi_model), ("cross", args.cross_model))}
-    return {"rows": rows, "para_accuracy": accuracy, "models": {"bi": args.bi_model, "cross": args.cross_model}}
-
-
 def main(argv=None) -> int:
     parser = bench_parser("batch", __doc__)
-    parser.add_argument("--part", default="batch", choices=list(TITLES), help="batch (default) or pair.")
-    parser.add_argument("--export_base", default="saved_models/kerasbert", help="batch: its newest version is used.")
-    parser.add_argument("--sentences", type=int, default=20000, help="batch: distinct questions to embed.")
-    parser.add_argument("--vectors", type=int, default=1_000_000, help="batch: vectors to search over.")
-    parser.add_argument("--batch_size", type=int, default=64, help="batch: batch size of both embedders.")
-    parser.add_argument("--bi_model", default="runs/bench-multitask/minilm_bi",
-                        help="pair: fine-tuning output with bi-encoder pair heads (its embed path).")
-    parser.add_argument("--cross_model", default="runs/bench-multitask/minilm_cross",
-                        help="pair: fine-tuning output with cross-encoder pair heads (its dev accuracy).")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000], help="pair: corpus sizes N.")
+    parser.add_argument("--export_base", default="saved_models/kerasbert", help="Its newest version is used.")
+    parser.add_argument("--sentences", type=int, default=20000, help="Distinct questions to embed.")
+    parser.add_argument("--vectors", type=int, default=1_000_000, help="Vectors to search over.")
+    parser.add_argument("--batch_size", type=int, default=64, help="Batch size of both embedders.")
     args = parser.parse_args(argv)
-    if args.part == "pair" and args.output_dir == "runs/bench-batch":
-        args.output_dir = "runs/bench-search"  # make bench-search's folder
     os.makedirs(args.output_dir, exist_ok=True)
-    sentences_file = os.path.join(args.data_dir, "cs224n", "quora-train.tsv")
     results = load_results(args.output_dir, default={})
-    if args.part == "batch":
-        results.update(part_batch(args, distinct_questions(sentences_file, args.sentences + 1000)))
-    else:
-        sentences = distinct_questions(sentences_file, max(args.sizes))
-        results.update(part_pair(args, sentences), sentences_file=sentences_file)
-    print(save_results(args.output_dir, results, "benchmarks.batch", TITLES[args.part]))
+    results.update(part_batch(args, distinct_questions(os.path.join(args.data_dir, "cs224n", "quora-train.tsv"),
+                                                       args.sentences + 1000)))
+    print(save_results(args.output_dir, results, "benchmarks.batch", TITLE))
     return 0
 
 

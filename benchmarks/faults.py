@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from benchmarks.results import save_results
 from benchmarks.serving import BATCHING, SENTENCES, command_line, copy_of_newest, model_config, run_clients
@@ -104,7 +105,7 @@ def run(export_base: str, seconds: float, clients: int, work: str) -> dict:
     source = copy_of_newest(export_base, base)
     shutil.copytree(os.path.join(base, "1"), os.path.join(second, "1"))
     config_file = os.path.join(work, "models.config")
-    write_file(config_file, model_config({"kerasbert": base}))
+    Path(config_file).write_text(model_config({"kerasbert": base}))
     with LocalServer("kerasbert", config_file=config_file, log_path=os.path.join(work, "server.log"),
                      extra_flags=["--model_config_file_poll_wait_seconds=1", "--load_retry_interval_micros=2000000",
                                   *BATCHING]) as server:
@@ -131,16 +132,16 @@ def run(export_base: str, seconds: float, clients: int, work: str) -> dict:
         shutil.rmtree(os.path.join(base, "2"))
         fault("corrupt", "version 3 with a garbage saved_model.pb", 0.1)
         os.makedirs(os.path.join(base, "3"))
-        write_file(os.path.join(base, "3", "saved_model.pb"), "garbage")
+        Path(base, "3", "saved_model.pb").write_text("garbage")
         fault("config_change", "models.config: model 'second' added, kerasbert's policy latest 2", 0.1)
-        write_file(config_file, model_config({"kerasbert": base, "second": second},
-                                             " model_version_policy { latest { num_versions: 2 } }"))
+        Path(config_file).write_text(model_config({"kerasbert": base, "second": second},
+                                                  " model_version_policy { latest { num_versions: 2 } }"))
         events[-1]["second_model_served_after_s"] = seconds_until_served(server, model="second")
         fault("config_broken", "models.config rewritten with a syntax error", 0.05)
-        write_file(config_file, "model_config_list { config {{ ")
+        Path(config_file).write_text("model_config_list { config {{ ")
         fault("remove_corrupt", "version 3 removed and models.config repaired, so the server can restart", 0.05)
         shutil.rmtree(os.path.join(base, "3"))
-        write_file(config_file, model_config({"kerasbert": base, "second": second}))
+        Path(config_file).write_text(model_config({"kerasbert": base, "second": second}))
         fault("kill", "SIGKILL, then the same command started again", 0.05)
         server.process.kill()
         server.process.wait()
@@ -169,11 +170,6 @@ def run(export_base: str, seconds: float, clients: int, work: str) -> dict:
             "good_failed_or_lost_in_restart": len(seen["failures"]) - len(outside),
             "longest_gap_without_200_s": round(longest_gap, 2), "server_up_at_end": up_at_end,
             "first_load_s": load_seconds}
-
-
-def write_file(path: str, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def main(argv=None) -> int:

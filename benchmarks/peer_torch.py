@@ -23,8 +23,8 @@ as `predictions`): benchmarks.tasks scores them with kerasbert's own scorers. A 
 Tagging labels each word's first piece (-100 elsewhere) and predicts a word's tag there, as
 run_ner.py; a word cut off by the sequence length is predicted "O". QA windows are packed
 as BERT's run_squad.py and kerasbert do ([CLS] question [SEP] window [SEP], the question
-cut to `max_query_length` pieces, windows `doc_stride` pieces apart): transformers'
-tokenizer `stride` is an overlap, so the windows are cut by hand to stay the same.
+cut to `max_query_length` pieces, windows `doc_stride` pieces apart): the fast tokenizer's
+overflowing windows, as run_qa.py's, its `stride` (an overlap) set to start them so.
 Answers are chosen as run_qa.py's postprocessing: the 20 best starts and ends of every
 window, spans inside the context, end not before start, at most `max_answer_length`
 pieces, best start + end logit over all windows.
@@ -239,9 +239,9 @@ def pretrain_speed(args) -> dict:
 def finetune_speed(args) -> dict:
     """BertForSequenceClassification on the given packed batches: examples/s of whole steps
     (forward, loss, backward, clipping, AdamW)."""
-    model = transformers.BertForSequenceClassification.from_pretrained(args.checkpoint, num_labels=args.num_labels)
+    model = transformers.BertForSequenceClassification.from_pretrained(args.checkpoint, num_labels=5)  # SST-5
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01, eps=1e-6)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01, eps=1e-6)
     constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     with np.load(args.batches) as data:
         count = len([name for name in data.files if name.startswith("labels_")])
@@ -324,37 +324,31 @@ def span_windows(tokenizer, examples: list[dict], settings: dict) -> dict:
     `example`, each position's character span in the context (None outside it), and
     `start_positions`/`end_positions` of the first answer (0 where the window lacks it)."""
     length, stride = settings["sequence_length"], settings["doc_stride"]
-    cls, sep, pad = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
-    rows = {key: [] for key in ("input_ids", "token_type_ids", "attention_mask", "example", "offsets",
-                                "start_positions", "end_positions")}
+    rows = {key: [] for key in (*MODEL_INPUTS, "example", "offsets", "start_positions", "end_positions")}
     for index, example in enumerate(examples):
-        question = tokenizer(example["question"], add_special_tokens=False)["input_ids"][:settings["max_query_length"]]
-        context = tokenizer(example["context"], add_special_tokens=False, return_offsets_mapping=True)
-        ids, spans = context["input_ids"], context["offset_mapping"]
+        question = tokenizer(example["question"], add_special_tokens=False, return_offsets_mapping=True)
+        kept = question["offset_mapping"][:settings["max_query_length"]]  # the pieces past it: cut from the text
+        spans = tokenizer(example["context"], add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
         answer = example["answers"][0] if example.get("answers") else None
         inside = [i for i, (s, e) in enumerate(spans)
                   if answer and e > answer["start"] and s < answer["start"] + len(answer["text"])]
         if answer and not inside:
             continue  # the answer covers no piece: kerasbert skips it too
-        room = length - 3 - len(question)
-        count = 1 + (max(len(ids) - room, 0) + stride - 1) // stride
-        for window in range(count):
-            begin = window * stride
-            pieces = ids[begin:begin + room]
-            tokens = [cls, *question, sep, *pieces, sep]
-            offset = len(question) + 2  # the first context piece's position
-            start = end = 0
-            if inside and begin <= inside[0] and inside[-1] < begin + len(pieces):
-                start, end = offset + inside[0] - begin, offset + inside[-1] - begin
-            rows["input_ids"].append(tokens + [pad] * (length - len(tokens)))
-            rows["token_type_ids"].append([0] * offset + [1] * (len(pieces) + 1) + [0] * (length - len(tokens)))
-            rows["attention_mask"].append([1] * len(tokens) + [0] * (length - len(tokens)))
+        offset = len(kept) + 2  # the first context piece's position
+        windows = tokenizer(example["question"][:kept[-1][1]], example["context"], truncation="only_second",
+                            max_length=length, stride=length - 1 - offset - stride, padding="max_length",
+                            return_overflowing_tokens=True, return_offsets_mapping=True)
+        for window, window_spans in enumerate(windows["offset_mapping"]):
+            context = [span if part == 1 else None for span, part in zip(window_spans, windows.sequence_ids(window))]
+            begin, pieces = window * stride, sum(span is not None for span in context)
+            whole = inside and begin <= inside[0] and inside[-1] < begin + pieces  # the answer in this window
+            for key in MODEL_INPUTS:
+                rows[key].append(windows[key][window])
             rows["example"].append(index)
-            rows["offsets"].append([None] * offset + spans[begin:begin + len(pieces)]
-                                   + [None] * (length - offset - len(pieces)))
-            rows["start_positions"].append(start)
-            rows["end_positions"].append(end)
-    return {key: np.array(values, np.int64) if key not in ("offsets",) else values for key, values in rows.items()}
+            rows["offsets"].append(context)
+            rows["start_positions"].append(offset + inside[0] - begin if whole else 0)
+            rows["end_positions"].append(offset + inside[-1] - begin if whole else 0)
+    return {key: np.array(values, np.int64) if key != "offsets" else values for key, values in rows.items()}
 
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -598,8 +592,6 @@ FLAGS = {  # flag: (type, default (None: required), help)
     "--repeats": (int, 1, "Timed passes."),
     "--checkpoint": (str, None, "MiniLM's Hugging Face folder."),
     "--batches": (str, None, "Packed batches (.npz: token_ids_I, segment_ids_I, padding_mask_I, labels_I)."),
-    "--num_labels": (int, 5, "Classes of the fine-tuned head."),
-    "--learning_rate": (float, 5e-5, "AdamW's rate."),
     "--sentences": (str, None, "A JSON list of strings."),
     "--max_length": (int, 128, "Tokens a sentence at most."),
     "--batch_size": (int, 32, "Rows a call."),
@@ -609,8 +601,7 @@ FLAGS = {  # flag: (type, default (None: required), help)
 COMMANDS = {
     "pretrain": (pretrain, ("--inputs", "--init", "--seed", "--state")),
     "pretrain_speed": (pretrain_speed, ("--inputs", "--init", "--seed", "--steps", "--warmup", "--repeats")),
-    "finetune_speed": (finetune_speed, ("--checkpoint", "--batches", "--num_labels", "--learning_rate", "--warmup",
-                                        "--repeats")),
+    "finetune_speed": (finetune_speed, ("--checkpoint", "--batches", "--warmup", "--repeats")),
     "inference": (inference, ("--checkpoint", "--sentences", "--batch_size", "--max_length", "--repeats")),
     "train": (train, ("--inputs", "--checkpoint", "--model_dir")),
     "pipeline": (pipeline, ("--inputs", "--model_dir", "--batch_size", "--repeats")),

@@ -28,7 +28,7 @@ from kerasbert.packing import make_packer
 from kerasbert.pretraining.dataset import examples_dataset, pretraining_dataset
 from kerasbert.pretraining.inputs import make_masker, tokenize_documents
 from kerasbert.pretraining.pairs import build_pairs
-from kerasbert.pretraining.run import run_pretraining
+from kerasbert.pretraining.run import resolve_tokenizer, run_pretraining
 from kerasbert.training.optim import make_optimizer
 
 TITLE = "Pretraining benchmark"  # of results.md
@@ -74,11 +74,9 @@ def time_steps(model, dataset, steps: int, warmup: int = 3) -> float:
 
 def part_throughput(data_dir: str, output_dir: str, steps: int = 20, repeats: int = 3) -> dict:
     config = load_config(PretrainConfig, "pipelines/configs/pretrain_mini.json")
-    vocab = os.path.join(output_dir, "scratch", "vocab.txt")
     documents = load_corpora(config.data.sources, data_dir)
-    tokenizer = (tokenization.make_tokenizer(vocab) if os.path.exists(vocab) else
-                 tokenization.make_tokenizer(tokenization.train_vocabulary(
-                     [s for d in documents for s in d], config.data.vocab_size)))
+    # The scratch part's vocabulary if it ran, else one trained here and not saved (that part trains its own).
+    tokenizer = resolve_tokenizer(config, documents, None, os.path.join(output_dir, "scratch"), is_chief=False)
     ids = tokenization.special_token_ids(tokenizer)
     seq, batch = config.model.max_sequence_length, config.train.batch_size
     pairs = build_pairs(tokenize_documents(tokenizer, documents), seq, np.random.default_rng(0))

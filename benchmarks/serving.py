@@ -1,7 +1,6 @@
 """Serving load benchmark: the exported model's `sentiment` signature behind `python -m serving`.
 
     python -m benchmarks.serving --export_base saved_models/kerasbert [--seconds 60] [--clients 32]
-        [--paired_with REF]   # and the server of git REF, in turn: a before/after in one run
 
 Keep-alive REST clients, batching off and on (a new version dropped in halfway), the server
 against the model's own batch-32 calls in process, monitoring on against off; docs/benchmarks.md
@@ -22,6 +21,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.results import bench_parser, save_results
 from serving.process import LocalServer
@@ -119,51 +120,12 @@ class InProcessModel:
         return calls * self.batch / (time.perf_counter() - start)
 
 
-def ratio_to_model(in_process: InProcessModel, server_load) -> float:
-    """The server's requests/s over the model's sentences/s in process, measured just before
-    and just after it."""
+def ratio_to_model(in_process: InProcessModel, port: int, clients: int, seconds: float) -> float:
+    """The server's requests/s (`load`) over the model's sentences/s in process, measured just
+    before and just after it."""
     before = in_process.rate()
-    served = server_load()["requests_per_second"]
+    served = load(port, clients, seconds)["requests_per_second"]
     return served / statistics.mean([before, in_process.rate()])
-
-
-def paired_with(ref: str, base: str, in_process: InProcessModel, clients: int, seconds: float,
-                rounds: int = 4) -> dict:
-    """This checkout's server (batching on) and the server of git `ref` (in a temporary
-    worktree), in turn (AB BA AB ...), each run set against the model's in-process rate beside
-    it: {name: {"ratios", "cpu_ms_per_request", "p99_ms"}}, a before/after on which the
-    machine's other load weighs alike."""
-    import subprocess
-
-    from serving.process import ROOT
-
-    tree = tempfile.mkdtemp(prefix="kerasbert-bench-serving-ref-")
-    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", tree, ref], check=True, capture_output=True)
-    found = {name: {"ratios": [], "cpu_ms_per_request": [], "p99_ms": []} for name in ("this", ref)}
-    try:
-        for round_ in range(rounds):
-            order = [("this", ROOT), (ref, tree)]
-            for name, root in order if round_ % 2 == 0 else order[::-1]:
-                with LocalServer("kerasbert", base, extra_flags=BATCHING, root=root) as server:
-                    server.wait_for_version()
-                    load(server.rest_port, 4, 5)  # warm up
-                    before = cpu_seconds(server.process.pid)
-                    run = {}
-
-                    def server_load():
-                        run.update(load(server.rest_port, clients, seconds))
-                        return run
-                    found[name]["ratios"].append(ratio_to_model(in_process, server_load))
-                    found[name]["cpu_ms_per_request"].append(
-                        1000 * (cpu_seconds(server.process.pid) - before) / max(1, run["outcomes"].get("ok", 0)))
-                    found[name]["p99_ms"].append(run["p99_ms"])
-                print(f"   {name}: ratio {found[name]['ratios'][-1]:.3f}, "
-                      f"{found[name]['cpu_ms_per_request'][-1]:.2f} CPU ms a request", flush=True)
-    finally:
-        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", tree], capture_output=True)
-    for runs in found.values():
-        runs["median_ratio"] = statistics.median(runs["ratios"])
-    return found
 
 
 def cpu_seconds(pid: int) -> float:
@@ -182,12 +144,8 @@ def scrape_every(port: int, path: str, seconds: float, stop: threading.Event, pa
 
 def histogram_mean(page: str, name: str) -> float:
     """sum / count of a histogram in a Prometheus text page."""
-    values = {}
-    for line in page.splitlines():
-        for suffix in ("_sum", "_count"):
-            if line.startswith(name + suffix + " ") or line.startswith(name + suffix + "{"):
-                values[suffix] = float(line.rsplit(" ", 1)[1])
-    return values["_sum"] / values["_count"] if values.get("_count") else float("nan")
+    values = {sample.name: sample.value for family in text_string_to_metric_families(page) for sample in family.samples}
+    return values[name + "_sum"] / values[name + "_count"] if values.get(name + "_count") else float("nan")
 
 
 def drop_new_version(base: str, port: int, result: dict) -> None:
@@ -296,10 +254,7 @@ def command_line(name: str, doc: str, seconds: float, seconds_help: str) -> argp
 
 
 def main(argv=None) -> int:
-    parser = command_line("serving", __doc__, 60.0, "Length of each 32-client run.")
-    parser.add_argument("--paired_with", default="", help="A git ref whose server runs in turn with this one's "
-                                                          "(batching on, 4 rounds each): the before/after ratios.")
-    args = parser.parse_args(argv)
+    args = command_line("serving", __doc__, 60.0, "Length of each 32-client run.").parse_args(argv)
     base = tempfile.mkdtemp(prefix="kerasbert-bench-serving-")
     export = copy_of_newest(args.export_base, base)
     os.makedirs(args.output_dir, exist_ok=True)
@@ -322,14 +277,10 @@ def main(argv=None) -> int:
             dropper.join()
             results[key] = {"many_clients": many, **swap}
             if key == "batching":  # the server-over-model ratio: three runs, the model's rate beside each
-                def server_load():
-                    return load(port, args.clients, args.seconds / 2)
-                results[key]["ratio_runs"] = [ratio_to_model(in_process, server_load) for _ in range(3)]
+                results[key]["ratio_runs"] = [ratio_to_model(in_process, port, args.clients, args.seconds / 2)
+                                              for _ in range(3)]
             print(f"   {key}: {many['requests_per_second']:.0f} req/s, p99 {many['p99_ms']:.0f} ms, "
                   f"{many['outcomes']}, new version in {swap.get('new_version_served_after_s', -1):.2f} s", flush=True)
-    if args.paired_with:
-        print(f"   this checkout and {args.paired_with}, in turn", flush=True)
-        results["paired_with"] = paired_with(args.paired_with, base, in_process, args.clients, args.seconds / 2)
     print("   monitoring on and off, in turn", flush=True)
     results["monitoring"] = monitoring_cost(base, args.clients, args.seconds / 4)
     results["model_at_served_batch"] = model_at_served_batch(base, in_process, results)

@@ -5,8 +5,7 @@ from start-up whatever clients do; this pool does the same. It also differs from
 concurrent.futures.ThreadPoolExecutor in which thread runs a task: that executor's idle
 threads take tasks in turn, so one client's requests visit every thread, each time with
 cold caches and TensorFlow's per-thread state; here the most recently idle thread takes
-the next task, so light traffic stays on one thread (about 0.4-0.8 ms of a 9 ms call at
-one client, measured against a checkout without it: `python -m benchmarks.serving --paired_with REF`).
+the next task, so light traffic stays on one thread.
 
 Example:
     >>> pool = WorkerPool(8, "rest")  # 8 threads exist now, none will be added
