@@ -136,10 +136,10 @@ class ServingGraph:
         self.bi = {name: preprocessor.encoder_of(task) == "bi" for name, task in self.specs.items()}
         self.encode = tf.function(lambda *tokens: model.embed(dict(zip(keys, tokens)), unpadded=True,
                                                               compute_dtype=compute_dtype),
-                                  input_signature=token_specs())
+                                  input_signature=token_specs(), autograph=False)
         self.tokenize = preprocessor.tokenize
         self.pack = {count: tf.function(lambda *segments: tuple(pack_segments(segments, length, ids)[k] for k in keys),
-                                        input_signature=[SEGMENT] * count) for count in (1, 2)}
+                                        input_signature=[SEGMENT] * count, autograph=False) for count in (1, 2)}
 
     def embed_text(self, text):
         return self.encode(*self.pack[1](self.tokenize(text)))
@@ -245,7 +245,7 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
             for tracked in spec.family.tracked(preprocessor, spec):
                 archive.track(tracked)
     for name, (function, signature) in functions.items():
-        archive.add_endpoint(name, tf.function(function), input_signature=signature)
+        archive.add_endpoint(name, tf.function(function, autograph=False), input_signature=signature)
 
     building = tempfile.mkdtemp(prefix=f".{version}-building-{os.getpid()}-", dir=export_base)
     try:
