@@ -55,7 +55,8 @@ def _predict_function(model, task: str):
         # A partial, not a lambda: TensorFlow counts retraces by the Python code object, and one
         # lambda's code shared by every task's function made their first traces look like
         # retracing ("6 out of the last 10 calls ... triggered tf.function retracing").
-        functions[task] = tf.function(functools.partial(model.task_prediction, task), reduce_retracing=True)
+        functions[task] = tf.function(functools.partial(model.task_prediction, task), reduce_retracing=True,
+                                      autograph=False)
     return functions[task]
 
 
@@ -78,7 +79,7 @@ def _family_function(model, preprocessor, task: str):
     if task not in functions:
         family = model.task_specs[task].family
         function, signature = family_signatures(model, preprocessor, task).functions()[family.decoder_function]
-        functions[task] = tf.function(function, input_signature=signature)
+        functions[task] = tf.function(function, input_signature=signature, autograph=False)
     return functions[task]
 
 

@@ -249,6 +249,7 @@ class MultitaskBert(DatasetFit, keras.Model):
             scales.append(None if isinstance(scale, float) and scale == 1.0 else scale)
         return scales
 
+    @tf.autograph.experimental.do_not_convert  # no tensor-dependent Python control flow: tracing skips converting
     def train_step(self, data):
         x, y = data
         task = x["task"][0]  # the batch's task, by its id (kerasbert.tasks.task_id)

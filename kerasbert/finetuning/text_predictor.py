@@ -49,7 +49,7 @@ class TextPredictor:
         functions = serving_functions(model, preprocessor, compute_dtype=compute_dtype)
         self.signatures = {name: spec.head for name, spec in model.task_specs.items()}
         self.signatures.update({head: head for head in list(self.signatures.values()) + ["embed"]})
-        self._functions = {name: (tf.function(functions[name][0], input_signature=functions[name][1]),
+        self._functions = {name: (tf.function(functions[name][0], input_signature=functions[name][1], autograph=False),
                                   len(functions[name][1])) for name in set(self.signatures.values())}
 
     @classmethod
