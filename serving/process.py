@@ -43,12 +43,12 @@ def stop_on_sigterm() -> None:
 class LocalServer:
     """A child `python -m serving` for one model base path (or, with `config_file`, the
     models of a --model_config_file, `model_name` the one to wait for); REST and gRPC on
-    127.0.0.1. `root`: the checkout whose `serving` runs (default: this one)."""
+    127.0.0.1."""
 
     def __init__(self, model_name: str, base_path: str | None = None, log_path: str | None = None,
                  extra_flags: list[str] | None = None, poll_seconds: float = 0.5,
-                 config_file: str | None = None, root: str = ROOT):
-        self.model_name, self.root = model_name, root
+                 config_file: str | None = None):
+        self.model_name = model_name
         self.base_path = os.path.abspath(base_path) if base_path else None
         self.rest_port, self.grpc_port = free_port(), free_port()
         self.log_path = log_path
@@ -64,9 +64,9 @@ class LocalServer:
 
     def start(self) -> "LocalServer":
         log = open(self.log_path, "a") if self.log_path else subprocess.DEVNULL
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [self.root, os.environ.get("PYTHONPATH")])),
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
                "TF_CPP_MIN_LOG_LEVEL": "2"}
-        self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.root)
+        self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         if log is not subprocess.DEVNULL:
             log.close()  # the child holds its own descriptor
         return self
