@@ -143,8 +143,9 @@ def tokenize_sentences(tokenizer, sentences: list[str], batch_size: int = 4096) 
     WordPiece op, traced once per tokenizer: called eagerly, keras-hub tokenizes in Python
     (the same ids, an order of magnitude slower)."""
     if tokenizer not in _GRAPH_TOKENIZERS:
-        _GRAPH_TOKENIZERS[tokenizer] = tf.function(tokenizer, input_signature=[tf.TensorSpec([None], tf.string)],
-                                                   autograph=False)
+        held = weakref.ref(tokenizer)  # the cache must not keep its key alive
+        _GRAPH_TOKENIZERS[tokenizer] = tf.function(lambda text: held()(text), autograph=False,
+                                                   input_signature=[tf.TensorSpec([None], tf.string)])
     tokenize = _GRAPH_TOKENIZERS[tokenizer]
     ids: list[list[int]] = []
     for start in range(0, len(sentences), batch_size):
