@@ -245,7 +245,7 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
             for tracked in spec.family.tracked(preprocessor, spec):
                 archive.track(tracked)
     for name, (function, signature) in functions.items():
-        archive.add_endpoint(name, tf.function(function, autograph=False), input_signature=signature)
+        archive.add_endpoint(name, function, input_signature=signature)  # keras traces it without autograph
 
     building = tempfile.mkdtemp(prefix=f".{version}-building-{os.getpid()}-", dir=export_base)
     try:
