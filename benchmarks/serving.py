@@ -3,7 +3,7 @@
     python -m benchmarks.serving --export_base saved_models/kerasbert [--seconds 60] [--clients 32]
 
 Keep-alive REST clients, batching off and on (a new version dropped in halfway), the server
-against the model's own batch-32 calls in process, monitoring on against off; docs/benchmarks.md
+against the model's own batch-32 calls in process and at the batch it forms; docs/benchmarks.md
 tells more. Writes results.json and results.md.
 """
 
@@ -135,13 +135,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def scrape_every(port: int, path: str, seconds: float, stop: threading.Event, pages: list) -> None:
-    """What Prometheus does: fetch the metrics page every `seconds` (the last page is kept)."""
-    while not stop.wait(seconds):
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-            pages[:] = [response.read().decode()]
-
-
 def histogram_mean(page: str, name: str) -> float:
     """sum / count of a histogram in a Prometheus text page."""
     values = {sample.name: sample.value for family in text_string_to_metric_families(page) for sample in family.samples}
@@ -170,48 +163,20 @@ def drop_new_version(base: str, port: int, result: dict) -> None:
 
 
 BATCHING = ["--enable_batching", "--batching_parameters_file=serving/batching.config"]
-MONITORING_PATH = "/monitoring/prometheus/metrics"
+MONITORING_PATH = "/monitoring/prometheus/metrics"  # the batching run's, for the batch size it forms
 MODES = (  # results key, server flags
     ("no_batching", []),
-    ("batching", BATCHING),
+    ("batching", BATCHING + ["--monitoring_config_file={base}/monitoring.config"]),
     ("batching_standby", BATCHING + ["--warm_standby"]),
 )
 
 
-def monitoring_cost(base: str, clients: int, seconds: float, rounds: int = 3) -> dict:
-    """Requests/s of two batching servers of the same model, one exporting Prometheus metrics
-    scraped every second: their loads alternate in `rounds` slices of `seconds` each, so the
-    machine's drift falls on both. Also the mean batch size, from the metrics."""
-    rates = {"off": [], "on": []}
-    with tempfile.NamedTemporaryFile("w", suffix="-monitoring.config") as config:
-        config.write(f'prometheus_config {{ enable: true path: "{MONITORING_PATH}" }}')
-        config.flush()
-        monitored = BATCHING + [f"--monitoring_config_file={config.name}"]
-        with LocalServer("kerasbert", base, extra_flags=BATCHING) as plain, \
-                LocalServer("kerasbert", base, extra_flags=monitored) as on:
-            plain.wait_for_version()
-            on.wait_for_version()
-            stop, pages = threading.Event(), []
-            threading.Thread(target=scrape_every, args=(on.rest_port, MONITORING_PATH, 1.0, stop, pages),
-                             daemon=True).start()
-            for server in (plain, on):
-                load(server.rest_port, 4, 5)  # warm up
-            for _ in range(rounds):
-                for key, server in (("off", plain), ("on", on)):
-                    rates[key].append(load(server.rest_port, clients, seconds)["requests_per_second"])
-            stop.set()
-            time.sleep(1.1)
-    return {"requests_per_second": rates, "ratio": statistics.median(rates["on"]) / statistics.median(rates["off"]),
-            "mean_batch_size": histogram_mean(pages[0], ":tensorflow:serving:batching_session:processed_batch_size")
-            if pages else float("nan")}
-
-
 def model_at_served_batch(base: str, in_process: InProcessModel, results: dict) -> dict:
     """The model in process on batches of the size the batching server formed (its mean, from
-    the metrics), beside its batch-32 rate: the server's ratio to the model set against what
-    batches of that size can reach."""
-    mean = results["monitoring"]["mean_batch_size"]
-    if not mean >= 1:  # no metrics page was read
+    its metrics page), beside its batch-32 rate: the server's ratio to the model set against
+    what batches of that size can reach."""
+    mean = results["batching"]["mean_batch_size"]
+    if not mean >= 1:  # no batch was recorded
         return {}
     batch = round(mean)
     rate_32, rate_served = in_process.rate(), InProcessModel(os.path.join(base, "1"), batch).rate(max(30, 960 // batch))
@@ -258,10 +223,12 @@ def main(argv=None) -> int:
     base = tempfile.mkdtemp(prefix="kerasbert-bench-serving-")
     export = copy_of_newest(args.export_base, base)
     os.makedirs(args.output_dir, exist_ok=True)
+    with open(os.path.join(base, "monitoring.config"), "w") as config:  # beside the versions, not one
+        config.write(f'prometheus_config {{ enable: true path: "{MONITORING_PATH}" }}')
     in_process = InProcessModel(os.path.join(base, "1"))
     results = {"export": export, "in_process_batch_sentences_per_second": in_process.rate(60)}
     for key, flags in MODES:
-        with LocalServer("kerasbert", base, extra_flags=flags) as server:
+        with LocalServer("kerasbert", base, extra_flags=[flag.format(base=base) for flag in flags]) as server:
             server.wait_for_version()
             if "--warm_standby" in flags:
                 time.sleep(10)  # the standby copy loads in the background; keep it out of the latencies
@@ -279,17 +246,17 @@ def main(argv=None) -> int:
             if key == "batching":  # the server-over-model ratio: three runs, the model's rate beside each
                 results[key]["ratio_runs"] = [ratio_to_model(in_process, port, args.clients, args.seconds / 2)
                                               for _ in range(3)]
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{MONITORING_PATH}", timeout=10) as page:
+                    results[key]["mean_batch_size"] = histogram_mean(
+                        page.read().decode(), ":tensorflow:serving:batching_session:processed_batch_size")
             print(f"   {key}: {many['requests_per_second']:.0f} req/s, p99 {many['p99_ms']:.0f} ms, "
                   f"{many['outcomes']}, new version in {swap.get('new_version_served_after_s', -1):.2f} s", flush=True)
-    print("   monitoring on and off, in turn", flush=True)
-    results["monitoring"] = monitoring_cost(base, args.clients, args.seconds / 4)
     results["model_at_served_batch"] = model_at_served_batch(base, in_process, results)
     shutil.rmtree(base, ignore_errors=True)
     off, on = results["no_batching"]["many_clients"], results["batching"]["many_clients"]
     results["ratios"] = {  # README's serving figures
         "batching_on_over_off": on["requests_per_second"] / off["requests_per_second"],
-        "server_over_in_process_median": statistics.median(results["batching"]["ratio_runs"]),
-        "monitoring_on_over_off": results["monitoring"]["ratio"]}
+        "server_over_in_process_median": statistics.median(results["batching"]["ratio_runs"])}
     print(save_results(args.output_dir, results, "benchmarks.serving", TITLE))
     return 0
 
