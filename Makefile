@@ -99,7 +99,7 @@ bench-faults: install
 bench-hostile: install
 	$(PY) -m benchmarks.hostile --export_base saved_models/kerasbert --output_dir runs/bench-hostile
 
-# Batch inference on Beam against a plain loop; ScaNN and FAISS against exact search at 1M vectors.
+# Batch inference on Beam against a plain loop; ScaNN against exact search at 1M vectors.
 # Needs an export under saved_models/kerasbert (make demo writes one). Writes runs/bench-batch/.
 bench-batch: install
 	$(PY) -m benchmarks.batch --data_dir $(DATA_DIR) --output_dir runs/bench-batch

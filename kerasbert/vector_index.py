@@ -6,8 +6,8 @@ and `index.json` (backend, size, parameters). Exact search (`kerasbert.search.ne
 stays the answer for small corpora: below EXACT_SEARCH_LIMIT vectors its matrix product
 costs milliseconds, and it is never wrong.
 
-Backends (measured by `make bench-batch`, docs/benchmarks.md; ScaNN is the default: at 1M
-vectors it answered 2-3x the queries/s of FAISS's inverted file at the same recall):
+Backends (ScaNN is the default; `make bench-batch` measures it against exact search at 1M
+vectors, docs/benchmarks.md):
 - "scann": a k-means tree (about sqrt(N) leaves, a twentieth searched, at least 16),
   anisotropic 4-bit product quantization scoring, the best 200 rescored exactly (reorder).
 - "faiss": an inverted file (about 4 sqrt(N) lists, 1/32 searched, at least 16), exact inner
