@@ -82,42 +82,32 @@ def synthetic_around(real: np.ndarray, count: int, rng) -> tuple[np.ndarray, flo
     return normalized(parents + sigma * rng.standard_normal(parents.shape, dtype=np.float32)), target
 
 
-def exact_top(queries, vectors, k=10, block=64):
-    return np.concatenate([nearest(queries[i:i + block], vectors, k)[0] for i in range(0, len(queries), block)])
-
-
-def queries_per_second(search, queries, batch: int, budget: int) -> float:
-    """Queries/s of `search` over the first `budget` queries, `batch` at a time (after one warm-up call)."""
-    search(queries[:batch])
-    return time_batches(search, queries[:budget], batch, 1)[0]
-
-
-def folder_bytes(folder: str) -> int:
-    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(folder) for name in names)
-
-
 def search_part(vectors, queries, output_dir: str) -> dict:
-    truth = exact_top(queries, vectors)
-    rows = {"exact": {"recall_at_10": 1.0,
-                      "qps_single": queries_per_second(lambda q: nearest(q, vectors, 10), queries, 1, 20),
-                      "qps_batch_64": queries_per_second(lambda q: nearest(q, vectors, 10), queries, 64, 320)}}
+    def rates(search, single: int, batched: int) -> dict:  # queries/s over the first queries, after a warm-up call
+        search(queries[:64])
+        return {"qps_single": time_batches(search, queries[:single], 1, 1)[0],
+                "qps_batch_64": time_batches(search, queries[:batched], 64, 1)[0]}
+
+    def top_10(search) -> np.ndarray:
+        return np.concatenate([search(queries[i:i + 64]) for i in range(0, len(queries), 64)])
+
+    exact = lambda q: nearest(q, vectors, 10)[0]  # noqa: E731
+    truth, rows = top_10(exact), {"exact": {"recall_at_10": 1.0, **rates(exact, 20, 320)}}
     started = time.perf_counter()
     with native_stderr_hidden():
         index = build_index(vectors, "scann")
     build_seconds = time.perf_counter() - started
     folder = os.path.join(output_dir, "index-scann")
     save_index(index, [str(i) for i in range(len(vectors))], [""] * len(vectors), folder, overwrite=True)
-    size, default = folder_bytes(folder), index.params["leaves_to_search"]
+    size = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(folder) for name in names)
+    default = index.params["leaves_to_search"]
     for count in (default // 2, default, default * 2):  # the share of the leaves searched: half, default, twice
         search = lambda q, n=count: index.searcher.search_batched(  # noqa: E731
             q, final_num_neighbors=10, leaves_to_search=n)[0]
-        found = np.concatenate([search(queries[i:i + 64]) for i in range(0, len(queries), 64)])
-        recall = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, truth)]))
+        recall = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(top_10(search), truth)]))
         name = f"scann, {count} of {index.params['leaves']} leaves" + (" (default)" if count == default else "")
-        rows[name] = {"recall_at_10": recall, "qps_single": queries_per_second(search, queries, 1, 500),
-                      "qps_batch_64": queries_per_second(search, queries, 64, len(queries)),
-                      "build_seconds": build_seconds, "disk_bytes": size,
-                      "params": {**index.params, "leaves_to_search": count}}
+        rows[name] = {"recall_at_10": recall, **rates(search, 500, len(queries)), "build_seconds": build_seconds,
+                      "disk_bytes": size, "params": {**index.params, "leaves_to_search": count}}
     for row in rows.values():
         row["speedup_single"] = row["qps_single"] / rows["exact"]["qps_single"]
         row["speedup_batch_64"] = row["qps_batch_64"] / rows["exact"]["qps_batch_64"]
@@ -167,7 +157,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batch_size", type=int, default=64, help="Batch size of both embedders.")
     args = parser.parse_args(argv)
     os.makedirs(args.output_dir, exist_ok=True)
-    results = load_results(args.output_dir, default={})
+    results = load_results(args.output_dir)
     results.update(part_batch(args, distinct_questions(os.path.join(args.data_dir, "cs224n", "quora-train.tsv"),
                                                        args.sentences + 1000)))
     print(save_results(args.output_dir, results, "benchmarks.batch", TITLE))

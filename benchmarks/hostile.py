@@ -35,8 +35,8 @@ from tensorflow_serving.apis import classification_pb2, prediction_service_pb2_g
 
 from benchmarks.call_memory import call_peak_bytes, hostile_text
 from benchmarks.results import save_results
-from benchmarks.serving import (BATCHING, command_line, copy_of_newest, cpu_seconds, model_config, newest_version,
-                                post_sentence, run_clients)
+from benchmarks.serving import (BATCHING, answered, command_line, copy_of_newest, cpu_seconds, model_config,
+                                newest_version, post_sentence, run_clients)
 from serving.attacks import (PREDICT_PATH, Target, big_requests, big_text_rows, closed_by_server, declared, exchange,
                              framing_attacks, idle_sockets, length_delimited, memory_bombs, predict_request,
                              rapid_reset, statuses, with_values)
@@ -94,17 +94,11 @@ def rest_ask(expected: dict):
     """`ask` of `run_clients` for REST: "correct" if the label equals, and the probabilities are
     within 1e-4 of, the sentence's answer alone (one carrying another client's row fails)."""
     def ask(connection: http.client.HTTPConnection, sentence: str) -> str:
-        try:
-            status, body = post_sentence(connection, sentence)
-            answer = json.loads(body)
-        except (OSError, http.client.HTTPException, ValueError) as error:
-            connection.close()  # the next request connects again
-            return f"failed: {type(error).__name__}"
-        if status != 200:
-            return f"status {status}"
-        (got,), (alone,) = answer["predictions"], expected[sentence]["predictions"]
-        return "correct" if got["label"] == alone["label"] and all(
-            abs(x - y) <= 1e-4 for x, y in zip(got["probabilities"], alone["probabilities"])) else "wrong"
+        def judge(body: bytes) -> str:
+            (got,), (alone,) = json.loads(body)["predictions"], expected[sentence]["predictions"]
+            return "correct" if got["label"] == alone["label"] and all(
+                abs(x - y) <= 1e-4 for x, y in zip(got["probabilities"], alone["probabilities"])) else "wrong"
+        return answered(connection, sentence, judge)
     return ask
 
 
@@ -117,13 +111,6 @@ def grpc_ask(expected: dict):
             return error.code().name
         return "correct" if label == expected[sentence]["predictions"][0]["label"] else "wrong"
     return ask
-
-
-def split_cores() -> tuple[set[int], set[int]]:
-    """(the server's cores, the clients' and attackers' cores); both all cores on one."""
-    cores = sorted(os.sched_getaffinity(0))
-    half = max(1, len(cores) // 2)
-    return set(cores[:half]), set(cores[half:] or cores)
 
 
 def pin_process(pid: int, cores: set[int]) -> None:
@@ -430,7 +417,9 @@ def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str, c
                 status, body = post_sentence(connection, sentence)
                 assert status == 200, body
                 expected[sentence] = json.loads(body)
-        server_cores, other_cores = split_cores()
+        cores = sorted(os.sched_getaffinity(0))
+        half = max(1, len(cores) // 2)  # the server's cores; the rest the good clients' and attackers' (one core: both)
+        server_cores, other_cores = set(cores[:half]), set(cores[half:] or cores)
         pin_process(pid, server_cores)
         os.sched_setaffinity(0, other_cores)  # the good clients (threads started from here on inherit it)
         print(f"== batching {'on' if batching else 'off'}: {args.calm_seconds:.0f} s without attackers", flush=True)
@@ -478,8 +467,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batching", nargs="+", default=["on", "off"], choices=["on", "off"],
                         help="Servers to attack, batching on and off (default: both, in turn).")
     parser.add_argument("--families_export_base", default="runs/demo-tasks/export",
-                        help="Exports of the ner and squad tasks (<base>/ner/<N>, <base>/squad/<N>), for big_texts "
-                             "(skipped without them).")
+                        help="Exports <base>/ner/<N> and <base>/squad/<N>, for big_texts (skipped without them).")
     args = parser.parse_args(argv)
     groups = tuple(group for group in args.attacks.split(",") if group)
     if not set(groups) <= set(ATTACK_GROUPS):

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS),
                         help="Which rows to run (default: all).")
     args = parser.parse_args(argv)
-    results = load_results(args.output_dir, default={})
+    results = load_results(args.output_dir)
     for key in args.rows:
         print(f"== benchmark row: {key}", flush=True)
         results.setdefault("rows", {})[key] = run_row(key, args)

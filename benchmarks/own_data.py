@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         model, preprocessor, task, examples)))) for task, examples in dev.items()}
     served = served_classes(export_base, version, dev, args.served_rows)
 
-    results = load_results(args.output_dir, default={})
+    results = load_results(args.output_dir)
     results["tasks"] = {task: {"kind": model.task_specs[task].kind, "dev_accuracy": metrics[f"{task}_accuracy"],
                                "dev_examples": metrics["dev_examples"][task], **served[task]}
                         for task in config.tasks}

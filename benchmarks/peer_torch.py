@@ -18,16 +18,8 @@ decay and clipping; `DIR/train.jsonl` the training examples in training order (t
 epoch after epoch); `DIR/dev.jsonl` the examples scored. `train` writes the dev predictions after
 each block to OUT.json's `block_predictions` (tags per word; {id: answer}; the last block's also
 as `predictions`): benchmarks.tasks scores them with kerasbert's own scorers. A killed `train` or
-`pretrain` resumes from its last finished block.
-
-Tagging labels each word's first piece (-100 elsewhere) and predicts a word's tag there, as
-run_ner.py; a word cut off by the sequence length is predicted "O". QA windows are packed
-as BERT's run_squad.py and kerasbert do ([CLS] question [SEP] window [SEP], the question
-cut to `max_query_length` pieces, windows `doc_stride` pieces apart): the fast tokenizer's
-overflowing windows, as run_qa.py's, its `stride` (an overlap) set to start them so.
-Answers are chosen as run_qa.py's postprocessing: the 20 best starts and ends of every
-window, spans inside the context, end not before start, at most `max_answer_length`
-pieces, best start + end logit over all windows.
+`pretrain` resumes from its last finished block. Tagging and QA follow run_ner.py and run_qa.py
+(`tag_features`, `span_windows`, `predict_answers`).
 """
 
 from __future__ import annotations
@@ -292,7 +284,7 @@ def settings_of(inputs: str) -> dict:
 
 def tag_features(tokenizer, examples: list[dict], settings: dict) -> dict:
     """Padded encoder inputs, first-piece `labels` (-100 elsewhere) and, per row, each
-    word's first-piece position (-1: cut off)."""
+    word's first-piece position (-1: cut off), as run_ner.py labels them."""
     tag_ids = {tag: i for i, tag in enumerate(settings["tag_names"])}
     length = settings["sequence_length"]
     encoded = tokenizer([e["words"] for e in examples], is_split_into_words=True, truncation=True,
@@ -322,7 +314,10 @@ def class_features(tokenizer, examples: list[dict], settings: dict) -> dict:
 def span_windows(tokenizer, examples: list[dict], settings: dict) -> dict:
     """Every window of every example: encoder inputs (windows, length), the window's
     `example`, each position's character span in the context (None outside it), and
-    `start_positions`/`end_positions` of the first answer (0 where the window lacks it)."""
+    `start_positions`/`end_positions` of the first answer (0 where the window lacks it).
+    Packed as BERT's run_squad.py and kerasbert do ([CLS] question [SEP] window [SEP], the
+    question cut to `max_query_length` pieces, windows `doc_stride` pieces apart): the fast
+    tokenizer's overflowing windows, as run_qa.py's, its `stride` (an overlap) set to start them so."""
     length, stride = settings["sequence_length"], settings["doc_stride"]
     rows = {key: [] for key in (*MODEL_INPUTS, "example", "offsets", "start_positions", "end_positions")}
     for index, example in enumerate(examples):
@@ -356,8 +351,7 @@ LABELS = {"tags": ("labels",), "span": ("start_positions", "end_positions"), "cl
 
 
 def features_of(kind: str, tokenizer, examples: list[dict], settings: dict) -> dict:
-    builder = {"tags": tag_features, "span": span_windows, "classes": class_features}[kind]
-    return builder(tokenizer, examples, settings)
+    return {"tags": tag_features, "span": span_windows, "classes": class_features}[kind](tokenizer, examples, settings)
 
 
 def model_of(kind: str, checkpoint: str, settings: dict):
@@ -463,8 +457,10 @@ def predict_tags(model, features: dict, tag_names: list[str]) -> list[list[str]]
 
 def predict_answers(model, windows: dict, examples: list[dict], max_answer_length: int,
                     batch_size: int = 64, spans: bool = False) -> dict:
-    """run_qa.py's postprocessing over every window of each example: {id: answer}, or with
-    `spans` {id: (answer, start, end)}, its character offsets in the context."""
+    """run_qa.py's postprocessing over every window of each example (the N_BEST starts and ends
+    of each, spans inside the context, end not before start, at most `max_answer_length` pieces,
+    best start + end logit): {id: answer}, or with `spans` {id: (answer, start, end)}, its
+    character offsets in the context."""
     logits = np.concatenate(logits_of(model, windows, batch_size))  # (windows, length, 2)
     best = {}  # example index -> (score, start, end)
     for w, example in enumerate(windows["example"]):

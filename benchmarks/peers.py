@@ -31,8 +31,8 @@ import tensorflow as tf
 
 from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, read_json, save_rows, time_embedding, write_json
 from benchmarks.pretrain import time_steps
-from benchmarks.results import (PEER, ROOT, bench_parser, check_peer_python, compared, load_results, plot_panels,
-                                render_markdown, run_peer, save_results, timestamp)
+from benchmarks.results import (PEER, ROOT, bench_parser, check_peer_python, compared, load_results, peer_training,
+                                plot_panels, render_markdown, run_peer, save_results, timestamp)
 from benchmarks.serving import newest_version
 from kerasbert.config import FinetuneConfig, PretrainConfig, load_config
 from kerasbert.console import stage
@@ -113,30 +113,19 @@ def prepare_pretraining(config, data_dir: str, inputs: str) -> dict:
                   "intermediate_size": model.intermediate_dim, "dropout": model.dropout,
                   "max_position_embeddings": max(model.max_sequence_length, 512),  # build_encoder's table
                   "mlm_head_layer_norm_eps": 1e-5},
-        "train": {"batch_size": train.batch_size, "total_steps": train.total_steps,
-                  "steps_per_block": train.steps_per_block, "learning_rate": train.learning_rate,
-                  "warmup_steps": int(train.warmup_fraction * train.total_steps),
-                  "weight_decay": train.weight_decay, "clipnorm": train.clipnorm,
-                  "clip_scope": train.clip_scope, "epsilon": 1e-6,
-                  "nsp_loss_weight": config.data.nsp_loss_weight}})
+        "train": {**peer_training(train), "nsp_loss_weight": config.data.nsp_loss_weight}})
     return {"tokenizer": tokenizer, "prior": unigram_log_prior(tokenized, tokenizer.vocabulary_size())}
 
 
-def initial_pretrainer(config, side: dict, seed: int):
-    """The pretrainer kerasbert's run starts from with `seed` (positions, MLM bias as the config asks)."""
+def initial_pretrainer(config, side: dict, seed: int, jit_compile: bool | None = None):
+    """The pretrainer kerasbert's run starts from with `seed` (positions, MLM bias as the config
+    asks), compiled as the run compiles it (XLA: the config's unless given)."""
     keras.utils.set_random_seed(seed)
     model = build_model(config, side["tokenizer"].vocabulary_size(), None)
     if config.data.mlm_bias_prior:
         set_mlm_bias(model, side["prior"])
-    return model
-
-
-def compiled_pretrainer(config, side: dict, seed: int, jit_compile: bool | None = None):
-    """`initial_pretrainer`, compiled as the pretraining run compiles it (XLA: the config's unless given)."""
-    jit_compile = config.train.jit_compile if jit_compile is None else jit_compile
-    model = initial_pretrainer(config, side, seed)
-    model.compile(**pretraining_compile_args(model, make_optimizer(config.train), jit_compile,
-                                             config.data.nsp_loss_weight))
+    model.compile(**pretraining_compile_args(model, make_optimizer(config.train), config.train.jit_compile
+                                             if jit_compile is None else jit_compile, config.data.nsp_loss_weight))
     return model
 
 
@@ -154,7 +143,7 @@ def kerasbert_heldout(model, heldout: dict, batch_size: int) -> dict:
 
 
 def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str, jit_compile: bool | None) -> dict:
-    """kerasbert's pretrainer on inputs/train.npz (`compiled_pretrainer`); held-out scores
+    """kerasbert's pretrainer on inputs/train.npz (`initial_pretrainer`); held-out scores
     before training and after every block. The blocks so far (blocks.json) and a backup are
     written to `state_dir` after every block, and the run resumes from them."""
     train, blocks_file = config.train, os.path.join(state_dir, "blocks.json")
@@ -162,7 +151,7 @@ def train_kerasbert(config, side: dict, inputs: str, seed: int, state_dir: str, 
     if len(blocks) == train.num_blocks + 1:  # finished (its backups were removed at the end)
         return {"blocks": blocks, "complete": True}
     os.makedirs(state_dir, exist_ok=True)
-    model = compiled_pretrainer(config, side, seed, jit_compile)
+    model = initial_pretrainer(config, side, seed, jit_compile)
     heldout = load_rows(os.path.join(inputs, "heldout.npz"))
     backup = find_backup(os.path.join(state_dir, "backup"))
     start_block = backup.blocks_done if backup else 0
@@ -286,7 +275,7 @@ def part_pretrain_speed(args, results: dict) -> None:
     config, inputs, side = pretraining_inputs(args)
     init = initial_weights_file(config, side, inputs, args.seeds[0])
     data = keras_batches(load_rows(os.path.join(inputs, "train.npz")), config.train.batch_size)
-    model = compiled_pretrainer(config, side, args.seeds[0])
+    model = initial_pretrainer(config, side, args.seeds[0])
     ours = [time_steps(model, data, args.speed_steps) for _ in range(args.repeats)]
     peer = run_peer(args.peer_python, "pretrain_speed",
                     ["--inputs", inputs, "--init", init, "--steps", str(args.speed_steps),
@@ -404,7 +393,7 @@ def pretrain_verdicts(part: dict) -> list[dict]:
 def save(args, results: dict) -> None:
     """This command's parts into results.json as it is on disk now (commands running other
     parts into the folder keep theirs); results.md and the curves redrawn."""
-    on_disk = load_results(args.output_dir, default={})
+    on_disk = load_results(args.output_dir)
     results.update({**on_disk, **{part: results[part] for part in args.parts if part in results}})
     if "runs" in results.get("pretrain", {}):
         results["pretrain"]["verdicts"] = pretrain_verdicts(results["pretrain"])
@@ -430,8 +419,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=0, help="Pretraining steps (0: the config's total_steps).")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1234, 2], help="Initialisations to compare.")
     parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS)[:2], choices=list(IMPLEMENTATIONS),
-                        help="The pretrain part's runs per seed; kerasbert-no-xla: kerasbert without XLA, "
-                             "a control for float arithmetic alone.")
+                        help="The pretrain part's runs per seed (kerasbert-no-xla: a control for float rounding).")
     parser.add_argument("--speed_steps", type=int, default=20, help="Timed steps per repeat.")
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of each timing.")
     parser.add_argument("--sentences", type=int, default=1024, help="SST-5 dev sentences for inference.")
@@ -445,9 +433,9 @@ def main(argv=None) -> int:
         # inference part ran 2x slower (87 vs 172 sentences/s after the fine-tuning part).
         for part in args.parts:
             subprocess.run(part_command(args, part), check=True)
-        print(render_markdown(load_results(args.output_dir, default={}), TITLE))
+        print(render_markdown(load_results(args.output_dir), TITLE))
         return 0
-    results = load_results(args.output_dir, default={})
+    results = load_results(args.output_dir)
     print(f"== benchmark part: {args.parts[0]}", flush=True)
     PARTS[args.parts[0]](args, results)
     if not args.run:

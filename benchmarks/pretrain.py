@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS,
                         help="Which parts to run (default: all).")
     args = parser.parse_args(argv)
-    results = load_results(args.output_dir, default={})
+    results = load_results(args.output_dir)
     for part in args.parts:
         print(f"== benchmark part: {part}", flush=True)
         results[part] = (part_throughput(args.data_dir, args.output_dir) if part == "throughput"

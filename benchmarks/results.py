@@ -3,7 +3,7 @@ same results as headings, lines and tables (`render_markdown`); docs/benchmarks.
 the figures mean.
 
 Example:
-    results = load_results("runs/bench-x", default={})
+    results = load_results("runs/bench-x")
     results["part"] = {"examples_per_second": 9.1}
     save_results("runs/bench-x", results, "benchmarks.x", "Title of results.md")
 """
@@ -79,6 +79,14 @@ def run_peer(peer_python: str, command: str, args: list[str], output: str) -> di
     return read_json(output)
 
 
+def peer_training(train) -> dict:
+    """kerasbert's `train` section as the peer's settings: the same batches, AdamW and schedule."""
+    return {"batch_size": train.batch_size, "total_steps": train.total_steps, "steps_per_block": train.steps_per_block,
+            "learning_rate": train.learning_rate, "warmup_steps": int(train.warmup_fraction * train.total_steps),
+            "weight_decay": train.weight_decay, "clipnorm": train.clipnorm, "clip_scope": train.clip_scope,
+            "epsilon": 1e-6}
+
+
 def compared(unit: str, ours: list[float], theirs: list[float]) -> dict:
     """kerasbert's and transformers' medians of rates measured in turn (`unit`), their ratio, and every rate."""
     rates = {"kerasbert": statistics.median(ours), "transformers": statistics.median(theirs)}
@@ -107,10 +115,10 @@ def plot_panels(path: str, panels: list[dict], title: str = "") -> None:
     plt.close(figure)
 
 
-def load_results(output_dir: str, default: dict) -> dict:
+def load_results(output_dir: str) -> dict:
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, "results.json")
-    return read_json(path) if os.path.exists(path) else default
+    return read_json(path) if os.path.exists(path) else {}
 
 
 def timestamp() -> str:

@@ -80,14 +80,14 @@ def post_sentence(connection: http.client.HTTPConnection, sentence: str) -> tupl
     return response.status, response.read()
 
 
-def answered(connection: http.client.HTTPConnection, sentence: str) -> str:
-    """`ask` for `load`: "ok" on a 200, else the status or the failure."""
+def answered(connection: http.client.HTTPConnection, sentence: str, judge=lambda body: "ok") -> str:
+    """`ask` for `load`: `judge(body)` of a 200 ("ok"), else the status or the failure."""
     try:
-        status, _ = post_sentence(connection, sentence)
-    except (OSError, http.client.HTTPException) as error:
+        status, body = post_sentence(connection, sentence)
+        return judge(body) if status == 200 else f"status {status}"
+    except (OSError, http.client.HTTPException, ValueError) as error:
         connection.close()  # the next request connects again
         return f"failed: {type(error).__name__}"
-    return "ok" if status == 200 else f"status {status}"
 
 
 def load(port: int, clients: int, seconds: float, on_half_time=None) -> dict:
@@ -118,14 +118,6 @@ class InProcessModel:
         for _ in range(calls):
             self.signature(text=self.text)["label"].numpy()
         return calls * self.batch / (time.perf_counter() - start)
-
-
-def ratio_to_model(in_process: InProcessModel, port: int, clients: int, seconds: float) -> float:
-    """The server's requests/s (`load`) over the model's sentences/s in process, measured just
-    before and just after it."""
-    before = in_process.rate()
-    served = load(port, clients, seconds)["requests_per_second"]
-    return served / statistics.mean([before, in_process.rate()])
 
 
 def cpu_seconds(pid: int) -> float:
@@ -243,9 +235,12 @@ def main(argv=None) -> int:
             many["client_cpu_per_request_s"] = (time.process_time() - client_cpu) / answered_ok
             dropper.join()
             results[key] = {"many_clients": many, **swap}
-            if key == "batching":  # the server-over-model ratio: three runs, the model's rate beside each
-                results[key]["ratio_runs"] = [ratio_to_model(in_process, port, args.clients, args.seconds / 2)
-                                              for _ in range(3)]
+            if key == "batching":  # three runs of the server over the model in process, measured just before and after
+                runs = results[key]["ratio_runs"] = []
+                for _ in range(3):
+                    before = in_process.rate()
+                    runs.append(load(port, args.clients, args.seconds / 2)["requests_per_second"]
+                                / statistics.mean([before, in_process.rate()]))
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}{MONITORING_PATH}", timeout=10) as page:
                     results[key]["mean_batch_size"] = histogram_mean(
                         page.read().decode(), ":tensorflow:serving:batching_session:processed_batch_size")

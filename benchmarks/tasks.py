@@ -29,8 +29,8 @@ import time
 import numpy as np
 
 from benchmarks.peer_protocol import load_examples, read_json, save_examples, time_batches, write_json
-from benchmarks.results import (bench_parser, compared, load_results, plot_panels, run_peer, save_results,
-                                timestamp)
+from benchmarks.results import (bench_parser, compared, load_results, peer_training, plot_panels, run_peer,
+                                save_results, timestamp)
 from benchmarks.serving import newest_version
 from kerasbert.config import FinetuneConfig, load_config, save_config
 from kerasbert.data.task_files import read_task_file, read_training_file
@@ -126,13 +126,8 @@ def prepare(args, task: str) -> tuple[str, dict]:
 
 def peer_settings(config, spec, train: list[dict], dev: list[dict]) -> dict:
     """The peer's settings.json of `spec` under `config`: the same length, batches and optimiser."""
-    fit = config.train
-    settings = {"kind": spec.kind,
-                "sequence_length": spec.family.sequence_length(spec, config.data.max_sequence_length),
-                "batch_size": fit.batch_size, "total_steps": fit.total_steps, "steps_per_block": fit.steps_per_block,
-                "group_by_length": config.data.group_by_length, "learning_rate": fit.learning_rate,
-                "warmup_steps": int(fit.warmup_fraction * fit.total_steps), "weight_decay": fit.weight_decay,
-                "clipnorm": fit.clipnorm, "clip_scope": fit.clip_scope, "epsilon": 1e-6, "seed": fit.seed,
+    settings = {"kind": spec.kind, "sequence_length": spec.family.sequence_length(spec, config.data.max_sequence_length),
+                **peer_training(config.train), "group_by_length": config.data.group_by_length, "seed": config.train.seed,
                 "train_examples": len(train), "dev_examples": len(dev)}
     if spec.kind == "tags":
         settings["tag_names"] = list(spec.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
@@ -227,12 +222,6 @@ def kerasbert_blocks(run_dir: str, task: str) -> list[dict]:
             for row in rows]
 
 
-def run_predictions(run_dir: str, task: str) -> dict[str, str]:
-    """{id: answer} the kerasbert run wrote for a span task's dev questions (its kept block's)."""
-    with open(os.path.join(run_dir, "predictions", f"{task}-dev.tsv"), newline="", encoding="utf-8") as f:
-        return {row["id"]: row["prediction"] for row in csv.DictReader(f, delimiter="\t")}
-
-
 def part_train(args, task: str, results: dict) -> None:
     """Both sides trained in blocks (each resumes from its last finished block when the
     command runs again), scored on dev after every block; the headline is the last block's."""
@@ -255,8 +244,10 @@ def part_train(args, task: str, results: dict) -> None:
            for side, rows in blocks.items()},
         "blocks": blocks, "peer_versions": trained["versions"], "finished": timestamp()}
     if task == "squad" and metrics["best_step"] == settings["total_steps"]:  # the kept block is the last
-        questions = read_squad(os.path.join(folder, "dev.json")).examples
-        part["f1_gap"] = f1_gap_interval(questions, run_predictions(run_dir, task), trained["predictions"])
+        with open(os.path.join(run_dir, "predictions", f"{task}-dev.tsv"), newline="", encoding="utf-8") as f:
+            ours = {row["id"]: row["prediction"] for row in csv.DictReader(f, delimiter="\t")}  # the kept block's
+        part["f1_gap"] = f1_gap_interval(read_squad(os.path.join(folder, "dev.json")).examples, ours,
+                                         trained["predictions"])
     # A block killed while being scored has no row: steps from the blocks' numbers.
     steps = {side: [settings["steps_per_block"] * b["block"] for b in rows] for side, rows in blocks.items()}
 
@@ -448,19 +439,14 @@ def main(argv=None) -> int:
     parser = bench_parser("tasks", __doc__, peer_python=True)
     parser.add_argument("--tasks", nargs="+", default=["ner", "squad"], choices=TASKS)
     parser.add_argument("--parts", nargs="+", default=["train", "speed"], choices=list(PARTS),
-                        help="train and speed (bench-tasks), or in and out (bench-transformers): not both in one "
-                             "--output_dir.")
-    parser.add_argument("--config_dir", default="pipelines/configs", help="Folder of finetune_ner.json and "
-                        "finetune_squad.json.")
-    parser.add_argument("--max_steps", type=int, default=0,
-                        help=f"Training steps (0: the config's total_steps; the peer's in the in part: {STEPS}).")
-    parser.add_argument("--train_batch_size", type=int, default=0, help="Training batch of both sides (0: the "
-                        "config's; make bench-transformers: 16).")
+                        help="train and speed (bench-tasks), or in and out (bench-transformers).")
+    parser.add_argument("--config_dir", default="pipelines/configs", help="Folder of finetune_{ner,squad}.json.")
+    parser.add_argument("--max_steps", type=int, default=0, help=f"Training steps (0: the config's; in: {STEPS}).")
+    parser.add_argument("--train_batch_size", type=int, default=0, help="Both sides' training batch (0: the config's).")
     parser.add_argument("--continue_steps", type=int, default=20, help="out: kerasbert's steps on the imported runs.")
     parser.add_argument("--train_examples", type=int, default=0, help="Training examples (0: all).")
     parser.add_argument("--dev_examples", type=int, default=0, help="Dev examples scored and timed (0: all).")
-    parser.add_argument("--seed", type=int, default=None, help="Training seed of both sides: the examples' "
-                        "order and the new heads (default: the config's). Use its own --output_dir.")
+    parser.add_argument("--seed", type=int, default=None, help="Both sides' training seed (default: the config's).")
     parser.add_argument("--batch_size", type=int, default=32, help="Rows per inference call or request.")
     parser.add_argument("--repeats", type=int, default=1, help="Timed passes over the dev rows (speed).")
     args = parser.parse_args(argv)
@@ -476,11 +462,11 @@ def main(argv=None) -> int:
         for part, task in runs:
             subprocess.run([sys.executable, "-m", "benchmarks.tasks", *args.argv, "--parts", part, "--tasks", task],
                            check=True)
-        print(save_results(args.output_dir, load_results(args.output_dir, default={}), "benchmarks.tasks", title))
+        print(save_results(args.output_dir, load_results(args.output_dir), "benchmarks.tasks", title))
         return 0
     (part, task), = runs
     print(f"== bench-tasks: {part} {task}", flush=True)
-    results = load_results(args.output_dir, default={})
+    results = load_results(args.output_dir)
     PARTS[part](args, task, results)
     if bridge:
         results = {"summary": summary(results), **{k: v for k, v in results.items() if k != "summary"}}
