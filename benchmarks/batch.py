@@ -122,9 +122,7 @@ def distinct_questions(path: str, count: int) -> list[str]:
 
 
 def part_batch(args, questions: list[str]) -> dict:
-    model_dir = newest_version(args.export_base)
-    if model_dir is None:
-        raise SystemExit(f"error: no exported version under {args.export_base}; run make demo first")
+    model_dir = newest_version(args.export_base, required=True)
     corpus = os.path.join(args.output_dir, "questions.txt")
     with open(corpus, "w", encoding="utf-8") as f:
         f.write("\n".join(questions[:args.sentences]) + "\n")

@@ -32,14 +32,6 @@ ROWS = {  # from MiniLM
 }
 
 
-def run_row(key: str, args) -> dict:
-    title, config_file = ROWS[key]
-    start = time.perf_counter()
-    config = load_config(FinetuneConfig, os.path.join("pipelines", "configs", config_file))
-    metrics = run_finetuning(config, args.data_dir, os.path.join(args.output_dir, key), minilm_checkpoint())
-    return {**metrics, "title": title, "config": config_file, "wall_seconds": time.perf_counter() - start}
-
-
 def main(argv=None) -> int:
     parser = bench_parser("multitask", __doc__)
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS),
@@ -48,7 +40,11 @@ def main(argv=None) -> int:
     results = load_results(args.output_dir)
     for key in args.rows:
         print(f"== benchmark row: {key}", flush=True)
-        results.setdefault("rows", {})[key] = run_row(key, args)
+        (title, config_file), start = ROWS[key], time.perf_counter()
+        metrics = run_finetuning(load_config(FinetuneConfig, os.path.join("pipelines", "configs", config_file)),
+                                 args.data_dir, os.path.join(args.output_dir, key), minilm_checkpoint())
+        results.setdefault("rows", {})[key] = {**metrics, "title": title, "config": config_file,
+                                               "wall_seconds": time.perf_counter() - start}
         save_results(args.output_dir, results, "benchmarks.multitask", TITLE)
     print(render_markdown(results, TITLE))
     return 0

@@ -263,7 +263,6 @@ def part_pretrain(args, results: dict) -> None:
         collect_runs(args, part)
         if part["runs"] != seen:
             save(args, results)
-    save(args, results)  # with --jobs 0: a report of the blocks so far
     if failed:
         raise RuntimeError(f"pretraining runs failed: {', '.join(failed)}; the command starts them again "
                            "from their last block")
@@ -285,7 +284,6 @@ def part_pretrain_speed(args, results: dict) -> None:
         **compared("tokens_per_second", [per_step / s for s in ours], [per_step / s for s in peer["step_seconds"]]),
         "jit_compile": config.train.jit_compile, "timed_steps": args.speed_steps, "repeats": args.repeats,
         "peer_versions": peer["versions"]}
-    save(args, results)
 
 
 def sst_sentences(data_dir: str, split: str) -> list:
@@ -316,7 +314,6 @@ def part_finetune_speed(args, results: dict) -> None:
         "batch_size": 32, "timed_batches": args.speed_steps, "repeats": args.repeats,
         "mean_width": float(np.mean([x["token_ids"].shape[1] for x, _ in batches])),
         "jit_compile": train.jit_compile}
-    save(args, results)
 
 
 def exported_embed(args, checkpoint: str, length: int):
@@ -349,7 +346,6 @@ def part_inference(args, results: dict) -> None:
         **compared("sentences_per_second", rates, peer["sentences_per_second"]),
         "max_abs_difference_float32": float(np.abs(ours - np.load(output + ".embeddings.npy")).max()),
         "sentences": len(sentences), "batch_size": size, "export": path, "finished": timestamp()}
-    save(args, results)
 
 
 # --- Report ----------------------------------------------------------------------------
@@ -439,6 +435,7 @@ def main(argv=None) -> int:
     print(f"== benchmark part: {args.parts[0]}", flush=True)
     PARTS[args.parts[0]](args, results)
     if not args.run:
+        save(args, results)
         print(render_markdown(results, TITLE))
     return 0
 

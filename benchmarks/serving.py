@@ -176,19 +176,19 @@ def model_at_served_batch(base: str, in_process: InProcessModel, results: dict) 
             "server_over_it_median": statistics.median(results["batching"]["ratio_runs"]) * rate_32 / rate_served}
 
 
-def newest_version(export_base: str) -> str | None:
-    """The path of the highest version under `export_base` the server would load, or None."""
+def newest_version(export_base: str, required: bool = False) -> str | None:
+    """The path of the highest version under `export_base` the server would load; without one,
+    None, or with `required` an exit with a message."""
     versions = versions_on_disk(export_base)
+    if required and not versions:
+        raise SystemExit(f"error: no exported version under {export_base}; run make demo (or pipelines.export) first")
     return os.path.join(export_base, versions[max(versions)]) if versions else None
 
 
 def copy_of_newest(export_base: str, base: str) -> str:
     """Copies the newest version under `export_base` to `base`/1 (the serving benchmarks add
-    versions and must not touch the user's exports); returns the version copied. Exits with a
-    message when there is none."""
-    newest = newest_version(export_base)
-    if newest is None:
-        raise SystemExit(f"error: no exported version under {export_base}; run make demo (or pipelines.export) first")
+    versions and must not touch the user's exports); returns the version copied."""
+    newest = newest_version(export_base, required=True)
     shutil.copytree(newest, os.path.join(base, "1"))
     return newest
 
