@@ -7,7 +7,7 @@ UV_INSTALL := $(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --qui
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-tasks test tfserving-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-batch bench-own-data clean
+.PHONY: install demo demo-tasks test tfserving-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-batch clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -103,11 +103,6 @@ bench-hostile: install
 # Needs an export under saved_models/kerasbert (make demo writes one). Writes runs/bench-batch/.
 bench-batch: install
 	$(PY) -m benchmarks.batch --data_dir $(DATA_DIR) --output_dir runs/bench-batch
-
-# Two tasks declared on files of a user's kind (SST-5 as a CSV of class names; STS-B cut into 3
-# classes, JSON Lines), trained from the config alone, exported, served. Writes runs/bench-own-data/.
-bench-own-data: install
-	$(PY) -m benchmarks.own_data --data_dir $(DATA_DIR) --output_dir runs/bench-own-data
 
 clean:
 	rm -rf runs .pytest_cache

@@ -49,8 +49,8 @@ def bench_parser(name: str, doc: str, data_dir: bool = True, peer_python: bool =
     (runs/bench-<name>, "_" as "-"), and --data_dir and --peer_python for those that read the
     shared data or run the peers.
 
-    >>> bench_parser("own_data", "Your own data.").parse_args(["--data_dir", "d"]).output_dir
-    'runs/bench-own-data'
+    >>> bench_parser("call_memory", "A benchmark.").parse_args(["--data_dir", "d"]).output_dir
+    'runs/bench-call-memory'
     """
     from kerasbert.data.corpus import default_data_dir
 
