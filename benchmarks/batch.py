@@ -1,17 +1,11 @@
-"""Embedding search on Quora questions: batch inference on Beam against a plain loop and the vector
-index against exact search (`make bench-batch`). docs/benchmarks.md tells the figures.
-
-    python -m benchmarks.batch --output_dir runs/bench-batch \
-        [--export_base saved_models/kerasbert] [--sentences 20000] [--vectors 1000000]
-
-Needs an export under --export_base (make demo writes one):
-1. Throughput: --sentences distinct Quora questions embedded (`embed`, batches of 64) by
-   `pipelines.batch_predict` (direct runner, 2 workers) and by a plain loop over the same
-   signature in one process, each timed from process start to finish.
-2. Search over --vectors vectors: batch_predict's real embeddings plus synthetic ones around
-   them (`synthetic_around`); 1,000 held-out questions as queries; recall@10 against exact
-   search and queries/s (one at a time, batches of 64) of exact search and of ScaNN at its
-   default share of the leaves searched, half and twice it.
+"""Embedding search on Quora questions (`make bench-batch`; docs/benchmarks.md tells the figures),
+on an export under --export_base (make demo writes one):
+1. --sentences distinct questions embedded (`embed`, --batch_size) by `pipelines.batch_predict`
+   (direct runner, 2 workers) and by a plain loop in one process, each from process start to finish.
+2. --vectors vectors, the real embeddings and synthetic ones around them (`synthetic_around`),
+   searched by 1,000 held-out questions: recall@10 against exact search and queries/s (one at a
+   time, batches of 64) of exact search and of ScaNN at half, its default and twice its share of
+   leaves searched.
 """
 
 from __future__ import annotations

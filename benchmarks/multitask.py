@@ -1,15 +1,8 @@
-"""Multitask fine-tuning benchmark: an ablation table in the manner of the reference study;
-docs/benchmarks.md sets the rows beside the reference study's.
+"""Multitask fine-tuning benchmark: an ablation table in the manner of the reference study, a row
+a fine-tuning run from MiniLM on the full task files (its config in pipelines/configs/), scored on
+the dev sets; docs/benchmarks.md sets the rows beside the reference study's.
 
     python -m benchmarks.multitask --output_dir runs/bench-multitask [--rows ...]
-
-Rows (each a fine-tuning run from MiniLM on the full task files, scored on the dev sets):
-    minilm_bi      bi-encoder (Sentence-BERT) pair heads                 finetune_minilm_bi.json
-    minilm_cross   cross-encoder pair heads                              finetune_minilm_cross.json
-    minilm_mixed   cross-encoder paraphrase, bi-encoder (cosine) similarity with its loss
-                   weighted x10, 1,800 proportionally sampled steps at lr 1e-4
-                                                                         finetune_minilm_mixed.json
-Every row sorts runs of 16 training batches by length (`data.group_by_length`).
 """
 
 from __future__ import annotations

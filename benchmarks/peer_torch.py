@@ -4,12 +4,7 @@ entities as `run_ner.py`, extractive QA as `run_qa.py`, classes; raw text to ans
 in `.venv-peer` and never imports kerasbert or TensorFlow; inputs and results pass through
 files (benchmarks/peer_protocol.py).
 
-    python -m benchmarks.peer_torch pretrain --inputs DIR --init INIT.npz [--state FILE] --output OUT.json
-    python -m benchmarks.peer_torch pretrain_speed --inputs DIR --init INIT.npz --output OUT.json
-    python -m benchmarks.peer_torch finetune_speed --checkpoint MINILM --batches B.npz --output OUT.json
-    python -m benchmarks.peer_torch inference --checkpoint MINILM --sentences S.json --output OUT.json
-    python -m benchmarks.peer_torch train --inputs DIR --checkpoint MINILM --model_dir OUT --output OUT.json
-    python -m benchmarks.peer_torch pipeline|outputs|features --inputs DIR --model_dir OUT --output OUT.json
+    python -m benchmarks.peer_torch COMMAND --help    # each command's flags (COMMANDS), --output OUT.json
 
 For the tasks, `DIR/settings.json` holds `kind` ("tags", "span" or "classes":
 `BertForSequenceClassification` on `text` (and `text_b`), class index `label`, `class_names`), the
