@@ -62,7 +62,7 @@ $(PEER_VENV)/.installed:
 	touch $@
 
 # kerasbert against transformers on the same inputs in one run (pretraining at equal
-# batches, two seeds each: a few hours here; speed parts: minutes). Writes runs/bench-peers/.
+# batches, two seeds each: a few hours here; the speed part: minutes). Writes runs/bench-peers/.
 bench-peers: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.peers --data_dir $(DATA_DIR) --output_dir runs/bench-peers \
 		--peer_python $(PEER_VENV)/bin/python

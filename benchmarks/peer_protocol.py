@@ -110,15 +110,3 @@ def time_batches(call, items: list, batch_size: int, repeats: int) -> list[float
             call(items[i:i + batch_size])
         rates.append(len(items) / (time.perf_counter() - started))
     return rates
-
-
-def time_embedding(embed, sentences: list, batch_size: int, repeats: int) -> tuple[np.ndarray, list[float]]:
-    """(embeddings of `sentences`, sentences/s of each of `repeats` passes), `batch_size` at a
-    time; `embed` maps texts to an array. Both sides of the inference part time this way.
-
-    >>> embeddings, rates = time_embedding(lambda texts: np.ones((len(texts), 4)), ["a", "b", "c"], 2, repeats=2)
-    >>> embeddings.shape, len(rates)
-    ((3, 4), 2)
-    """
-    embeddings = np.concatenate([embed(sentences[i:i + batch_size]) for i in range(0, len(sentences), batch_size)])
-    return embeddings, time_batches(embed, sentences, batch_size, repeats)

@@ -1,5 +1,5 @@
 """The peer: Hugging Face `transformers` on PyTorch doing what kerasbert does, for
-`benchmarks.peers` (pretraining, speed) and `benchmarks.tasks` (MiniLM fine-tuned for named
+`benchmarks.peers` (pretraining and its speed) and `benchmarks.tasks` (MiniLM fine-tuned for named
 entities as `run_ner.py`, extractive QA as `run_qa.py`, classes; raw text to answers). It runs
 in `.venv-peer` and never imports kerasbert or TensorFlow; inputs and results pass through
 files (benchmarks/peer_protocol.py).
@@ -29,8 +29,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from benchmarks.peer_protocol import (batch, heldout_scores, load_examples, load_rows, read_json, time_batches,
-                                      time_embedding, write_json)
+from benchmarks.peer_protocol import batch, heldout_scores, load_examples, load_rows, read_json, time_batches, write_json
 
 def versions() -> dict:
     return {"torch": torch.__version__, "transformers": transformers.__version__,
@@ -219,53 +218,6 @@ def pretrain_speed(args) -> dict:
             train_step(model, optimizer, scheduler, batch(rows, step, train["batch_size"]), train)
         step_seconds.append((time.perf_counter() - started) / args.steps)
     return {"step_seconds": step_seconds, "versions": versions()}
-
-
-# --- Fine-tuning and inference on the MiniLM checkpoint --------------------------------
-
-def finetune_speed(args) -> dict:
-    """BertForSequenceClassification on the given packed batches: examples/s of whole steps
-    (forward, loss, backward, clipping, AdamW)."""
-    model = transformers.BertForSequenceClassification.from_pretrained(args.checkpoint, num_labels=5)  # SST-5
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01, eps=1e-6)
-    constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    with np.load(args.batches) as data:
-        count = len([name for name in data.files if name.startswith("labels_")])
-        batches = [{name: torch.from_numpy(data[f"{name}_{i}"]).long()
-                    for name in ("token_ids", "segment_ids", "padding_mask", "labels")} for i in range(count)]
-
-    def step(b):
-        out = model(input_ids=b["token_ids"], token_type_ids=b["segment_ids"], attention_mask=b["padding_mask"],
-                    labels=b["labels"])
-        update(model, optimizer, constant, out.loss, {"clipnorm": 1.0, "clip_scope": "global"})
-
-    for b in batches[:args.warmup]:
-        step(b)
-    timed = batches[args.warmup:]
-    rows_per_batch = sum(len(b["labels"]) for b in timed) / len(timed)
-    batches_per_second = time_batches(lambda chunk: step(chunk[0]), timed, 1, args.repeats)
-    return {"examples_per_second": [rate * rows_per_batch for rate in batches_per_second],
-            "timed_batches": len(timed), "versions": versions()}
-
-
-def inference(args) -> dict:
-    """Raw text to sentence embeddings: the fast tokenizer, BertModel, mean pooling over
-    the attention mask, under `torch.inference_mode`."""
-    tokenizer = transformers.AutoTokenizer.from_pretrained(args.checkpoint)
-    model = transformers.BertModel.from_pretrained(args.checkpoint, add_pooling_layer=False)
-    model.eval()
-
-    @torch.inference_mode()
-    def embed(texts):
-        encoded = tokenizer(texts, padding=True, truncation=True, max_length=args.max_length, return_tensors="pt")
-        states = model(**encoded).last_hidden_state  # (batch, seq, hidden)
-        mask = encoded["attention_mask"][..., None].to(states.dtype)
-        return ((states * mask).sum(1) / mask.sum(1).clamp(min=1.0)).numpy()
-
-    embeddings, rates = time_embedding(embed, read_json(args.sentences), args.batch_size, args.repeats)
-    np.save(args.output + ".embeddings.npy", embeddings)
-    return {"sentences_per_second": rates, "versions": versions()}
 
 
 N_BEST = 20  # run_qa.py's n_best_size
@@ -570,8 +522,6 @@ def features(args) -> dict:
     return {key: built[key].tolist() for key in (*MODEL_INPUTS, *LABELS[settings["kind"]])}
 
 
-# --- The command line: each command's flags, as data --------------------------------------
-
 FLAGS = {  # flag: (type, default (None: required), help)
     "--inputs": (str, None, "Folder of the inputs: train.npz, heldout.npz, peer_config.json (pretraining); "
                             "settings.json, train.jsonl, dev.jsonl (tasks)."),
@@ -582,9 +532,6 @@ FLAGS = {  # flag: (type, default (None: required), help)
     "--warmup": (int, 3, "Untimed steps before each timing."),
     "--repeats": (int, 1, "Timed passes."),
     "--checkpoint": (str, None, "MiniLM's Hugging Face folder."),
-    "--batches": (str, None, "Packed batches (.npz: token_ids_I, segment_ids_I, padding_mask_I, labels_I)."),
-    "--sentences": (str, None, "A JSON list of strings."),
-    "--max_length": (int, 128, "Tokens a sentence at most."),
     "--batch_size": (int, 32, "Rows a call."),
     "--model_dir": (str, None, "The fine-tuned model (train writes it; features reads its tokenizer)."),
     "--output": (str, None, "Results JSON."),
@@ -592,8 +539,6 @@ FLAGS = {  # flag: (type, default (None: required), help)
 COMMANDS = {
     "pretrain": (pretrain, ("--inputs", "--init", "--seed", "--state")),
     "pretrain_speed": (pretrain_speed, ("--inputs", "--init", "--seed", "--steps", "--warmup", "--repeats")),
-    "finetune_speed": (finetune_speed, ("--checkpoint", "--batches", "--warmup", "--repeats")),
-    "inference": (inference, ("--checkpoint", "--sentences", "--batch_size", "--max_length", "--repeats")),
     "train": (train, ("--inputs", "--checkpoint", "--model_dir")),
     "pipeline": (pipeline, ("--inputs", "--model_dir", "--batch_size", "--repeats")),
     "outputs": (outputs, ("--inputs", "--model_dir", "--batch_size")),

@@ -11,9 +11,6 @@ Parts, each in a process of its own and each its entry of results.json:
                     pretrain_curves.png. A run a process, `--jobs` side by side, each going on from
                     its last block when stopped; `kerasbert-no-xla` is a control for float rounding.
     pretrain_speed  tokens/s of both training steps on those batches.
-    finetune_speed  examples/s of MiniLM's SST-5 steps, batch 32, the same packed batches.
-    inference       sentences/s from raw text to sentence embedding, batch 32, float32: the
-                    export's `embed` signature vs tokenizer + BertModel + mean pooling.
 """
 
 from __future__ import annotations
@@ -29,26 +26,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, read_json, save_rows, time_embedding, write_json
+from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, read_json, save_rows, write_json
 from benchmarks.pretrain import time_steps
 from benchmarks.results import (PEER, ROOT, bench_parser, check_peer_python, compared, load_results, peer_training,
-                                plot_panels, render_markdown, run_peer, save_results, timestamp)
-from benchmarks.serving import newest_version
-from kerasbert.config import FinetuneConfig, PretrainConfig, load_config
+                                plot_panels, render_markdown, run_peer, save_results)
+from kerasbert.config import PretrainConfig, load_config
 from kerasbert.console import stage
 from kerasbert.data.corpus import load_labelled_corpora
-from kerasbert.export import export_model
-from kerasbert.finetuning.data import TaskPreprocessor, load_examples, task_dataset
-from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.hf.exporting import pretrainer_weights
-from kerasbert.models.encoder import load_encoder, minilm_checkpoint
 from kerasbert.models.pretrainer import pretraining_compile_args
 from kerasbert.pretraining.dataset import examples_dataset
 from kerasbert.pretraining.inputs import (heldout_batches, heldout_pairs, tokenize_documents, training_batches,
                                           training_pairs)
 from kerasbert.pretraining.run import build_model, resolve_tokenizer, set_mlm_bias, unigram_log_prior
-from kerasbert.tasks import BUILTIN_TASKS
-from kerasbert.tokenization import load_tokenizer
 from kerasbert.training.backup import BlockWeights, find_backup, restore
 from kerasbert.training.optim import make_optimizer
 
@@ -56,8 +46,6 @@ TITLE = "kerasbert against transformers (PyTorch), same inputs, same run"  # of 
 CONFIG = "pipelines/configs/pretrain_mini.json"
 KERAS_INPUTS = ("token_ids", "segment_ids", "padding_mask", "mask_positions")
 
-
-# --- Pretraining inputs: the batches, the held-out set, the initial weights ----------------
 
 def pretraining_inputs(args) -> tuple:
     """(the config at --steps, the inputs folder, what kerasbert's models need: `prepare_pretraining`)."""
@@ -268,8 +256,6 @@ def part_pretrain(args, results: dict) -> None:
                            "from their last block")
 
 
-# --- Speed: kerasbert and the peer in turn, in this part's process and the peer's ---------
-
 def part_pretrain_speed(args, results: dict) -> None:
     config, inputs, side = pretraining_inputs(args)
     init = initial_weights_file(config, side, inputs, args.seeds[0])
@@ -285,70 +271,6 @@ def part_pretrain_speed(args, results: dict) -> None:
         "jit_compile": config.train.jit_compile, "timed_steps": args.speed_steps, "repeats": args.repeats,
         "peer_versions": peer["versions"]}
 
-
-def sst_sentences(data_dir: str, split: str) -> list:
-    return load_examples("sst", os.path.join(data_dir, getattr(BUILTIN_TASKS["sst"], f"{split}_file")))
-
-
-def part_finetune_speed(args, results: dict) -> None:
-    checkpoint, train, warmup = minilm_checkpoint(), FinetuneConfig().train, 3
-    keras.utils.set_random_seed(args.seeds[0])
-    preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), FinetuneConfig().data.max_sequence_length)
-    batches = list(task_dataset("sst", sst_sentences(args.data_dir, "train"), preprocessor, 32, training=True,
-                                seed=args.seeds[0]).take(warmup + args.speed_steps).as_numpy_iterator())
-    path = os.path.join(args.output_dir, "inputs", "sst-batches.npz")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    np.savez(path, **{f"{name}_{i}": values for i, (x, y) in enumerate(batches)
-                      for name, values in {**x, "labels": y}.items()})
-    model = MultitaskBert(load_encoder(checkpoint), tasks=("sst",))
-    model.compile(optimizer=make_optimizer(train), jit_compile=train.jit_compile)
-    spec = tf.data.Dataset.from_tensor_slices(batches[0]).element_spec
-    loose = tf.nest.map_structure(lambda s: tf.TensorSpec([None, *[None] * (s.shape.rank)], s.dtype), spec)
-    data = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=loose).repeat()
-    ours = [32 / time_steps(model, data, args.speed_steps, warmup=warmup) for _ in range(args.repeats)]
-    peer = run_peer(args.peer_python, "finetune_speed",
-                    ["--checkpoint", checkpoint, "--batches", path, "--warmup", str(warmup),
-                     "--repeats", str(args.repeats)], os.path.join(args.output_dir, "inputs", "peer-finetune.json"))
-    results["finetune_speed"] = {
-        **compared("examples_per_second", ours, peer["examples_per_second"]),
-        "batch_size": 32, "timed_batches": args.speed_steps, "repeats": args.repeats,
-        "mean_width": float(np.mean([x["token_ids"].shape[1] for x, _ in batches])),
-        "jit_compile": train.jit_compile}
-
-
-def exported_embed(args, checkpoint: str, length: int):
-    """(path, texts -> embeddings) of the `embed` signature of MiniLM exported in float32, made once."""
-    export_base = os.path.join(args.output_dir, "export", "float32")
-    path = newest_version(export_base)
-    if path is None:
-        preprocessor = TaskPreprocessor(load_tokenizer(checkpoint), length)
-        model = MultitaskBert(load_encoder(checkpoint), tasks=("sst",))
-        model(preprocessor("sst", tf.constant(["build"]), tf.constant([""])))
-        path = export_model(model, preprocessor, export_base)
-    signature = tf.saved_model.load(path).signatures["embed"]
-    return path, lambda texts: signature(text=tf.constant(texts))["embedding"].numpy()
-
-
-def part_inference(args, results: dict) -> None:
-    """The first `--sentences` SST-5 dev sentences, sequence length 128, batch 32."""
-    checkpoint, length, size = minilm_checkpoint(), 128, 32
-    sentences = [e.text_a for e in sst_sentences(args.data_dir, "dev")[:args.sentences]]
-    inputs = os.path.join(args.output_dir, "inputs")
-    os.makedirs(inputs, exist_ok=True)
-    sentences_path, output = os.path.join(inputs, "sentences.json"), os.path.join(inputs, "peer-inference.json")
-    write_json(sentences_path, sentences)
-    path, embed = exported_embed(args, checkpoint, length)
-    ours, rates = time_embedding(embed, sentences, size, args.repeats)
-    peer = run_peer(args.peer_python, "inference",
-                    ["--checkpoint", checkpoint, "--sentences", sentences_path, "--max_length", str(length),
-                     "--repeats", str(args.repeats)], output)
-    results["inference"] = {
-        **compared("sentences_per_second", rates, peer["sentences_per_second"]),
-        "max_abs_difference_float32": float(np.abs(ours - np.load(output + ".embeddings.npy")).max()),
-        "sentences": len(sentences), "batch_size": size, "export": path, "finished": timestamp()}
-
-
-# --- Report ----------------------------------------------------------------------------
 
 def plot_pretrain(part: dict, path: str) -> None:
     """Held-out MLM and NSP accuracy of every run after every block: a colour a seed, a line an implementation."""
@@ -398,8 +320,7 @@ def save(args, results: dict) -> None:
         plot_pretrain(results["pretrain"], os.path.join(args.output_dir, "pretrain_curves.png"))
 
 
-PARTS = {"pretrain": part_pretrain, "pretrain_speed": part_pretrain_speed, "finetune_speed": part_finetune_speed,
-         "inference": part_inference}
+PARTS = {"pretrain": part_pretrain, "pretrain_speed": part_pretrain_speed}
 
 
 def part_command(args, part: str) -> list[str]:
@@ -418,15 +339,13 @@ def main(argv=None) -> int:
                         help="The pretrain part's runs per seed (kerasbert-no-xla: a control for float rounding).")
     parser.add_argument("--speed_steps", type=int, default=20, help="Timed steps per repeat.")
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of each timing.")
-    parser.add_argument("--sentences", type=int, default=1024, help="SST-5 dev sentences for inference.")
     parser.add_argument("--jobs", type=int, default=2,
                         help="Pretraining runs trained side by side (0: train none, report the blocks so far).")
     parser.add_argument("--run", default="", help=argparse.SUPPRESS)  # one run, started by the pretrain part
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
     if len(args.parts) > 1:
-        # Each part in a process of its own: timed after another part in one process, the
-        # inference part ran 2x slower (87 vs 172 sentences/s after the fine-tuning part).
+        # Each part in a process of its own: no part is timed after another in one process.
         for part in args.parts:
             subprocess.run(part_command(args, part), check=True)
         print(render_markdown(load_results(args.output_dir), TITLE))
