@@ -3,10 +3,12 @@
 On Linux, TensorFlow turns its oneDNN kernels on by default only on CPUs with AVX512_VNNI,
 AVX512_BF16, AVX_VNNI or AMX (`DefaultOneDnnPolicy` in tensorflow/core/util/port.cc). On
 the others, AVX2-only CPUs among them, it runs Eigen's kernels. On such a machine (AMD
-EPYC, AVX2) oneDNN made kerasbert's fine-tuning step 2.1x faster and its pretraining
-step 1.3-1.4x. Inference gained nothing there (batch 32: 0.94-1.16x; batch 1: slower), so
-the local server keeps TensorFlow's own choice (docs/benchmarks.md). TensorFlow reads the
-choice once, as it loads, from the environment variable `TF_ENABLE_ONEDNN_OPTS`.
+EPYC, AVX2) oneDNN made kerasbert's pretraining step 1.3-1.4x faster (`make bench-peers`'
+pretrain_speed, against `TF_ENABLE_ONEDNN_OPTS=0`), and, with the finetune_speed and inference
+parts bench-peers had until 6e5d183, its fine-tuning step 2.1x while inference gained nothing
+(batch 32: 0.94-1.16x; batch 1: slower), so the local server keeps TensorFlow's own choice.
+TensorFlow reads the choice once, as it loads, from the environment variable
+`TF_ENABLE_ONEDNN_OPTS`.
 
 The pipelines, benchmarks and tests import TensorFlow through `prefer_onednn()`. The
 variable is set only while TensorFlow loads, so the processes they start (a local server,
