@@ -26,13 +26,13 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
+from kerasbert.beam_runs import pipeline_options, run_pipeline
 from kerasbert.errors import ConfigError
 from kerasbert.batch.handler import NAMESPACE, ModelRefusal, SavedModelSignatureHandler, set_tensorflow_threads
 from kerasbert.batch.records import (SUFFIXES, check_prefix, counts_path, dead_letter_path, is_own_output, json_line,
                                      tf_example)
 from kerasbert.batch.input_rows import Empty, Refused, read_rows
 from kerasbert.batch.signatures import string_inputs
-from kerasbert.quiet import hide_library_logs, native_stderr_hidden
 
 COUNTS = ("read", "scored", "refused", "empty")  # read = scored + refused + empty
 
@@ -219,27 +219,6 @@ def build_pipeline(pipeline: beam.Pipeline, config: BatchPredictConfig, results_
         results.results | "Write" >> beam.io.WriteToTFRecord(results_prefix, file_name_suffix=suffix)
     ((rows.refused, results.refused) | "Refused" >> beam.Flatten()
      | "DeadLetter" >> beam.io.WriteToText(dead_letter_path(config.output), shard_name_template=""))
-
-
-def pipeline_options(beam_args: list[str] | None, verbose: bool = False) -> PipelineOptions:
-    """Beam's options from the command line's remaining arguments. Unless `verbose`, Beam's
-    own log lines below ERROR are dropped in this process, and its worker processes log
-    errors only (a log level given in `beam_args` is kept)."""
-    hide_library_logs("apache_beam", verbose)
-    beam_args = list(beam_args or [])
-    if not verbose and not any(arg.startswith("--default_sdk_harness_log_level") for arg in beam_args):
-        beam_args.append("--default_sdk_harness_log_level=ERROR")
-    return PipelineOptions(beam_args)
-
-
-def run_pipeline(pipeline: beam.Pipeline, verbose: bool = False):
-    """Runs `pipeline` to the end. Unless `verbose`, what worker processes write to stderr
-    before their logging is set up (the harness's start-up lines) is hidden, and shown if
-    the run fails."""
-    with native_stderr_hidden(verbose):
-        result = pipeline.run()
-        result.wait_until_finish()
-    return result
 
 
 def run_batch_predict(config: BatchPredictConfig, beam_args: list[str] | None = None,

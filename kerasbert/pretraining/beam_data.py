@@ -23,6 +23,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 
+from kerasbert.beam_runs import pipeline_options, run_pipeline
 from kerasbert.config import PretrainConfig
 from kerasbert.errors import ConfigError
 from kerasbert.pretraining.document_pairs import kept_sentences, pairs_of_document, pools_of, single_examples
@@ -122,8 +123,6 @@ def write_pretraining_shards(config: PretrainConfig, vocabulary: list[str], data
                              num_shards: int, beam_args: list[str] | None = None,
                              verbose: bool = False) -> dict[str, int]:
     """Runs the pipeline; returns the numbers of examples written: NSP pairs and MLM-only."""
-    from kerasbert.batch.pipeline import pipeline_options, run_pipeline
-
     pipeline = beam.Pipeline(options=pipeline_options(beam_args, verbose))
     build_pipeline(pipeline, config, vocabulary, data_dir, output_dir, num_shards)
     result = run_pipeline(pipeline, verbose)
