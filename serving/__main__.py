@@ -105,12 +105,13 @@ def check_flags(flags: ServerFlags) -> None:
 
 
 def read_start_up_files(flags: ServerFlags):
-    """(model config text or None, model configs, batching parameters or None, the sessions'
-    ConfigProto): the files BuildAndStart reads before it creates the ServerCore, in its order,
-    with its checks between them. A file that cannot be read or does not parse is TF Serving's
-    error."""
-    from serving.protos import BatchingParameters, parse_text_file
-    from serving.source import read_model_config_file, single_model_config
+    """(model config text or None, model configs, batching parameters or None, SSLConfig or
+    None, Prometheus metrics path or None): the files BuildAndStart reads, in its order, with
+    its checks between them, and the config ServerCore refuses. A file that cannot be read or
+    does not parse is TF Serving's error; all of it before TensorFlow loads, so a start that
+    fails here fails in a fraction of a second."""
+    from serving.protos import BatchingParameters, SSLConfig, parse_text_file
+    from serving.source import check_start_up_config, read_model_config_file, single_model_config
 
     text = None
     if flags.model_config_file:  # wins over --model_name/--model_base_path, as in TF Serving
@@ -126,10 +127,10 @@ def read_start_up_files(flags: ServerFlags):
     elif flags.batching_parameters_file:
         raise InvalidArgument("server_options.batching_parameters_file is set without setting "
                               "server_options.enable_batching to true.")
-    from serving.tensorflow_import import import_tensorflow
-
-    import_tensorflow(flags.verbose)  # before any module that imports it
-    return text, configs, parameters, session_config(flags)
+    check_start_up_config(configs, flags.allow_version_labels_for_unavailable_models)
+    # Read before any load (TF Serving reads these two once the models are loaded).
+    ssl_config = parse_text_file(SSLConfig, flags.ssl_config_file) if flags.ssl_config_file else None
+    return text, configs, parameters, ssl_config, monitoring_path(flags)
 
 
 def run_server(flags: ServerFlags, ready: threading.Event | None = None,
@@ -163,11 +164,10 @@ def run_server(flags: ServerFlags, ready: threading.Event | None = None,
 
 def _start(flags: ServerFlags, stop: threading.Event):
     check_flags(flags)
-    config_text, configs, batching_parameters, sessions_config = read_start_up_files(flags)
-    from serving.source import check_start_up_config
+    config_text, configs, batching_parameters, ssl_config, metrics_path = read_start_up_files(flags)
+    from serving.tensorflow_import import import_tensorflow
 
-    check_start_up_config(configs, flags.allow_version_labels_for_unavailable_models)
-
+    import_tensorflow(flags.verbose)  # before any module that imports it
     from serving.connections import descriptor_caps
     from serving.grpc_server import make_grpc_server, server_credentials
     from serving.manager import ModelManager
@@ -176,18 +176,15 @@ def _start(flags: ServerFlags, stop: threading.Event):
     from serving.rest import RestServer
 
     report_ignored(flags)
-    # Read before any load (TF Serving reads these two once the models are loaded).
-    credentials = server_credentials(flags.ssl_config_file)
-    metrics_path = monitoring_path(flags)
-
+    credentials = server_credentials(ssl_config)
     metrics = ServingMetrics(enabled=metrics_path is not None)
     tags = tuple(tag.strip() for tag in flags.saved_model_tags.split(",") if tag.strip()) or ("serve",)
     manager = ModelManager(configs, flags.file_system_poll_wait_seconds, warmup=flags.enable_model_warmup,
                            standby=flags.warm_standby, max_load_retries=flags.max_num_load_retries,
                            load_retry_seconds=flags.load_retry_interval_micros / 1e6,
                            signature_method_name_check=flags.enable_signature_method_name_check, tags=tags,
-                           num_load_threads=flags.num_load_threads, metrics=metrics, session_config=sessions_config,
-                           prefer_tflite=flags.prefer_tflite_model, num_tflite_interpreters=flags.num_tflite_pools,
+                           num_load_threads=flags.num_load_threads, metrics=metrics,
+                           session_config=session_config(flags), prefer_tflite=flags.prefer_tflite_model, num_tflite_interpreters=flags.num_tflite_pools,
                            allow_version_labels_for_unavailable_models=flags.allow_version_labels_for_unavailable_models)
     if threading.current_thread() is threading.main_thread():  # SIGTERM also while the models load
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -36,7 +36,7 @@ from serving import classify_regress, tensor_proto
 from serving.memory_budget import ServerBudgets
 from serving.pools import WorkerPool
 from serving.predict import Predictor
-from serving.protos import SSLConfig, parse_text_file
+from serving.protos import SSLConfig
 from serving.json_array import dtype_name
 from serving.manager import ModelManager
 from serving.servable import check_input_names
@@ -340,13 +340,12 @@ class DecodeInServicer(grpc.ServerInterceptor):
                                                     handler.response_serializer)
 
 
-def server_credentials(ssl_config_file: str):
-    """TF Serving's BuildServerCredentials: SSL from an SSLConfig text proto (PEM contents in
-    server_key, server_cert and custom_ca; client_verify requires and checks a client
-    certificate signed by custom_ca), else none."""
-    if not ssl_config_file:
+def server_credentials(config: SSLConfig | None):
+    """TF Serving's BuildServerCredentials: SSL from an SSLConfig (PEM contents in server_key,
+    server_cert and custom_ca; client_verify requires and checks a client certificate signed
+    by custom_ca), else none."""
+    if config is None:
         return None
-    config = parse_text_file(SSLConfig, ssl_config_file)
     return grpc.ssl_server_credentials([(config.server_key.encode(), config.server_cert.encode())],
                                        root_certificates=config.custom_ca.encode() or None,
                                        require_client_auth=config.client_verify)

@@ -580,6 +580,7 @@ def test_an_unfinished_tls_handshake_is_closed_in_seconds(tmp_path):
     from serving.grpc_server import HANDSHAKE_TIMEOUT_MS, make_grpc_server, server_credentials
     from serving.memory_budget import ServerBudgets
     from serving.process import free_port
+    from serving.protos import SSLConfig, parse_text_file
     from serving_helpers import certificates
 
     pems = certificates(tmp_path)
@@ -587,7 +588,7 @@ def test_an_unfinished_tls_handshake_is_closed_in_seconds(tmp_path):
     config.write_text("".join(f"{field}: {json.dumps(pems[source].decode())}\n" for field, source in
                               (("server_key", "server_key"), ("server_cert", "server_cert"), ("custom_ca", "ca"))))
     server, port, _ = make_grpc_server(None, free_port(), None, ServerBudgets(1 << 20),
-                                       credentials=server_credentials(str(config)))
+                                       credentials=server_credentials(parse_text_file(SSLConfig, str(config))))
     try:
         hellos = attacks.idle_sockets(port, 30)
         assert len(hellos) == 30
