@@ -37,14 +37,14 @@ print(sorted({m.name.split(":")[-1] for p in space.planes for m in p.event_metad
 """
 
 
-def fresh_process(code: str, variable: str | None = None) -> str:
-    """The last line `code` prints, run with TF_ENABLE_ONEDNN_OPTS unset (or `variable`)."""
+def fresh_process(code: str, variable: str | None = None) -> list[str]:
+    """The lines `code` prints, run with TF_ENABLE_ONEDNN_OPTS unset (or `variable`)."""
     env = {key: value for key, value in os.environ.items() if key != "TF_ENABLE_ONEDNN_OPTS"}
     if variable is not None:
         env["TF_ENABLE_ONEDNN_OPTS"] = variable
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                             env={**env, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=180, check=True)
-    return result.stdout.strip().splitlines()[-1]
+    return result.stdout.strip().splitlines()
 
 
 def tensorflow_by_cpu() -> bool:
@@ -64,21 +64,22 @@ except SystemExit:
     pass"""
 
 
-@pytest.mark.parametrize("start", [PIPELINE, BENCHMARK,
-                                   "import kerasbert; kerasbert.prefer_onednn(); import keras"])
-def test_each_entry_point_turns_onednn_on_and_leaves_no_variable_behind(start):
-    assert fresh_process(f"{start}\n{REPORT}") == "True False"
+def test_a_pipeline_turns_onednn_on_and_a_process_it_starts_chooses_for_itself():
+    # A server that a pipeline starts runs what TensorFlow alone picks for the CPU, as when a user starts it.
+    assert fresh_process(f"{PIPELINE}\n{REPORT}\n{CHILD}") == ["True False", str(tensorflow_by_cpu())]
 
 
-def test_the_products_run_on_onednn_kernels_and_a_started_process_chooses_for_itself():
-    assert fresh_process(f"import kerasbert; kerasbert.prefer_onednn()\n{KERNEL}") == "['_MklNativeFusedMatMul']"
-    # A server that a pipeline starts runs what TensorFlow picks for the CPU, as when a user starts it.
-    assert fresh_process(f"{PIPELINE}\n{CHILD}") == str(tensorflow_by_cpu())
+def test_a_benchmark_turns_onednn_on_and_leaves_no_variable_behind():
+    assert fresh_process(f"{BENCHMARK}\n{REPORT}")[-1] == "True False"
 
 
-def test_tensorflow_alone_keeps_its_own_choice_and_so_does_a_user():
-    assert fresh_process(f"import tensorflow\n{REPORT}") == f"{tensorflow_by_cpu()} False"
-    assert fresh_process(f"{PIPELINE}\n{REPORT}", variable="0") == "False True"
+def test_the_library_call_turns_onednn_on_and_the_products_run_on_its_kernels():
+    assert fresh_process(f"import kerasbert; kerasbert.prefer_onednn(); import keras\n{REPORT}\n{KERNEL}")[-2:] == \
+        ["True False", "['_MklNativeFusedMatMul']"]
+
+
+def test_a_users_own_variable_wins():
+    assert fresh_process(f"{PIPELINE}\n{REPORT}", variable="0") == ["False True"]
 
 
 def test_too_late_once_tensorflow_is_imported(monkeypatch):
