@@ -23,6 +23,7 @@ parser.add_argument("--text", default="text", help="The text column.")
 parser.add_argument("--label", default="label", help="The label column (any values: they become the classes).")
 parser.add_argument("--output_dir", default="runs/own-data", help="The run folder; the export goes under it.")
 parser.add_argument("--steps", type=int, default=60, help="Training steps (a multiple of 30).")
+parser.add_argument("--init_checkpoint", help="Encoder to start from (default: the MiniLM checkpoint).")
 args = parser.parse_args()
 
 
@@ -43,12 +44,12 @@ task = kerasbert.Task("tickets", "classes", train_file=os.path.abspath(train),
                       dev_file=os.path.abspath(args.dev or train), text=args.text, label=args.label)
 config = kerasbert.FinetuneConfig(tasks={"tickets": task}, train=kerasbert.TrainConfig(
     batch_size=16, total_steps=args.steps, steps_per_block=30, learning_rate=1e-4))
+run_dir, export_base = os.path.join(args.output_dir, "run"), os.path.join(args.output_dir, "export")
 try:  # a file's error (a missing column, a dev label the training file lacks): one line
-    metrics = kerasbert.run_finetuning(config, ".", os.path.join(args.output_dir, "run"), kerasbert.minilm_checkpoint())
+    metrics = kerasbert.run_finetuning(config, ".", run_dir, args.init_checkpoint or kerasbert.minilm_checkpoint())
 except kerasbert.DataError as error:
     raise SystemExit(f"error: {error}")
-export_base = os.path.join(args.output_dir, "export")
-version = kerasbert.export_saved_model(os.path.join(args.output_dir, "run"), export_base)
+version = kerasbert.export_saved_model(run_dir, export_base)
 print(f"dev accuracy {metrics['tickets_accuracy']:.3f}; exported {version}")
 
 from serving.process import LocalServer  # noqa: E402 (TF Serving's REST API, on 127.0.0.1)

@@ -55,7 +55,7 @@ def test_examples_chain_from_pretraining_to_a_served_model(tmp_path):
 
     text = tmp_path / "corpus.txt"  # the user's own text: paragraphs of WikiText-2
     with open(os.path.join(DATA_DIR, "wikitext-2", "valid.txt"), encoding="utf-8") as f:
-        text.write_text(f.read(60_000), encoding="utf-8")
+        text.write_text(f.read(20_000), encoding="utf-8")
     pretrained = tmp_path / "my-bert"
     out = run_example("pretrain_fit.py", "--text", str(text), "--heldout_text", str(text), "--output_dir",
                       str(pretrained), "--vocab_size", "300", "--sequence_length", "32", "--batch_size", "8",
@@ -105,14 +105,15 @@ def test_examples_chain_from_pretraining_to_a_served_model(tmp_path):
 
 @pytest.mark.end_to_end
 def test_readme_quick_start_runs(tmp_path):
-    """README's Python quick start, with its paths pointed at a test folder, 2 steps a fit and
-    the first 60 kB of its corpus (tokenizing all of WikiText-2's valid.txt takes a while)."""
+    """README's Python quick start, with its paths pointed at a test folder, the tiny encoder
+    for the mini one, 2 steps a fit and the first 60 kB of its corpus (tokenizing all of
+    WikiText-2's valid.txt takes a while)."""
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]
     corpus = tmp_path / "corpus.txt"
     with open(os.path.join(DATA_DIR, "wikitext-2", "valid.txt"), encoding="utf-8") as f:
         corpus.write_text(f.read(60_000), encoding="utf-8")
-    for old, new in (("steps_per_epoch=50, epochs=2", "steps_per_epoch=2"),
+    for old, new in (("steps_per_epoch=50, epochs=2", "steps_per_epoch=2"), ('build_encoder("mini"', 'build_encoder("tiny"'),
                      ("steps_per_epoch=50", "steps_per_epoch=2"),
                      ('"../shared/data/wikitext-2/valid.txt"', repr(str(corpus))), ("../shared/data", DATA_DIR),
                      ('"saved_models/sts"', repr(str(tmp_path / "sts")))):
@@ -126,15 +127,17 @@ def test_readme_quick_start_runs(tmp_path):
 
 
 @pytest.mark.end_to_end
-def test_own_data_example_trains_on_a_csv_and_the_server_names_its_classes(tmp_path):
+def test_own_data_example_trains_on_a_csv_and_the_server_names_its_classes(tmp_path, tiny_checkpoint):
     bad = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "finetune_own_data.py"), "--label", "category",
                           "--output_dir", str(tmp_path / "bad")], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1 and len(bad.stderr.splitlines()) == 1, bad.stderr
     assert bad.stderr.startswith("error: ") and "tickets.csv:1: header lacks column(s) ['category']" in bad.stderr
 
-    # 2 steps: the test checks the path (CSV -> task -> run -> export -> server's class names), not accuracy.
-    out = run_example("finetune_own_data.py", "--output_dir", str(tmp_path / "own"), "--steps", "2", timeout=900).stdout
+    # 2 steps of a tiny encoder: the test checks the path (CSV -> task -> run -> export -> server's
+    # class names), not accuracy.
+    out = run_example("finetune_own_data.py", "--output_dir", str(tmp_path / "own"), "--steps", "2",
+                      "--init_checkpoint", tiny_checkpoint, timeout=900).stdout
     assert "dev accuracy" in out and f"exported {tmp_path}/own/export/1" in out
     answers = [line for line in out.splitlines() if line.startswith(("'refund", "'it crashes"))]
     assert len(answers) == 2 and all(line.split(": ")[1].split(" ")[0] in ("account", "billing", "bug")
