@@ -30,17 +30,17 @@ parser.add_argument("--epochs", type=int, default=3, help="Epochs to train.")
 parser.add_argument("--learning_rate", type=float, default=5e-5, help="AdamW learning rate.")
 args = parser.parse_args()
 
-# After the flags, so that --help answers before TensorFlow loads.
+try:  # a missing or damaged file: one line naming it, before TensorFlow loads
+    examples = kerasbert.load_examples(args.task, args.train)
+    kerasbert.load_examples(args.task, args.dev)
+except kerasbert.DataError as error:
+    sys.exit(f"error: {error}")
+# After the flags and the files, so that --help and their errors answer before TensorFlow loads.
 kerasbert.prefer_onednn()  # loads TensorFlow with its oneDNN kernels, on AVX2 CPUs too
 
 checkpoint = args.init_checkpoint or kerasbert.minilm_checkpoint()
 preprocessor = kerasbert.TaskPreprocessor(kerasbert.load_tokenizer(checkpoint), args.sequence_length,
                                           pair_encoder="cross")  # a pair is read as [CLS] a [SEP] b [SEP]
-try:  # a missing or damaged file: one line naming it, before any training
-    examples = kerasbert.load_examples(args.task, args.train)
-    kerasbert.load_examples(args.task, args.dev)
-except kerasbert.DataError as error:
-    sys.exit(f"error: {error}")
 train = kerasbert.task_dataset(args.task, examples, preprocessor, args.batch_size, training=True)
 
 model = kerasbert.MultitaskBert(kerasbert.load_encoder(checkpoint), tasks=(args.task,))

@@ -60,7 +60,7 @@ _MODULES = {
     "task_names": "kerasbert.tasks",
     "MultitaskBert": "kerasbert.finetuning.model",
     "TaskPreprocessor": "kerasbert.finetuning.data",
-    "load_examples": "kerasbert.finetuning.data",
+    "load_examples": "kerasbert.data.task_files",
     "task_dataset": "kerasbert.finetuning.data",
     "interleave_tasks": "kerasbert.finetuning.data",
     "load_finetuned": "kerasbert.finetuning.load",
@@ -81,7 +81,8 @@ _MODULES = {
 
 __all__ = list(_MODULES)
 # Modules that need no TensorFlow; the others load it first, quietly (with oneDNN's kernels).
-_WITHOUT_TENSORFLOW = {"kerasbert.config", "kerasbert.tasks", "kerasbert.cpu_kernels", "kerasbert.errors"}
+_WITHOUT_TENSORFLOW = {"kerasbert.config", "kerasbert.tasks", "kerasbert.cpu_kernels", "kerasbert.errors",
+                       "kerasbert.data.task_files"}
 
 
 def __getattr__(name: str):

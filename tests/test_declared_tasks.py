@@ -212,7 +212,7 @@ def test_the_family_kinds_are_declared_and_read(tmp_path, caplog, capsys):
     assert "train.txt:143: skipped damaged row (3 fields, the file's first word line has 4)" in caplog.text
     task, result = read_training_file(squad, write_squad(tmp_path / "train.json", 12, off_offset=True))
     assert (len(result.examples), result.skipped, result.skipped_answers) == (12, 0, 1)
-    from kerasbert.finetuning.data import sample_examples
+    from kerasbert.data.task_files import sample_examples
     sample_examples(result)
     assert "1 answer(s) whose answer_start does not point at their text" in capsys.readouterr().out
     mine = declare_tasks({"people": {"kind": "tags", "train_file": "p.conll"}, "qa": {"kind": "span",

@@ -32,6 +32,8 @@ import io
 import json
 import math
 
+import numpy as np
+
 from kerasbert.data.cleaning import CLEANERS
 from kerasbert.data.rows import (MAX_FIELD_CHARS, Damaged, DataError, ReadResult, Table,  # noqa: F401
                                  check_damage, file_exists, read_tsv_text, read_utf8, text_lines)
@@ -120,6 +122,34 @@ def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> 
             raise DataError(f"{path}: column {table.column!r} has no training example of class(es) {unseen} "
                             f"of task {task.name!r}")
     return task, result
+
+
+def load_examples(task: "str | Task", path: str, limit: int = 0, seed: int = 0) -> list[Example]:
+    """Reads a file of a task whose classes are known (a shipped task, or one resolved from
+    its training file: `kerasbert.data.task_files.read_training_file`); with `limit`, a seeded
+    random subset of that size. Damaged rows are skipped and counted; a mostly damaged file
+    is an error naming its first bad line.
+
+    Example:
+        >>> examples = load_examples("sts", "../shared/data/cs224n/sts-dev.tsv")
+        >>> len(examples), examples[0].label
+        (863, 1.0)
+    """
+    return sample_examples(read_task_file(task, path), limit, seed)
+
+
+def sample_examples(result, limit: int = 0, seed: int = 0) -> list[Example]:
+    """A file's examples (a `ReadResult`), a seeded random `limit` of them if > 0."""
+    if result.skipped:
+        print(f"   {result.path}: skipped {result.skipped} damaged row(s)")
+    if result.skipped_answers:
+        print(f"   {result.path}: skipped {result.skipped_answers} answer(s) whose answer_start does not point at "
+              "their text")
+    examples = result.examples
+    if limit and len(examples) > limit:
+        keep = np.random.default_rng(seed).choice(len(examples), limit, replace=False)
+        examples = [examples[i] for i in sorted(keep)]
+    return examples
 
 
 def read_task_rows(task: Task, path: str) -> TaskRows:

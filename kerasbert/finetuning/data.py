@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.data.rows import DataError, file_exists
-from kerasbert.data.task_files import Example, read_task_file
+from kerasbert.data.task_files import Example
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tasks import Task, encoder_of, get_task, task_id
 from kerasbert.tokenization import special_token_ids
@@ -125,34 +125,6 @@ def resolve_path(data_dir: str, path: str) -> str:
         raise DataError(f"{path}: file not found, neither in the working folder ({os.getcwd()}) nor under "
                         f"--data_dir ({data_dir})")
     return under_data
-
-
-def load_examples(task: "str | Task", path: str, limit: int = 0, seed: int = 0) -> list[Example]:
-    """Reads a file of a task whose classes are known (a shipped task, or one resolved from
-    its training file: `kerasbert.data.task_files.read_training_file`); with `limit`, a seeded
-    random subset of that size. Damaged rows are skipped and counted; a mostly damaged file
-    is an error naming its first bad line.
-
-    Example:
-        >>> examples = load_examples("sts", "../shared/data/cs224n/sts-dev.tsv")
-        >>> len(examples), examples[0].label
-        (863, 1.0)
-    """
-    return sample_examples(read_task_file(task, path), limit, seed)
-
-
-def sample_examples(result, limit: int = 0, seed: int = 0) -> list[Example]:
-    """A file's examples (a `ReadResult`), a seeded random `limit` of them if > 0."""
-    if result.skipped:
-        print(f"   {result.path}: skipped {result.skipped} damaged row(s)")
-    if result.skipped_answers:
-        print(f"   {result.path}: skipped {result.skipped_answers} answer(s) whose answer_start does not point at "
-              "their text")
-    examples = result.examples
-    if limit and len(examples) > limit:
-        keep = np.random.default_rng(seed).choice(len(examples), limit, replace=False)
-        examples = [examples[i] for i in sorted(keep)]
-    return examples
 
 
 def task_dataset(task: "str | Task", examples: list[Example], preprocessor: TaskPreprocessor, batch_size: int,

@@ -33,8 +33,8 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.errors import ConfigError
-from kerasbert.data.task_files import read_task_file
-from kerasbert.finetuning.data import sample_examples, task_dataset
+from kerasbert.data.task_files import read_task_file, sample_examples
+from kerasbert.finetuning.data import task_dataset
 from kerasbert.tasks import DEFAULT_TASKS, Task, get_task
 
 # The reference study's dev-set figures, quoted (its final overall as quoted; the formula

@@ -38,9 +38,9 @@ import tensorflow as tf
 
 from kerasbert.config import FinetuneConfig
 from kerasbert.data.rows import DataError
-from kerasbert.data.task_files import read_task_file, read_training_file
+from kerasbert.data.task_files import read_task_file, read_training_file, sample_examples
 from kerasbert.durable import publish, write_json
-from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, resolve_path, sample_examples, task_dataset
+from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, resolve_path, task_dataset
 from kerasbert.finetuning.evaluation import headline_keys, overall_score, per_class, score_examples, task_labels
 from kerasbert.finetuning.load import load_finetuned
 from kerasbert.finetuning.model import MultitaskBert
