@@ -3,7 +3,7 @@ MirroredStrategy over 2 logical CPU devices, for each KIND:OPTIMIZER given; prin
 results as one JSON list, in the order given.
 
 Run as a fresh process (the CPU split must precede any TF work):
-    python tests/mirrored_step.py pretrainer:sgd multitask:sgd pretrainer:fused_adamw
+    python tests/mirrored_step.py multitask:sgd pretrainer:fused_adamw
 """
 
 import json

@@ -13,9 +13,10 @@ from helpers import free_ports, tiny_run_config
 
 @pytest.mark.end_to_end
 def test_mirrored_step_matches_default_strategy():
-    """The pretrainer with SGD and FusedAdamW, the multitask model with SGD: one fresh
-    process (2 logical CPUs) for the three."""
-    cases = ["pretrainer:sgd", "multitask:sgd", "pretrainer:fused_adamw"]
+    """The multitask model with SGD, the pretrainer with FusedAdamW (whose first step, at this
+    epsilon, still scales with the gradient: a replica's loss scaled wrongly moves the weights
+    differently): one fresh process (2 logical CPUs) for the two."""
+    cases = ["multitask:sgd", "pretrainer:fused_adamw"]
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "mirrored_step.py"), *cases],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"},
                             capture_output=True, text=True, timeout=600)
