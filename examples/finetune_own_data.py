@@ -5,8 +5,7 @@ and ask the server for the classes of two texts.
     python examples/finetune_own_data.py   # writes a small CSV of support tickets and uses that
 
 The task is declared in code (`kerasbert.Task`); its classes are the labels found in the
-training file. The same declaration in a config runs with `python -m pipelines.finetune`.
-"""
+training file. The same declaration in a config runs with `python -m pipelines.finetune`."""
 
 import argparse
 import csv
@@ -45,7 +44,8 @@ task = kerasbert.Task("tickets", "classes", train_file=os.path.abspath(train),
 config = kerasbert.FinetuneConfig(tasks={"tickets": task}, train=kerasbert.TrainConfig(
     batch_size=16, total_steps=args.steps, steps_per_block=30, learning_rate=1e-4))
 run_dir, export_base = os.path.join(args.output_dir, "run"), os.path.join(args.output_dir, "export")
-try:  # a file's error (a missing column, a dev label the training file lacks): one line
+try:  # a file's error (a missing column, a dev label the training file lacks): one line, before TensorFlow loads
+    kerasbert.load_examples(kerasbert.read_training_file(task, task.train_file)[0], task.dev_file)
     metrics = kerasbert.run_finetuning(config, ".", run_dir, args.init_checkpoint or kerasbert.minilm_checkpoint())
 except kerasbert.DataError as error:
     raise SystemExit(f"error: {error}")

@@ -60,6 +60,7 @@ _MODULES = {
     "task_names": "kerasbert.tasks",
     "MultitaskBert": "kerasbert.finetuning.model",
     "TaskPreprocessor": "kerasbert.finetuning.data",
+    "read_training_file": "kerasbert.data.task_files",  # a task's classes (or score range) from its file
     "load_examples": "kerasbert.data.task_files",
     "task_dataset": "kerasbert.finetuning.data",
     "interleave_tasks": "kerasbert.finetuning.data",

@@ -78,10 +78,21 @@ def tiny_tokenizer():
     return make_tokenizer(TINY_VOCAB)
 
 
-def run_module(args, env=None, timeout=600, check=True, python_options=()):
-    """Runs `python [python_options] -m ...` in a fresh process from the project root."""
+def without_tensorflow(folder) -> dict:
+    """The environment of a process that must answer without loading TensorFlow: a `tensorflow`
+    package first on its path ends it at import (kerasbert's quiet import hides what
+    `-X importtime` would show)."""
+    package = os.path.join(folder, "tensorflow")
+    os.makedirs(package, exist_ok=True)
+    with open(os.path.join(package, "__init__.py"), "w") as f:
+        f.write("raise SystemExit('test: TensorFlow was imported')\n")
+    return {"PYTHONPATH": f"{folder}{os.pathsep}{ROOT}"}
+
+
+def run_module(args, env=None, timeout=600, check=True):
+    """Runs `python -m ...` in a fresh process from the project root."""
     full_env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    result = subprocess.run([sys.executable, *python_options, "-m", *args], cwd=ROOT, env=full_env,
+    result = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=full_env,
                             capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"{args} exited {result.returncode}\n{result.stdout[-3000:]}\n"

@@ -21,8 +21,8 @@ from conftest import DATA_DIR, ROOT, TINY_VOCAB
 RUN = {
     "ModelConfig", "TrainConfig", "HeadsConfig", "KerasbertError", "ConfigError", "DataError", "build_encoder",
     "minilm_checkpoint", "load_tokenizer", "train_vocabulary", "get_task", "task_names",
-    "load_examples", "make_strategy", "ScheduleConfig", "load_config", "save_config", "PretrainDataConfig",
-    "FinetuneDataConfig", "Task", "PretrainConfig", "FinetuneConfig",
+    "load_examples", "read_training_file", "make_strategy", "ScheduleConfig", "load_config", "save_config",
+    "PretrainDataConfig", "FinetuneDataConfig", "Task", "PretrainConfig", "FinetuneConfig",
 }
 # Run by `pytest --doctest-modules` instead, with the tiny vocabulary, run, export and checkpoints
 # the root conftest.py gives examples (vocab_file, tokenizer, run_dir, model, hf_checkpoint, ...).

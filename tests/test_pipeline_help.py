@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import pipelines
-from conftest import ROOT, run_module
+from conftest import ROOT, run_module, without_tensorflow
 
 PIPELINES = sorted(m.name for m in pkgutil.iter_modules(pipelines.__path__) if m.name not in ("common", "demo_stages"))
 
@@ -42,13 +42,12 @@ def test_help_explains_each_flag(name, monkeypatch, capsys):
             assert action.option_strings[0] in text
 
 
-def test_each_pipeline_starts_as_a_module_and_answers_help_before_tensorflow_loads():
+def test_each_pipeline_starts_as_a_module_and_answers_help_before_tensorflow_loads(tmp_path):
     """Other tests call the pipelines' `main()` in their own process; here each starts as a user
     starts it."""
     for name in PIPELINES:
-        result = run_module([f"pipelines.{name}", "--help"], timeout=60, python_options=("-X", "importtime"))
+        result = run_module([f"pipelines.{name}", "--help"], env=without_tensorflow(tmp_path), timeout=60)
         assert f"usage: python -m pipelines.{name}" in result.stdout
-        assert "| tensorflow\n" not in result.stderr, name
 
 
 
