@@ -265,12 +265,10 @@ def main(argv=None) -> int:
     if flags.version:
         from importlib import metadata
 
-        from serving.tensorflow_import import import_tensorflow
+        from serving.tensorflow_import import tensorflow_version
 
-        import_tensorflow(flags.verbose, with_text_ops=False)
-        import tensorflow as tf
         print(f"TensorFlow ModelServer: kerasbert-serving {metadata.version('kerasbert')}\n"
-              f"TensorFlow Library: {tf.__version__}")
+              f"TensorFlow Library: {tensorflow_version(flags.verbose)}")
         return 0
     try:
         run_server(flags)

@@ -46,3 +46,23 @@ def _import(with_text_ops: bool) -> None:
     tf.config.list_physical_devices()  # device discovery prints too
     if with_text_ops:
         import tensorflow_text  # noqa: F401  TF Serving links these ops; so do we
+
+
+def tensorflow_version(verbose: bool = False) -> str:
+    """TensorFlow's version, read from the installed `tensorflow` distribution without importing
+    it: `--version` answers at once, as TF Serving's does. Another distribution of it
+    (tensorflow-cpu, a nightly) is asked by importing it.
+
+    Example:
+        >>> tensorflow_version().split(".")[0]
+        '2'
+    """
+    from importlib import metadata
+
+    try:
+        return metadata.version("tensorflow")
+    except metadata.PackageNotFoundError:
+        import_tensorflow(verbose, with_text_ops=False)
+        import tensorflow as tf
+
+        return tf.__version__
