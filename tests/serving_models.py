@@ -3,6 +3,7 @@
 TFLite model."""
 
 import os
+import time
 import warnings
 
 import tensorflow as tf
@@ -197,6 +198,10 @@ class Hostile(RaggedRows):
     """Signatures an attacker's requests are aimed at: one whose output has no batch dimension
     (a sum over rows), one per row, two inputs, and one that costs CPU time per row."""
 
+    def __init__(self, burn_rounds=2000):
+        super().__init__()
+        self.burn_rounds = burn_rounds
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
     def sum_rows(self, x):
         return {"total": tf.reduce_sum(x)}
@@ -212,9 +217,9 @@ class Hostile(RaggedRows):
 
     @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32, name="x")])
     def burn(self, x):
-        """Milliseconds of CPU per run of 16 rows (2000 products of [rows, 64] x [64, 64])."""
+        """Milliseconds of CPU per run of 16 rows (burn_rounds products of [rows, 64] x [64, 64])."""
         weights = tf.eye(64) * 0.5
-        y = tf.while_loop(lambda i, h: i < 2000, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, weights)) + x),
+        y = tf.while_loop(lambda i, h: i < self.burn_rounds, lambda i, h: (i + 1, tf.tanh(tf.matmul(h, weights)) + x),
                           (tf.constant(0), x))[1]
         return {"y": tf.reduce_sum(y, axis=1)}
 
@@ -224,7 +229,18 @@ class Hostile(RaggedRows):
         return {"classes": tf.tile(tf.constant([["neg", "pos"]]), [tf.shape(inputs)[0], 1]), "scores": x}
 
 
-def save_hostile(path):
-    model = Hostile()
+def burn_rounds_for(seconds, rows):
+    """The burn_rounds at which `burn` takes about `seconds` on `rows` rows on this machine
+    (machines here differ 2-4x; a test that needs work longer than a deadline but slices
+    shorter than its waits sets the work by the clock it runs on)."""
+    model, x = Hostile(), tf.fill([rows, 64], 0.5)
+    model.burn(x)  # traced
+    start = time.perf_counter()
+    model.burn(x)
+    return max(2000, round(2000 * seconds / (time.perf_counter() - start)))
+
+
+def save_hostile(path, burn_rounds=2000):
+    model = Hostile(burn_rounds)
     tf.saved_model.save(model, path, signatures={name: getattr(model, name) for name in
                                                  ("sum_rows", "double", "pair", "burn", "classify", "words", "ids")})

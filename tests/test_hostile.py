@@ -24,7 +24,7 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 from conftest import ROOT
 from serving import attacks
 from serving.attacks import Target, declared, exchange, framing_attacks, memory_bombs, statuses
-from serving_models import save_hostile
+from serving_models import burn_rounds_for, save_hostile
 
 MAX_BODY = 4 * 1024 * 1024
 TIMEOUT_MS = 2000
@@ -616,7 +616,9 @@ def sliced(tmp_path_factory):
     from serving.process import LocalServer
 
     root = tmp_path_factory.mktemp("sliced")
-    save_hostile(str(root / "hostile" / "1"))
+    # A slice of `burn` (256 rows) takes a quarter second on any machine: 32 of them outlast
+    # the 2 s deadline, and one ends well within the tests' waits.
+    save_hostile(str(root / "hostile" / "1"), burn_rounds_for(0.25, rows=256))
     server = LocalServer("hostile", str(root / "hostile"), log_path=str(root / "sliced.log"),
                          extra_flags=[f"--rest_api_timeout_in_ms={TIMEOUT_MS}", "--rest_api_num_threads=4",
                                       "--grpc_max_threads=4"])
@@ -669,8 +671,8 @@ def test_work_stops_within_one_slice_after_a_504_or_a_cancellation(sliced, proto
     """Finding 2: a request answered 504 computed on for 38 s, and gRPC calls cancelled by
     their clients held the model slots for 80 s; a REST client that hung up was computed for
     until the deadline. Now, without batching, the deadline and the client (a gRPC cancel, a
-    closed REST connection) are checked between slices (256 rows of `burn`, under a second
-    here): the server's CPU is idle once the slice under way has finished."""
+    closed REST connection) are checked between slices (256 rows of `burn`, a quarter second):
+    the server's CPU is idle once the slice under way has finished."""
     rows = np.full((8192, 64), 0.5, np.float32)  # 32 slices
     if protocol == "rest":
         status, body = post(sliced, "burn", {"inputs": rows.tolist()})
@@ -696,7 +698,7 @@ def test_work_stops_within_one_slice_after_a_504_or_a_cancellation(sliced, proto
         with pytest.raises(grpc.FutureCancelledError if protocol == "grpc-cancel" else grpc.RpcError):
             call.result()
         channel.close()
-    time.sleep(2.5)  # the slice under way when the answer went (one slice: about a second)
+    time.sleep(2.5)  # the slice under way when the answer went (one slice: a quarter second)
     cpu = cpu_seconds(sliced.process.pid)
     time.sleep(1.5)
     assert cpu_seconds(sliced.process.pid) - cpu < 0.3
