@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, built_once, run_module, write_corpus
+from conftest import ROOT, built_once, run_main, run_module, write_corpus
 
 PEER_PYTHON = os.environ.get("KERASBERT_PEER_PYTHON", os.path.join(ROOT, ".venv-peer", "bin", "python"))
 HAS_PEER = os.path.exists(PEER_PYTHON)
@@ -113,7 +113,7 @@ def keras_metrics(config_path: str, inputs, backup_dir) -> dict:
     return model.evaluate(data, return_dict=True, verbose=0)
 
 
-def test_a_run_stopped_after_a_block_goes_on_from_it_and_scored_it_as_keras_does(tiny_bench, tmp_path):
+def test_a_run_stopped_after_a_block_goes_on_from_it_and_scored_it_as_keras_does(tiny_bench, tmp_path, capsys):
     """The pretrain part's runs take hours: one stopped midway must not start again from
     step 0, and must end where an uninterrupted run ends. The held-out scores it recorded
     (both sides score with one function) are Keras' metrics of the weights it backed up."""
@@ -139,7 +139,7 @@ def test_a_run_stopped_after_a_block_goes_on_from_it_and_scored_it_as_keras_does
         assert b["mlm_loss"] == pytest.approx(a["mlm_loss"], abs=1e-4)
         assert b["nsp_loss"] == pytest.approx(a["nsp_loss"], abs=1e-4)
     assert not (state / "backup").exists()  # removed once finished
-    run_module(["benchmarks.peers", *run], timeout=600)  # a finished run is kept
+    run_main(["benchmarks.peers", *run], capsys, check=True)  # a finished run is kept (in this process)
     assert json.loads((tmp_path / "pretrain" / "kerasbert-3.json").read_text())["blocks"] == resumed["blocks"]
 
 
