@@ -7,7 +7,7 @@ UV_INSTALL := $(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --qui
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-tasks test tfserving-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-batch clean
+.PHONY: install demo demo-tasks test tfserving-tests bench-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-batch clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ DOCTESTS := kerasbert pipelines serving benchmarks/results.py benchmarks/peer_pr
 # session, no serial phase before the tests).
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules --durations=15 $(DOCTESTS) tests
+
+# Where that time goes: each test's CPU seconds, its own and its child processes' (servers,
+# pipelines, fresh TensorFlow processes), and wall time, ranked in runs/bench-tests/results.md.
+bench-tests: install
+	rm -rf runs/bench-tests && mkdir -p runs/bench-tests
+	KERASBERT_TEST_CPU=$(CURDIR)/runs/bench-tests/tests.tsv $(PY) -m pytest -q -p no:cacheprovider \
+		-p tests.cpu_per_test -n 2 --dist worksteal --doctest-modules $(DOCTESTS) tests
+	$(PY) tests/cpu_per_test.py runs/bench-tests/tests.tsv > runs/bench-tests/results.md
 
 # TensorFlow Serving's own end-to-end suite (tensorflow_model_server_test.py, in ../shared/tfserving_tests)
 # with `python -m serving` where the binary would be (~8 min). The project calls the shared runner; it
