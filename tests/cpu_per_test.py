@@ -71,13 +71,13 @@ def ranked(rows: list[Row], top: int = 30) -> str:
              "| CPU-s | own | children | wall s | test |", "|---:|---:|---:|---:|---|"]
     for r in sorted(rows, key=lambda r: -(r.own + r.children))[:top]:
         lines.append(f"| {r.own + r.children:.1f} | {r.own:.1f} | {r.children:.1f} | {r.wall:.1f} | {r.nodeid} |")
-    files = collections.defaultdict(lambda: [0.0, 0.0, 0])
+    by_file: dict[str, list[Row]] = collections.defaultdict(list)
     for r in rows:
-        total = files[r.nodeid.split("::")[0]]
-        total[0], total[1], total[2] = total[0] + r.own, total[1] + r.children, total[2] + 1
+        by_file[r.nodeid.split("::")[0]].append(r)
     lines += ["", "| CPU-s | own | children | tests | file |", "|---:|---:|---:|---:|---|"]
-    for name, (file_own, file_children, count) in sorted(files.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))[:top]:
-        lines.append(f"| {file_own + file_children:.1f} | {file_own:.1f} | {file_children:.1f} | {count} | {name} |")
+    for name, tests in sorted(by_file.items(), key=lambda item: -sum(r.own + r.children for r in item[1]))[:top]:
+        file_own, file_children = sum(r.own for r in tests), sum(r.children for r in tests)
+        lines.append(f"| {file_own + file_children:.1f} | {file_own:.1f} | {file_children:.1f} | {len(tests)} | {name} |")
     return "\n".join(lines)
 
 
