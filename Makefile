@@ -41,15 +41,16 @@ DOCTESTS := kerasbert pipelines serving benchmarks/results.py benchmarks/peer_pr
 # Two workers: most of a test's time is single-threaded graph tracing, so two cores
 # finish the suite ~1.5x sooner than one worker does (docstring examples included: one
 # session, no serial phase before the tests).
+SUITE := -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules $(DOCTESTS) tests
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal --doctest-modules --durations=15 $(DOCTESTS) tests
+	$(PY) -m pytest --durations=15 $(SUITE)
 
-# Where that time goes: each test's CPU seconds, its own and its child processes' (servers,
-# pipelines, fresh TensorFlow processes), and wall time, ranked in runs/bench-tests/results.md.
+# Where that time goes (the same suite): each test's CPU seconds, its own and its child
+# processes' (servers, pipelines, fresh TensorFlow processes), and wall time, ranked in
+# runs/bench-tests/results.md.
 bench-tests: install
 	rm -rf runs/bench-tests && mkdir -p runs/bench-tests
-	KERASBERT_TEST_CPU=$(CURDIR)/runs/bench-tests/tests.tsv $(PY) -m pytest -q -p no:cacheprovider \
-		-p tests.cpu_per_test -n 2 --dist worksteal --doctest-modules $(DOCTESTS) tests
+	KERASBERT_TEST_CPU=$(CURDIR)/runs/bench-tests/tests.tsv $(PY) -m pytest -p tests.cpu_per_test $(SUITE)
 	$(PY) tests/cpu_per_test.py runs/bench-tests/tests.tsv > runs/bench-tests/results.md
 
 # TensorFlow Serving's own end-to-end suite (tensorflow_model_server_test.py, in ../shared/tfserving_tests)
