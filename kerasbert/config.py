@@ -246,10 +246,13 @@ class PretrainConfig:
 
 
 def from_dict(cls, values: dict[str, Any], where: str = ""):
-    """Builds dataclass `cls` from a nested dict, rejecting unknown keys.
+    """Builds dataclass `cls` from a nested dict, rejecting unknown keys. A section given in
+    part keeps the rest of its parent's default (fine-tuning's `train`, not `TrainConfig()`).
 
     >>> from_dict(TrainConfig, {"total_steps": 100, "steps_per_block": 50}).num_blocks
     2
+    >>> from_dict(FinetuneConfig, {"train": {"total_steps": 300}}).train.learning_rate
+    5e-05
     """
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -262,10 +265,20 @@ def from_dict(cls, values: dict[str, Any], where: str = ""):
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
             _check(isinstance(value, dict), f"{where}{name} must be an object. Received: {value!r}")
-            kwargs[name] = from_dict(hint, value, where=f"{where}{name}.")
+            kwargs[name] = from_dict(hint, {**_own_defaults(fields[name].default, hint), **value},
+                                     where=f"{where}{name}.")
         else:
             kwargs[name] = value
     return cls(**kwargs)
+
+
+def _own_defaults(default, cls) -> dict[str, Any]:
+    """The fields where a parent's default section (`FinetuneConfig.train`) differs from `cls()`."""
+    if not dataclasses.is_dataclass(default):
+        return {}
+    plain = cls()
+    return {f.name: getattr(default, f.name) for f in dataclasses.fields(cls)
+            if getattr(default, f.name) != getattr(plain, f.name)}
 
 
 # Before tasks were declared in kerasbert.tasks, each had its own keys (`sst_train`,

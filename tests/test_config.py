@@ -1,5 +1,6 @@
 """Config loading, overrides and validation."""
 
+import dataclasses
 import json
 
 import pytest
@@ -41,6 +42,17 @@ def test_saved_config_loads_back_equal(tmp_path):
 def test_bad_values_name_the_field(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(PretrainConfig, None, [override])
+
+
+def test_a_section_given_in_part_keeps_its_parents_defaults_for_the_rest(tmp_path):
+    finetune = FinetuneConfig().train  # fine-tuning's own: 5e-5 over 600 steps, not TrainConfig()'s
+    overridden = load_config(FinetuneConfig, None, ["train.batch_size=8"]).train
+    assert overridden.batch_size == 8
+    assert (overridden.learning_rate, overridden.total_steps, overridden.steps_per_block) == (
+        finetune.learning_rate, finetune.total_steps, finetune.steps_per_block) == (5e-5, 600, 100)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"train": {"seed": 7}}))
+    assert load_config(FinetuneConfig, str(path)).train == dataclasses.replace(finetune, seed=7)
 
 
 def test_bad_json_names_file_and_line(tmp_path):
