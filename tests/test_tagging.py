@@ -64,6 +64,17 @@ def test_reader_skips_and_counts_a_sentence_with_a_damaged_line(tmp_path, caplog
         read_conll(str(tmp_path / "latin1.txt"))
 
 
+def test_a_dev_tag_the_training_file_never_showed_is_an_error_naming_file_and_line(tmp_path):
+    from kerasbert.data.task_files import read_task_file, read_training_file
+
+    train = write(tmp_path / "train.txt", "Rex NNP B-ANIMAL\nsat VBD O\n\nParis NNP B-LOC\n\n")
+    task, _ = read_training_file(Task("pets", "tags"), train)
+    assert task.labels == ("O", "B-ANIMAL", "I-ANIMAL", "B-LOC", "I-LOC")
+    dev = write(tmp_path / "dev.txt", "Paris NNP B-LOC\n\nthe DT O\ncafe NN B-ORG\n\n")
+    with pytest.raises(DataError, match=r"dev.txt:3: tag\(s\) \['B-ORG'\] not among task 'pets'"):
+        read_task_file(task, dev)
+
+
 def test_reader_counts_on_the_real_dev_set():
     path = os.path.join(DATA_DIR, "conll2003", "dev.txt")
     if not os.path.isfile(path):

@@ -78,6 +78,13 @@ class Tagging(TokenFamily):
         if not file_exists(path):
             raise DataError(f"{path}: file not found")
         conll = read_conll(path, max_bad_fraction)
+        if self.is_resolved(task):  # a dev file, or a declared tag set: every tag is one of the task's
+            known = set(task.labels)
+            for sentence in conll.sentences:
+                unknown = sorted(set(sentence.tags) - known)
+                if unknown:
+                    raise DataError(f"{path}:{sentence.line}: tag(s) {unknown} not among task {task.name!r}'s "
+                                    f"tags {list(task.labels)} (declared, or taken from its training file)")
         return ReadResult(conll.sentences, conll.skipped, path)
 
     def read_training(self, task, path, max_bad_fraction):
