@@ -422,8 +422,10 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
     receive = max_receive_bytes or max_receive_bytes_of(budgets.decoding.capacity)
-    options = {"grpc.max_receive_message_length": receive, "grpc.max_send_message_length": max_message_bytes, **connection_options(max_connections),
-               **dict(channel_arguments or [])}
+    # grpc.so_reuseport 0: a port another server holds fails the start-up (gRPC's default, 1,
+    # would share it and split the traffic between two servers).
+    options = {"grpc.max_receive_message_length": receive, "grpc.max_send_message_length": max_message_bytes,
+               "grpc.so_reuseport": 0, **connection_options(max_connections), **dict(channel_arguments or [])}
     server = grpc.server(WorkerPool(max_threads, "grpc"), options=list(options.items()),
                          maximum_concurrent_rpcs=call_slots(max_threads, options),
                          interceptors=[DecodeInServicer(budgets.decoding)])

@@ -195,10 +195,13 @@ def test_a_broken_config_reload_is_reported_in_one_line_without_a_traceback(tmp_
     assert f"Failed to read ModelServerConfig file: Invalid protobuf file: '{path}'" in caplog.text
 
 
-def test_a_grpc_port_in_use_fails_the_start(tmp_path):
+@pytest.mark.parametrize("holder_shares", [False, True], ids=["plain", "so_reuseport"])
+def test_a_grpc_port_in_use_fails_the_start(tmp_path, holder_shares):
     import socket
 
     taken = socket.socket()
+    # A holder that allows sharing (another gRPC server: gRPC's default) must not be joined.
+    taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, int(holder_shares))
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     try:
