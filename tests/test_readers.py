@@ -168,3 +168,40 @@ def test_a_review_is_cleaned_the_same_for_pretraining_and_fine_tuning(tmp_path):
 def test_a_missing_corpus_file_says_file_not_found(tmp_path):
     with pytest.raises(DataError, match=r"corpus\.txt: file not found"):
         load_corpus(str(tmp_path / "corpus.txt"), "../shared/data")
+
+
+def csv_rows(count):
+    return ["text,label"] + [f"review number {i},{'good' if i % 2 else 'bad'}" for i in range(count)]
+
+
+def test_a_csv_quote_left_open_counts_every_row_it_swallows(tmp_path):
+    from kerasbert.data.task_files import read_training_file
+    from kerasbert.tasks import Task
+
+    task = Task("reviews", "classes", text="text", label="label")
+    lines = csv_rows(1000)
+    lines[100] = '"review number 99 opens a quote,good'  # swallows the 900 rows after it
+    path = write(tmp_path, "reviews.csv", "\n".join(lines) + "\n")
+    # Counted as one row, this file read as 99 rows of two classes; it is 901 damaged of 1,000.
+    with pytest.raises(DataError, match=r"reviews.csv:101: 901 of 1000 rows are damaged; first: not CSV from here"):
+        read_training_file(task, path)
+    lines = csv_rows(40)
+    lines[1:39] = [f"review number {i},good" for i in range(38)]  # one class until the quote left open
+    lines[39] = '"the last rows, bad'
+    lines += [f"review number {i},bad" for i in range(40, 60)]
+    with pytest.raises(DataError, match=r"rows are damaged"):  # not "one class only"
+        read_training_file(task, write(tmp_path, "one_class.csv", "\n".join(lines) + "\n"))
+
+
+def test_a_column_the_task_reads_given_twice_in_the_header_is_an_error(tmp_path):
+    from kerasbert.data.task_files import read_training_file
+    from kerasbert.tasks import Task
+
+    lines = ["text,label,text"] + [f"review {i},{'good' if i % 2 else 'bad'},other {i}" for i in range(20)]
+    with pytest.raises(DataError, match=r"twice.csv:1: column\(s\) \['text'\] appear more than once"):
+        read_training_file(Task("reviews", "classes", text="text", label="label"),
+                           write(tmp_path, "twice.csv", "\n".join(lines) + "\n"))
+    lines = ["text,label,note,note"] + [f"review {i},{'good' if i % 2 else 'bad'},a,b" for i in range(20)]
+    task, result = read_training_file(Task("reviews", "classes", text="text", label="label"),
+                                      write(tmp_path, "unread.csv", "\n".join(lines) + "\n"))
+    assert len(result.examples) == 20  # a column it does not read may repeat

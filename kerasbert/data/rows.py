@@ -37,10 +37,12 @@ csv.field_size_limit(max(csv.field_size_limit(), MAX_FIELD_CHARS + 1))
 
 @dataclasses.dataclass(frozen=True)
 class Damaged:
-    """A row left out, with the line it is on (1-based) and why."""
+    """A row left out, with the line it is on (1-based) and why; `lines`: how many lines it
+    took (a CSV quote left open swallows every line up to the next quote)."""
 
     line: int
     reason: str
+    lines: int = 1
 
 
 @dataclasses.dataclass
@@ -155,12 +157,13 @@ def read_tsv_text(path: str, text: str, quoted: bool | Callable[[list[str]], boo
 def check_damage(path: str, damaged: list[Damaged], total: int, max_bad_fraction: float) -> None:
     """Raises DataError when more than `max_bad_fraction` of `total` rows are damaged (or
     none is sound); else logs the first damaged rows and how many more there are."""
+    swallowed = sum(row.lines - 1 for row in damaged)  # lines a damaged row took: rows lost
+    total, bad = total + swallowed, len(damaged) + swallowed
     if total == 0:
         raise DataError(f"{path}: no data rows after the header")
-    if len(damaged) > max_bad_fraction * total:
+    if bad > max_bad_fraction * total:
         first = damaged[0]
-        raise DataError(f"{path}:{first.line}: {len(damaged)} of {total} rows are damaged; "
-                        f"first: {first.reason}")
+        raise DataError(f"{path}:{first.line}: {bad} of {total} rows are damaged; first: {first.reason}")
     for row in damaged[:SHOWN_DAMAGED_ROWS]:
         log.warning("%s:%d: skipped damaged row (%s)", path, row.line, row.reason)
     if len(damaged) > SHOWN_DAMAGED_ROWS:

@@ -106,6 +106,8 @@ def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> 
     if task.family.format:
         return task.family.read_training(task, path, max_bad_fraction)
     table = read_task_rows(task, path)
+    # A mostly damaged file says so before its classes are taken from the rows that are left.
+    check_damage(path, table.damaged, len(table.rows) + len(table.damaged), max_bad_fraction)
     if not task.is_resolved:
         values = _class_labels(table) if task.is_classes else _score_labels(table)
         distinct = {label_key(value) for value in values}
@@ -163,6 +165,10 @@ def read_task_rows(task: Task, path: str) -> TaskRows:
     table = _csv_table(path, text) if fmt == "csv" else _tsv_table(task, path, text)
     columns = _columns(task, path, table.header, fmt)
     index = {name: i for i, name in enumerate(table.header)}
+    twice = [c for c in dataclasses.astuple(columns) if c and table.header.count(c) > 1]
+    if twice:
+        raise DataError(f"{path}:1: column(s) {twice} appear more than once in the header; task {task.name!r} "
+                        f"reads them, so which one is meant is unclear. Header: {table.header}")
     result = TaskRows(path, columns.label, [], list(table.damaged))
     for line, fields in table.rows:
         try:
@@ -258,7 +264,8 @@ def _csv_table(path: str, text: str) -> Table:
         except StopIteration:
             return table
         except csv.Error as error:
-            table.damaged.append(Damaged(start, f"not CSV from here to line {reader.line_num} ({error})"))
+            table.damaged.append(Damaged(start, f"not CSV from here to line {reader.line_num} ({error})",
+                                         lines=reader.line_num - start + 1))
         else:
             longest = max(map(len, fields), default=0)
             if not any(field.strip() for field in fields):
