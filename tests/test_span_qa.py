@@ -57,6 +57,11 @@ def test_reader_keeps_every_reference_and_skips_answers_off_their_offset(tmp_pat
         read_squad(squad_file(tmp_path, empty))
     with pytest.raises(DataError, match="empty context"):
         read_squad(squad_file(tmp_path, qas[:1], context=""))
+    # An offset that is not a count from the context's start: negative (Python's slice counts
+    # from the end: -21 is "The") or a boolean (false is 0 to Python).
+    odd = [{"id": "o", "question": "Where?", "answers": [{"text": "The", "answer_start": -21},
+                                                          {"text": "T", "answer_start": False}]}]
+    assert read_squad(squad_file(tmp_path, odd + qas[:9])).skipped == 1
     (tmp_path / "broken.json").write_text("{\"data\": [", encoding="utf-8")
     with pytest.raises(DataError, match="broken.json: not SQuAD's JSON layout"):
         read_squad(str(tmp_path / "broken.json"))

@@ -87,7 +87,8 @@ def _question(qa: dict, context: str) -> tuple[QaExample, list[dict]]:
     answers, bad = [], []
     for answer in qa.get("answers") or []:
         text, start = answer.get("text"), answer.get("answer_start")
-        if isinstance(text, str) and text and isinstance(start, int) and context[start:start + len(text)] == text:
+        offset = isinstance(start, int) and not isinstance(start, bool) and start >= 0  # not -1, not true
+        if isinstance(text, str) and text and offset and context[start:start + len(text)] == text:
             answers.append(Answer(text, start))
         else:
             bad.append(answer)
