@@ -133,6 +133,23 @@ def test_windows_cover_the_context_at_the_stride():
         graph(doc_stride=7)
 
 
+def test_a_dev_context_past_max_windows_is_an_error_before_training_naming_file_question_and_setting(tmp_path):
+    from kerasbert.finetuning.run import check_dev_sets
+    from kerasbert.config import FinetuneConfig
+
+    declaration = {"kind": "span", "sequence_length": 12, "doc_stride": 2, "max_query_length": 3,
+                   "max_windows": 2, "dev_file": "squad.json"}
+    config = FinetuneConfig(tasks={"qa": declaration})
+    short = QaExample("short", "Where is the cat?", "The cat sat in Paris.", [Answer("Paris", 15)])
+    long = QaExample("long", "Where is the cat?", "the cat sat on the mat in Paris " * 2, [Answer("Paris", 26)])
+    preprocessor = TaskPreprocessor(make_tokenizer(VOCAB), 12)
+    squad_file(tmp_path, [])  # the dev file the examples came from
+    check_dev_sets(config, config.tasks, {"qa": [short]}, preprocessor, str(tmp_path))
+    with pytest.raises(DataError, match=r"squad.json: 1 question\(s\) have a context longer than task 'qa' answers "
+                                        r"\(max_windows=2 .*first: id 'long', 6 windows.*set tasks.qa.max_windows=6"):
+        check_dev_sets(config, config.tasks, {"qa": [short, long]}, preprocessor, str(tmp_path))
+
+
 def test_features_point_at_the_answer_or_at_cls():
     examples = [QaExample("a", "Where is the cat?", "the cat sat on the mat in Paris", [Answer("Paris", 26)]),
                 QaExample("b", "cat", "The cats sat.", [Answer("cats", 4)])]

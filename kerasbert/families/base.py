@@ -119,6 +119,10 @@ class Family:
         """A file of the family's own `format` as a `kerasbert.data.rows.ReadResult`."""
         raise NotImplementedError(f"the {self.name} family reads column files (kerasbert.data.task_files)")
 
+    def check_scored(self, task, preprocessor, examples: list, path: str) -> None:
+        """Raises DataError for an example of `path` (a dev file) that the task's served
+        function would refuse, before any training: a span context past `max_windows`."""
+
     # --- Model ----------------------------------------------------------------------------
 
     def head_units(self, task) -> int:

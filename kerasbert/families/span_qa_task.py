@@ -101,6 +101,24 @@ class SpanQa(TokenFamily):
         squad = read_squad(path, max_bad_fraction)
         return ReadResult(squad.examples, squad.skipped, path, squad.bad_answers)
 
+    def check_scored(self, task, preprocessor, examples, path, batch_size=128):
+        import tensorflow as tf
+
+        graph = preprocessor.graph_of(task)
+        needs = {}  # question id -> windows its context takes
+        for begin in range(0, len(examples), batch_size):
+            chunk = examples[begin:begin + batch_size]
+            counts = graph.windows(tf.constant([e.question for e in chunk]), tf.constant([e.context for e in chunk]),
+                                   check=False)["window_count"].numpy()
+            needs.update({e.uid: int(count) for e, count in zip(chunk, counts) if count > graph.max_windows})
+        if needs:
+            first, most = next(iter(needs.items())), max(needs.values())
+            raise DataError(f"{path}: {len(needs)} question(s) have a context longer than task {task.name!r} answers "
+                            f"(max_windows={graph.max_windows} windows of {graph.sequence_length} tokens at stride "
+                            f"{graph.doc_stride}, about {graph.max_context_pieces} word pieces); first: id {first[0]!r}, "
+                            f"{first[1]} windows. Its export would refuse them: set tasks.{task.name}.max_windows="
+                            f"{most}, or leave them out")
+
     def graph(self, task, vocabulary, sequence_length):
         from kerasbert.families.span_qa import SpanGraph
 

@@ -77,6 +77,12 @@ def load_dev_sets(config: FinetuneConfig, tasks: dict, data_dir: str) -> dict:
                                   config.data.max_dev_examples, config.train.seed) for name, task in tasks.items()}
 
 
+def check_dev_sets(config: FinetuneConfig, tasks: dict, dev: dict, preprocessor, data_dir: str) -> None:
+    """DataError, before any training, for a dev example its task's export would refuse."""
+    for name, task in tasks.items():
+        task.family.check_scored(task, preprocessor, dev[name], resolve_path(data_dir, config.tasks[name].dev_file))
+
+
 def load_task_data(config: FinetuneConfig, data_dir: str) -> tuple[dict, dict, dict]:
     """({task: Task}, {task: training examples}, {task: dev examples}) of a config's tasks:
     each task's classes (or score range) taken from its training file where its declaration
@@ -179,6 +185,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
                                     sts_encoder=heads.sts_encoder)
     run.stage(f"reading task files (working folder, then {data_dir})")
     tasks, train_examples, dev = load_task_data(config, data_dir)
+    check_dev_sets(config, tasks, dev, preprocessor, data_dir)
     batches = training_batches(config, tasks, train_examples, preprocessor).skip(run.start_step) \
         .prefetch(tf.data.AUTOTUNE)
 

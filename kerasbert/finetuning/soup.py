@@ -38,7 +38,7 @@ from kerasbert.config import save_config
 from kerasbert.console import stage
 from kerasbert.finetuning.load import load_finetuned
 from kerasbert.finetuning.evaluation import headline_keys
-from kerasbert.finetuning.run import evaluate_all, load_dev_sets, write_outputs
+from kerasbert.finetuning.run import check_dev_sets, evaluate_all, load_dev_sets, write_outputs
 
 
 def load_soup(model_dirs: list[str]):
@@ -94,6 +94,7 @@ def run_soup(model_dirs: list[str], data_dir: str, output_dir: str) -> dict:
     config, model, preprocessor = load_soup(model_dirs)
     stage(f"scoring the soup on the dev sets under {data_dir}", started)
     dev = load_dev_sets(config, model.task_specs, data_dir)
+    check_dev_sets(config, model.task_specs, dev, preprocessor, data_dir)
     metrics, predictions = evaluate_all(model, preprocessor, dev)
     keys = headline_keys(model.task_specs.values())
     members = [{"model_dir": d, **_member_metrics(d, keys)} for d in model_dirs]
