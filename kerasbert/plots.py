@@ -70,7 +70,8 @@ def plot_curves(history_csv: str, output_png: str, title: str, steps_per_block: 
                  "color": colours.setdefault(base, f"C{len(colours)}")}
         if key.endswith("loss"):
             if steps and key in steps[0]:  # the finer curve instead of one point a block
-                loss_ax.plot([int(r["step"]) for r in steps], [_number(r[key]) for r in steps], **style)
+                kept = [r for r in steps if not np.isnan(_number(r[key]))]  # not a task's windows without its steps
+                loss_ax.plot([int(r["step"]) for r in kept], [_number(r[key]) for r in kept], **style)
             else:
                 loss_ax.plot(blocks, values, marker=".", **style)
         elif key.endswith("accuracy") or key.endswith("pearson"):

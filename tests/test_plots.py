@@ -7,6 +7,7 @@ import keras
 import matplotlib.figure
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from kerasbert.plots import plot_confusion, plot_curves
 from kerasbert.training.callbacks import HistoryCSV
@@ -70,3 +71,43 @@ def test_the_training_curve_has_ten_points_a_block_of_window_means(tmp_path, sav
     plot_curves(str(tmp_path / "history.csv"), str(tmp_path / "curves.png"), "toy", steps_per_block)
     loss_ax = saved_figures[0].axes[0]
     assert [len(line.get_xdata()) for line in loss_ax.lines] == [20]
+
+
+def test_a_tasks_curve_averages_only_the_steps_of_that_task(tmp_path, saved_figures):
+    """A multitask run's `<task>_loss` is a Mean weighted 0 on the other tasks' steps
+    (MultitaskBert.train_step): its window is its own steps' mean, or empty without any."""
+
+    class TwoTasks(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(1)
+            self.step = keras.Variable(0.0, trainable=False)
+            self.losses_of = {name: keras.metrics.Mean(name=f"{name}_loss") for name in ("a", "b")}
+
+        def call(self, x):
+            return self.dense(x)
+
+        def train_step(self, data):
+            self.step.assign_add(1.0)
+            step = self.step.value
+            is_a = tf.cast(step <= 2, tf.float32)  # steps 1-2: task a (losses 1, 2); 3-6: task b (3 .. 6)
+            self.losses_of["a"].update_state(step, sample_weight=is_a)
+            self.losses_of["b"].update_state(step, sample_weight=1.0 - is_a)
+            return {m.name: m.result() for m in self.metrics}
+
+        @property
+        def metrics(self):
+            return list(self.losses_of.values())
+
+    model = TwoTasks()
+    model.compile(optimizer="sgd")
+    data = tf.data.Dataset.from_tensors((tf.ones([1, 3]), tf.ones([1, 1]))).repeat()
+    model.fit(data, epochs=1, steps_per_epoch=6, verbose=0,
+              callbacks=[StepCurve(str(tmp_path / "steps.csv"), 6, every=2), HistoryCSV(str(tmp_path / "history.csv"))])
+    with open(tmp_path / "steps.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(row["step"], row["a_loss"], row["b_loss"]) for row in rows] == [
+        ("2", "1.5", ""), ("4", "", "3.5"), ("6", "", "5.5")]
+    plot_curves(str(tmp_path / "history.csv"), str(tmp_path / "curves.png"), "two tasks", 6)
+    lines = {line.get_label(): line.get_xydata().tolist() for line in saved_figures[0].axes[0].lines}
+    assert lines == {"a_loss": [[2, 1.5]], "b_loss": [[4, 3.5], [6, 5.5]]}  # windows without the task left out

@@ -1,9 +1,10 @@
 """The training loss every few steps, for curves with more than one point a block.
 
 history.csv has one row a block (the demo's fine-tuning: three), too few to read a trend.
-`StepCurve` appends to `steps.csv` the mean of each `*loss` over the last `every` steps.
-Keras hands a callback each metric's running mean since the block began, so the mean over
-steps (a, b] of a block is (b * mean_b - a * mean_a) / (b - a).
+`StepCurve` appends to `steps.csv` the mean of each `*loss` over the last `every` steps:
+the change of its Mean metric's total over the change of its count (a multitask run's
+per-task loss counts only its task's steps; empty where the window had none of them). A
+loss without a Mean behind it is taken as the running mean over every step of the block.
 
 Example:
     >>> import keras, tensorflow as tf
@@ -33,27 +34,44 @@ class StepCurve(keras.callbacks.Callback):
         super().__init__()
         self.path, self.steps_per_block, self.every = path, steps_per_block, max(1, every)
         self.block, self.keys = 0, None
-        self.last_batch, self.last_means = 0, {}
+        self.last_sums = {}
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.keys is None:
             self._keep_rows_until(epoch * self.steps_per_block)
-        self.block, self.last_batch, self.last_means = epoch, 0, {}
+        self.block, self.last_sums = epoch, {}  # Keras resets the metrics each epoch
 
     def on_train_batch_end(self, batch, logs=None):
         done = batch + 1
         if done % self.every and done != self.steps_per_block:
             return
-        means = {key: float(value) for key, value in (logs or {}).items() if key.endswith("loss")}
+        sums = self._sums({key: value for key, value in (logs or {}).items() if key.endswith("loss")}, done)
         if self.keys is None:
-            self.keys = sorted(means)
+            self.keys = sorted(sums)
             if not os.path.exists(self.path):
                 self._write("w", ["step", *self.keys])
-        span = done - self.last_batch
-        window = [(done * means.get(key, float("nan")) - self.last_batch * self.last_means.get(key, 0.0)) / span
-                  for key in self.keys]
-        self._write("a", [self.block * self.steps_per_block + done, *(f"{value:.6g}" for value in window)])
-        self.last_batch, self.last_means = done, means
+        window = []
+        for key in self.keys:
+            (total, count), (last_total, last_count) = sums.get(key, (0.0, 0.0)), self.last_sums.get(key, (0.0, 0.0))
+            window.append(f"{(total - last_total) / (count - last_count):.6g}" if count > last_count else "")
+        self._write("a", [self.block * self.steps_per_block + done, *window])
+        self.last_sums = sums
+
+    def _sums(self, means: dict, done: int) -> dict[str, tuple[float, float]]:
+        """{loss name: (total, count)} since the block began: a Mean metric's own, else the
+        running mean times the steps."""
+        metrics = {}
+        for metric in self.model.metrics if self.model is not None else ():
+            for inner in [metric, *getattr(metric, "metrics", ())]:  # compile's metrics sit in a container
+                metrics[inner.name] = inner
+        sums = {}
+        for key, mean in means.items():
+            metric = metrics.get(key)
+            if isinstance(metric, keras.metrics.Mean):
+                sums[key] = (float(metric.total.numpy()), float(metric.count.numpy()))
+            else:
+                sums[key] = (done * float(mean), float(done))
+        return sums
 
     def _write(self, mode: str, row: list) -> None:
         with open(self.path, mode, newline="") as f:
