@@ -199,13 +199,16 @@ def test_grouping_by_length_cuts_the_padding_of_tag_batches_and_keeps_every_sent
     assert (10 * abs(grouped_lengths[seen] - plain_lengths[seen]) <= plain_lengths[seen]).all()  # within 10%
 
 
-def fixed_tagger():
+FIXED_TAGS = [("cat", 1), ("dog", 1), ("rex", 1), ("paris", 3), ("new", 3), ("york", 4), ("cafe", 4)]
+
+
+def fixed_tagger(tags=FIXED_TAGS):
     """A 'model' whose tag logits are a table of each token's: cat/dog/rex -> B-ANIMAL,
     paris/new -> B-LOC, york -> I-LOC, cafe -> I-LOC (invalid after O: conlleval starts an
     entity), the rest O. Probabilities are softmax(4 * one-hot)."""
     table = np.zeros((len(VOCAB), len(TAGS)), np.float32)
     table[:, 0] = 4.0
-    for token, tag in [("cat", 1), ("dog", 1), ("rex", 1), ("paris", 3), ("new", 3), ("york", 4), ("cafe", 4)]:
+    for token, tag in tags:
         table[VOCAB.index(token)] = 0.0
         table[VOCAB.index(token), tag] = 4.0
     inputs = {key: keras.Input((None,), dtype="int32", name=key) for key in ENCODER_KEYS}
@@ -271,6 +274,15 @@ def test_entities_signature_gives_entities_with_character_offsets():
     short, _ = decoder(sequence_length=4)
     assert predict_tags(short.entities, sentences) == [["B-ANIMAL", "O", "O", "O"]]
     assert short.entities(tf.constant(["Rex sat in Paris"]))["num_untagged_words"].numpy().tolist() == [2]
+
+
+def test_an_entitys_edge_word_of_punctuation_only_leaves_no_space_in_its_text():
+    # "(" is [UNK] here, tagged B-LOC; "." is I-LOC: "( Paris" and "New York ." are entities of their words.
+    signatures = TaggingSignatures(fixed_tagger([("[UNK]", 3), ("paris", 4), ("new", 3), ("york", 4), (".", 4)]),
+                                   graph())
+    outputs = signatures.entities(tf.constant(["( Paris sat in New York ."]))
+    assert [t.decode() for t in outputs["entity_text"].numpy()[0]] == ["Paris", "New York"]
+    assert outputs["entity_start"].numpy()[0].tolist() == [2, 15] and outputs["entity_end"].numpy()[0].tolist() == [7, 23]
 
 
 def test_punctuation_words_split_as_berts_basic_tokenizer_and_scoring_maps_them_to_the_given_words():

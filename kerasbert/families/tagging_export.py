@@ -55,18 +55,26 @@ CLOSING_AT_END = "[)\\]}\"'“”‘’»«›‹,;:!?.]+$"
 
 
 def trimmed(first_word: tf.Tensor, last_word: tf.Tensor, start_byte: tf.Tensor, end_byte: tf.Tensor,
-            ends_text: tf.Tensor):
+            ends_text: tf.Tensor, second_start: tf.Tensor | None = None, penultimate_end: tf.Tensor | None = None):
     """Byte spans (start, end) of entities (all (entities,)) without the punctuation around the
     name (OPENING, CLOSING; CLOSING_AT_END where `ends_text`); a span of punctuation only is
     kept whole. Read from each entity's first and last word (the same word for an entity of
     one word, whose span is then that word's): a separator between two words is neither
     opening nor closing, so trimming never reaches past them, and no entity copies its text.
+    An edge word of punctuation only ("New York ," as three words) goes with the separator
+    before it: the span ends where the word before it ends (`penultimate_end`), or starts
+    where the word after the first starts (`second_start`).
 
     Example:
         >>> words = tf.constant(["(Reuters)", "Paris.", "U.S.", "!!"])
         >>> trimmed(words, words, tf.constant([0, 0, 0, 0], tf.int64), tf.constant([9, 6, 4, 2], tf.int64),
         ...         tf.constant([False, True, False, True]))[0].numpy().tolist()
         [1, 0, 0, 0]
+        >>> [span.numpy().tolist() for span in trimmed(  # starts, then ends: "( Paris" -> "Paris", "New York ," -> "New York"
+        ...     tf.constant(["(", "New"]), tf.constant(["Paris", ","]), tf.constant([0, 0], tf.int64),
+        ...     tf.constant([7, 10], tf.int64), tf.constant([True, True]), tf.constant([2, 4], tf.int64),
+        ...     tf.constant([1, 8], tf.int64))]
+        [[2, 0], [7, 8]]
     """
     def size(strings):
         return tf.cast(tf.strings.length(strings, unit="BYTE"), tf.int64)
@@ -78,7 +86,13 @@ def trimmed(first_word: tf.Tensor, last_word: tf.Tensor, start_byte: tf.Tensor, 
                       tf.strings.regex_replace(tail, CLOSING, ""))
     lead, trail = size(first_word) - size(opened), size(tail) - size(closed)
     name = ~single | (size(closed) > 0)
-    return tf.where(name, start_byte + lead, start_byte), tf.where(name, end_byte - trail, end_byte)
+    start, end = tf.where(name, start_byte + lead, start_byte), tf.where(name, end_byte - trail, end_byte)
+    if second_start is None:
+        return start, end
+    start = tf.where(~single & (size(opened) == 0), second_start, start)  # past the separator too
+    end = tf.where(~single & (size(closed) == 0), penultimate_end, end)
+    whole = start >= end  # two words of punctuation only: kept whole
+    return tf.where(whole, start_byte, start), tf.where(whole, end_byte, end)
 
 
 def substrings(text: tf.Tensor, row: tf.Tensor, start_char: tf.Tensor, end_char: tf.Tensor) -> tf.Tensor:
@@ -188,10 +202,12 @@ class TaggingSignatures:
         num_words = words.row_lengths()
         first_word = tf.gather(words.row_starts(), spans["row"]) + spans["first_word"]  # (entities,), flat
         last_word = tf.gather(words.row_starts(), spans["row"]) + spans["last_word"]
+        word_starts, word_ends = aligned["word_starts"].flat_values, aligned["word_ends"].flat_values
         start_byte, end_byte = trimmed(tf.gather(words.flat_values, first_word), tf.gather(words.flat_values, last_word),
-                                       tf.gather(aligned["word_starts"].flat_values, first_word),
-                                       tf.gather(aligned["word_ends"].flat_values, last_word),
-                                       spans["last_word"] == tf.gather(num_words, spans["row"]) - 1)
+                                       tf.gather(word_starts, first_word), tf.gather(word_ends, last_word),
+                                       spans["last_word"] == tf.gather(num_words, spans["row"]) - 1,
+                                       tf.gather(word_starts, tf.minimum(first_word + 1, last_word)),
+                                       tf.gather(word_ends, tf.maximum(last_word - 1, first_word)))
 
         def per_row(values):  # (entities,) -> ragged (batch, n)
             return tf.RaggedTensor.from_row_lengths(values, spans["count"], validate=False)
