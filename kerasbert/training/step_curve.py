@@ -1,10 +1,13 @@
 """The training loss every few steps, for curves with more than one point a block.
 
 history.csv has one row a block (the demo's fine-tuning: three), too few to read a trend.
-`StepCurve` appends to `steps.csv` the mean of each `*loss` over the last `every` steps:
-the change of its Mean metric's total over the change of its count (a multitask run's
-per-task loss counts only its task's steps; empty where the window had none of them). A
-loss without a Mean behind it is taken as the running mean over every step of the block.
+`StepCurve` appends to `steps.csv` the mean of each `*loss` over the last `every` steps.
+Keras hands a callback each metric's running mean since the block began; weighted by the
+steps it counts (its Mean's `count`), the mean over steps (a, b] is
+(c_b * mean_b - c_a * mean_a) / (c_b - c_a): a multitask run's per-task loss counts only its
+task's steps, and is empty where the window had none of them. The counts are this worker's
+own (a read that sums them over workers would wait for the others, which run no StepCurve);
+the ratio is the same wherever every replica's step is of one task.
 
 Example:
     >>> import keras, tensorflow as tf
@@ -45,7 +48,7 @@ class StepCurve(keras.callbacks.Callback):
         done = batch + 1
         if done % self.every and done != self.steps_per_block:
             return
-        sums = self._sums({key: value for key, value in (logs or {}).items() if key.endswith("loss")}, done)
+        sums = self._sums({key: float(value) for key, value in (logs or {}).items() if key.endswith("loss")}, done)
         if self.keys is None:
             self.keys = sorted(sums)
             if not os.path.exists(self.path):
@@ -57,20 +60,21 @@ class StepCurve(keras.callbacks.Callback):
         self._write("a", [self.block * self.steps_per_block + done, *window])
         self.last_sums = sums
 
-    def _sums(self, means: dict, done: int) -> dict[str, tuple[float, float]]:
-        """{loss name: (total, count)} since the block began: a Mean metric's own, else the
-        running mean times the steps."""
+    def _sums(self, means: dict[str, float], done: int) -> dict[str, tuple[float, float]]:
+        """{loss name: (mean x count, count)} since the block began; the count is its Mean
+        metric's (this worker's replicas), else the steps."""
         metrics = {}
         for metric in self.model.metrics if self.model is not None else ():
             for inner in [metric, *getattr(metric, "metrics", ())]:  # compile's metrics sit in a container
                 metrics[inner.name] = inner
+        strategy = self.model.distribute_strategy if self.model is not None else None
         sums = {}
         for key, mean in means.items():
             metric = metrics.get(key)
-            if isinstance(metric, keras.metrics.Mean):
-                sums[key] = (float(metric.total.numpy()), float(metric.count.numpy()))
-            else:
-                sums[key] = (done * float(mean), float(done))
+            count = float(done)
+            if isinstance(metric, keras.metrics.Mean) and strategy is not None:
+                count = float(sum(strategy.experimental_local_results(metric.count.value)))  # no cross-worker read
+            sums[key] = (mean * count, count)
         return sums
 
     def _write(self, mode: str, row: list) -> None:
