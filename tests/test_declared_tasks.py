@@ -424,3 +424,13 @@ def test_a_span_tasks_stride_is_derived_from_its_length_and_one_out_of_range_is_
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
         "error: task 'myqa': doc_stride must be in [1, 125] at sequence_length 192 (sequence_length - "
         "max_query_length - 3; a longer stride would skip context). Received: doc_stride=128"]
+
+
+def test_a_task_declared_without_a_dev_file_says_which_and_how_to_give_one(tmp_path):
+    from kerasbert.finetuning.run import load_task_data
+
+    train = write_csv(tmp_path / "t.csv", ["text", "label"], [[text(i), ["a", "b"][i % 2]] for i in range(40)])
+    config = load_config(FinetuneConfig, None, ['tasks={"tickets": {"kind": "classes", "text": "text", '
+                                                f'"label": "label", "train_file": "{train}"}}}}'])
+    with pytest.raises(DataError, match=r"task 'tickets' has no dev_file: .* --set data.dev_files.tickets=PATH"):
+        load_task_data(config, str(tmp_path))

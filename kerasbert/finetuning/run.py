@@ -70,17 +70,27 @@ def evaluate_all(model, preprocessor, dev: dict) -> tuple[dict, dict]:
     return metrics, predictions
 
 
+def task_path(data_dir: str, task: Task, which: str) -> str:
+    """The path of `task`'s `which` ("train_file", "dev_file"), found as `resolve_path` finds it;
+    DataError for a task declared without one."""
+    path = getattr(task, which)
+    if not path:
+        raise DataError(f"task {task.name!r} has no {which}: give it one in its declaration, or "
+                        f"--set data.{which}s.{task.name}=PATH")
+    return resolve_path(data_dir, path)
+
+
 def load_dev_sets(config: FinetuneConfig, tasks: dict, data_dir: str) -> dict:
     """{task: dev examples} of `tasks` ({name: Task}, classes known) from the config's dev
     files, a seeded `data.max_dev_examples` of each."""
-    return {name: sample_examples(read_task_file(task, resolve_path(data_dir, config.tasks[name].dev_file)),
+    return {name: sample_examples(read_task_file(task, task_path(data_dir, config.tasks[name], "dev_file")),
                                   config.data.max_dev_examples, config.train.seed) for name, task in tasks.items()}
 
 
 def check_dev_sets(config: FinetuneConfig, tasks: dict, dev: dict, preprocessor, data_dir: str) -> None:
     """DataError, before any training, for a dev example its task's export would refuse."""
     for name, task in tasks.items():
-        task.family.check_scored(task, preprocessor, dev[name], resolve_path(data_dir, config.tasks[name].dev_file))
+        task.family.check_scored(task, preprocessor, dev[name], task_path(data_dir, config.tasks[name], "dev_file"))
 
 
 def load_task_data(config: FinetuneConfig, data_dir: str) -> tuple[dict, dict, dict]:
@@ -91,7 +101,7 @@ def load_task_data(config: FinetuneConfig, data_dir: str) -> tuple[dict, dict, d
     tasks, train, dev = {}, {}, {}
     data, seed = config.data, config.train.seed
     for name, task in config.tasks.items():
-        task, result = read_training_file(task, resolve_path(data_dir, task.train_file))
+        task, result = read_training_file(task, task_path(data_dir, task, "train_file"))
         if len(result.examples) < config.train.batch_size:
             raise DataError(f"{result.path}: {len(result.examples)} training examples of task {name!r}, fewer "
                             f"than one batch (train.batch_size={config.train.batch_size})")
