@@ -29,6 +29,7 @@ Example (`server`: a `python -m serving` of a toy model, y = 2 x; for an export 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import sys
 import time
@@ -39,8 +40,9 @@ from serving.readable_outputs import readable
 
 
 class ServingError(RuntimeError):
-    """The server answered with an error; `code` is the HTTP status or gRPC code name, or
-    UNREACHABLE when no server answered at all (nothing listening: retried like a 503)."""
+    """The server answered with an error; `code` is the HTTP status or gRPC code name,
+    UNREACHABLE when no server answered at all (nothing listening: retried like a 503), or
+    NOT_REST when what answered is not a REST server (the gRPC port)."""
 
     def __init__(self, code, message):
         super().__init__(f"{code}: {message}")
@@ -122,6 +124,10 @@ class ServingClient:
         except urllib.error.URLError as error:  # connection refused: the server is not up (yet)
             raise ServingError("UNREACHABLE", f"no server answered at {self.host}:{self.rest_port} "
                                               f"({error.reason})") from None
+        except (http.client.HTTPException, ConnectionError, ValueError) as error:  # HTTP/2 frames, not JSON
+            raise ServingError("NOT_REST", f"{self.host}:{self.rest_port} did not answer as TF Serving's REST API "
+                                           f"({type(error).__name__}); is it the gRPC port? REST is on "
+                                           "--rest_api_port (8501 by default); gRPC takes --protocol grpc") from None
 
     def _predict_rest(self, signature, inputs):
         outputs = self._rest(self._model_path() + ":predict", {"signature_name": signature, "inputs": inputs})["outputs"]

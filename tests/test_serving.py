@@ -378,6 +378,9 @@ def test_client_rest_and_grpc_and_retry_on_unavailable(server):
     # Retried as a 503 is, and said as what it is (seen before: reported as the server's "503").
     assert error.value.code == "UNREACHABLE" and time.time() - started >= 0.3  # backoff 0.1 + 0.2
     assert f"no server answered at 127.0.0.1:{closed_port}" in str(error.value)
+    with pytest.raises(ServingError) as error:  # REST sent to the gRPC port: said so, not a traceback
+        ServingClient("toy", rest_port=server.grpc_port, retries=0).predict("serving_default", {"x": [[1.0, 2.0]]})
+    assert error.value.code == "NOT_REST" and "is it the gRPC port?" in str(error.value)
 
 
 def test_rest_api_timeout_answers_deadline_exceeded(model_base):
