@@ -616,8 +616,8 @@ def sliced(tmp_path_factory):
     from serving.process import LocalServer
 
     root = tmp_path_factory.mktemp("sliced")
-    # A slice of `burn` (256 rows) takes a quarter second on any machine: 32 of them outlast
-    # the 2 s deadline, and one ends well within the tests' waits.
+    # A slice of `burn` (256 rows) takes a quarter second of CPU on any machine: 64 of them
+    # outlast the 2 s deadline, and one ends well within the tests' waits.
     save_hostile(str(root / "hostile" / "1"), burn_rounds_for(0.25, rows=256))
     server = LocalServer("hostile", str(root / "hostile"), log_path=str(root / "sliced.log"),
                          extra_flags=[f"--rest_api_timeout_in_ms={TIMEOUT_MS}", "--rest_api_num_threads=4",
@@ -673,7 +673,7 @@ def test_work_stops_within_one_slice_after_a_504_or_a_cancellation(sliced, proto
     until the deadline. Now, without batching, the deadline and the client (a gRPC cancel, a
     closed REST connection) are checked between slices (256 rows of `burn`, a quarter second):
     the server's CPU is idle once the slice under way has finished."""
-    rows = np.full((8192, 64), 0.5, np.float32)  # 32 slices
+    rows = np.full((16384, 64), 0.5, np.float32)  # 64 slices
     if protocol == "rest":
         status, body = post(sliced, "burn", {"inputs": rows.tolist()})
         assert status == 504 and "Deadline Exceeded" in body["error"], body
