@@ -177,6 +177,21 @@ def test_a_tiny_multitask_model_learns_a_few_sentences_through_its_tags_head():
     assert history[-1] < 0.5 * history[0]
 
 
+def test_fit_alone_trains_a_tags_head_no_call_or_build_first():
+    """The API user's path: MultitaskBert, compile, fit (the head used to be left to build
+    inside fit's traced step, where the hidden size is unknown: a ValueError)."""
+    keras.utils.set_random_seed(1)
+    task = Task("animals", "tags", labels=TAGS)
+    sentences = [Sentence(["Rex", "sat", "in", "Paris"], ["B-ANIMAL", "O", "O", "B-LOC"], 1)] * 8
+    data = family_dataset(task, sentences, TaskPreprocessor(make_tokenizer(VOCAB), 16), batch_size=4, training=True,
+                          seed=1)
+    model = MultitaskBert(kerasbert.build_encoder("tiny", vocabulary_size=len(VOCAB)), tasks=(task,))
+    model.compile(keras.optimizers.Adam(3e-3))
+    history = model.fit(data, steps_per_epoch=2, epochs=2, verbose=0).history["loss"]
+    assert len(history) == 2 and history[-1] < history[0]
+    assert len(model.head("animals").weights) == 2  # built once: kernel and bias
+
+
 def test_grouping_by_length_cuts_the_padding_of_tag_batches_and_keeps_every_sentence():
     rng = np.random.default_rng(0)
     sentences = [Sentence(["the"] * int(n), ["O"] * int(n), i) for i, n in enumerate(rng.integers(1, 30, 128))]

@@ -133,9 +133,16 @@ class MultitaskBert(DatasetFit, keras.Model):
         hidden = self.backbone.hidden_dim
         for name in self.tasks:
             shape = self.task_specs[name].family.head_input_shape(self, name, hidden)
-            if shape is not None:  # None: a bi-encoder cosine, whose head is never called
+            if shape is not None and not self.head(name).built:  # None: a bi-encoder cosine, never called
                 self.head(name).build(shape)
         self.built = True
+
+    def compile(self, *args, **kwargs):
+        """keras' compile, the heads built first: one left to build inside fit's traced step
+        would see a hidden size of None (a token head, as `model.fit` alone on a tags task)."""
+        if not self.built:
+            self.build()
+        super().compile(*args, **kwargs)
 
     def encoder_of(self, task: str) -> str:
         """"cross" or "bi" for a pair task; "" for a one-text task."""
