@@ -21,6 +21,22 @@ from kerasbert.errors import ConfigError, DataError
 # BERT's special tokens. A trained vocabulary starts with them, in this order.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
+# BERT's text cleaning (its BasicTokenizer's _clean_text; transformers' BertNormalizer):
+# control and format characters are dropped (NUL, U+FFFD, Cc but tab, newline and return,
+# Cf, Co), and Unicode whitespace is a space. keras-hub's tokenizer splits on ASCII whitespace
+# only ("New\u00a0York" was one unknown word) and splits words at format characters.
+DROPPED_CHARACTERS = r"[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F\x{FFFD}\p{Cf}\p{Co}]"
+SPACE_CHARACTERS = r"[\t\n\r\p{Zs}\x{2028}\x{2029}]"
+
+
+def clean_text(text: tf.Tensor) -> tf.Tensor:
+    """Strings as BERT's tokenizer cleans them before splitting words (see DROPPED_CHARACTERS).
+
+    >>> clean_text(tf.constant(["New\u00a0York", "Rex\u200dcat co\u00adoperate"])).numpy().tolist()
+    [b'New York', b'Rexcat cooperate']
+    """
+    return tf.strings.regex_replace(tf.strings.regex_replace(text, DROPPED_CHARACTERS, ""), SPACE_CHARACTERS, " ")
+
 
 def train_vocabulary(sentences: list[str], vocab_size: int, output_file: str | None = None) -> list[str]:
     """Trains an uncased WordPiece vocabulary (keras-hub's trainer, tf_text inside) that
@@ -139,12 +155,13 @@ def continuation_table(tokenizer) -> tf.Tensor:
 
 
 def tokenize_sentences(tokenizer, sentences: list[str], batch_size: int = 4096) -> list[list[int]]:
-    """Token ids of each sentence (no special tokens), in batches through TensorFlow Text's
-    WordPiece op, traced once per tokenizer: called eagerly, keras-hub tokenizes in Python
-    (the same ids, an order of magnitude slower)."""
+    """Token ids of each sentence (no special tokens; its text cleaned as BERT's tokenizer
+    cleans it, `clean_text`), in batches through TensorFlow Text's WordPiece op, traced once
+    per tokenizer: called eagerly, keras-hub tokenizes in Python (the same ids, an order of
+    magnitude slower)."""
     if tokenizer not in _GRAPH_TOKENIZERS:
         held = weakref.ref(tokenizer)  # the cache must not keep its key alive
-        _GRAPH_TOKENIZERS[tokenizer] = tf.function(lambda text: held()(text), autograph=False,
+        _GRAPH_TOKENIZERS[tokenizer] = tf.function(lambda text: held()(clean_text(text)), autograph=False,
                                                    input_signature=[tf.TensorSpec([None], tf.string)])
     tokenize = _GRAPH_TOKENIZERS[tokenizer]
     ids: list[list[int]] = []

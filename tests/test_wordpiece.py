@@ -58,3 +58,29 @@ def test_invalid_utf8_is_a_clear_error():
 def test_a_vocabulary_without_unk_is_refused():
     with pytest.raises(ValueError, match="lacks \\[UNK\\]"):
         OffsetTokenizer(["[PAD]", "the"])
+
+
+def test_unicode_spaces_split_words_as_berts_tokenizer_and_offsets_skip_them():
+    """keras-hub's split is on ASCII whitespace: "the\u00a0cafe" was one word, [UNK]; BERT's
+    tokenizer (and transformers') splits at every Unicode space."""
+    text = "the\u00a0cafe\u202fthe\u3000x"
+    ids, starts, ends = OffsetTokenizer(VOCAB).tokenize_with_offsets(tf.constant([text]))
+    assert ids.to_list() == OffsetTokenizer(VOCAB).tokenize_with_offsets(tf.constant(["the cafe the x"]))[0].to_list()
+    raw = text.encode("utf-8")
+    assert [raw[s:e].decode() for s, e in zip(starts.to_list()[0], ends.to_list()[0])] == ["the", "cafe", "the", "x"]
+
+
+def test_sentence_tasks_clean_text_as_berts_tokenizer_does():
+    """BERT's tokenizer drops control and format characters (joining their neighbours) and
+    reads Unicode whitespace as a space; the preprocessor of sentence tasks, and so their
+    exports, tokenize what it cleans, as pretraining does its corpus."""
+    from kerasbert.finetuning.data import TaskPreprocessor
+
+    tokenize = TaskPreprocessor(make_tokenizer(VOCAB), 16).tokenize
+    for text, as_bert_reads_it in [("the\u00a0cafe", "the cafe"), ("the\u2028cafe", "the cafe"),
+                                   ("ca\u00adfe", "cafe"), ("ca\u200dfe", "cafe"), ("the\x07 cafe\ufffd", "the cafe")]:
+        assert tokenize(tf.constant([text])).to_list() == tokenize(tf.constant([as_bert_reads_it])).to_list(), text
+    assert tokenize(tf.constant(["the\u00a0cafe"])).to_list() == [[5, 6]]
+    from kerasbert.tokenization import tokenize_sentences
+
+    assert tokenize_sentences(make_tokenizer(VOCAB), ["the\u00a0ca\u00adfe"]) == [[5, 6]]  # pretraining's corpus too

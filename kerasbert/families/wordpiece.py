@@ -7,9 +7,9 @@ checks every sentence, question and context of the CoNLL-2003 and SQuAD dev sets
 byte span of each token, with tf_text ops only, so a SavedModel needs nothing but
 TensorFlow and tensorflow-text:
 
-1. split the original text into pre-tokens with keras-hub's own patterns (whitespace and
-   control characters dropped; punctuation and CJK characters kept as one-character
-   pre-tokens): `tf_text.regex_split_with_offsets`;
+1. split the original text into pre-tokens with keras-hub's own patterns and Unicode spaces
+   (whitespace and control characters dropped; punctuation and CJK characters kept as
+   one-character pre-tokens): `tf_text.regex_split_with_offsets`;
 2. lower-case, NFD-decompose and strip accents each pre-token, keeping a map from each
    normalised byte back to the original: `tf_text.FastBertNormalizer`;
 3. split each into word pieces (a pre-token over 100 bytes is `[UNK]`, as keras-hub does):
@@ -38,6 +38,10 @@ import tensorflow_text as tf_text
 from kerasbert.compat.keras_hub import word_split_patterns
 
 MAX_BYTES_PER_WORD = 100  # keras-hub's: a longer pre-token is one [UNK]
+# Whitespace to BERT that keras-hub's split pattern leaves in words (its `\s` is ASCII):
+# "New\u00a0York" is two words. (Format characters, which BERT drops and so joins their
+# neighbours, still split a word here: offsets into the text cannot drop them.)
+UNICODE_SPACES = r"\p{Zs}|[\x{2028}\x{2029}]"
 # The memory a text signature's graph takes per byte of one text, besides the model:
 # `entities` on one 1 MB text of one-character pieces took +244 MiB, of one-letter words
 # +217 MiB (python -m benchmarks.call_memory). Declared to servers in assets.extra/row_costs.json.
@@ -61,7 +65,8 @@ class OffsetTokenizer(tf.Module):
             raise ValueError("The vocabulary lacks [UNK]. Received: a vocabulary of "
                              f"{len(vocabulary)} tokens starting {list(vocabulary[:5])}")
         self.vocabulary = list(vocabulary)
-        self._split, self._keep = word_split_patterns()
+        split, self._keep = word_split_patterns()
+        self._split = split + "|" + UNICODE_SPACES
         self._normalizer = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=True)
         self._word_pieces = tf_text.FastWordpieceTokenizer(
             vocab=self.vocabulary, token_out_type=tf.int32, unknown_token="[UNK]",

@@ -33,7 +33,7 @@ from kerasbert.data.rows import DataError, file_exists
 from kerasbert.data.task_files import Example
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tasks import Task, encoder_of, get_task, task_id
-from kerasbert.tokenization import special_token_ids
+from kerasbert.tokenization import clean_text, special_token_ids
 
 
 class TaskPreprocessor:
@@ -61,8 +61,9 @@ class TaskPreprocessor:
                  sts_encoder: str = ""):
         self.tokenizer = tokenizer
         # Traced once and called from every dataset's map function and the export's graph:
-        # each trace of the tokenizer's ragged ops takes about a second.
-        self.tokenize = tf.function(tokenizer, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        # each trace of the tokenizer's ragged ops takes about a second. Text cleaned as BERT's is.
+        self.tokenize = tf.function(lambda text: tokenizer(clean_text(text)),
+                                    input_signature=[tf.TensorSpec([None], tf.string, name="text")])
         self.sequence_length = sequence_length
         self.pair_encoder, self.sts_encoder = pair_encoder, sts_encoder
         self.trim = trim
