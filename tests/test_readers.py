@@ -205,3 +205,12 @@ def test_a_column_the_task_reads_given_twice_in_the_header_is_an_error(tmp_path)
     task, result = read_training_file(Task("reviews", "classes", text="text", label="label"),
                                       write(tmp_path, "unread.csv", "\n".join(lines) + "\n"))
     assert len(result.examples) == 20  # a column it does not read may repeat
+
+
+def test_a_training_files_damaged_rows_are_logged_once(tmp_path, caplog):
+    from kerasbert.data.task_files import read_training_file
+    from kerasbert.tasks import Task
+
+    lines = csv_rows(40) + ["only,three,fields"]
+    read_training_file(Task("reviews", "classes", text="text", label="label"), write(tmp_path, "r.csv", "\n".join(lines)))
+    assert caplog.text.count("r.csv:42: skipped damaged row (3 fields, the header has 2)") == 1

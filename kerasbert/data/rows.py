@@ -154,9 +154,9 @@ def read_tsv_text(path: str, text: str, quoted: bool | Callable[[list[str]], boo
     return table
 
 
-def check_damage(path: str, damaged: list[Damaged], total: int, max_bad_fraction: float) -> None:
+def refuse_mostly_damaged(path: str, damaged: list[Damaged], total: int, max_bad_fraction: float) -> None:
     """Raises DataError when more than `max_bad_fraction` of `total` rows are damaged (or
-    none is sound); else logs the first damaged rows and how many more there are."""
+    none is sound)."""
     swallowed = sum(row.lines - 1 for row in damaged)  # lines a damaged row took: rows lost
     total, bad = total + swallowed, len(damaged) + swallowed
     if total == 0:
@@ -164,6 +164,11 @@ def check_damage(path: str, damaged: list[Damaged], total: int, max_bad_fraction
     if bad > max_bad_fraction * total:
         first = damaged[0]
         raise DataError(f"{path}:{first.line}: {bad} of {total} rows are damaged; first: {first.reason}")
+
+
+def check_damage(path: str, damaged: list[Damaged], total: int, max_bad_fraction: float) -> None:
+    """`refuse_mostly_damaged`; then logs the first damaged rows and how many more there are."""
+    refuse_mostly_damaged(path, damaged, total, max_bad_fraction)
     for row in damaged[:SHOWN_DAMAGED_ROWS]:
         log.warning("%s:%d: skipped damaged row (%s)", path, row.line, row.reason)
     if len(damaged) > SHOWN_DAMAGED_ROWS:

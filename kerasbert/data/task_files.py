@@ -36,7 +36,8 @@ import numpy as np
 
 from kerasbert.data.cleaning import CLEANERS
 from kerasbert.data.rows import (MAX_FIELD_CHARS, Damaged, DataError, ReadResult, Table,  # noqa: F401
-                                 check_damage, file_exists, read_tsv_text, read_utf8, text_lines)
+                                 check_damage, file_exists, read_tsv_text, read_utf8, refuse_mostly_damaged,
+                                 text_lines)
 from kerasbert.tasks import BUILTIN_TASKS, Task, file_format, get_task, label_key
 
 
@@ -107,7 +108,7 @@ def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> 
         return task.family.read_training(task, path, max_bad_fraction)
     table = read_task_rows(task, path)
     # A mostly damaged file says so before its classes are taken from the rows that are left.
-    check_damage(path, table.damaged, len(table.rows) + len(table.damaged), max_bad_fraction)
+    refuse_mostly_damaged(path, table.damaged, len(table.rows) + len(table.damaged), max_bad_fraction)
     if not task.is_resolved:
         values = _class_labels(table) if task.is_classes else _score_labels(table)
         distinct = {label_key(value) for value in values}
