@@ -124,7 +124,7 @@ class ServingClient:
         except urllib.error.URLError as error:  # connection refused: the server is not up (yet)
             raise ServingError("UNREACHABLE", f"no server answered at {self.host}:{self.rest_port} "
                                               f"({error.reason})") from None
-        except (http.client.HTTPException, ConnectionError, ValueError) as error:  # HTTP/2 frames, not JSON
+        except (http.client.HTTPException, ConnectionError, json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ServingError("NOT_REST", f"{self.host}:{self.rest_port} did not answer as TF Serving's REST API "
                                            f"({type(error).__name__}); is it the gRPC port? REST is on "
                                            "--rest_api_port (8501 by default); gRPC takes --protocol grpc") from None
