@@ -233,9 +233,9 @@ def burn_rounds_for(seconds, rows):
     """The burn_rounds at which `burn` takes about `seconds` of CPU on `rows` rows on this
     machine (machines here differ 2-4x; a test that needs work longer than a deadline but
     slices shorter than its waits sets the work by the machine it runs on). CPU seconds, not
-    the clock's: measured while the suite's other worker keeps the cores busy, the clock ran
-    4x slow, and the work set by it ended before the deadline. Its threads share the work,
-    so a slice's wall time is at most its CPU time."""
+    the clock's: measured while the suite's other worker kept the cores busy, the clock-set
+    work once ended before the deadline. Its threads share the work, so a slice's wall time
+    is at most its CPU time."""
     model, x = Hostile(), tf.fill([rows, 64], 0.5)
     model.burn(x)  # traced
     start = time.process_time()

@@ -55,7 +55,7 @@ CLOSING_AT_END = "[)\\]}\"'“”‘’»«›‹,;:!?.]+$"
 
 
 def trimmed(first_word: tf.Tensor, last_word: tf.Tensor, start_byte: tf.Tensor, end_byte: tf.Tensor,
-            ends_text: tf.Tensor, second_start: tf.Tensor | None = None, penultimate_end: tf.Tensor | None = None):
+            ends_text: tf.Tensor, second_start: tf.Tensor, penultimate_end: tf.Tensor):
     """Byte spans (start, end) of entities (all (entities,)) without the punctuation around the
     name (OPENING, CLOSING; CLOSING_AT_END where `ends_text`); a span of punctuation only is
     kept whole. Read from each entity's first and last word (the same word for an entity of
@@ -66,9 +66,9 @@ def trimmed(first_word: tf.Tensor, last_word: tf.Tensor, start_byte: tf.Tensor, 
     where the word after the first starts (`second_start`).
 
     Example:
-        >>> words = tf.constant(["(Reuters)", "Paris.", "U.S.", "!!"])
-        >>> trimmed(words, words, tf.constant([0, 0, 0, 0], tf.int64), tf.constant([9, 6, 4, 2], tf.int64),
-        ...         tf.constant([False, True, False, True]))[0].numpy().tolist()
+        >>> words = tf.constant(["(Reuters)", "Paris.", "U.S.", "!!"])  # one word each: its own span
+        >>> starts, ends = tf.constant([0, 0, 0, 0], tf.int64), tf.constant([9, 6, 4, 2], tf.int64)
+        >>> trimmed(words, words, starts, ends, tf.constant([False, True, False, True]), starts, ends)[0].numpy().tolist()
         [1, 0, 0, 0]
         >>> [span.numpy().tolist() for span in trimmed(  # starts, then ends: "( Paris" -> "Paris", "New York ," -> "New York"
         ...     tf.constant(["(", "New"]), tf.constant(["Paris", ","]), tf.constant([0, 0], tf.int64),
@@ -87,8 +87,6 @@ def trimmed(first_word: tf.Tensor, last_word: tf.Tensor, start_byte: tf.Tensor, 
     lead, trail = size(first_word) - size(opened), size(tail) - size(closed)
     name = ~single | (size(closed) > 0)
     start, end = tf.where(name, start_byte + lead, start_byte), tf.where(name, end_byte - trail, end_byte)
-    if second_start is None:
-        return start, end
     start = tf.where(~single & (size(opened) == 0), second_start, start)  # past the separator too
     end = tf.where(~single & (size(closed) == 0), penultimate_end, end)
     whole = start >= end  # two words of punctuation only: kept whole

@@ -64,16 +64,14 @@ class StepCurve(keras.callbacks.Callback):
         """{loss name: (mean x count, count)} since the block began; the count is its Mean
         metric's (this worker's replicas), else the steps."""
         metrics = {}
-        for metric in self.model.metrics if self.model is not None else ():
+        for metric in self.model.metrics:
             for inner in [metric, *getattr(metric, "metrics", ())]:  # compile's metrics sit in a container
                 metrics[inner.name] = inner
-        strategy = self.model.distribute_strategy if self.model is not None else None
+        local = self.model.distribute_strategy.experimental_local_results  # no cross-worker read
         sums = {}
         for key, mean in means.items():
             metric = metrics.get(key)
-            count = float(done)
-            if isinstance(metric, keras.metrics.Mean) and strategy is not None:
-                count = float(sum(strategy.experimental_local_results(metric.count.value)))  # no cross-worker read
+            count = float(sum(local(metric.count.value))) if isinstance(metric, keras.metrics.Mean) else float(done)
             sums[key] = (mean * count, count)
         return sums
 
