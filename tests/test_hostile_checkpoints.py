@@ -213,6 +213,16 @@ def test_hostile_checkpoint_is_one_error_line_and_nothing_built(case, originals,
     assert str(raised.value).startswith(folder) and "\n" not in str(raised.value)
 
 
+def test_sequence_length_beyond_the_positions_is_refused(originals, nothing_built):
+    """Packed longer than max_position_embeddings (128), every long input would fail at predict time."""
+    from kerasbert.hf.importing import load_transformers
+
+    folder = str(originals / "classifier")
+    with pytest.raises(DataError, match=r"classifier: sequence_length 300 is more than the checkpoint's "
+                                        r"max_position_embeddings 128"):
+        load_transformers(folder, sequence_length=300)
+
+
 def test_half_precision_weights_are_read_as_float32_and_unread_tensors_left(originals, tmp_path, nothing_built):
     """F16 and BF16 widen to float32 exactly; an old transformers' int64 buffer the importer does
     not read (embeddings.position_ids) is neither refused nor loaded."""
