@@ -154,8 +154,8 @@ HOSTILE = {
     "float64 beyond float32": ("classifier", lambda f: edit_weights(f, set_value("classifier.weight", 1e300,
                                                                                  np.float64)),
                                r"weight classifier.weight holds NaN or infinite values \(as float32\)"),
-    "int8 weights": ("classifier", lambda f: edit_weights(f, set_value("bert.encoder.layer.0.attention.self.query.weight",
-                                                                       3, np.int8)),
+    "int8 weights": ("classifier", lambda f: edit_weights(
+                         f, set_value("bert.encoder.layer.0.attention.self.query.weight", 3, np.int8)),
                      r"model.safetensors: weight encoder.layer.0.attention.self.query.weight is I8; kerasbert reads "
                      r"float weights \(F16, BF16 and F64 converted to float32\), not quantized ones"),
     "a layer's tensor missing": ("classifier", lambda f: edit_weights(f, lambda w: w.pop(
@@ -178,7 +178,8 @@ HOSTILE = {
                                                                        "\n".join(TINY_VOCAB + ["extra"]) + "\n"),
                                     rf"vocab.txt: {WORDS + 1} tokens, more than config.json's vocab_size {WORDS}"),
     # shards: files inside the folder, holding what the index says
-    "shard /etc/passwd": ("sharded", lambda f: edit_index(f, lambda m: m.update({first_shard_tensor(f): "/etc/passwd"})),
+    "shard /etc/passwd": ("sharded", lambda f: edit_index(f, lambda m: m.update(
+                              {first_shard_tensor(f): "/etc/passwd"})),
                           r"model.safetensors.index.json: shard '/etc/passwd' is not a file inside the checkpoint "
                           r"folder"),
     "shard ../../x.safetensors": ("sharded", lambda f: shard_outside(f, first_shard_tensor(f)),
