@@ -171,6 +171,10 @@ HOSTILE = {
                     r"vocab.txt: token '' \(id 10\) cannot be one line"),
     "trailing space in a token": ("classifier", lambda f: tokenizer_json(f, with_token(10, "cat ")),
                                   r"tokenizer.json: token 'cat ' \(id 10\) cannot be one line"),
+    "a token twice": ("classifier", lambda f: write_text(f"{f}/vocab.txt", "\n".join(
+                          TINY_VOCAB[:7] + [TINY_VOCAB[6]] + TINY_VOCAB[8:]) + "\n"),
+                      rf"vocab.txt: token {TINY_VOCAB[6]!r} is both id 6 and id 7; a WordPiece vocabulary holds each "
+                      r"token once"),
     "tokenizer.json ids with a gap": ("classifier", lambda f: tokenizer_json(f, {**with_token(10, "x"), "x": 99}),
                                       rf"tokenizer.json: model.vocab's ids are not 0-{WORDS - 1}, each once "
                                       r"\(10 is missing\)"),

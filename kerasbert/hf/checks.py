@@ -17,8 +17,8 @@ the file and the key, tensor or token:
                             the head as many rows as labels. Returns the names to load
     float32_weight          a tensor as float32, finite (NaN or inf refused, naming it)
     vocabulary_in_id_order  tokenizer.json's {token: id}: ids 0..n-1, each once
-    check_vocabulary        each token one line of the run's vocabulary file, and no more tokens
-                            than embeddings
+    check_vocabulary        each token one line of the run's vocabulary file, once, and no more
+                            tokens than embeddings
 
 Dtypes: F32 as it is; F16 and BF16 widened to float32 exactly and F64 rounded to it, as
 transformers loads them into its float32 model (kerasbert's encoder computes in float32).
@@ -267,11 +267,17 @@ def _as_vocabulary_lines(token: str) -> list[str]:
 
 
 def check_vocabulary(vocabulary: list[str], path: str, vocab_size: int) -> None:
-    """Each token reads back from the run's vocabulary file as itself, and each has an embedding."""
+    """Each token reads back from the run's vocabulary file as itself, is there once, and has an
+    embedding."""
+    ids = {}
     for index, token in enumerate(vocabulary):
         if not token or _as_vocabulary_lines(token) != [token]:
             raise DataError(f"{path}: token {shown(token)} (id {index}) cannot be one line of the run's vocabulary "
                             "file (empty, a line break or trailing whitespace): every later id would shift")
+        if token in ids:  # TF Text's FastWordpieceTokenizer, which serves the run, refuses a repeated token
+            raise DataError(f"{path}: token {shown(token)} is both id {ids[token]} and id {index}; a WordPiece "
+                            "vocabulary holds each token once")
+        ids[token] = index
     if len(vocabulary) > vocab_size:
         raise DataError(f"{path}: {len(vocabulary)} tokens, more than config.json's vocab_size {vocab_size} (the "
                         f"ids past {vocab_size - 1} have no embedding)")
