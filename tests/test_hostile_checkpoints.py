@@ -75,6 +75,17 @@ def with_token(index, token):
     return {**{t: i for i, t in enumerate(TINY_VOCAB) if i != index}, token: index}
 
 
+def header_claiming(folder, name, shape):
+    """model.safetensors whose header gives tensor `name` `shape`, its bytes left as they are."""
+    with open(f"{folder}/model.safetensors", "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header, data = json.loads(f.read(size)), f.read()
+    header[name]["shape"] = shape
+    encoded = json.dumps(header).encode()
+    with open(f"{folder}/model.safetensors", "wb") as f:
+        f.write(len(encoded).to_bytes(8, "little") + encoded + data)
+
+
 def edit_index(folder, change):
     path = f"{folder}/model.safetensors.index.json"
     with open(path) as f:
@@ -161,6 +172,10 @@ HOSTILE = {
     "a layer's tensor missing": ("classifier", lambda f: edit_weights(f, lambda w: w.pop(
                                      "bert.encoder.layer.1.output.dense.bias")),
                                  r"weight encoder.layer.1.output.dense.bias is missing from the checkpoint"),
+    "header claiming more than the file holds": ("classifier", lambda f: (
+        edit_config(f, vocab_size=120000000),
+        header_claiming(f, "bert.embeddings.word_embeddings.weight", [120000000, 16])),
+        r"model.safetensors: not a readable safetensors file \(.*invalid shape, data type, or offset"),
     "damaged safetensors": ("classifier", lambda f: os.truncate(f"{f}/model.safetensors", 1000),
                             r"model.safetensors: not a readable safetensors file"),
     # tokens that cannot be one line of the run's vocabulary file
