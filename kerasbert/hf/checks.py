@@ -22,8 +22,8 @@ the file and the key, tensor or token:
 
 Dtypes: F32 as it is; F16 and BF16 widened to float32 exactly and F64 rounded to it, as
 transformers loads them into its float32 model (kerasbert's encoder computes in float32).
-Integer, boolean and FP8 weights are refused: such a weight is a quantized one, whose values
-mean nothing without the scales it was quantized with.
+Integer, boolean and FP8 weights are refused, not converted: a weight stored so is a quantized
+one (or no weight at all), whose values mean nothing without the scales it was quantized with.
 
 Example:
     >>> check_config({"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": -1}, "config.json")
