@@ -28,7 +28,8 @@ def main(argv=None) -> int:
     parser.add_argument("--pair", action="store_true",
                         help="A sequence classifier of text pairs: its signatures take text_a and text_b.")
     parser.add_argument("--sequence_length", type=int, default=0,
-                        help="Packed length (default: the config's max_position_embeddings, at most 512).")
+                        help="Packed length (default: the config's max_position_embeddings, at most 512; never "
+                             "more than it).")
     args = parser.parse_args(argv)
 
     def run():

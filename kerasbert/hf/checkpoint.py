@@ -1,7 +1,8 @@
 """A transformers BERT checkpoint folder, read and checked: its config, its weights (from
 safetensors, sharded or not) under one naming, and its WordPiece tokenizer.
 
-What is read, and refused with one DataError naming the folder:
+What is read, and refused with one DataError naming the folder (and, as kerasbert/hf/checks.py
+says, whatever the files cannot fill: sizes, shards, dtypes, NaNs, tokens):
     config.json                 model_type "bert" and one of ARCHITECTURES (RoBERTa, DistilBERT,
                                 ... and a bare BertModel are refused, naming what is supported)
     model.safetensors           or model.safetensors.index.json and its shards (a PyTorch-only
@@ -28,6 +29,7 @@ import os
 import numpy as np
 
 from kerasbert.errors import DataError
+from kerasbert.hf import checks
 
 ARCHITECTURES = ("BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering")
 # Each head's weights, and how many rows its weight has (from the config).
@@ -61,9 +63,8 @@ class TransformersCheckpoint:
 
     def labels(self) -> list[str]:
         """id2label's names in id order (transformers' LABEL_i where the config has none)."""
-        count = self.config.get("num_labels") or len(self.config.get("id2label") or {}) or 2
         id2label = {int(key): str(value) for key, value in (self.config.get("id2label") or {}).items()}
-        return [id2label.get(index, f"LABEL_{index}") for index in range(count)]
+        return [id2label.get(index, f"LABEL_{index}") for index in range(checks.label_count(self.config))]
 
 
 def read_checkpoint(folder: str) -> TransformersCheckpoint:
@@ -71,11 +72,12 @@ def read_checkpoint(folder: str) -> TransformersCheckpoint:
     or `org/name` not found locally), checked; DataError says what is wrong with it."""
     folder = _local_folder(folder)
     config = _read_config(folder)
-    weights = _read_weights(folder)
-    vocabulary, lowercase, strip_accents = _read_tokenizer(folder)
-    checkpoint = TransformersCheckpoint(folder, config, weights, vocabulary, lowercase, strip_accents)
-    _check_head(checkpoint)
-    return checkpoint
+    checks.check_config(config, os.path.join(folder, "config.json"))
+    stored = _stored_tensors(folder)  # from the safetensors headers: nothing loaded yet
+    names = checks.check_shapes(folder, config, stored, HEAD_WEIGHTS[config["architectures"][0]])
+    vocabulary, lowercase, strip_accents = _read_tokenizer(folder, config["vocab_size"])
+    weights = _read_weights(folder, {name: stored[name] for name in names})
+    return TransformersCheckpoint(folder, config, weights, vocabulary, lowercase, strip_accents)
 
 
 def _local_folder(folder: str) -> str:
@@ -95,11 +97,17 @@ def _local_folder(folder: str) -> str:
 
 
 def _read_json(path: str) -> dict:
+    """A JSON file's object."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            value = json.load(f)
     except ValueError as error:
         raise DataError(f"{path}: not valid JSON ({error})") from None
+    except RecursionError:
+        raise DataError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(value, dict):
+        raise DataError(f"{path}: {checks.json_kind(value)} in JSON, not an object")
+    return value
 
 
 def _read_config(folder: str) -> dict:
@@ -107,7 +115,8 @@ def _read_config(folder: str) -> dict:
     if not os.path.isfile(path):
         raise DataError(f"{folder}: not a transformers checkpoint (no config.json)")
     config = _read_json(path)
-    architecture = (config.get("architectures") or ["(none)"])[0]
+    architectures = config.get("architectures")
+    architecture = architectures[0] if isinstance(architectures, list) and architectures else "(none)"
     supported = f"kerasbert imports BERT checkpoints with a task head: {', '.join(ARCHITECTURES)}"
     if config.get("model_type") != "bert":
         raise DataError(f"{folder}: a {config.get('model_type')!r} checkpoint ({architecture}); {supported}")
@@ -125,29 +134,52 @@ def _read_config(folder: str) -> dict:
     return config
 
 
-def _read_weights(folder: str) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load_file
+def _stored_tensors(folder: str) -> dict[str, checks.StoredTensor]:
+    """Every tensor of the checkpoint's safetensors files by plain name, as their headers say."""
+    from safetensors import safe_open
 
     index = os.path.join(folder, "model.safetensors.index.json")
     if os.path.isfile(index):
-        files = sorted(set(_read_json(index).get("weight_map", {}).values()))
+        weight_map = checks.shard_names(_read_json(index), index)
+        files = sorted(set(weight_map.values()))
     elif os.path.isfile(os.path.join(folder, "model.safetensors")):
-        files = ["model.safetensors"]
+        weight_map, files = {}, ["model.safetensors"]
     else:
         other = [name for name in ("pytorch_model.bin", "tf_model.h5") if os.path.isfile(os.path.join(folder, name))]
         raise DataError(f"{folder}: no model.safetensors (or model.safetensors.index.json)"
                         + (f"; {other[0]} is not read: save it with transformers' save_pretrained, which writes "
                            "safetensors" if other else ""))
-    weights = {}
+    headers = []
     for name in files:
         path = os.path.join(folder, name)
         if not os.path.isfile(path):
             raise DataError(f"{folder}: shard {name} of model.safetensors.index.json is missing")
         try:
-            tensors = load_file(path)
-        except Exception as error:  # safetensors' own error for a damaged header or data
+            with safe_open(path, "numpy") as f:
+                headers += [(name, key, f.get_slice(key).get_dtype(), f.get_slice(key).get_shape()) for key in f.keys()]
+        except Exception as error:  # safetensors' own error for a damaged header
             raise DataError(f"{path}: not a readable safetensors file ({error})") from None
-        weights.update({_plain_name(key): value for key, value in tensors.items()})
+    stored = checks.stored_tensors(headers, weight_map, index, folder)
+    plain = {}
+    for key, tensor in stored.items():
+        name = _plain_name(key)
+        if name in plain:
+            raise DataError(f"{folder}: tensors {plain[name].key} and {key} are both read as {name}")
+        plain[name] = tensor
+    return plain
+
+
+def _read_weights(folder: str, stored: dict[str, checks.StoredTensor]) -> dict[str, np.ndarray]:
+    """The tensors `stored` names (plain name: where), loaded as finite float32."""
+    from safetensors import safe_open
+
+    weights = {}
+    for file in sorted({tensor.file for tensor in stored.values()}):
+        path = os.path.join(folder, file)
+        with safe_open(path, "numpy") as f:
+            for name, tensor in stored.items():
+                if tensor.file == file:
+                    weights[name] = checks.float32_weight(path, name, f.get_tensor(tensor.key))
     return weights
 
 
@@ -159,11 +191,11 @@ def _plain_name(key: str) -> str:
     return key
 
 
-def _read_tokenizer(folder: str) -> tuple[list[str], bool, bool]:
+def _read_tokenizer(folder: str, vocab_size: int) -> tuple[list[str], bool, bool]:
     settings_path = os.path.join(folder, "tokenizer_config.json")
     settings = _read_json(settings_path) if os.path.isfile(settings_path) else {}
     tokenizer_class = settings.get("tokenizer_class") or "BertTokenizer"
-    if not tokenizer_class.startswith("Bert"):
+    if not isinstance(tokenizer_class, str) or not tokenizer_class.startswith("Bert"):
         raise DataError(f"{folder}: tokenizer {tokenizer_class}; kerasbert reads BERT's WordPiece tokenizer "
                         "(BertTokenizer, BertTokenizerFast)")
     lowercase = settings.get("do_lower_case", True)
@@ -171,14 +203,17 @@ def _read_tokenizer(folder: str) -> tuple[list[str], bool, bool]:
     if os.path.isfile(vocabulary_path):
         with open(vocabulary_path, encoding="utf-8") as f:
             vocabulary = [line.rstrip("\n") for line in f]
+        checks.check_vocabulary(vocabulary, vocabulary_path, vocab_size)
     elif os.path.isfile(fast_path):
         fast = _read_json(fast_path)
-        model = fast.get("model") or {}
+        model = fast.get("model") if isinstance(fast.get("model"), dict) else {}
         if model.get("type") != "WordPiece":
-            raise DataError(f"{fast_path}: a {model.get('type')} tokenizer; kerasbert reads WordPiece vocabularies")
-        by_id = sorted(model["vocab"].items(), key=lambda item: item[1])
-        vocabulary = [token for token, _ in by_id]
-        lowercase = bool((fast.get("normalizer") or {}).get("lowercase", lowercase))
+            raise DataError(f"{fast_path}: a {str(model.get('type'))[:80]} tokenizer; kerasbert reads WordPiece "
+                            "vocabularies")
+        vocabulary = checks.vocabulary_in_id_order(model.get("vocab"), fast_path)
+        checks.check_vocabulary(vocabulary, fast_path, vocab_size)
+        normalizer = fast.get("normalizer")
+        lowercase = bool(normalizer.get("lowercase", lowercase) if isinstance(normalizer, dict) else lowercase)
     else:
         raise DataError(f"{folder}: no tokenizer (vocab.txt, or tokenizer.json of a WordPiece model)")
     missing = [token for token in SPECIAL_TOKENS if token not in vocabulary]
@@ -186,19 +221,3 @@ def _read_tokenizer(folder: str) -> tuple[list[str], bool, bool]:
         raise DataError(f"{folder}: the vocabulary lacks BERT's special token(s) {missing}")
     strip_accents = settings.get("strip_accents")
     return vocabulary, bool(lowercase), bool(lowercase if strip_accents is None else strip_accents)
-
-
-def _check_head(checkpoint: TransformersCheckpoint) -> None:
-    """The head's weights are there, and as many rows as the config's labels (2 for QA)."""
-    head, weights = checkpoint.head_name, checkpoint.weights
-    missing = [f"{head}.{part}" for part in ("weight", "bias") if f"{head}.{part}" not in weights]
-    if missing:
-        raise DataError(f"{checkpoint.folder}: {checkpoint.architecture} without its head's weights {missing} "
-                        "(a checkpoint saved from the task model, not its encoder, has them)")
-    rows = 2 if head == "qa_outputs" else len(checkpoint.labels())
-    hidden = checkpoint.config["hidden_size"]
-    if weights[f"{head}.weight"].shape != (rows, hidden) or weights[f"{head}.bias"].shape != (rows,):
-        what = "start and end" if head == "qa_outputs" else f"{rows} labels of id2label"
-        raise DataError(f"{checkpoint.folder}: {head}.weight has shape {weights[f'{head}.weight'].shape} and "
-                        f"{head}.bias {weights[f'{head}.bias'].shape}; the {what} need ({rows}, {hidden}) and "
-                        f"({rows},)")

@@ -116,7 +116,11 @@ def head_weights(checkpoint: TransformersCheckpoint, task: Task) -> tuple[np.nda
 
 
 def sequence_length_of(checkpoint: TransformersCheckpoint, sequence_length: int = 0) -> int:
-    return sequence_length or min(512, checkpoint.config.get("max_position_embeddings", 512))
+    positions = checkpoint.config["max_position_embeddings"]
+    if sequence_length > positions:  # longer inputs would index past the position embeddings
+        raise DataError(f"{checkpoint.folder}: sequence_length {sequence_length} is more than the checkpoint's "
+                        f"max_position_embeddings {positions}")
+    return sequence_length or min(512, positions)
 
 
 def load_transformers(checkpoint: str, task: str | None = None, pair: bool = False, sequence_length: int = 0):
