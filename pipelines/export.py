@@ -16,7 +16,9 @@ transformers.pipeline and AutoModelFor...from_pretrained load (kerasbert/hf/expo
 """
 
 import sys
+import time
 
+from kerasbert.console import stage
 from pipelines.common import main_guard, output_folder, pipeline_parser
 
 
@@ -35,6 +37,9 @@ def main(argv=None) -> int:
                              "throughput on CPUs with AVX512-BF16 or AMX, embeddings within a cosine of "
                              "0.9999; weights stay float32.")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
+    # At once: TensorFlow's import and the run's load take most of an export's first minute.
+    stage(f"exporting {args.model_dir} under {args.export_base} (loading TensorFlow, then the run)")
 
     def run():
         if args.format == "transformers":
@@ -45,7 +50,7 @@ def main(argv=None) -> int:
         from kerasbert.export import export_saved_model
         from kerasbert.op_audit import audit_ops
         path = export_saved_model(args.model_dir, args.export_base, args.version, args.compute_dtype)
-        print(f"== exported {path}")
+        stage(f"exported {path}", started)
         print(f"== {audit_ops(path).summary()}")  # export refused any other (pipelines.audit_ops)
 
     return main_guard(run, verbose=args.verbose)
