@@ -1,10 +1,11 @@
 """Serving load benchmark: the exported model's `sentiment` signature behind `python -m serving`.
 
     python -m benchmarks.serving --export_base saved_models/kerasbert [--seconds 60] [--clients 32]
+        [--cold_starts 3] [--cold_start_only]
 
 Keep-alive REST clients, batching off and on (a new version dropped in halfway), the server
-against the model's own batch-32 calls in process and at the batch it forms; docs/benchmarks.md
-tells more. Writes results.json and results.md.
+against the model's own batch-32 calls in process and at the batch it forms; first, the server's
+start to AVAILABLE against a bare load + one call in a fresh process; docs/benchmarks.md tells more. Writes results.json and results.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -210,15 +212,57 @@ def command_line(name: str, doc: str, seconds: float, seconds_help: str) -> argp
     return parser
 
 
+# A bare load of the export in a fresh process, what a server's start is set against.
+BARE_LOAD = """import sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 (its ops)
+signature = tf.saved_model.load(sys.argv[1]).signatures["sentiment"]
+signature(text=tf.constant([sys.argv[2]]))["label"].numpy()
+"""
+
+
+def cold_starts(base: str, repeats: int) -> dict:
+    """Seconds from a fresh `python -m serving`'s start to the model AVAILABLE (loaded and
+    its warm-up requests replayed), and from a fresh Python's start to the end of a bare
+    `tf.saved_model.load` + one `sentiment` call of the same version, `repeats` times each,
+    a server start then a bare load, so that the machine's load weighs on both of a pair alike;
+    the median of the pairs' ratios."""
+    server_s, bare_s = [], []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        with LocalServer("kerasbert", base) as server:
+            server.wait_for_version()
+            server_s.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", BARE_LOAD, os.path.join(base, "1"), SENTENCES[0]], check=True,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        bare_s.append(time.perf_counter() - started)
+    ratio = statistics.median(server / bare for server, bare in zip(server_s, bare_s))
+    print(f"   cold start: server to AVAILABLE {statistics.median(server_s):.1f} s, bare load + one call "
+          f"{statistics.median(bare_s):.1f} s (medians of {repeats}); pairs' median ratio {ratio:.2f}", flush=True)
+    return {"server_to_available_s": server_s, "bare_load_and_call_s": bare_s, "server_over_bare_median": ratio}
+
+
 def main(argv=None) -> int:
-    args = command_line("serving", __doc__, 60.0, "Length of each 32-client run.").parse_args(argv)
+    parser = command_line("serving", __doc__, 60.0, "Length of each 32-client run.")
+    parser.add_argument("--cold_starts", type=int, default=3,
+                        help="Server starts (to AVAILABLE) set against bare loads + one call, each this many times.")
+    parser.add_argument("--cold_start_only", action="store_true", help="Measure the cold starts only (no load runs).")
+    args = parser.parse_args(argv)
     base = tempfile.mkdtemp(prefix="kerasbert-bench-serving-")
     export = copy_of_newest(args.export_base, base)
     os.makedirs(args.output_dir, exist_ok=True)
+    if args.cold_start_only:
+        results = {"export": export, "cold_start": cold_starts(base, args.cold_starts)}
+        shutil.rmtree(base, ignore_errors=True)
+        print(save_results(args.output_dir, results, "benchmarks.serving", TITLE))
+        return 0
     with open(os.path.join(base, "monitoring.config"), "w") as config:  # beside the versions, not one
         config.write(f'prometheus_config {{ enable: true path: "{MONITORING_PATH}" }}')
     in_process = InProcessModel(os.path.join(base, "1"))
-    results = {"export": export, "in_process_batch_sentences_per_second": in_process.rate(60)}
+    results = {"export": export, "cold_start": cold_starts(base, args.cold_starts),
+               "in_process_batch_sentences_per_second": in_process.rate(60)}
     for key, flags in MODES:
         with LocalServer("kerasbert", base, extra_flags=[flag.format(base=base) for flag in flags]) as server:
             server.wait_for_version()

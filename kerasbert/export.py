@@ -33,6 +33,9 @@ For TF Serving's :classify and :regress (serialized tf.Examples with bytes featu
 `serving_default` is the first exported task's text signature: `sentiment` unless the
 export leaves that task out (`export_model(..., tasks=...)`).
 
+Every op of every graph is TensorFlow's or TF Text's, the ops the stock
+`tensorflow_model_server` has; an export that needs another is refused (kerasbert/op_audit.py).
+
 Examples: `export_saved_model` (a pipelines.finetune folder) and `export_model` (a model in
 your own script), below.
 """
@@ -55,6 +58,7 @@ from kerasbert.config import to_dict
 from kerasbert.families.sentence_export import SEGMENT, TEXT, token_specs
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.load import load_finetuned
+from kerasbert.op_audit import check_servable_ops
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tasks import Task
 from kerasbert.tokenization import write_vocabulary
@@ -250,6 +254,7 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     building = tempfile.mkdtemp(prefix=f".{version}-building-{os.getpid()}-", dir=export_base)
     try:
         archive.write_out(building, verbose=False)
+        check_servable_ops(building, target)  # every op TensorFlow's or TF Text's, as tensorflow_model_server has
         specs = model.task_specs.values()
         set_signature_methods(building, {name: method for name, method in serving_methods(specs).items()
                                          if name in functions})

@@ -8,13 +8,17 @@ Writes saved_models/kerasbert/<N>/ (default N: the next integer). Signatures, pe
 the run, named by its head: sentiment (= serving_default), paraphrase, similarity, and
 their *_tokens and *_classify / *_regress variants; entities (ner: text -> entities with
 character offsets) and answer (squad: question, context -> answer, answer_start,
-answer_end, score) and their *_tokens variants; embed and embed_tokens.
+answer_end, score) and their *_tokens variants; embed and embed_tokens. Every op of the
+export is TensorFlow's or TF Text's, as the stock tensorflow_model_server has (printed; any
+other is an `error:` line and no export: pipelines/audit_ops.py).
 --format transformers writes each task as a transformers folder, <export_base>/<task>/, which
 transformers.pipeline and AutoModelFor...from_pretrained load (kerasbert/hf/exporting.py).
 """
 
 import sys
+import time
 
+from kerasbert.console import stage
 from pipelines.common import main_guard, output_folder, pipeline_parser
 
 
@@ -33,6 +37,9 @@ def main(argv=None) -> int:
                              "throughput on CPUs with AVX512-BF16 or AMX, embeddings within a cosine of "
                              "0.9999; weights stay float32.")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
+    # At once: TensorFlow's import and the run's load take most of an export's first minute.
+    stage(f"exporting {args.model_dir} under {args.export_base} (loading TensorFlow, then the run)")
 
     def run():
         if args.format == "transformers":
@@ -41,8 +48,10 @@ def main(argv=None) -> int:
                 print(f"== exported {task} as {folder}")
             return
         from kerasbert.export import export_saved_model
+        from kerasbert.op_audit import audit_ops
         path = export_saved_model(args.model_dir, args.export_base, args.version, args.compute_dtype)
-        print(f"== exported {path}")
+        stage(f"exported {path}", started)
+        print(f"== {audit_ops(path).summary()}")  # export refused any other (pipelines.audit_ops)
 
     return main_guard(run, verbose=args.verbose)
 

@@ -13,7 +13,9 @@ checkpoint: class or tag names from id2label, a regression from num_labels 1.
 """
 
 import sys
+import time
 
+from kerasbert.console import stage
 from pipelines.common import main_guard, output_folder, pipeline_parser
 
 
@@ -31,11 +33,14 @@ def main(argv=None) -> int:
                         help="Packed length (default: the config's max_position_embeddings, at most 512; never "
                              "more than it).")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
+    # At once: TensorFlow's import and the checkpoint's read take most of an import's first minute.
+    stage(f"importing {args.checkpoint} into {args.output_dir} (loading TensorFlow, then the checkpoint)")
 
     def run():
         from kerasbert.hf.importing import import_transformers
         path = import_transformers(args.checkpoint, args.output_dir, args.task, args.pair, args.sequence_length)
-        print(f"== imported {args.checkpoint} as {path}")
+        stage(f"imported {args.checkpoint} as {path}", started)
 
     return main_guard(run, verbose=args.verbose)
 

@@ -14,8 +14,8 @@ from tests.tiny_data import TINY_VOCAB, write_corpus  # noqa: F401 (tests import
 
 prefer_onednn()  # in-process tests run TensorFlow's kernels as the pipelines do
 
-# Scripts the tests run in fresh processes (they work at import): not test modules, nor doctests.
-collect_ignore = ["load_export.py", "mirrored_step.py"]
+# Scripts the tests (or make tfserving-tests) run in fresh processes: not test modules, nor doctests.
+collect_ignore = ["load_export.py", "mirrored_step.py", "tf_text_regression_model.py", "tfserving_python"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.environ.get("KERASBERT_DATA_DIR", os.path.join(ROOT, "..", "shared", "data"))
 

@@ -80,3 +80,17 @@ def test_help_as_a_console_command_names_that_command_and_keeps_its_examples_lin
     text = capsys.readouterr().out
     assert text.startswith(f"usage: {command} ") and f"python -m pipelines.{name} " not in text
     assert not re.search(r"\S {4,}--", text.split("options:")[0]), text  # a `\` line break swallowed
+
+
+@pytest.mark.parametrize("args, first_line", [
+    (["pipelines.export", "--model_dir", "runs/x", "--export_base", "{tmp}/out"],
+     "== exporting runs/x under {tmp}/out (loading TensorFlow, then the run)"),
+    (["pipelines.import_transformers", "--checkpoint", "hf/x", "--output_dir", "{tmp}/run"],
+     "== importing hf/x into {tmp}/run (loading TensorFlow, then the checkpoint)")])
+def test_export_and_import_say_what_they_do_before_tensorflow_loads(tmp_path, args, first_line):
+    """Their first progress line comes at once: TensorFlow's import, most of a minute on a busy
+    machine, follows it (here it ends the process)."""
+    result = run_module([arg.format(tmp=tmp_path) for arg in args], env=without_tensorflow(tmp_path / "no-tf"),
+                        timeout=60, check=False)
+    assert "TensorFlow was imported" in result.stderr
+    assert result.stdout.splitlines() == [first_line.format(tmp=tmp_path)]

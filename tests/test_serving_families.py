@@ -54,6 +54,16 @@ def same(got: dict, want: dict):
             assert got[name] == value, name
 
 
+def test_the_export_needs_only_tensorflow_and_tf_text_ops(served):
+    """The op audit (kerasbert/op_audit.py) on the tagging and span families' export: every op
+    in reach of tensorflow_model_server (the sentence families': tests/test_op_audit.py)."""
+    from kerasbert.op_audit import TF_TEXT, audit_ops
+
+    audit = audit_ops(os.path.join(served[0].flags.model_base_path, "1"))
+    assert audit.problems() == []
+    assert {"FastWordpieceTokenizeWithOffsets", "RegexSplitWithOffsets"} <= {op for op, o in audit.ops.items() if o == TF_TEXT}
+
+
 def test_rest_row_and_columnar_and_grpc_answer_as_the_in_memory_signatures(served):
     server, functions = served
     entities, answers = expected(functions)
