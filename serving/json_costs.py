@@ -7,7 +7,7 @@ Example:
     >>> decode_cost(b'{"instances": [1, 2]}')
     700
     >>> response_cost({"y": np.zeros((2, 3), np.float32)}, row_format=True)
-    648
+    834
 """
 
 from __future__ import annotations
@@ -22,23 +22,39 @@ def decode_cost(body: bytes) -> int:
     arrays takes beyond the body itself: 12 bytes per byte covers numbers (a Python object
     and its slot in a list, then the array), and each array, object or string adds the size
     of the Python object made for it. Counted in C (bytes.count), before parsing. A body of
-    dense numbers needs at most 12 times its size, so the server's decoding budget of
-    12 x --max_body_bytes always admits one of the largest."""
+    dense numbers needs at most 12 times its size and a few containers, so the server's
+    decoding budget of 12 x --max_body_bytes + 64 KiB always admits one of the largest."""
     return (12 * len(body) + 112 * body.count(b"[") + 256 * body.count(b"{")
             + 40 * body.count(b'"'))
 
 
 def response_cost(outputs: dict[str, np.ndarray], row_format: bool) -> int:
     """An upper bound, in bytes, of the memory the outputs and their JSON take while the
-    response is written: the arrays, then the text twice (its parts, then the joined body)."""
+    response is written (json_response.dumps_response): the arrays, the text once in its
+    buffer (an eighth more for the buffer's growth), and one slice of rows being joined."""
     text = 0
     for name, array in outputs.items():
         if array.dtype == object:
             text += sum(6 * len(value) + 12 for value in array.reshape(-1).tolist())
         else:
             text += array.size * (26 if array.dtype.itemsize >= 8 else 17)
-        if row_format and array.ndim:
+        if row_format and array.ndim and len(outputs) > 1:  # each row an object: {"name": ..., ...}
             text += array.shape[0] * (len(name) + 8)
     arrays = sum(array.nbytes + (48 * array.size if array.dtype == object else 0) for array in outputs.values())
     elements = sum(array.size for array in outputs.values())
-    return arrays + 2 * text + 64 * min(elements, CHUNK_ELEMENTS)  # the slice of element texts being joined
+    slice_elements = min(elements, CHUNK_ELEMENTS)
+    return arrays + text + text // 8 + (64 + 2 * 26) * slice_elements  # a slice: its texts, then joined
+
+
+def arrays_cost(arrays: dict[str, np.ndarray]) -> int:
+    """The bytes decoded inputs hold: their buffers, and a Python bytes object per string.
+
+    >>> arrays_cost({"x": np.zeros(4, np.float32), "s": np.array([b"ab", b"c"], object)})
+    101
+    """
+    total = 0
+    for array in arrays.values():
+        total += array.nbytes
+        if array.dtype == object:
+            total += sum(33 + len(value) for value in array.reshape(-1).tolist())
+    return total

@@ -25,6 +25,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import json.decoder
 import re
@@ -69,7 +71,8 @@ def parse(body: bytes, deadline: float | None = None):
     if not body:  # json_tensor.cc says this one itself, without RapidJSON's offset
         raise ParseError("The document is empty", None)
     try:
-        return rapidjson.loads(body, number_mode=rapidjson.NM_NAN)
+        with _no_cycle_collection():
+            return rapidjson.loads(body, number_mode=rapidjson.NM_NAN)
     except rapidjson.JSONDecodeError as error:
         offset, message = _offset_and_message(error)
         if message == _TRAILING:
@@ -82,6 +85,20 @@ def parse(body: bytes, deadline: float | None = None):
     except ValueError as error:  # an integer of more digits than Python converts
         offset, _ = _offset_and_message(error)
         raise ParseError("Number too big to be stored in double.", offset) from None
+
+
+@contextlib.contextmanager
+def _no_cycle_collection():
+    """Python's cycle collector paused while one C call builds a document: the call holds the
+    GIL throughout, and a document of a million small arrays parsed 8 times slower with the
+    collector scanning it as it grew (its containers hold no cycles; refcounts free them)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _offset_and_message(error: Exception) -> tuple[int | None, str]:

@@ -17,7 +17,8 @@ serving/connections.py), a connection with no request under way closed after
 `keepalive_timeout` (from its accept or its last response), headers within llhttp's
 limits, a body of at most `max_body_bytes` (413 beyond) that must arrive
 within the request's deadline (408 if not), and request data reserved from budgets of
-bytes before it is read or decoded (memory_budget). The deadline
+bytes before it is read or decoded (memory_budget); what a request asks beside what it holds
+is refused at once if it can never fit, never waited for. The deadline
 (--rest_api_timeout_in_ms) travels with the request to the session: when it passes, the
 client is answered 504 and the request's work stops at its next step.
 
@@ -53,7 +54,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving import classify_regress, json_request
 from serving.connections import make_room
-from serving.json_costs import decode_cost, response_cost
+from serving.json_costs import arrays_cost, decode_cost, response_cost
 from serving.json_response import dumps_response
 from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets
 from serving.metrics import ServingMetrics
@@ -177,8 +178,8 @@ class RestServer:
 
     # --- Requests -------------------------------------------------------------------------
 
-    def _json(self, status: int, text: str | bytes, headers: dict | None = None) -> web.Response:
-        body = text if isinstance(text, bytes) else text.encode("utf-8")
+    def _json(self, status: int, text: str | bytes | bytearray, headers: dict | None = None) -> web.Response:
+        body = text.encode("utf-8") if isinstance(text, str) else text
         response = web.Response(status=status, body=body, headers={"Content-Type": "application/json"})
         if self.enable_cors:
             response.headers.update(CORS_HEADERS)
@@ -302,7 +303,7 @@ class RestServer:
     async def _predict_on_loop(self, spec: tuple, body: bytes, reservation, deadline: float | None,
                                cancelled) -> bytes:
         """Predict for a small body, on the event loop, with a session that runs asynchronously."""
-        request = JsonPredictInputs(json_request.loads_request(body, deadline))
+        request = JsonPredictInputs(json_request.loads_request(body, deadline), reservation)
         return await self._predict(spec, request, reservation, deadline, cancelled, on_loop=True)
 
     async def _predict(self, spec: tuple, request: "JsonPredictInputs", reservation, deadline: float | None,
@@ -326,34 +327,41 @@ class RestServer:
                       deadline: float | None, cancelled) -> bytes:
         """Predict, classify or regress: JSON in, JSON out (runs on the pool). `body_holder`
         holds the only other reference to the body, so it is freed once parsed."""
-        document = json_request.loads_request(body_holder.pop(), deadline)
-        body_held.release()
-        if api == "predict":
-            request = JsonPredictInputs(document)
+        with self.budgets.decoding.one_call(reservation):  # what it asks beyond its share: at once or never
+            document = json_request.loads_request(body_holder.pop(), deadline)
+            body_held.release()
+            if api == "predict":
+                request = JsonPredictInputs(document, reservation)
+                del document
+                return run_without_loop(self._predict(spec, request, reservation, deadline, cancelled,
+                                                      on_loop=False))
+            signature = json_request.signature_name(document)
+            servable = self.manager.get(*spec)  # held until the response is built
+            request = classify_regress.input_from_json(document)
             del document
-            return run_without_loop(self._predict(spec, request, reservation, deadline, cancelled, on_loop=False))
-        signature = json_request.signature_name(document)
-        servable = self.manager.get(*spec)  # held until the response is built
-        request = classify_regress.input_from_json(document)
-        del document
-        reservation.grow(reservation.size + classify_regress.serialized_size(request), deadline)
-        if api == "classify":
-            result = self.examples.classify(spec[0], servable, signature, request, deadline, cancelled)
-            return classify_regress.dumps_classification(result).encode()
-        result = self.examples.regress(spec[0], servable, signature, request, deadline, cancelled)
-        return classify_regress.dumps_regression(result).encode()
+            reservation.grow(reservation.size + classify_regress.serialized_size(request), deadline)
+            if api == "classify":
+                result = self.examples.classify(spec[0], servable, signature, request, deadline, cancelled)
+                return classify_regress.dumps_classification(result).encode()
+            result = self.examples.regress(spec[0], servable, signature, request, deadline, cancelled)
+            return classify_regress.dumps_regression(result).encode()
 
 
 class JsonPredictInputs:
     """A REST Predict body's inputs, decoded (json_request) for the servable Predict finds;
-    `row_format` then says how the answer is written. The document is dropped once decoded."""
+    `row_format` then says how the answer is written. The document is dropped once decoded,
+    and the request's reservation (`held`) shrunk to what its arrays hold, so the model's
+    work has the room the document took."""
 
-    def __init__(self, document: dict):
+    def __init__(self, document: dict, held):
         self.document, self.signature, self.row_format = document, json_request.signature_name(document), None
+        self.held = held
 
     def __call__(self, servable) -> dict:
         document, self.document = self.document, None
         inputs, self.row_format = json_request.parse_predict_inputs(document, servable.input_dtypes(self.signature))
+        del document
+        self.held.resize(min(self.held.size, arrays_cost(inputs)), None)  # only gives back
         return inputs
 
 
