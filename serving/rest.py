@@ -15,7 +15,7 @@ What a client can make the server hold is bounded: at most `max_connections` ope
 connections (at the cap, the one idle longest is closed for the new one:
 serving/connections.py), a connection with no request under way closed after
 `keepalive_timeout` (from its accept or its last response), headers within llhttp's
-limits, a body of at most `max_body_bytes` (413 beyond) that must arrive
+limits, a body of at most `max_body_bytes` (413 beyond, before any 100 Continue) that must arrive
 within the request's deadline (408 if not), and request data reserved from budgets of
 bytes before it is read or decoded (memory_budget); what a request asks beside what it holds
 is refused at once if it can never fit, never waited for. The deadline
@@ -61,8 +61,8 @@ from serving.metrics import ServingMetrics
 from serving.manager import ModelManager
 from serving.pools import WorkerPool
 from serving.predict import Predictor, run_without_loop
-from serving.status import (BodyTimeout, BodyTooLarge, DeadlineExceeded, FailedPrecondition, InvalidArgument,
-                            ResourceExhausted, code_name, forget_frames, http_status)
+from serving.status import (BodyTimeout, BodyTooLarge, Cancelled, DeadlineExceeded, FailedPrecondition,
+                            InvalidArgument, ResourceExhausted, code_name, forget_frames, http_status)
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class RestServer:
         app = web.Application(client_max_size=self.max_body_bytes, handler_args={
             "keepalive_timeout": self.keepalive_timeout, "max_field_size": 8190, "max_headers": 100,
             "lingering_time": 5.0, "auto_decompress": False})  # TF Serving reads bodies as sent
-        app.router.add_route("*", "/{tail:.*}", self._handle)
+        app.router.add_route("*", "/{tail:.*}", self._handle, expect_handler=self._expect)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         handler_factory = self._runner.server
@@ -195,6 +195,15 @@ class RestServer:
         if status == 408:
             response.force_close()
         return response
+
+    async def _expect(self, request: web.Request) -> web.StreamResponse | None:
+        """`Expect: 100-continue`: a body over --max_body_bytes is refused 413 before the client
+        is told to send it (and the connection closed); others get 100 Continue (aiohttp's)."""
+        if (request.content_length or 0) > self.max_body_bytes:
+            response = self._error(_over_the_limit(request.content_length, self.max_body_bytes))
+            response.force_close()
+            return response
+        return await aiohttp.web_urldispatcher._default_expect_handler(request)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.raw_path.split("?", 1)[0]  # the query is not part of the route
@@ -276,7 +285,7 @@ class RestServer:
         the lane is full."""
         length = request.content_length
         if length is not None and length > self.max_body_bytes:
-            raise BodyTooLarge(f"Request body of {length} bytes exceeds the limit of {self.max_body_bytes} bytes")
+            raise _over_the_limit(length, self.max_body_bytes)
         body = bytearray()
         content = request.content
         while True:
@@ -291,6 +300,9 @@ class RestServer:
                 raise BodyTimeout("The request body did not arrive within --rest_api_timeout_in_ms") from None
             except aiohttp.ClientPayloadError as error:  # a malformed chunked body, cut short
                 raise InvalidArgument(f"Malformed request body: {error}") from None
+            except ConnectionError:  # the client closed its connection: counted (CANCELLED), not an error
+                log.debug("REST client closed its connection after %d of %s body bytes", len(body), length)
+                raise Cancelled("Cancelled: the client closed its connection while sending the body") from None
             if not chunk:
                 return body  # a bytearray: RapidJSON reads it as it is, with no copy
             if len(body) + len(chunk) > self.max_body_bytes:
@@ -363,6 +375,10 @@ class JsonPredictInputs:
         del document
         self.held.resize(min(self.held.size, arrays_cost(inputs)), None)  # only gives back
         return inputs
+
+
+def _over_the_limit(length: int, max_body_bytes: int) -> BodyTooLarge:
+    return BodyTooLarge(f"Request body of {length} bytes exceeds the limit of {max_body_bytes} bytes")
 
 
 def _client_gone(request: web.Request):

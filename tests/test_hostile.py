@@ -206,6 +206,32 @@ def test_a_body_over_the_limit_is_refused_413_unread(servers):
     assert answers_a_good_request(servers["direct"])
 
 
+def test_expect_100_continue_is_refused_413_before_continue_when_the_body_is_over_the_limit(servers):
+    """Issue 87: `Expect: 100-continue` with Content-Length 10^12 was answered 100 Continue,
+    then 413; now 413 only. A body within the limit still gets 100 Continue, then its answer."""
+    port = servers["direct"].rest_port
+    received = exchange(port, HEAD + b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % 10**12)
+    assert statuses(received) == [413] and b"exceeds the limit" in received, received[:300]
+    received = exchange(port, HEAD + b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % len(BODY) + BODY)
+    assert statuses(received) == [100, 200] and b'{"predictions": [3.0]}' in received, received[:300]
+
+
+def test_a_client_closing_mid_body_is_no_error_in_the_log(servers):
+    """Issue 87: a client closing mid-body was logged as an ERROR with a traceback (1,000 of
+    them: 880 KB of log); now counted as CANCELLED, no line at the default level."""
+    server = servers["direct"]
+    before = os.path.getsize(server.log_path)
+    for _ in range(20):
+        with socket.create_connection(("127.0.0.1", server.rest_port)) as sock:
+            sock.sendall(HEAD + b"Content-Length: 100000\r\n\r\n" + b'{"instances": [' + b"0," * 1000)
+            time.sleep(0.05)  # the server is reading the body when the client leaves
+    assert answers_a_good_request(server)
+    with open(server.log_path, "rb") as f:
+        f.seek(before)
+        logged = f.read()
+    assert b"Traceback" not in logged and b"ERROR" not in logged, logged[-2000:]
+
+
 # --- Memory ----------------------------------------------------------------------------------
 
 
