@@ -14,18 +14,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from serving import json_parse
 from serving.json_response import CHUNK_ELEMENTS
 
 
-def decode_cost(body: bytes) -> int:
+def decode_cost(body: bytes, shape: json_parse.Nesting | None = None) -> int:
     """An upper bound, in bytes, of the memory that parsing `body` and converting it to
     arrays takes beyond the body itself: 12 bytes per byte covers numbers (a Python object
     and its slot in a list, then the array), and each array, object or string adds the size
     of the Python object made for it. Counted in C (bytes.count), before parsing. A body of
     dense numbers needs at most 12 times its size and a few containers, so the server's
-    decoding budget of 12 x --max_body_bytes + 64 KiB always admits one of the largest."""
-    return (12 * len(body) + 112 * body.count(b"[") + 256 * body.count(b"{")
-            + 40 * body.count(b'"'))
+    decoding budget of 12 x --max_body_bytes + 64 KiB always admits one of the largest. A
+    document nested deeper than a tensor can be is parsed by json_parse's loop, which builds
+    no container past MAX_BUILT_DEPTH: with `shape` (json_parse.nesting) deeper than that, only
+    the containers built count, its text and a byte for each deeper level within the 12 bytes
+    per byte."""
+    arrays, objects = body.count(b"["), body.count(b"{")
+    if shape is not None and shape.depth > json_parse.MAX_BUILT_DEPTH:  # parsed by the loop, deeper levels unbuilt
+        arrays, objects = shape.built_arrays, shape.built_objects
+    return 12 * len(body) + 112 * arrays + 256 * objects + 40 * body.count(b'"')
 
 
 def response_cost(outputs: dict[str, np.ndarray], row_format: bool) -> int:

@@ -52,7 +52,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from serving import classify_regress, json_request
+from serving import classify_regress, json_parse, json_request
 from serving.connections import make_room
 from serving.json_costs import arrays_cost, decode_cost, response_cost
 from serving.json_response import dumps_response
@@ -232,9 +232,14 @@ class RestServer:
                 api = predict["method"].lower()
                 body_held = self.budgets.bodies(request.content_length).reserve(0, deadline)
                 body = await self._read_body(request, body_held, deadline)
-                reservation = await self.budgets.decoding.reserve_async(decode_cost(body), deadline)
+                cost, deep = decode_cost(body), False
+                if cost > self.budgets.decoding.capacity:  # unless nested deeper than a tensor: only some is built
+                    shape = await self.loop.run_in_executor(self.pool, json_parse.nesting, body)
+                    if shape is not None and shape.depth > json_parse.MAX_BUILT_DEPTH:
+                        cost, deep = decode_cost(body, shape), True
+                reservation = await self.budgets.decoding.reserve_async(cost, deadline)
                 cancelled = _client_gone(request)
-                if api == "predict" and len(body) <= SMALL_BODY_BYTES and self.predictor.runs_on_loop:
+                if api == "predict" and len(body) <= SMALL_BODY_BYTES and self.predictor.runs_on_loop and not deep:
                     # Small and batched: decoded and answered on the event loop, queued for its
                     # batch without a thread waiting on it (two hand-offs between threads fewer).
                     body_held.release()
@@ -242,7 +247,7 @@ class RestServer:
                                                                        deadline, cancelled))
                 else:
                     call = self.loop.run_in_executor(self.pool, self._call_on_pool, api, (model, version, label),
-                                                     [body], body_held, reservation, deadline, cancelled)
+                                                     [body], deep, body_held, reservation, deadline, cancelled)
                 del body
                 # The request's memory is in use until its call returns, even if the client was
                 # answered 504 before: the reservations are released then, not when the answer is sent.
@@ -335,12 +340,13 @@ class RestServer:
             return dumps_response(*answer)
         return await self.loop.run_in_executor(self.pool, dumps_response, *answer)
 
-    def _call_on_pool(self, api: str, spec: tuple, body_holder: list, body_held, reservation,
+    def _call_on_pool(self, api: str, spec: tuple, body_holder: list, deep: bool, body_held, reservation,
                       deadline: float | None, cancelled) -> bytes:
         """Predict, classify or regress: JSON in, JSON out (runs on the pool). `body_holder`
-        holds the only other reference to the body, so it is freed once parsed."""
+        holds the only other reference to the body, so it is freed once parsed; `deep`: it
+        nests deeper than a tensor (json_parse.parse)."""
         with self.budgets.decoding.one_call(reservation):  # what it asks beyond its share: at once or never
-            document = json_request.loads_request(body_holder.pop(), deadline)
+            document = json_request.loads_request(body_holder.pop(), deadline, deep)
             body_held.release()
             if api == "predict":
                 request = JsonPredictInputs(document, reservation)

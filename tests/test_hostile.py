@@ -245,6 +245,21 @@ def test_a_dense_json_body_decodes_within_15_times_its_size(servers):
     assert growth <= 15 * len(body), f"peak RSS grew {growth / len(body):.1f} x the body"
 
 
+def test_a_body_nested_deeper_than_any_tensor_is_400_at_once_not_413(servers):
+    """Issue 87: 4 MB of 2M nested `[` (within the cap) was 413 after a memory estimate of
+    112 bytes a bracket; TF Serving parses it (iteratively) and says 400. Only the levels a
+    tensor can have are built, so it costs its size: 400, the parse error TF Serving gives,
+    with the peak RSS within 15 x the body."""
+    pid = servers["direct"].process.pid
+    body = b'{"instances": ' + b"[ " * 2_000_000
+    assert len(body) <= MAX_BODY
+    before = reset_peak_rss(pid)
+    assert post(servers["direct"], "double", body) == (
+        400, {"error": f"JSON Parse error: Invalid value. at offset: {len(body)}"})
+    assert (proc_status(pid)["VmHWM"] - before) * 1024 <= 15 * len(body)
+    assert answers_a_good_request(servers["direct"])
+
+
 def test_concurrent_memory_bombs_stay_within_the_budget(servers):
     """Eight clients at once, each with a body of dense numbers, nested lists or objects near
     half of --max_body_bytes, or one far over it: peak RSS grows by at most 15 x --max_body_bytes; what
