@@ -37,8 +37,8 @@ def decode_cost(body: bytes, shape: json_parse.Nesting | None = None) -> int:
 
 def response_cost(outputs: dict[str, np.ndarray], row_format: bool) -> int:
     """An upper bound, in bytes, of the memory the outputs and their JSON take while the
-    response is written (json_response.dumps_response): the arrays, the text once in its
-    buffer (an eighth more for the buffer's growth), and one slice of rows being joined."""
+    response is written (json_response.dumps_response): `writing_cost`, and the text once in
+    its buffer (an eighth more for the buffer's growth)."""
     text = 0
     for name, array in outputs.items():
         if array.dtype == object:
@@ -47,10 +47,20 @@ def response_cost(outputs: dict[str, np.ndarray], row_format: bool) -> int:
             text += array.size * (26 if array.dtype.itemsize >= 8 else 17)
         if row_format and array.ndim and len(outputs) > 1:  # each row an object: {"name": ..., ...}
             text += array.shape[0] * (len(name) + 8)
+    return writing_cost(outputs) + buffer_cost(text)
+
+
+def writing_cost(outputs: dict[str, np.ndarray]) -> int:
+    """The memory of writing the outputs beside the text's buffer: the arrays, and one slice of
+    rows being joined (its texts, then the joined piece)."""
     arrays = sum(array.nbytes + (48 * array.size if array.dtype == object else 0) for array in outputs.values())
     elements = sum(array.size for array in outputs.values())
-    slice_elements = min(elements, CHUNK_ELEMENTS)
-    return arrays + text + text // 8 + (64 + 2 * 26) * slice_elements  # a slice: its texts, then joined
+    return arrays + (64 + 2 * 26) * min(elements, CHUNK_ELEMENTS)
+
+
+def buffer_cost(size: int) -> int:
+    """The memory of a buffer of `size` bytes that grew to it (an eighth more)."""
+    return size + size // 8
 
 
 def arrays_cost(arrays: dict[str, np.ndarray]) -> int:

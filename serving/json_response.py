@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -111,23 +112,30 @@ def _rows_per_chunk(array: np.ndarray) -> int:
     return max(1, CHUNK_ELEMENTS // max(per_row, 1))
 
 
-def _write_array(out: bytearray, array: np.ndarray, dtype: tf.DType, as_bytes: bool) -> None:
+def _append(out: bytearray, piece: bytes, reserve: Callable[[int], None] | None) -> None:
+    if reserve is not None:
+        reserve(len(out) + len(piece))
+    out += piece
+
+
+def _write_array(out: bytearray, array: np.ndarray, dtype: tf.DType, as_bytes: bool, reserve) -> None:
     """Appends the JSON of `array` to `out`, a slice of rows at a time."""
     if array.ndim == 0:
-        out += _leaf_texts(array.reshape(1), dtype, as_bytes)[0].encode()
+        _append(out, _leaf_texts(array.reshape(1), dtype, as_bytes)[0].encode(), reserve)
         return
     step = _rows_per_chunk(array)
     out += b"["
     for start in range(0, len(array), step):
-        out += (", " if start else "").encode() + ", ".join(_row_texts(array[start:start + step], dtype,
-                                                                         as_bytes)).encode()
+        _append(out, (", " if start else "").encode() + ", ".join(_row_texts(array[start:start + step], dtype,
+                                                                            as_bytes)).encode(), reserve)
     out += b"]"
 
 
-def dumps_response(outputs: dict[str, np.ndarray], row_format: bool,
-                   dtypes: dict[str, tf.DType] | None = None) -> bytearray:
+def dumps_response(outputs: dict[str, np.ndarray], row_format: bool, dtypes: dict[str, tf.DType] | None = None,
+                   reserve: Callable[[int], None] | None = None) -> bytearray:
     """The JSON body of a predict response (TF Serving's MakeJsonFromTensors), UTF-8, written
-    into one buffer a slice of rows at a time (no second copy of the text: json_costs.response_cost)."""
+    into one buffer a slice of rows at a time (no second copy of the text: json_costs.response_cost).
+    `reserve(size)` is called before the buffer grows to `size` bytes (it may raise)."""
     if not outputs:
         raise InvalidArgument("Cannot convert empty tensor map to JSON")
     dtypes = dtypes or {name: tf.string if value.dtype == object else tf.as_dtype(value.dtype)
@@ -140,7 +148,7 @@ def dumps_response(outputs: dict[str, np.ndarray], row_format: bool,
         for index, name in enumerate(names):
             if several:
                 out += (", " if index else "").encode() + f"{json.dumps(name)}: ".encode()
-            _write_array(out, outputs[name], dtypes[name], as_bytes[name])
+            _write_array(out, outputs[name], dtypes[name], as_bytes[name], reserve)
         out += b"}}" if several else b"}"
         return out
     batch = None
@@ -162,6 +170,6 @@ def dumps_response(outputs: dict[str, np.ndarray], row_format: bool,
                     for i in range(len(columns[0]))]
         else:
             rows = columns[0]
-        out += (", " if start else "").encode() + ", ".join(rows).encode()
+        _append(out, (", " if start else "").encode() + ", ".join(rows).encode(), reserve)
     out += b"]}"
     return out

@@ -54,7 +54,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving import classify_regress, json_parse, json_request
 from serving.connections import make_room
-from serving.json_costs import arrays_cost, decode_cost, response_cost
+from serving.json_costs import arrays_cost, buffer_cost, decode_cost, response_cost, writing_cost
 from serving.json_response import dumps_response
 from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets
 from serving.metrics import ServingMetrics
@@ -330,11 +330,12 @@ class RestServer:
         else run on a pool thread by run_without_loop (nothing awaited)."""
         prediction = await self.predictor.predict(spec, request.signature, request, deadline, cancelled, on_loop)
         # from here the request holds its outputs and their JSON
-        cost = response_cost(prediction.outputs, request.row_format)
         answer = (prediction.outputs, request.row_format, prediction.servable.output_dtypes(request.signature))
-        if not on_loop:
-            reservation.resize(cost, deadline)
-            return dumps_response(*answer)
+        if not on_loop:  # the text's memory reserved as it is written: what it takes, not its bound
+            base = writing_cost(prediction.outputs)
+            reservation.resize(base, deadline)
+            return dumps_response(*answer, reserve=lambda size: reservation.grow(base + buffer_cost(size), deadline))
+        cost = response_cost(prediction.outputs, request.row_format)
         await reservation.resize_async(cost, deadline)
         if cost <= SMALL_RESPONSE_COST:
             return dumps_response(*answer)
