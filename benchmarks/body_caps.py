@@ -16,12 +16,10 @@ Example:
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import sys
 import tempfile
-import time
 
 import tensorflow as tf
 
@@ -61,17 +59,12 @@ def timed_request(flags: list[str], base: str, rows: int, log_path: str) -> dict
     body = scalars_body(rows)
     with LocalServer("half", base, log_path=log_path, extra_flags=flags) as server:
         server.wait_for_version(1)
-        connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=900)
-        started = time.monotonic()
-        connection.request("POST", "/v1/models/half:predict", body)
-        response = connection.getresponse()
-        text = response.read()
-        seconds = time.monotonic() - started
-    result = {"flags": " ".join(flags), "rows": rows, "body_bytes": len(body), "status": response.status,
+        status, text, seconds = server.timed_post(":predict", body)
+    result = {"flags": " ".join(flags), "rows": rows, "body_bytes": len(body), "status": status,
               "seconds": round(seconds, 2), "answer_bytes": len(text)}
-    if response.status != 200:
+    if status != 200:
         result["error"] = json.loads(text)["error"][:300]
-    print(f"{result['flags']}: {rows} rows ({len(body)} bytes): {response.status} in {seconds:.2f} s", flush=True)
+    print(f"{result['flags']}: {rows} rows ({len(body)} bytes): {status} in {seconds:.2f} s", flush=True)
     return result
 
 

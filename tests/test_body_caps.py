@@ -8,9 +8,7 @@ within RATIO x the same request's time at the default flags, measured in the sam
 memory it held itself).
 """
 
-import http.client
 import json
-import time
 
 import pytest
 
@@ -36,29 +34,18 @@ CASES = [(cap, shape, rows) for cap in CAPS for shape, (_, per_row) in SHAPES.it
          for rows in row_counts(cap, per_row)] + [(16 * MIB, "scalars", 4_000_000)]  # the issue's request
 
 
-def timed_post(server, body: bytes) -> tuple[int, bytes, float]:
-    connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=600)
-    started = time.monotonic()
-    connection.request("POST", "/v1/models/half:predict", body)
-    response = connection.getresponse()
-    text = response.read()
-    elapsed = time.monotonic() - started
-    connection.close()
-    return response.status, text, elapsed
-
-
 class Yardstick:
     """The default flags' answers and times, each body sent there once, and the least time of
     a small round trip."""
 
     def __init__(self, server):
         self.server, self.answers = server, {}
-        self.small = min(timed_post(server, SHAPES["scalars"][0](1))[2] for _ in range(5))
+        self.small = min(server.timed_post(":predict", SHAPES["scalars"][0](1))[2] for _ in range(5))
 
     def answer(self, shape: str, rows: int) -> tuple[bytes, float]:
         """The default flags' answer to the body, checked (y = 0.5 x + 2 for each row), and its time."""
         if (shape, rows) not in self.answers:
-            status, text, seconds = timed_post(self.server, SHAPES[shape][0](rows))
+            status, text, seconds = self.server.timed_post(":predict", SHAPES[shape][0](rows))
             assert status == 200, text[:300]
             value = b"[2.0]" if shape == "rows of [1]" else b"2.0"
             assert text.startswith((b'{"predictions": [' if shape != "columnar" else b'{"outputs": [') + value)
@@ -71,7 +58,7 @@ def check(server, yardstick: Yardstick, cap: int, shape: str, rows: int) -> str:
     """One case of the property; returns its line of the table."""
     body = SHAPES[shape][0](rows)
     assert len(body) <= cap
-    status, text, seconds = timed_post(server, body)
+    status, text, seconds = server.timed_post(":predict", body)
     line = f"{cap // MIB} MiB, {shape}, {rows} rows ({len(body)} bytes): {status} in {seconds:.2f} s"
     if status != 200:
         assert status in (413, 429), (line, text[:300])
