@@ -113,8 +113,10 @@ bench-faults: install
 	$(PY) -m benchmarks.faults --export_base saved_models/kerasbert --output_dir runs/bench-faults
 
 # 32 good clients beside every attack of serving/attacks.py (~2 min). Serves make demo's export.
+# Then the largest request each --max_body_bytes admits, and issue 90's table (~3 min).
 bench-hostile: install
 	$(PY) -m benchmarks.hostile --export_base saved_models/kerasbert --output_dir runs/bench-hostile
+	$(PY) -m benchmarks.body_caps --output_dir runs/bench-hostile/body-caps
 
 # Batch inference on Beam against a plain loop; ScaNN against exact search at 1M vectors.
 # Needs an export under saved_models/kerasbert (make demo writes one). Writes runs/bench-batch/.

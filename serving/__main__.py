@@ -197,7 +197,7 @@ def _start(flags: ServerFlags, stop: threading.Event):
                                                           stop),
                          name="model-config-poll", daemon=True).start()
 
-    budgets = ServerBudgets(flags.max_body_bytes)  # request data stays under 14 x --max_body_bytes + 1 MiB
+    budgets = ServerBudgets(flags.max_body_bytes)  # request data stays under 14 x --max_body_bytes + 1.1 MiB
     session = make_session(flags, budgets.decoding, batching_parameters)
     if hasattr(session, "on_batch"):
         session.on_batch = metrics.batch

@@ -165,7 +165,7 @@ FLAGS = [
          "padded tokens a string input element counts as (the export's max_sequence_length)", "kerasbert"),
     Flag("activation_bytes_per_token", _LIMITS.activation_bytes_per_token,
          "model memory one padded token takes while a call runs: each call reserves it from the request-memory "
-         "budget (12 x --max_body_bytes), and a call takes at most half of that budget", "kerasbert"),
+         "budget (12 x --max_body_bytes), and a call takes at most half of what the request leaves of it", "kerasbert"),
     Flag("verbose", False, "show TensorFlow's own C++ log lines and this server's debug log", "kerasbert"),
 ]
 

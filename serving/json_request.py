@@ -25,10 +25,11 @@ from serving.json_array import is_b64_object, json_text, one_pass_array, to_arra
 from serving.status import InvalidArgument
 
 
-def loads_request(body: bytes, deadline: float | None = None) -> dict:
-    """The request's JSON object, parsed as TF Serving's rapidjson parses it (json_parse.py)."""
+def loads_request(body: bytes, deadline: float | None = None, deep: bool = False) -> dict:
+    """The request's JSON object, parsed as TF Serving's rapidjson parses it (json_parse.py;
+    `deep`: json_parse.parse's)."""
     try:
-        document = json_parse.parse(body, deadline)
+        document = json_parse.parse(body, deadline, deep)
     except json_parse.ParseError as error:
         raise InvalidArgument(str(error)) from None
     if not isinstance(document, dict):

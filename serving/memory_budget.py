@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 import time
 
@@ -33,6 +34,9 @@ from serving.status import ResourceExhausted, TooLarge
 
 # A REST body of at most this many bytes (by its Content-Length) is received in the small lane.
 SMALL_BODY_BYTES = 64 * 1024
+# Room in the decoding budget beside 12 bytes per body byte, for the outer containers and keys
+# of a body of dense numbers (json_costs.decode_cost), so the largest such body is admitted.
+DENSE_BODY_SLACK = 64 * 1024
 
 
 class _Waiter:
@@ -94,9 +98,33 @@ class Reservation:
         self.release()
 
 
+@dataclasses.dataclass(frozen=True)
+class FlagScale:
+    """How a budget's capacity follows a server flag: `per_unit` bytes per unit of --`name`,
+    plus `base`; so a refusal can name the setting that would admit the request.
+
+    >>> FlagScale("max_body_bytes", 12, 1024).admitting(12 * 1000 + 1024 + 1)
+    1001
+    """
+
+    name: str
+    per_unit: int
+    base: int = 0
+
+    def admitting(self, needed: int) -> int:
+        """The least value of the flag whose budget holds `needed` bytes."""
+        return -(-(needed - self.base) // self.per_unit)
+
+    def describe(self) -> str:
+        return f"{self.per_unit} x --{self.name}" + (f" + {self.base}" if self.base else "")
+
+
 class MemoryBudget:
-    def __init__(self, capacity: int, name: str = "request data"):
-        self.capacity, self.name = capacity, name
+    """`flag`: how the capacity follows a server flag, so a refusal names the setting that
+    would admit the request."""
+
+    def __init__(self, capacity: int, name: str = "request data", flag: FlagScale | None = None):
+        self.capacity, self.name, self.flag = capacity, name, flag
         self.used = 0
         self.peak = 0
         self._lock = threading.Lock()
@@ -118,24 +146,37 @@ class MemoryBudget:
         return Reservation(self, size)
 
     @contextlib.contextmanager
-    def one_call(self):
-        """Within it, this thread serves one call (a gRPC request, from its parsed message to its
-        answer): what the call asks for must fit in the budget beside what its reservations made
-        here hold, or is refused at once, never waited for with its share held (it would wait
-        for itself, its share held until its deadline, if it has one)."""
-        self._call.held = []
+    def one_call(self, *held: Reservation):
+        """Within it, this thread serves one call (a gRPC request from its parsed message to its
+        answer, a REST request from its body to its answer; `held`: what the call reserved
+        before, elsewhere): what the call asks for must fit in the budget beside what its
+        reservations hold, or is refused at once, never waited for with its share held (it
+        would wait for itself, its share held until its deadline, if it has one)."""
+        self._call.held = list(held)
         try:
             yield
         finally:
             self._call.held = None
 
-    def _check(self, size: int) -> None:
+    def _held_by_call(self) -> int:
         held = getattr(self._call, "held", None)
-        beside = sum(reservation.size for reservation in held) if held else 0
+        return sum(reservation.size for reservation in held) if held else 0
+
+    def room(self) -> int:
+        """The bytes this thread's call could still be granted: the capacity beside what the
+        call holds (the whole capacity outside a call)."""
+        return self.capacity - self._held_by_call()
+
+    def _check(self, size: int) -> None:
+        beside = self._held_by_call()
         if size + beside > self.capacity:
             what = f" beside the {beside} the call holds" if beside else ""
+            admits = ""
+            if self.flag:
+                admits = (f" ({self.flag.describe()}); --{self.flag.name}={self.flag.admitting(size + beside)} "
+                          "or more would admit it")
             raise TooLarge(f"The request needs {size} bytes of memory for its {self.name}{what}, more than the "
-                           f"server's budget of {self.capacity} bytes")
+                           f"server's budget of {self.capacity} bytes{admits}")
 
     def _grant(self, size: int) -> bool:
         """Takes `size` if it fits (lock held)."""
@@ -202,10 +243,11 @@ class MemoryBudget:
 
 
 class ServerBudgets:
-    """The three budgets of one server, sized from --max_body_bytes (B): decoding 12 B (a body
-    of B dense numbers decodes within 12 B: json_costs.decode_cost; each model call without
-    batching reserves its activations from it too: session.DirectSession), large bodies 2 B,
-    small bodies 1 MiB. In all, request data stays under 14 B + 1 MiB.
+    """The three budgets of one server, sized from --max_body_bytes (B): decoding 12 B + 64 KiB
+    (a body of B dense numbers decodes within 12 B, its few containers and keys within the
+    64 KiB: json_costs.decode_cost; each model call without batching reserves its activations
+    from it too: session.DirectSession), large bodies 2 B, small bodies 1 MiB. In all, request
+    data stays under 14 B + 1.1 MiB.
 
     >>> budgets = ServerBudgets(4 << 20)
     >>> budgets.decoding.capacity // (4 << 20), budgets.bodies(1 << 20) is budgets.large_bodies
@@ -213,7 +255,8 @@ class ServerBudgets:
     """
 
     def __init__(self, max_body_bytes: int):
-        self.decoding = MemoryBudget(12 * max_body_bytes, "decoding, model activations and answering")
+        self.decoding = MemoryBudget(12 * max_body_bytes + DENSE_BODY_SLACK, "decoding, model activations and "
+                                     "answering", flag=FlagScale("max_body_bytes", 12, DENSE_BODY_SLACK))
         self.large_bodies = MemoryBudget(2 * max_body_bytes, "request bodies being received")
         self.small_bodies = MemoryBudget(1 << 20, "request bodies being received")
 

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -86,6 +87,18 @@ class LocalServer:
 
     def url(self, path: str = "", model: str | None = None) -> str:
         return f"http://127.0.0.1:{self.rest_port}/v1/models/{model or self.model_name}{path}"
+
+    def timed_post(self, path: str, body: bytes, timeout: float = 900.0) -> tuple[int, bytes, float]:
+        """(status, answer, seconds) of one POST of `body` to the model's `path` (":predict"),
+        on a connection of its own."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.rest_port, timeout=timeout)
+        started = time.monotonic()
+        connection.request("POST", f"/v1/models/{self.model_name}{path}", body)
+        response = connection.getresponse()
+        text = response.read()
+        seconds = time.monotonic() - started
+        connection.close()
+        return response.status, text, seconds
 
     def _log_tail(self) -> str:
         if not self.log_path or not os.path.exists(self.log_path):

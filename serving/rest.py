@@ -15,9 +15,10 @@ What a client can make the server hold is bounded: at most `max_connections` ope
 connections (at the cap, the one idle longest is closed for the new one:
 serving/connections.py), a connection with no request under way closed after
 `keepalive_timeout` (from its accept or its last response), headers within llhttp's
-limits, a body of at most `max_body_bytes` (413 beyond) that must arrive
+limits, a body of at most `max_body_bytes` (413 beyond, before any 100 Continue) that must arrive
 within the request's deadline (408 if not), and request data reserved from budgets of
-bytes before it is read or decoded (memory_budget). The deadline
+bytes before it is read or decoded (memory_budget); what a request asks beside what it holds
+is refused at once if it can never fit, never waited for. The deadline
 (--rest_api_timeout_in_ms) travels with the request to the session: when it passes, the
 client is answered 504 and the request's work stops at its next step.
 
@@ -51,17 +52,17 @@ from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from serving import classify_regress, json_request
+from serving import classify_regress, json_parse, json_request
 from serving.connections import make_room
-from serving.json_costs import decode_cost, response_cost
+from serving.json_costs import arrays_cost, buffer_cost, decode_cost, response_cost, writing_cost
 from serving.json_response import dumps_response
 from serving.memory_budget import SMALL_BODY_BYTES, ServerBudgets
 from serving.metrics import ServingMetrics
 from serving.manager import ModelManager
 from serving.pools import WorkerPool
 from serving.predict import Predictor, run_without_loop
-from serving.status import (BodyTimeout, BodyTooLarge, DeadlineExceeded, FailedPrecondition, InvalidArgument,
-                            ResourceExhausted, code_name, forget_frames, http_status)
+from serving.status import (BodyTimeout, BodyTooLarge, Cancelled, DeadlineExceeded, FailedPrecondition,
+                            InvalidArgument, ResourceExhausted, code_name, forget_frames, http_status)
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ class RestServer:
         app = web.Application(client_max_size=self.max_body_bytes, handler_args={
             "keepalive_timeout": self.keepalive_timeout, "max_field_size": 8190, "max_headers": 100,
             "lingering_time": 5.0, "auto_decompress": False})  # TF Serving reads bodies as sent
-        app.router.add_route("*", "/{tail:.*}", self._handle)
+        app.router.add_route("*", "/{tail:.*}", self._handle, expect_handler=self._expect)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         handler_factory = self._runner.server
@@ -177,8 +178,8 @@ class RestServer:
 
     # --- Requests -------------------------------------------------------------------------
 
-    def _json(self, status: int, text: str | bytes, headers: dict | None = None) -> web.Response:
-        body = text if isinstance(text, bytes) else text.encode("utf-8")
+    def _json(self, status: int, text: str | bytes | bytearray, headers: dict | None = None) -> web.Response:
+        body = text.encode("utf-8") if isinstance(text, str) else text
         response = web.Response(status=status, body=body, headers={"Content-Type": "application/json"})
         if self.enable_cors:
             response.headers.update(CORS_HEADERS)
@@ -194,6 +195,15 @@ class RestServer:
         if status == 408:
             response.force_close()
         return response
+
+    async def _expect(self, request: web.Request) -> web.StreamResponse | None:
+        """`Expect: 100-continue`: a body over --max_body_bytes is refused 413 before the client
+        is told to send it (and the connection closed); others get 100 Continue (aiohttp's)."""
+        if (request.content_length or 0) > self.max_body_bytes:
+            response = self._error(_over_the_limit(request.content_length, self.max_body_bytes))
+            response.force_close()
+            return response
+        return await aiohttp.web_urldispatcher._default_expect_handler(request)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.raw_path.split("?", 1)[0]  # the query is not part of the route
@@ -222,9 +232,14 @@ class RestServer:
                 api = predict["method"].lower()
                 body_held = self.budgets.bodies(request.content_length).reserve(0, deadline)
                 body = await self._read_body(request, body_held, deadline)
-                reservation = await self.budgets.decoding.reserve_async(decode_cost(body), deadline)
+                cost, deep = decode_cost(body), False
+                if cost > self.budgets.decoding.capacity:  # unless nested deeper than a tensor: only some is built
+                    shape = await self.loop.run_in_executor(self.pool, json_parse.nesting, body)
+                    if shape is not None and shape.depth > json_parse.MAX_BUILT_DEPTH:
+                        cost, deep = decode_cost(body, shape), True
+                reservation = await self.budgets.decoding.reserve_async(cost, deadline)
                 cancelled = _client_gone(request)
-                if api == "predict" and len(body) <= SMALL_BODY_BYTES and self.predictor.runs_on_loop:
+                if api == "predict" and len(body) <= SMALL_BODY_BYTES and self.predictor.runs_on_loop and not deep:
                     # Small and batched: decoded and answered on the event loop, queued for its
                     # batch without a thread waiting on it (two hand-offs between threads fewer).
                     body_held.release()
@@ -232,7 +247,7 @@ class RestServer:
                                                                        deadline, cancelled))
                 else:
                     call = self.loop.run_in_executor(self.pool, self._call_on_pool, api, (model, version, label),
-                                                     [body], body_held, reservation, deadline, cancelled)
+                                                     [body], deep, body_held, reservation, deadline, cancelled)
                 del body
                 # The request's memory is in use until its call returns, even if the client was
                 # answered 504 before: the reservations are released then, not when the answer is sent.
@@ -275,7 +290,7 @@ class RestServer:
         the lane is full."""
         length = request.content_length
         if length is not None and length > self.max_body_bytes:
-            raise BodyTooLarge(f"Request body of {length} bytes exceeds the limit of {self.max_body_bytes} bytes")
+            raise _over_the_limit(length, self.max_body_bytes)
         body = bytearray()
         content = request.content
         while True:
@@ -290,6 +305,9 @@ class RestServer:
                 raise BodyTimeout("The request body did not arrive within --rest_api_timeout_in_ms") from None
             except aiohttp.ClientPayloadError as error:  # a malformed chunked body, cut short
                 raise InvalidArgument(f"Malformed request body: {error}") from None
+            except ConnectionError:  # the client closed its connection: counted (CANCELLED), not an error
+                log.debug("REST client closed its connection after %d of %s body bytes", len(body), length)
+                raise Cancelled("Cancelled: the client closed its connection while sending the body") from None
             if not chunk:
                 return body  # a bytearray: RapidJSON reads it as it is, with no copy
             if len(body) + len(chunk) > self.max_body_bytes:
@@ -302,7 +320,7 @@ class RestServer:
     async def _predict_on_loop(self, spec: tuple, body: bytes, reservation, deadline: float | None,
                                cancelled) -> bytes:
         """Predict for a small body, on the event loop, with a session that runs asynchronously."""
-        request = JsonPredictInputs(json_request.loads_request(body, deadline))
+        request = JsonPredictInputs(json_request.loads_request(body, deadline), reservation)
         return await self._predict(spec, request, reservation, deadline, cancelled, on_loop=True)
 
     async def _predict(self, spec: tuple, request: "JsonPredictInputs", reservation, deadline: float | None,
@@ -312,49 +330,62 @@ class RestServer:
         else run on a pool thread by run_without_loop (nothing awaited)."""
         prediction = await self.predictor.predict(spec, request.signature, request, deadline, cancelled, on_loop)
         # from here the request holds its outputs and their JSON
-        cost = response_cost(prediction.outputs, request.row_format)
         answer = (prediction.outputs, request.row_format, prediction.servable.output_dtypes(request.signature))
-        if not on_loop:
-            reservation.resize(cost, deadline)
-            return dumps_response(*answer)
+        if not on_loop:  # the text's memory reserved as it is written: what it takes, not its bound
+            base = writing_cost(prediction.outputs)
+            reservation.resize(base, deadline)
+            return dumps_response(*answer, reserve=lambda size: reservation.grow(base + buffer_cost(size), deadline))
+        cost = response_cost(prediction.outputs, request.row_format)
         await reservation.resize_async(cost, deadline)
         if cost <= SMALL_RESPONSE_COST:
             return dumps_response(*answer)
         return await self.loop.run_in_executor(self.pool, dumps_response, *answer)
 
-    def _call_on_pool(self, api: str, spec: tuple, body_holder: list, body_held, reservation,
+    def _call_on_pool(self, api: str, spec: tuple, body_holder: list, deep: bool, body_held, reservation,
                       deadline: float | None, cancelled) -> bytes:
         """Predict, classify or regress: JSON in, JSON out (runs on the pool). `body_holder`
-        holds the only other reference to the body, so it is freed once parsed."""
-        document = json_request.loads_request(body_holder.pop(), deadline)
-        body_held.release()
-        if api == "predict":
-            request = JsonPredictInputs(document)
+        holds the only other reference to the body, so it is freed once parsed; `deep`: it
+        nests deeper than a tensor (json_parse.parse)."""
+        with self.budgets.decoding.one_call(reservation):  # what it asks beyond its share: at once or never
+            document = json_request.loads_request(body_holder.pop(), deadline, deep)
+            body_held.release()
+            if api == "predict":
+                request = JsonPredictInputs(document, reservation)
+                del document
+                return run_without_loop(self._predict(spec, request, reservation, deadline, cancelled,
+                                                      on_loop=False))
+            signature = json_request.signature_name(document)
+            servable = self.manager.get(*spec)  # held until the response is built
+            request = classify_regress.input_from_json(document)
             del document
-            return run_without_loop(self._predict(spec, request, reservation, deadline, cancelled, on_loop=False))
-        signature = json_request.signature_name(document)
-        servable = self.manager.get(*spec)  # held until the response is built
-        request = classify_regress.input_from_json(document)
-        del document
-        reservation.grow(reservation.size + classify_regress.serialized_size(request), deadline)
-        if api == "classify":
-            result = self.examples.classify(spec[0], servable, signature, request, deadline, cancelled)
-            return classify_regress.dumps_classification(result).encode()
-        result = self.examples.regress(spec[0], servable, signature, request, deadline, cancelled)
-        return classify_regress.dumps_regression(result).encode()
+            reservation.grow(reservation.size + classify_regress.serialized_size(request), deadline)
+            if api == "classify":
+                result = self.examples.classify(spec[0], servable, signature, request, deadline, cancelled)
+                return classify_regress.dumps_classification(result).encode()
+            result = self.examples.regress(spec[0], servable, signature, request, deadline, cancelled)
+            return classify_regress.dumps_regression(result).encode()
 
 
 class JsonPredictInputs:
     """A REST Predict body's inputs, decoded (json_request) for the servable Predict finds;
-    `row_format` then says how the answer is written. The document is dropped once decoded."""
+    `row_format` then says how the answer is written. The document is dropped once decoded,
+    and the request's reservation (`held`) shrunk to what its arrays hold, so the model's
+    work has the room the document took."""
 
-    def __init__(self, document: dict):
+    def __init__(self, document: dict, held):
         self.document, self.signature, self.row_format = document, json_request.signature_name(document), None
+        self.held = held
 
     def __call__(self, servable) -> dict:
         document, self.document = self.document, None
         inputs, self.row_format = json_request.parse_predict_inputs(document, servable.input_dtypes(self.signature))
+        del document
+        self.held.resize(min(self.held.size, arrays_cost(inputs)), None)  # only gives back
         return inputs
+
+
+def _over_the_limit(length: int, max_body_bytes: int) -> BodyTooLarge:
+    return BodyTooLarge(f"Request body of {length} bytes exceeds the limit of {max_body_bytes} bytes")
 
 
 def _client_gone(request: web.Request):

@@ -112,7 +112,8 @@ class ModelWorkLimits:
         if declared and len(costs) and costs.max() > bound:
             row = int(costs.argmax())
             which = (f"--max_execution_tokens={self.max_execution_tokens}" if bound == self.max_execution_tokens else
-                     f"half the server's memory budget (14 x --max_body_bytes) at --activation_bytes_per_token="
+                     f"half the server's memory budget (12 x --max_body_bytes) beside what the request holds, at "
+                     f"--activation_bytes_per_token="
                      f"{self.activation_bytes_per_token}; --max_execution_tokens={self.max_execution_tokens}")
             raise InvalidArgument(f"Row {row} of the request costs {costs[row]} padded tokens of the model (its "
                                   f"strings' bytes bound their word pieces), more than one call of the model "
@@ -202,7 +203,8 @@ def declared_costs(servable, signature: str) -> dict | None:
 
 class DirectSession:
     """Each request runs alone (no batching), in slices of at most `limits`; with `budget`
-    (the server's decoding budget), each slice's activations are reserved from it first."""
+    (the server's decoding budget), each slice's activations are reserved from it first,
+    slices cut to half the room beside what the request holds (MemoryBudget.room)."""
 
     def __init__(self, limits: ModelWorkLimits | None = None, budget=None):
         self.limits, self.budget = limits or ModelWorkLimits(), budget
@@ -225,8 +227,10 @@ class DirectSession:
         if rows is None:
             return self._call(servable, signature, inputs, deadline)
         self.limits.check_request(rows)
+        # Cut against the room beside what the call holds (its inputs, a gRPC message), so each
+        # slice's activations fit beside them: never a wait for memory the call itself holds.
         slices = self.limits.slices(inputs, declared_costs(servable, signature),
-                                    None if self.budget is None else self.budget.capacity)
+                                    None if self.budget is None else self.budget.room())
         if len(slices) <= 1:
             return self._call(servable, signature, inputs, deadline, slices[0][2] if slices else None)
         for name, rank in servable.output_ranks(signature).items():

@@ -206,6 +206,32 @@ def test_a_body_over_the_limit_is_refused_413_unread(servers):
     assert answers_a_good_request(servers["direct"])
 
 
+def test_expect_100_continue_is_refused_413_before_continue_when_the_body_is_over_the_limit(servers):
+    """Issue 87: `Expect: 100-continue` with Content-Length 10^12 was answered 100 Continue,
+    then 413; now 413 only. A body within the limit still gets 100 Continue, then its answer."""
+    port = servers["direct"].rest_port
+    received = exchange(port, HEAD + b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % 10**12)
+    assert statuses(received) == [413] and b"exceeds the limit" in received, received[:300]
+    received = exchange(port, HEAD + b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % len(BODY) + BODY)
+    assert statuses(received) == [100, 200] and b'{"predictions": [3.0]}' in received, received[:300]
+
+
+def test_a_client_closing_mid_body_is_no_error_in_the_log(servers):
+    """Issue 87: a client closing mid-body was logged as an ERROR with a traceback (1,000 of
+    them: 880 KB of log); now counted as CANCELLED, no line at the default level."""
+    server = servers["direct"]
+    before = os.path.getsize(server.log_path)
+    for _ in range(20):
+        with socket.create_connection(("127.0.0.1", server.rest_port)) as sock:
+            sock.sendall(HEAD + b"Content-Length: 100000\r\n\r\n" + b'{"instances": [' + b"0," * 1000)
+            time.sleep(0.05)  # the server is reading the body when the client leaves
+    assert answers_a_good_request(server)
+    with open(server.log_path, "rb") as f:
+        f.seek(before)
+        logged = f.read()
+    assert b"Traceback" not in logged and b"ERROR" not in logged, logged[-2000:]
+
+
 # --- Memory ----------------------------------------------------------------------------------
 
 
@@ -217,6 +243,21 @@ def test_a_dense_json_body_decodes_within_15_times_its_size(servers):
     assert post(servers["direct"], "sum_rows", body) == (200, {"outputs": 0.0})
     growth = (proc_status(pid)["VmHWM"] - before) * 1024
     assert growth <= 15 * len(body), f"peak RSS grew {growth / len(body):.1f} x the body"
+
+
+def test_a_body_nested_deeper_than_any_tensor_is_400_at_once_not_413(servers):
+    """Issue 87: 4 MB of 2M nested `[` (within the cap) was 413 after a memory estimate of
+    112 bytes a bracket; TF Serving parses it (iteratively) and says 400. Only the levels a
+    tensor can have are built, so it costs its size: 400, the parse error TF Serving gives,
+    with the peak RSS within 15 x the body."""
+    pid = servers["direct"].process.pid
+    body = b'{"instances": ' + b"[ " * 2_000_000
+    assert len(body) <= MAX_BODY
+    before = reset_peak_rss(pid)
+    assert post(servers["direct"], "double", body) == (
+        400, {"error": f"JSON Parse error: Invalid value. at offset: {len(body)}"})
+    assert (proc_status(pid)["VmHWM"] - before) * 1024 <= 15 * len(body)
+    assert answers_a_good_request(servers["direct"])
 
 
 def test_concurrent_memory_bombs_stay_within_the_budget(servers):
@@ -745,30 +786,6 @@ def test_tensorflow_error_messages_name_no_internal_function(tmp_path):
     message = str(raised.value)
     assert "function_node" not in message and "__inference" not in message, message
     assert "Input to reshape is a tensor with 2 values" in message
-
-
-def test_four_million_zeros_are_answered_within_seconds(tmp_path):
-    """Finding 9: an 8 MB {"instances": [0, 0, ...]} (4M rows, as TF Serving's half_plus_two
-    tests send) got a 504 after 30 s (default flags): writing 4M floats took 16 s. Goal: 200
-    in under 5 s on an idle machine (10 s here: the test machine is shared)."""
-    from serving.process import LocalServer
-
-    save_hostile(str(tmp_path / "hostile" / "1"))
-    rows = 4 << 20
-    body = b'{"signature_name": "double", "instances": [' + b",".join([b"0"] * rows) + b"]}"
-    with LocalServer("hostile", str(tmp_path / "hostile"), log_path=str(tmp_path / "server.log")) as server:
-        server.wait_for_version(1)
-        post(server, "double", {"instances": [1.0]})
-        connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=120)
-        started = time.monotonic()
-        connection.request("POST", "/v1/models/hostile:predict", body)
-        response = connection.getresponse()
-        text = response.read()
-        elapsed = time.monotonic() - started
-    assert response.status == 200, text[:300]
-    assert text.startswith(b'{"predictions": [0.0, 0.0') and text.count(b",") == rows - 1
-    print(f"\n4M rows of 0 answered 200 in {elapsed:.2f} s")  # pytest -s shows it
-    assert elapsed < 10, f"{elapsed:.1f} s"
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
