@@ -18,8 +18,9 @@ run's packed length) and special_tokens_map.json. By the task's kind (its family
     span                   BertForQuestionAnswering, qa_outputs rows start, end
 Sentence heads must read the [CLS] pooler (heads.pooling "cls") through a cross-encoder, as
 transformers' do: a run with mean pooling, or a bi-encoder pair head, is refused naming the
-task. The activation is written as "gelu_new", the tanh GELU kerasbert computes, so
-transformers gives kerasbert's outputs (to float rounding). config.json also carries the
+task. hidden_act is the activation the encoder computes ("gelu" for an exact-GELU
+`BertEncoder`, "gelu_new" for the tanh one), so transformers gives kerasbert's outputs (to
+float rounding). config.json also carries the
 task's declaration (`kerasbert_task`), which `load_transformers` reads back.
 
 Example:
@@ -40,9 +41,10 @@ from kerasbert.compat.keras_hub import block_parts
 from kerasbert.durable import publish
 from kerasbert.errors import ConfigError
 from kerasbert.finetuning.load import load_finetuned
+from kerasbert.models.encoder import activation_of
 from kerasbert.tasks import Task
 
-
+HIDDEN_ACT = {"gelu": "gelu", "gelu_approximate": "gelu_new"}  # transformers' name of each encoder activation
 
 def encoder_weights(backbone, pooler: bool) -> dict[str, np.ndarray]:
     """The encoder's weights under transformers' BertModel names (`bert.` prefix); Dense kernels
@@ -138,7 +140,7 @@ def transformers_config(model, spec: Task, pad_id: int) -> dict:
         "architectures": [spec.family.architecture], "model_type": "bert",
         "vocab_size": backbone.vocabulary_size, "hidden_size": backbone.hidden_dim,
         "num_hidden_layers": backbone.num_layers, "num_attention_heads": backbone.num_heads,
-        "intermediate_size": backbone.intermediate_dim, "hidden_act": "gelu_new",
+        "intermediate_size": backbone.intermediate_dim, "hidden_act": HIDDEN_ACT[activation_of(backbone)],
         "hidden_dropout_prob": backbone.dropout, "attention_probs_dropout_prob": backbone.dropout,
         "classifier_dropout": model.dropout_rate, "max_position_embeddings": backbone.max_sequence_length,
         "type_vocab_size": backbone.num_segments, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
