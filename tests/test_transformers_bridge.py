@@ -277,7 +277,8 @@ def test_export_writes_transformers_folders(exported, checkpoints):
     assert set(saved_weights(folders["squad"])) == {n for n in classifier_names if ".pooler." not in n} | {
         "qa_outputs.weight", "qa_outputs.bias"}
     with open(os.path.join(folders["ner"], "tokenizer_config.json")) as f:
-        assert json.load(f)["do_lower_case"] is True
+        settings = json.load(f)  # the longest input transformers reads: the position table, not the run's 32
+        assert settings["do_lower_case"] is True and settings["model_max_length"] == POSITIONS
     with open(os.path.join(folders["ner"], "vocab.txt")) as f:
         assert f.read().split("\n")[:-1] == TINY_VOCAB
 
@@ -332,6 +333,27 @@ def test_an_exact_gelu_run_exports_hidden_act_gelu(checkpoints, tmp_path):
     _, back, _ = load_transformers(folder)
     x = model_inputs(*packed(TEXTS))
     np.testing.assert_allclose(back.task_prediction("classifier", x), model.task_prediction("classifier", x), atol=1e-6)
+
+
+def test_a_tagger_of_space_split_words_exports_with_one_warning_line(tmp_path, caplog):
+    """transformers' pipeline splits words at punctuation: exporting a tagger that does not says so, once."""
+    import dataclasses
+
+    from kerasbert.families.tagging_task import TaggingSettings
+    from kerasbert.hf.exporting import export_transformers
+
+    model, preprocessor = tiny_multitask()
+    with caplog.at_level("WARNING"):
+        export_transformers((model, preprocessor), str(tmp_path / "spaces"), tasks=["ner", "mood"])
+    assert [record.getMessage() for record in caplog.records] == [
+        "task 'ner' serves words split at spaces; transformers' pipeline will split words at punctuation too "
+        "('U.S.' is 4 words, 'O'Gorman' 3), so its entities differ on such words: declare the task with "
+        "words: \"punctuation\" (--set tasks.ner.words=punctuation) to serve words as it does"]
+    caplog.clear()
+    model.task_specs["ner"] = dataclasses.replace(model.task_specs["ner"], settings=TaggingSettings(words="punctuation"))
+    with caplog.at_level("WARNING"):
+        export_transformers((model, preprocessor), str(tmp_path / "punctuation"), tasks=["ner"])
+    assert caplog.records == []
 
 
 def test_heads_without_a_transformers_form_are_refused(tmp_path):

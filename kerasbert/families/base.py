@@ -225,6 +225,11 @@ class Family:
         """kerasbert's (units, hidden) rows as transformers' head rows."""
         return weight, bias
 
+    def transformers_difference(self, task) -> str:
+        """Where transformers' pipeline on the exported folder will answer otherwise than the
+        task's signatures, said in one line ("": nowhere)."""
+        return ""
+
 
 class TokenFamily(Family):
     """A family whose head reads each token's state (tags, span), with its own file format,
