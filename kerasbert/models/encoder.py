@@ -75,7 +75,14 @@ class BertEncoderTokenizer(keras_hub.models.BertTokenizer):
 
 
 def activation_of(encoder) -> str:
-    """The name of the activation `encoder` computes ("gelu_approximate" for a plain `BertBackbone`)."""
+    """The name of the activation `encoder` computes ("gelu_approximate" for a plain `BertBackbone`,
+    as a run saved before `BertEncoder` has, and loads as it computed it).
+
+    Example:
+        >>> from kerasbert.finetuning.load import load_finetuned
+        >>> activation_of(load_finetuned(run_dir)[1].backbone)  # a tiny run of build_encoder's BertBackbone
+        'gelu_approximate'
+    """
     return getattr(encoder, "activation", "gelu_approximate")
 
 
