@@ -493,6 +493,25 @@ def pipeline(args) -> dict:
     return {"answers_per_second": rates, "batch_size": args.batch_size, "rows": len(dev), "versions": versions()}
 
 
+def classifier(args) -> dict:
+    """MiniLM (`--checkpoint`) with a new sequence-classification head, saved to `--model_dir`: the
+    encoder computing settings.json's `hidden_act`, `class_names` its labels; the head's weights
+    seeded and drawn at scale 1 (not 0.02), so that the probabilities move with the encoder's
+    smallest differences (benchmarks.transformers_parity imports it and compares)."""
+    settings = settings_of(args.inputs)
+    torch.manual_seed(0)
+    names = settings["class_names"]
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        args.checkpoint, hidden_act=settings["hidden_act"], num_labels=len(names),
+        id2label=dict(enumerate(names)), label2id={name: i for i, name in enumerate(names)})
+    with torch.no_grad():
+        model.classifier.weight.normal_(0.0, 1.0)
+        model.classifier.bias.normal_(0.0, 1.0)
+    model.save_pretrained(args.model_dir)
+    transformers.AutoTokenizer.from_pretrained(args.checkpoint).save_pretrained(args.model_dir)
+    return {"hidden_act": model.config.hidden_act, "versions": versions()}
+
+
 def outputs(args) -> dict:
     """What transformers answers for each dev row (`answerer`), for
     benchmarks.tasks (parts in and out) to hold kerasbert's served answers to: the probability of
@@ -542,6 +561,7 @@ COMMANDS = {
     "train": (train, ("--inputs", "--checkpoint", "--model_dir")),
     "pipeline": (pipeline, ("--inputs", "--model_dir", "--batch_size", "--repeats")),
     "outputs": (outputs, ("--inputs", "--model_dir", "--batch_size")),
+    "classifier": (classifier, ("--inputs", "--checkpoint", "--model_dir")),
     "features": (features, ("--inputs", "--model_dir")),
 }
 

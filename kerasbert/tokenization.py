@@ -115,6 +115,8 @@ def load_tokenizer(checkpoint_dir: str) -> keras_hub.models.BertTokenizer:
         >>> load_tokenizer(minilm_checkpoint()).vocabulary_size()
         30522
     """
+    from kerasbert.models import encoder  # noqa: F401 (registers BertEncoder's tokenizer, which a run's preset may name)
+
     source = checkpoint_source(checkpoint_dir)
     tokenizer = keras_hub.models.BertTokenizer.from_preset(source)
     if tokenizer.lowercase and not tokenizer.strip_accents and _uncased_strips_accents(source):

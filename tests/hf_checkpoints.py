@@ -46,7 +46,7 @@ def _rng_weights(seed: int, head: str | None, rows: int, pooler: bool, prefix: s
 
 
 def write_checkpoint(folder, architecture, labels=None, seed=0, prefix="bert.", norm="weight", shards=1,
-                     problem_type=None, pooler=True, lowercase=True):
+                     problem_type=None, pooler=True, lowercase=True, hidden_act="gelu"):
     """A tiny transformers checkpoint folder; returns its weights under plain names."""
     os.makedirs(folder, exist_ok=True)
     head = "qa_outputs" if architecture == "BertForQuestionAnswering" else "classifier"
@@ -54,7 +54,7 @@ def write_checkpoint(folder, architecture, labels=None, seed=0, prefix="bert.", 
     weights = _rng_weights(seed, head, rows, pooler, prefix, norm)
     config = {"architectures": [architecture], "model_type": "bert", "vocab_size": len(TINY_VOCAB),
               "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
-              "intermediate_size": INTERMEDIATE, "hidden_act": "gelu", "max_position_embeddings": POSITIONS,
+              "intermediate_size": INTERMEDIATE, "hidden_act": hidden_act, "max_position_embeddings": POSITIONS,
               "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_dropout_prob": 0.1}
     if labels and head == "classifier":
         config["id2label"] = {str(i): label for i, label in enumerate(labels)}

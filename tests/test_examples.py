@@ -120,3 +120,14 @@ def test_own_data_example_trains_on_a_csv_and_the_server_names_its_classes(tmp_p
     answers = [line for line in out.splitlines() if line.startswith(("'refund", "'it crashes"))]
     assert len(answers) == 2 and all(line.split(": ")[1].split(" ")[0] in ("account", "billing", "bug")
                                      for line in answers), out
+
+
+@pytest.mark.end_to_end
+def test_fit_on_own_tf_data_example_trains_and_exports(tmp_path, tiny_checkpoint):
+    """docs/training.md's Keras `fit` on your own tf.data: a CSV read by tf.data, the preprocessor's
+    contract, labels as class indices, the classes from read_training_file; 2 steps of a tiny encoder."""
+    export_base = tmp_path / "saved" / "tickets"
+    out = run_example("fit_own_dataset.py", "--export_base", str(export_base), "--steps", "2",
+                      "--init_checkpoint", tiny_checkpoint, timeout=900).stdout
+    assert "classes ['account', 'billing', 'bug']; 'refund the double charge': " in out, out
+    assert out.strip().endswith(f"exported {export_base}/1") and (export_base / "1" / "saved_model.pb").exists()

@@ -6,6 +6,9 @@
 - `word_split_patterns()`: the regexes keras-hub's WordPiece tokenizer splits words with
   (module constants), which kerasbert/families/wordpiece.py reuses so that
   its ids equal `BertTokenizer`'s (tests/test_wordpiece.py checks them on the dev sets).
+- `preset_config(preset)`: a preset's config.json, as keras-hub reads it (a local folder or a
+  hub handle): a Keras preset's names its class, a Hugging Face folder's its `model_type`
+  and `hidden_act`, which keras-hub's BERT converter leaves out (kerasbert/models/encoder.py).
 - `convert_bert_weights(backbone, loader, config)`: keras-hub's transformers BERT converter
   (`keras_hub.src.utils.transformers.convert_bert`), which kerasbert/hf/importing.py feeds
   from its own reader of the checkpoint (tests/test_transformers_bridge.py).
@@ -70,6 +73,13 @@ def word_split_patterns() -> tuple[str, str]:
     from keras_hub.src.tokenizers import word_piece_tokenizer as tokenizer
 
     return tokenizer.WHITESPACE_PUNCTUATION_AND_CJK_REGEX, tokenizer.PUNCTUATION_AND_CJK_REGEX
+
+
+def preset_config(preset: str) -> dict:
+    """The config.json of a keras-hub preset (a folder or a handle), read as `from_preset` reads it."""
+    from keras_hub.src.utils.preset_utils import CONFIG_FILE, load_json
+
+    return load_json(preset, CONFIG_FILE)
 
 
 def convert_bert_weights(backbone, loader, transformers_config: dict) -> None:

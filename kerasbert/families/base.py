@@ -16,7 +16,7 @@ kerasbert/families/ tests a task's kind.
                  head_names, head_order, head_difference, has_confusion
     serving      serving_functions, tracked, row_costs, warmup_inputs
     transformers architecture, transformers_head, transformers_labels, head_from_transformers,
-                 head_to_transformers
+                 head_to_transformers, transformers_difference
 and, of a `TokenFamily` (tags, span): read_training, graph and features (its words or windows,
 made once), decoder, signatures and predict (decoded in the graph, as the export serves it); of a
 `SentenceFamily` (kerasbert/families/sentence.py): head_output_from, prediction, serving_outputs,
@@ -224,6 +224,11 @@ class Family:
     def head_to_transformers(self, task, weight, bias):
         """kerasbert's (units, hidden) rows as transformers' head rows."""
         return weight, bias
+
+    def transformers_difference(self, task) -> str:
+        """Where transformers' pipeline on the exported folder will answer otherwise than the
+        task's signatures, said in one line ("": nowhere)."""
+        return ""
 
 
 class TokenFamily(Family):

@@ -139,6 +139,14 @@ class Tagging(TokenFamily):
     def per_class(self, task, references, predictions):
         return entity_report(references, predictions)
 
+    def transformers_difference(self, task):
+        if task.settings.words == "punctuation":
+            return ""
+        return (f"task {task.name!r} serves words split at spaces; transformers' pipeline will split words at "
+                f"punctuation too ('U.S.' is 4 words, 'O'Gorman' 3), so its entities differ on such words: "
+                f"declare the task with words: \"punctuation\" (--set tasks.{task.name}.words=punctuation) to "
+                "serve words as it does")
+
     def prediction_row(self, task, example, reference, prediction):
         return [example.line, " ".join(reference), " ".join(prediction)]
 

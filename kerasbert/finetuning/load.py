@@ -15,6 +15,7 @@ import keras
 from kerasbert.config import FinetuneConfig, load_config
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.model import MultitaskBert
+from kerasbert.models.encoder import BertEncoder
 from kerasbert.tokenization import load_tokenizer
 
 
@@ -32,7 +33,8 @@ def load_finetuned(model_dir: str):
                                     "pipelines.finetune")
     config = load_config(FinetuneConfig, os.path.join(model_dir, "config.json"))
     model = keras.models.load_model(os.path.join(model_dir, "model.keras"), compile=False,
-                                    custom_objects={"kerasbert>MultitaskBert": MultitaskBert})
+                                    custom_objects={"kerasbert>MultitaskBert": MultitaskBert,
+                                                    "kerasbert>BertEncoder": BertEncoder})
     preprocessor = TaskPreprocessor(load_tokenizer(os.path.join(model_dir, "encoder")),
                                     config.data.max_sequence_length, config.heads.pair_encoder,
                                     sts_encoder=config.heads.sts_encoder)

@@ -4,7 +4,8 @@ safetensors, sharded or not) under one naming, and its WordPiece tokenizer.
 What is read, and refused with one DataError naming the folder (and, as kerasbert/hf/checks.py
 says, whatever the files cannot fill: sizes, shards, dtypes, NaNs, tokens):
     config.json                 model_type "bert" and one of ARCHITECTURES (RoBERTa, DistilBERT,
-                                ... and a bare BertModel are refused, naming what is supported)
+                                ... and a bare BertModel are refused, naming what is supported);
+                                hidden_act a GELU: "gelu" (exact) or its tanh approximation
     model.safetensors           or model.safetensors.index.json and its shards (a PyTorch-only
                                 pytorch_model.bin is refused: transformers' save_pretrained
                                 writes safetensors by default)
@@ -30,15 +31,12 @@ import numpy as np
 
 from kerasbert.errors import DataError
 from kerasbert.hf import checks
+from kerasbert.models.encoder import transformers_activation
 
 ARCHITECTURES = ("BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering")
 # Each head's weights, and how many rows its weight has (from the config).
 HEAD_WEIGHTS = {"BertForSequenceClassification": "classifier", "BertForTokenClassification": "classifier",
                 "BertForQuestionAnswering": "qa_outputs"}
-# transformers' names of the GELU kerasbert's encoder computes (keras-hub's tanh approximation),
-# and of the exact one, which it approximates (differences of about 1e-4 in the logits).
-TANH_GELU = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
-ACTIVATIONS = ("gelu", *TANH_GELU)
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
@@ -60,6 +58,11 @@ class TransformersCheckpoint:
     @property
     def head_name(self) -> str:
         return HEAD_WEIGHTS[self.architecture]
+
+    @property
+    def activation(self) -> str:
+        """The encoder activation (BertEncoder's name) of config.json's hidden_act (transformers' default "gelu")."""
+        return transformers_activation(self.config.get("hidden_act", "gelu"), self.folder)
 
     def labels(self) -> list[str]:
         """id2label's names in id order (transformers' LABEL_i where the config has none)."""
@@ -122,9 +125,7 @@ def _read_config(folder: str) -> dict:
         raise DataError(f"{folder}: a {config.get('model_type')!r} checkpoint ({architecture}); {supported}")
     if architecture not in ARCHITECTURES:
         raise DataError(f"{folder}: architecture {architecture}; {supported}")
-    if config.get("hidden_act", "gelu") not in ACTIVATIONS:
-        raise DataError(f"{folder}: hidden_act {config['hidden_act']!r}; kerasbert's encoder computes GELU "
-                        f"(one of {ACTIVATIONS})")
+    transformers_activation(config.get("hidden_act", "gelu"), folder)  # a GELU, or one line saying not
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise DataError(f"{folder}: position_embedding_type {config['position_embedding_type']!r}; kerasbert's "
                         "encoder has absolute positions only")

@@ -4,7 +4,9 @@ and `AutoModelFor...from_pretrained` load as they are.
 Each folder holds config.json (architectures, id2label/label2id from the task's names),
 model.safetensors (transformers' weight names, `bert.` prefix, the shared encoder copied into
 each), vocab.txt, tokenizer_config.json (do_lower_case, strip_accents, model_max_length: the
-run's packed length) and special_tokens_map.json. By the task's kind (its family's
+encoder's max positions, 512 for MiniLM; kerasbert's signatures cut a text at the run's packed
+length, transformers' pipeline reads up to model_max_length and cuts there with
+truncation=True) and special_tokens_map.json. By the task's kind (its family's
 `architecture`, `transformers_head`, `transformers_labels`, `head_to_transformers`):
 
     classes, pair_classes  BertForSequenceClassification, one label per class
@@ -18,8 +20,9 @@ run's packed length) and special_tokens_map.json. By the task's kind (its family
     span                   BertForQuestionAnswering, qa_outputs rows start, end
 Sentence heads must read the [CLS] pooler (heads.pooling "cls") through a cross-encoder, as
 transformers' do: a run with mean pooling, or a bi-encoder pair head, is refused naming the
-task. The activation is written as "gelu_new", the tanh GELU kerasbert computes, so
-transformers gives kerasbert's outputs (to float rounding). config.json also carries the
+task. hidden_act is the activation the encoder computes ("gelu" for an exact-GELU
+`BertEncoder`, "gelu_new" for the tanh one), so transformers gives kerasbert's outputs (to
+float rounding). config.json also carries the
 task's declaration (`kerasbert_task`), which `load_transformers` reads back.
 
 Example:
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 
 import numpy as np
@@ -40,8 +44,11 @@ from kerasbert.compat.keras_hub import block_parts
 from kerasbert.durable import publish
 from kerasbert.errors import ConfigError
 from kerasbert.finetuning.load import load_finetuned
+from kerasbert.models.encoder import activation_of
 from kerasbert.tasks import Task
 
+log = logging.getLogger(__name__)
+HIDDEN_ACT = {"gelu": "gelu", "gelu_approximate": "gelu_new"}  # transformers' name of each encoder activation
 
 
 def encoder_weights(backbone, pooler: bool) -> dict[str, np.ndarray]:
@@ -138,7 +145,7 @@ def transformers_config(model, spec: Task, pad_id: int) -> dict:
         "architectures": [spec.family.architecture], "model_type": "bert",
         "vocab_size": backbone.vocabulary_size, "hidden_size": backbone.hidden_dim,
         "num_hidden_layers": backbone.num_layers, "num_attention_heads": backbone.num_heads,
-        "intermediate_size": backbone.intermediate_dim, "hidden_act": "gelu_new",
+        "intermediate_size": backbone.intermediate_dim, "hidden_act": HIDDEN_ACT[activation_of(backbone)],
         "hidden_dropout_prob": backbone.dropout, "attention_probs_dropout_prob": backbone.dropout,
         "classifier_dropout": model.dropout_rate, "max_position_embeddings": backbone.max_sequence_length,
         "type_vocab_size": backbone.num_segments, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
@@ -152,12 +159,15 @@ def transformers_config(model, spec: Task, pad_id: int) -> dict:
     return config
 
 
-def tokenizer_files(tokenizer, sequence_length: int) -> dict[str, dict]:
+def tokenizer_files(tokenizer, max_positions: int) -> dict[str, dict]:
+    """tokenizer_config.json and special_tokens_map.json; model_max_length is the encoder's
+    position table (`max_positions`, 512 for MiniLM), the longest input transformers can read,
+    not the run's packed length (which transformers' pipeline would exceed with a warning)."""
     special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                "mask_token": "[MASK]"}
     settings = {"tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.lowercase,
                 "strip_accents": None if tokenizer.strip_accents == tokenizer.lowercase else tokenizer.strip_accents,
-                "tokenize_chinese_chars": True, "model_max_length": sequence_length, **special}
+                "tokenize_chinese_chars": True, "model_max_length": max_positions, **special}
     return {"tokenizer_config.json": settings, "special_tokens_map.json": special}
 
 
@@ -174,7 +184,7 @@ def write_task_folder(model, preprocessor, task: str, folder: str) -> str:
     save_file({name: np.ascontiguousarray(value, np.float32) for name, value in tensors.items()},
               os.path.join(partial, "model.safetensors"), metadata={"format": "pt"})
     files = {"config.json": transformers_config(model, spec, preprocessor.ids["pad"]),
-             **tokenizer_files(tokenizer, spec.family.sequence_length(spec, preprocessor.sequence_length))}
+             **tokenizer_files(tokenizer, model.backbone.max_sequence_length)}
     for name, content in files.items():
         with open(os.path.join(partial, name), "w", encoding="utf-8") as f:
             json.dump(content, f, indent=2)
@@ -204,5 +214,9 @@ def export_transformers(model_dir, export_base: str, tasks=None) -> dict[str, st
     if refused:
         raise ConfigError("; ".join(f"task {task!r}: {reason}" for task, reason in refused.items())
                           + " (export the others with kerasbert.export_transformers(..., tasks=[...]))")
+    for task in tasks:
+        difference = model.task_specs[task].family.transformers_difference(model.task_specs[task])
+        if difference:
+            log.warning(difference)
     os.makedirs(export_base, exist_ok=True)
     return {task: write_task_folder(model, preprocessor, task, os.path.join(export_base, task)) for task in tasks}

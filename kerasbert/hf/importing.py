@@ -13,9 +13,9 @@ A folder kerasbert wrote (kerasbert/hf/exporting.py) carries its task's declarat
 config.json (`kerasbert_task`), so the kind, the classes and a score's range come back as they
 were. Sentence heads read the [CLS] pooler (heads.pooling "cls"), as transformers' do; the
 packed length is the config's max_position_embeddings, at most 512, unless `sequence_length`
-says. The encoder's weights go through keras-hub's converter; kerasbert's encoder computes
-keras-hub's tanh GELU, so a checkpoint trained with the exact one ("gelu") answers within about
-0.1% of its outputs' range of transformers' answers (tests/test_transformers_bridge.py).
+says. The encoder's weights go through keras-hub's converter into a `BertEncoder` computing the
+checkpoint's `hidden_act` ("gelu": exact; "gelu_new", "gelu_pytorch_tanh": tanh), so its answers
+are transformers' to float rounding (tests/test_transformers_bridge.py).
 
 A run folder holds config.json, model.keras and encoder/ (weights and tokenizer), as a
 fine-tuning run's: continue fine-tuning from it with `pipelines.finetune --init_checkpoint RUN`
@@ -44,6 +44,7 @@ from kerasbert.families.tagging_task import TaggingSettings
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.hf.checkpoint import TransformersCheckpoint, read_checkpoint
+from kerasbert.models.encoder import BertEncoder
 from kerasbert.tasks import Task
 
 # The default task of each architecture: (name, head), so the export's signatures are these heads.
@@ -143,11 +144,11 @@ def load_transformers(checkpoint: str, task: str | None = None, pair: bool = Fal
                             data=FinetuneDataConfig(max_sequence_length=sequence_length_of(read, sequence_length)),
                             heads=HeadsConfig(pooling="cls", dropout=hf.get("classifier_dropout")
                                               or hf.get("hidden_dropout_prob", 0.1)))
-    backbone = keras_hub.models.BertBackbone(
+    backbone = BertEncoder(
         vocabulary_size=hf["vocab_size"], num_layers=hf["num_hidden_layers"], num_heads=hf["num_attention_heads"],
         hidden_dim=hf["hidden_size"], intermediate_dim=hf["intermediate_size"],
         dropout=hf.get("hidden_dropout_prob", 0.1), max_sequence_length=hf["max_position_embeddings"],
-        num_segments=hf.get("type_vocab_size", 2))
+        num_segments=hf.get("type_vocab_size", 2), activation=read.activation)
     convert_bert_weights(backbone, WeightReader(read), hf)
     model = MultitaskBert(backbone, tasks=tuple(config.tasks.values()), pooling="cls", dropout=config.heads.dropout)
     model.build()

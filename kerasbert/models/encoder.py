@@ -3,7 +3,10 @@
 `BertBackbone` is a functional model: token + position + segment embeddings,
 post-LN transformer blocks and a tanh pooler on `[CLS]`. It takes
 `{"token_ids", "segment_ids", "padding_mask"}` and returns
-`{"sequence_output", "pooled_output"}`.
+`{"sequence_output", "pooled_output"}`. Its feed-forward activation is the tanh
+approximation of GELU; `BertEncoder` is the same backbone with the activation named
+("gelu": the exact, erf one that BERT and most transformers checkpoints were trained
+with), which `load_encoder` builds for a Hugging Face folder from its `hidden_act`.
 
 Example:
     >>> encoder = build_encoder("tiny", vocabulary_size=100)  # or a ModelConfig
@@ -12,16 +15,83 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 
 import keras
 import keras_hub
 import numpy as np
 
+from kerasbert.compat.keras_hub import block_parts, preset_config
 from kerasbert.config import ModelConfig
+from kerasbert.errors import DataError
 from kerasbert.tokenization import checkpoint_source
 
 TOKEN_EMBEDDING_STDDEV = 0.02  # keras-hub's bert_kernel_initializer
+
+
+# The encoder's feed-forward activations, by the name BertEncoder's config keeps.
+ACTIVATIONS = {"gelu": keras.activations.gelu,  # exact: x * Phi(x), with erf
+               "gelu_approximate": functools.partial(keras.activations.gelu, approximate=True)}  # tanh: keras-hub's
+# transformers' hidden_act names (activations.py ACT2FN) of those two.
+TRANSFORMERS_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_pytorch_tanh": "gelu_approximate",
+                            "gelu_fast": "gelu_approximate"}
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class BertEncoder(keras_hub.models.BertBackbone):
+    """keras-hub's `BertBackbone` whose feed-forward activation is `activation`: "gelu" (exact)
+    or "gelu_approximate" (tanh, what `BertBackbone` computes, and the default, so a
+    `BertBackbone` config loads as the same model). The name is in `get_config`, so a run or
+    export saved with it computes it again.
+
+    Example:
+        >>> encoder = BertEncoder(vocabulary_size=15, num_layers=1, num_heads=2, hidden_dim=8,
+        ...                       intermediate_dim=16, activation="gelu")
+        >>> encoder.get_config()["activation"]
+        'gelu'
+    """
+
+    def __init__(self, *args, activation: str = "gelu_approximate", **kwargs):
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}. Received: activation={activation!r}")
+        super().__init__(*args, **kwargs)
+        # keras-hub builds its blocks with the tanh GELU; the Dense applies its activation when
+        # called, so setting it here changes what every later call (and the unpadded path) computes.
+        for block in self.transformer_layers:
+            block_parts(block).intermediate.activation = ACTIVATIONS[activation]
+        self.activation = activation
+
+    def get_config(self):
+        return {**super().get_config(), "activation": self.activation}
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class BertEncoderTokenizer(keras_hub.models.BertTokenizer):
+    """BERT's WordPiece tokenizer, as keras-hub's `BertTokenizer.from_preset` finds it for a
+    preset whose backbone is a `BertEncoder` (it looks the tokenizer up by the backbone's class)."""
+
+    backbone_cls = BertEncoder
+
+
+def activation_of(encoder) -> str:
+    """The name of the activation `encoder` computes ("gelu_approximate" for a plain `BertBackbone`,
+    as a run saved before `BertEncoder` has, and loads as it computed it).
+
+    Example:
+        >>> from kerasbert.finetuning.load import load_finetuned
+        >>> activation_of(load_finetuned(run_dir)[1].backbone)  # a tiny run of build_encoder's BertBackbone
+        'gelu_approximate'
+    """
+    return getattr(encoder, "activation", "gelu_approximate")
+
+
+def transformers_activation(hidden_act: str, where: str) -> str:
+    """kerasbert's name of transformers' `hidden_act`; DataError naming `where` for another one."""
+    if hidden_act not in TRANSFORMERS_ACTIVATIONS:
+        raise DataError(f"{where}: hidden_act {hidden_act!r}; kerasbert's encoder computes GELU, exact (\"gelu\") or "
+                        f"its tanh approximation ({', '.join(repr(n) for n in TRANSFORMERS_ACTIVATIONS if n != 'gelu')})")
+    return TRANSFORMERS_ACTIVATIONS[hidden_act]
 
 
 def bert_initializer() -> keras.initializers.Initializer:
@@ -97,7 +167,8 @@ def load_encoder(checkpoint: str, dtype=None) -> keras_hub.models.BertBackbone:
     """Loads an encoder from a keras-hub preset: a local folder (a kerasbert output's
     `encoder/`, a keras-hub preset, or a Hugging Face BERT folder with `config.json`
     and `model.safetensors`), or a hub handle such as `bert_base_en_uncased` or
-    `hf://google-bert/bert-base-uncased` when online.
+    `hf://google-bert/bert-base-uncased` when online. A Hugging Face checkpoint gives a
+    `BertEncoder` computing its `hidden_act` (all-MiniLM-L6-v2's: the exact "gelu").
 
     Example:
         >>> encoder = load_encoder(f"{run_dir}/encoder")  # a pipelines.finetune (or pretrain) output's
@@ -106,4 +177,13 @@ def load_encoder(checkpoint: str, dtype=None) -> keras_hub.models.BertBackbone:
     """
     if os.path.sep in checkpoint and not os.path.isdir(checkpoint):
         raise FileNotFoundError(f"{checkpoint}: checkpoint folder not found")
-    return keras_hub.models.BertBackbone.from_preset(checkpoint_source(checkpoint), dtype=dtype)
+    source = checkpoint_source(checkpoint)
+    encoder = keras_hub.models.BertBackbone.from_preset(source, dtype=dtype)
+    hf = preset_config(source)
+    if "model_type" not in hf:  # a Keras preset: its config names its class and activation
+        return encoder
+    # keras-hub's converter builds a BertBackbone (tanh GELU) whatever the checkpoint says
+    named = BertEncoder.from_config({**encoder.get_config(), "activation": transformers_activation(
+        hf.get("hidden_act", "gelu"), os.path.join(checkpoint, "config.json"))})
+    named.set_weights(encoder.get_weights())
+    return named
