@@ -7,7 +7,7 @@ UV_INSTALL := $(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --qui
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-tasks test tfserving-tests bench-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-batch clean
+.PHONY: install demo demo-tasks test tfserving-tests bench-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-batch bench-inference clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -75,7 +75,8 @@ $(PEER_VENV)/.installed:
 	# PYTHONPATH= : pip would take the project's kerasbert.egg-info for an installed package
 	# and warn that TensorFlow is missing from the peer's environment.
 	PYTHONPATH= $(PEER_VENV)/bin/python -m pip install --quiet --upgrade pip
-	PYTHONPATH= $(PEER_VENV)/bin/python -m pip install --quiet torch==2.13.0 transformers==5.24.0 numpy
+	PYTHONPATH= $(PEER_VENV)/bin/python -m pip install --quiet torch==2.13.0 transformers==5.24.0 numpy \
+		onnxruntime==1.32.0 onnx==1.23.2
 	touch $@
 
 # kerasbert against transformers on the same inputs in one run (pretraining at equal
@@ -122,6 +123,13 @@ bench-hostile: install
 # Needs an export under saved_models/kerasbert (make demo writes one). Writes runs/bench-batch/.
 bench-batch: install
 	$(PY) -m benchmarks.batch --data_dir $(DATA_DIR) --output_dir runs/bench-batch
+
+# Raw text to predictions on the SST-5 dev sentences, batch 1 and 32, one run (~30 min here; the
+# first run also fine-tunes the classifier, ~15 min): kerasbert's exports in process and served
+# (REST, gRPC), transformers' pipeline, ONNX Runtime fp32 and int8. Writes runs/bench-inference/.
+bench-inference: install $(PEER_VENV)/.installed
+	$(PY) -m benchmarks.inference --data_dir $(DATA_DIR) --output_dir runs/bench-inference \
+		--peer_python $(PEER_VENV)/bin/python
 
 clean:
 	rm -rf runs .pytest_cache

@@ -60,6 +60,7 @@ from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.load import load_finetuned
 from kerasbert.op_audit import check_servable_ops
 from kerasbert.packing import ENCODER_KEYS, pack_segments
+from kerasbert.quantize import COMPUTE_DTYPES, serving_precision
 from kerasbert.tasks import Task
 from kerasbert.tokenization import write_vocabulary
 from kerasbert.training.finite import check_finite_weights
@@ -130,8 +131,8 @@ class ServingGraph:
     Packing is `kerasbert.packing.pack_segments`, which gives keras-hub's packer's output in
     a small graph that a server loads fast. The encoder runs over the real tokens only
     (kerasbert/models/unpadded.py), however the model was trained: on the SST-5 dev
-    sentences, 32 to a batch, that halves its work. `compute_dtype` ("bfloat16") runs its
-    matrix products in that type.
+    sentences, 32 to a batch, that halves its work. `compute_dtype` ("bfloat16", or an
+    `Int8Weights` of kerasbert/quantize.py) runs its matrix products in that type.
     """
 
     def __init__(self, model, preprocessor: TaskPreprocessor, compute_dtype: str | None = None):
@@ -220,7 +221,8 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     fine-tuned on one task exports that task's); `config`, if given, travels as `assets/kerasbert_config.json`.
     `compute_dtype="bfloat16"` serves the encoder's matrix products in bfloat16: on CPUs with
     AVX512-BF16 or AMX about 1.5x the sentences/s at batch 32, embeddings within a cosine
-    of 0.9999 of float32's (docs/benchmarks.md); the weights stay float32.
+    of 0.9999 of float32's (docs/benchmarks.md); the weights stay float32. `compute_dtype="int8"`
+    serves them as int8 on oneDNN's quantized kernels (kerasbert/quantize.py).
 
     Example:
         >>> export_model(model, preprocessor, f"{tmp_path}/saved_models/sst2", tasks=("sst",))
@@ -241,9 +243,12 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     archive = ordered_export_archive(model)
     tokenizer(tf.constant(["build"]))  # a Keras layer must be built before it is tracked
     archive.track(tokenizer)  # its WordPiece tables are resources the graph needs
-    if compute_dtype not in (None, "float32", "bfloat16"):
-        raise ConfigError(f"compute_dtype must be float32 or bfloat16. Received: {compute_dtype!r}")
-    functions = serving_functions(model, preprocessor, tasks, None if compute_dtype == "float32" else compute_dtype)
+    if compute_dtype not in (None, *COMPUTE_DTYPES):
+        raise ConfigError(f"compute_dtype must be one of {list(COMPUTE_DTYPES)}. Received: {compute_dtype!r}")
+    precision = serving_precision(model.backbone, compute_dtype)  # kerasbert/quantize.py
+    if isinstance(precision, tf.Module):
+        archive.track(precision)  # the int8 weights: variables of their own
+    functions = serving_functions(model, preprocessor, tasks, precision)
     for spec in model.task_specs.values():  # the token-level families' offset tokenizers: their tables too
         if spec.head in functions:
             for tracked in spec.family.tracked(preprocessor, spec):

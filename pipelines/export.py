@@ -1,7 +1,7 @@
 """Export a fine-tuned model as a versioned SavedModel for TensorFlow Serving.
 
     python -m pipelines.export --model_dir runs/finetune --export_base saved_models/kerasbert [--version N]
-        [--compute_dtype bfloat16]
+        [--precision {fp32,bf16,int8}]
     python -m pipelines.export --model_dir runs/finetune --format transformers --export_base hf_models/NAME
 
 Writes saved_models/kerasbert/<N>/ (default N: the next integer). Signatures, per task of
@@ -21,6 +21,8 @@ import time
 from kerasbert.console import stage
 from pipelines.common import main_guard, output_folder, pipeline_parser
 
+PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}  # the encoder's compute dtypes
+
 
 def main(argv=None) -> int:
     parser = pipeline_parser("python -m pipelines.export", __doc__)
@@ -32,10 +34,12 @@ def main(argv=None) -> int:
                         help="saved_model: for TF Serving; transformers: BertFor... folders for transformers.")
     parser.add_argument("--version", type=int, default=None,
                         help="Version number (default: one more than the highest present).")
-    parser.add_argument("--compute_dtype", default="float32", choices=("float32", "bfloat16"),
-                        help="Type of the encoder's matrix products when served. bfloat16: about 1.5x "
+    parser.add_argument("--precision", "--compute_dtype", dest="precision", default="fp32",
+                        choices=(*PRECISIONS, *PRECISIONS.values()),
+                        help="Type of the encoder's matrix products when served. bf16 (bfloat16): about 1.5x "
                              "throughput on CPUs with AVX512-BF16 or AMX, embeddings within a cosine of "
-                             "0.9999; weights stay float32.")
+                             "0.9999; weights stay float32. int8: int8 weights and oneDNN's quantized "
+                             "kernels (kerasbert/quantize.py; docs/benchmarks.md for speed and accuracy).")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     # At once: TensorFlow's import and the run's load take most of an export's first minute.
@@ -49,7 +53,8 @@ def main(argv=None) -> int:
             return
         from kerasbert.export import export_saved_model
         from kerasbert.op_audit import audit_ops
-        path = export_saved_model(args.model_dir, args.export_base, args.version, args.compute_dtype)
+        path = export_saved_model(args.model_dir, args.export_base, args.version,
+                                  PRECISIONS.get(args.precision, args.precision))
         stage(f"exported {path}", started)
         print(f"== {audit_ops(path).summary()}")  # export refused any other (pipelines.audit_ops)
 

@@ -144,12 +144,13 @@ def test_an_export_killed_mid_write_leaves_nothing_a_server_would_load(tmp_path)
     assert os.listdir(base) == ["1"]
 
 
-def test_a_bfloat16_export_serves_close_to_float32(tmp_path):
+@pytest.mark.parametrize("compute_dtype, min_cosine", [("bfloat16", 0.999), ("int8", 0.99)])
+def test_a_reduced_precision_export_serves_close_to_float32(tmp_path, compute_dtype, min_cosine):
     model, pre = tiny_model_dir(str(tmp_path / "run"), "cross")
-    path = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"), compute_dtype="bfloat16")
+    path = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"), compute_dtype=compute_dtype)
     served = tf.saved_model.load(path).signatures["embed"](text=tf.constant(TEXTS_A))["embedding"].numpy()
     expected = model.embed(pre.pack(tf.constant(TEXTS_A))).numpy()
     cosine = np.sum(served * expected, -1) / np.linalg.norm(served, axis=-1) / np.linalg.norm(expected, axis=-1)
-    assert cosine.min() > 0.999 and np.abs(served - expected).max() > 1e-6  # close, and really bfloat16
-    with pytest.raises(ValueError, match="float32 or bfloat16"):
+    assert cosine.min() > min_cosine and np.abs(served - expected).max() > 1e-6  # close, and really reduced
+    with pytest.raises(ValueError, match="compute_dtype must be one of"):
         export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"), compute_dtype="float16")

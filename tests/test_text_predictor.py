@@ -31,3 +31,11 @@ def test_predictions_equal_the_saved_models_signatures(tiny_export):
         predictor.predict("ner", TEXTS_A)
     with pytest.raises(ConfigError, match="'sts' takes 2 list"):
         predictor.predict("sts", TEXTS_A)
+
+
+def test_an_int8_predictor_embeds_close_to_float32(tiny_export):
+    run, _ = tiny_export
+    exact = TextPredictor.from_run(run).predict("embed", TEXTS_A)["embedding"]
+    found = TextPredictor.from_run(run, compute_dtype="int8").predict("embed", TEXTS_A)["embedding"]
+    cosine = np.sum(found * exact, -1) / np.linalg.norm(found, axis=-1) / np.linalg.norm(exact, axis=-1)
+    assert cosine.min() > 0.99 and np.abs(found - exact).max() > 1e-6  # close, and really int8

@@ -20,6 +20,7 @@ from kerasbert.errors import ConfigError
 from kerasbert.export import serving_functions
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.load import load_finetuned
+from kerasbert.quantize import serving_precision
 
 
 class TextPredictor:
@@ -46,7 +47,9 @@ class TextPredictor:
             task = next(iter(model.task_specs.values()))
             text = tf.constant(["a"])
             model(preprocessor(task, text, text))
-        functions = serving_functions(model, preprocessor, compute_dtype=compute_dtype)
+        # "int8": the backbone's int8 weights (kerasbert/quantize.py), as an int8 export holds them
+        precision = serving_precision(model.backbone, compute_dtype)
+        functions = serving_functions(model, preprocessor, compute_dtype=precision)
         self.signatures = {name: spec.head for name, spec in model.task_specs.items()}
         self.signatures.update({head: head for head in list(self.signatures.values()) + ["embed"]})
         self._functions = {name: (tf.function(functions[name][0], input_signature=functions[name][1], autograph=False),

@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from kerasbert.compat import keras as keras_compat
 from kerasbert.compat import keras_hub as keras_hub_compat
+from kerasbert.quantize import Int8Weights, kernel_matrix, query_key_value_weights
 
 _MASKED = -1e9  # keras' softmax adds this to masked scores
 
@@ -56,12 +57,11 @@ def _product(x, kernel, compute_dtype=None):
 
 
 def _dense(x, layer, compute_dtype=None):
-    """A Dense or EinsumDense projection on (tokens, in): kernels (in, ...) or (heads, head_dim, out)."""
-    kernel, bias = layer.kernel, layer.bias
-    if kernel.shape.rank == 3 and layer.name == "attention_output":  # (heads, head_dim, hidden)
-        kernel = tf.reshape(kernel, [-1, kernel.shape[-1]])
-    else:
-        kernel = tf.reshape(kernel, [kernel.shape[0], -1])
+    """A Dense or EinsumDense projection on (tokens, in): kernels (in, ...) or (heads, head_dim, out);
+    with `compute_dtype` an `Int8Weights` (kerasbert/quantize.py), its int8 product."""
+    if isinstance(compute_dtype, Int8Weights):
+        return compute_dtype.dense(x, layer)
+    kernel, bias = kernel_matrix(layer), layer.bias
     # bias_add rather than +: oneDNN's graph rewrite fuses MatMul, BiasAdd and a GELU after
     # them into one op (with +, the feed-forward's GELU ran as five element-wise passes).
     return tf.nn.bias_add(_product(x, kernel, compute_dtype), tf.reshape(bias, [-1]))
@@ -129,10 +129,9 @@ ROWS_PER_CHUNK = 4  # rows whose attention one step of `_attention_in_chunks` co
 def _query_key_value(x, layer, compute_dtype):
     """(tokens, 3 * hidden): the scaled query, the key and the value of each token from one
     product with the three kernels side by side (one wider matmul runs faster than three)."""
-    query_scale = 1.0 / math.sqrt(layer.query_dense.kernel.shape[-1])  # scaled as keras scales the query
-    parts = ((layer.query_dense, query_scale), (layer.key_dense, 1.0), (layer.value_dense, 1.0))
-    kernel = tf.concat([tf.reshape(d.kernel, [d.kernel.shape[0], -1]) * scale for d, scale in parts], axis=1)
-    bias = tf.concat([tf.reshape(d.bias, [-1]) * scale for d, scale in parts], axis=0)
+    if isinstance(compute_dtype, Int8Weights):
+        return compute_dtype.query_key_value(x, layer)
+    kernel, bias = query_key_value_weights(layer)
     return tf.nn.bias_add(_product(x, kernel, compute_dtype), bias)
 
 
@@ -182,8 +181,9 @@ def encode_tokens(backbone, inputs: dict, training: bool = False,
     """The final hidden state of each real token, (tokens, hidden), and where they are.
 
     `compute_dtype="bfloat16"` runs the projections' products in bfloat16 (twice the
-    float32 rate on CPUs with AVX512-BF16 or AMX); sums, LayerNorms, softmax and the
-    residual stream stay float32."""
+    float32 rate on CPUs with AVX512-BF16 or AMX); an `Int8Weights` (kerasbert/quantize.py)
+    runs them in int8 on oneDNN's kernels; sums, LayerNorms, softmax and the residual
+    stream stay float32."""
     tokens = Tokens(inputs["padding_mask"])
     # (tokens,); cast as keras' Embedding casts (Keras builds models on float placeholders)
     ids, segments = (tf.cast(tokens.gather(inputs[name]), tf.int32) for name in ("token_ids", "segment_ids"))
