@@ -72,6 +72,18 @@ def tiny_export(tmp_path_factory):
     return str(folder / "run"), export_saved_model(str(folder / "run"), str(folder / "exports"))
 
 
+@pytest.fixture(scope="session")
+def tiny_families(tmp_path_factory):
+    """A tiny random `entities` and `answer` export (tests/helpers.py tiny_families_export),
+    made once per test process for every test that serves, batches or loads it: (version folder
+    `<base>/families/1`, the in-memory model's {"entities", "answer"} functions). Read it; a
+    test that changes it copies it first."""
+    from helpers import tiny_families_export
+
+    path = tmp_path_factory.mktemp("tiny_families") / "families" / "1"
+    return str(path), tiny_families_export(path)
+
+
 @pytest.fixture
 def tiny_tokenizer():
     from kerasbert.tokenization import make_tokenizer

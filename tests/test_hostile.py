@@ -970,16 +970,6 @@ def test_what_a_call_asks_beside_what_it_holds_fails_at_once_if_it_can_never_fit
 # === Issue 70, the last two findings: what a text row really costs ==========================
 
 
-@pytest.fixture(scope="module")
-def families(tmp_path_factory):
-    """A tiny export of `entities` (16 tokens) and `answer` (windows of 16 tokens at stride 4,
-    at most 3): (version folder, its in-memory functions)."""
-    from helpers import tiny_families_export
-
-    path = tmp_path_factory.mktemp("families") / "families" / "1"
-    return str(path), tiny_families_export(path)
-
-
 def recorded(servable) -> list[tuple[int, int]]:
     """(rows, its longest string's bytes) of each call of `servable`'s model, as it runs."""
     calls, run = [], servable.run
@@ -1007,7 +997,7 @@ def same_outputs(got: dict, want: dict) -> bool:
         for k in got)
 
 
-def test_entities_memory_grows_with_one_text_not_its_square_and_a_text_costs_its_bytes(families):
+def test_entities_memory_grows_with_one_text_not_its_square_and_a_text_costs_its_bytes(tiny_families):
     """Finding 1: `entities` copied a word once per word piece (a 0.1 MB word of one-character
     pieces: 18,667 copies, +3.5 GiB; 0.3 MB killed the server), and the server counted every
     string as 128 tokens, so a 200k-word row was batched with 127 others. Now the graph reads
@@ -1018,7 +1008,7 @@ def test_entities_memory_grows_with_one_text_not_its_square_and_a_text_costs_its
     from serving.session import ModelWorkLimits
     from serving.status import InvalidArgument
 
-    path, functions = families
+    path, functions = tiny_families
     # One 0.02 MB word of one-character pieces, measured by bench-hostile's own tool.
     measured = json.loads(subprocess.run(
         [sys.executable, "-m", "benchmarks.call_memory", "--version_dir", path, "--signature", "entities",
@@ -1044,7 +1034,7 @@ def test_entities_memory_grows_with_one_text_not_its_square_and_a_text_costs_its
         session.close()
 
 
-def test_answer_is_cut_by_its_windows_and_a_row_over_one_call_is_refused(families):
+def test_answer_is_cut_by_its_windows_and_a_row_over_one_call_is_refused(tiny_families):
     """Finding 2: a row of `answer` becomes up to max_windows windows, but the server counted
     it as one string of 128 tokens: 128 rows of 16-window contexts were one call of 2,048
     windows (166 s of CPU, 8.5 GiB). Now a row costs its context's windows as its bytes bound
@@ -1055,7 +1045,7 @@ def test_answer_is_cut_by_its_windows_and_a_row_over_one_call_is_refused(familie
     from serving.session import ModelWorkLimits
     from serving.status import InvalidArgument
 
-    path, functions = families
+    path, functions = tiny_families
     servable = Servable("families", 1, path)
     calls = recorded(servable)
     context = "the cat sat on the mat the dog ran fast on the mat the cat sat"  # 16 pieces: 3 windows
