@@ -981,14 +981,23 @@ def recorded(servable) -> list[tuple[int, int]]:
     return calls
 
 
-def sessions(limits):
-    """A direct session and a batching one (splitting large requests), both at `limits`."""
+@pytest.fixture
+def sessions():
+    """sessions(limits): a direct session and a batching one (splitting large requests), both at
+    `limits`; the batching ones are closed (their threads stopped) after the test."""
     from serving.batching import BatchingSession, parse_batching_parameters
     from serving.session import DirectSession
 
-    return {"direct": DirectSession(limits), "batching": BatchingSession(parse_batching_parameters(
-        "max_batch_size { value: 256 } enable_large_batch_splitting { value: true } "
-        "max_execution_batch_size { value: 256 } num_batch_threads { value: 1 }"), limits)}
+    opened = []
+
+    def at(limits):
+        opened.append(BatchingSession(parse_batching_parameters(
+            "max_batch_size { value: 256 } enable_large_batch_splitting { value: true } "
+            "max_execution_batch_size { value: 256 } num_batch_threads { value: 1 }"), limits))
+        return {"direct": DirectSession(limits), "batching": opened[-1]}
+    yield at
+    for batching in opened:
+        batching.close()
 
 
 def same_outputs(got: dict, want: dict) -> bool:
@@ -997,7 +1006,7 @@ def same_outputs(got: dict, want: dict) -> bool:
         for k in got)
 
 
-def test_entities_memory_grows_with_one_text_not_its_square_and_a_text_costs_its_bytes(tiny_families):
+def test_entities_memory_grows_with_one_text_not_its_square_and_a_text_costs_its_bytes(tiny_families, sessions):
     """Finding 1: `entities` copied a word once per word piece (a 0.1 MB word of one-character
     pieces: 18,667 copies, +3.5 GiB; 0.3 MB killed the server), and the server counted every
     string as 128 tokens, so a 200k-word row was batched with 127 others. Now the graph reads
@@ -1034,7 +1043,7 @@ def test_entities_memory_grows_with_one_text_not_its_square_and_a_text_costs_its
         session.close()
 
 
-def test_answer_is_cut_by_its_windows_and_a_row_over_one_call_is_refused(tiny_families):
+def test_answer_is_cut_by_its_windows_and_a_row_over_one_call_is_refused(tiny_families, sessions):
     """Finding 2: a row of `answer` becomes up to max_windows windows, but the server counted
     it as one string of 128 tokens: 128 rows of 16-window contexts were one call of 2,048
     windows (166 s of CPU, 8.5 GiB). Now a row costs its context's windows as its bytes bound
