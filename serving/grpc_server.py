@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 
 import grpc
@@ -396,6 +397,41 @@ def call_slots(max_threads: int, options: dict) -> int:
     return max_threads + 2 * options["grpc.max_concurrent_streams"]
 
 
+class PooledServer:
+    """A started grpc.Server whose WorkerPool ends with it: grpc leaves a server's executor to
+    its owner, and a pool never shut down keeps its threads, waiting, for the life of the
+    process (an in-process server's in a test session). Every other attribute is the server's.
+
+    Example:
+        >>> pool = WorkerPool(2, "grpc")
+        >>> server = PooledServer(grpc.server(pool), pool)
+        >>> server.start()
+        >>> server.stop(0).wait(5)
+        True
+        >>> server.pool_stopped.wait(5) and not any(thread.is_alive() for thread in pool._threads)
+        True
+    """
+
+    def __init__(self, server: grpc.Server, pool: WorkerPool):
+        self._server, self._pool = server, pool
+        self.pool_stopped = threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self._server, name)
+
+    def stop(self, grace):
+        """grpc.Server.stop; once the server has stopped (no call left to hand the pool), the
+        pool's threads end."""
+        stopped = self._server.stop(grace)
+
+        def end_pool():
+            stopped.wait()
+            self._pool.shutdown(wait=True)
+            self.pool_stopped.set()
+        threading.Thread(target=end_pool, name="grpc-pool-end", daemon=True).start()
+        return stopped
+
+
 def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerBudgets, host: str = "127.0.0.1",
                      max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024, max_receive_bytes: int = 0,
                      channel_arguments: list[tuple] | None = None, metrics: ServingMetrics | None = None,
@@ -426,7 +462,8 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
     # would share it and split the traffic between two servers).
     options = {"grpc.max_receive_message_length": receive, "grpc.max_send_message_length": max_message_bytes,
                "grpc.so_reuseport": 0, **connection_options(max_connections), **dict(channel_arguments or [])}
-    server = grpc.server(WorkerPool(max_threads, "grpc"), options=list(options.items()),
+    pool = WorkerPool(max_threads, "grpc")
+    server = grpc.server(pool, options=list(options.items()),
                          maximum_concurrent_rpcs=call_slots(max_threads, options),
                          interceptors=[DecodeInServicer(budgets.decoding)])
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
@@ -450,11 +487,15 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
             raise OSError(f"cannot listen for gRPC on {address}")
         return bound
 
-    bound = listen(f"{host}:{port}") if port else 0
-    if socket_path:
-        listen(f"unix:{socket_path}")
-    server.start()
+    try:
+        bound = listen(f"{host}:{port}") if port else 0
+        if socket_path:
+            listen(f"unix:{socket_path}")
+        server.start()
+    except BaseException:
+        pool.shutdown(wait=False)  # a server that never started leaves no threads either
+        raise
     if health_servicer is not None:
         for service in ("ModelService", "PredictionService"):
             health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    return server, bound, health_servicer
+    return PooledServer(server, pool), bound, health_servicer

@@ -72,6 +72,18 @@ def tiny_export(tmp_path_factory):
     return str(folder / "run"), export_saved_model(str(folder / "run"), str(folder / "exports"))
 
 
+@pytest.fixture(scope="session")
+def tiny_families(tmp_path_factory):
+    """A tiny random `entities` and `answer` export (tests/helpers.py tiny_families_export),
+    made once per test process for every test that serves, batches or loads it: (version folder
+    `<base>/families/1`, the in-memory model's {"entities", "answer"} functions). Read it; a
+    test that changes it copies it first."""
+    from helpers import tiny_families_export
+
+    path = tmp_path_factory.mktemp("tiny_families") / "families" / "1"
+    return str(path), tiny_families_export(path)
+
+
 @pytest.fixture
 def tiny_tokenizer():
     from kerasbert.tokenization import make_tokenizer
@@ -144,3 +156,69 @@ def task_files_overrides(files) -> list[str]:
     """`small_task_files` as `--set data.<split>_files.<task>=<path>` overrides."""
     return [f"data.{section}.{task}={path}" for section, paths in task_files_config(files).items()
             for task, path in paths.items()]
+
+
+# --- No test file leaves a thread behind -------------------------------------------------------
+# In-process servers (serving_helpers.Server, ModelManager, BatchingSession, RestServer, gRPC
+# servers and channels) run threads in the pytest worker. One left running holds its models,
+# its pools and their memory for the rest of the session: each file must stop what it starts.
+# Counted: threads running the project's code (its packages, the tests' modules) or grpc's;
+# other libraries' pools (TensorFlow's, Beam's) are theirs to keep. Threads that
+# session-scoped fixtures start live as long as the session, and are not counted.
+
+_threads_of_session_fixtures: set[int] = set()
+_threads_before_module: dict[str, set[int]] = {}
+_OWN_CODE = ("serving", "kerasbert", "pipelines", "benchmarks", "tests", "grpc", "helpers", "conftest", "test_")
+
+
+def _live_threads() -> dict[int, str]:
+    """{ident: "name (the module.function it runs)"} of each live thread running the project's
+    code or grpc's."""
+    import threading
+
+    threads = {}
+    for thread in threading.enumerate():
+        target = getattr(thread, "_target", None)
+        module = getattr(target, "__module__", None) or ""
+        if thread.is_alive() and module.startswith(_OWN_CODE):
+            threads[thread.ident] = f"{thread.name} ({module}.{getattr(target, '__qualname__', '?')})"
+    return threads
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    before = set(_live_threads()) if fixturedef.scope == "session" else None
+    yield
+    if before is not None:
+        _threads_of_session_fixtures.update(set(_live_threads()) - before)
+
+
+def _file_of(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def pytest_runtest_setup(item):
+    _threads_before_module.setdefault(_file_of(item), set(_live_threads()))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    module = _file_of(item)
+    if nextitem is not None and _file_of(nextitem) == module:
+        return  # the module's own fixtures are still up
+    before = _threads_before_module.pop(module, None)
+    if before is None:
+        return
+    import time
+
+    deadline = time.monotonic() + 5  # a thread told to stop gets a moment to end
+    while True:
+        left = {ident: name for ident, name in _live_threads().items()
+                if ident not in before and ident not in _threads_of_session_fixtures}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    if left:
+        raise AssertionError(f"{module} left {len(left)} thread(s) running after its tests and fixtures ended: "
+                             f"{sorted(set(left.values()))}")

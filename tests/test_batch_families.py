@@ -11,18 +11,16 @@ import numpy as np
 import tensorflow as tf
 
 from conftest import run_module
-from helpers import tiny_families_export
 
 
 def results(prefix):
     return {row["id"].rsplit(":", 1)[1]: row for path in glob.glob(prefix + "-*-of-*.jsonl") for row in map(json.loads, open(path))}
 
 
-def test_entities_and_answer_rows_equal_the_saved_model_and_refusals_are_dead_letters(tmp_path):
+def test_entities_and_answer_rows_equal_the_saved_model_and_refusals_are_dead_letters(tmp_path, tiny_families):
     from kerasbert.batch.handler import SavedModelSignatureHandler
 
-    export = str(tmp_path / "export" / "1")
-    tiny_families_export(export)
+    export = tiny_families[0]
     loaded = tf.saved_model.load(export)
     # The handler's rows (RunInference's batch of 3): each cut to its own entities and words.
     texts = ["the cat sat on the mat .", "dogs ran", "the dog sat on the mat fast the cats ran ."]

@@ -35,8 +35,23 @@ def times_ten(inputs):
     return {"y": inputs["x"] * 10}
 
 
-def session(text):
-    return BatchingSession(parse_batching_parameters(text))
+_opened: list[BatchingSession] = []
+
+
+def session(text, *args, **kwargs):
+    """A BatchingSession of these batching parameters (text format), closed after the test."""
+    made = BatchingSession(parse_batching_parameters(text), *args, **kwargs)
+    _opened.append(made)
+    return made
+
+
+@pytest.fixture(autouse=True)
+def _close_sessions():
+    """Each test's sessions end with it: their batch threads stop (tests/conftest.py checks that
+    no module leaves threads behind)."""
+    yield
+    while _opened:
+        _opened.pop().close()
 
 
 def concurrently(calls):
@@ -196,9 +211,9 @@ def test_max_execution_tokens_bounds_every_batch_as_it_bounds_a_request_alone():
     from serving.session import ModelWorkLimits
 
     fake = Fake(times_ten)
-    batching = BatchingSession(parse_batching_parameters("max_batch_size { value: 64 } num_batch_threads { value: 1 } "
-                                                         "batch_timeout_micros { value: 200000 }"),
-                               ModelWorkLimits(max_request_batch_size=40, max_execution_tokens=256))
+    batching = session("max_batch_size { value: 64 } num_batch_threads { value: 1 } "
+                       "batch_timeout_micros { value: 200000 }",
+                       ModelWorkLimits(max_request_batch_size=40, max_execution_tokens=256))
     x = np.arange(20 * 64).reshape(20, 64)
     assert np.array_equal(batching.run(fake, "sig", {"x": x})["y"], x * 10) and fake.batch_sizes == [4] * 5
     fake.batch_sizes.clear()
@@ -216,9 +231,9 @@ def test_a_batch_holds_no_more_activations_than_a_direct_call_may():
     from serving.session import ModelWorkLimits
 
     fake = Fake(times_ten)
-    batching = BatchingSession(parse_batching_parameters("max_batch_size { value: 64 } num_batch_threads { value: 1 } "
-                                                         "batch_timeout_micros { value: 100000 }"),
-                               ModelWorkLimits(activation_bytes_per_token=64), budget_bytes=8192)
+    batching = session("max_batch_size { value: 64 } num_batch_threads { value: 1 } "
+                       "batch_timeout_micros { value: 100000 }",
+                       ModelWorkLimits(activation_bytes_per_token=64), budget_bytes=8192)
     x = np.arange(3 * 64).reshape(3, 64)
     assert np.array_equal(batching.run(fake, "sig", {"x": x})["y"], x * 10) and fake.batch_sizes == [1, 1, 1]
     batching.close()

@@ -205,7 +205,7 @@ def wait_until(condition, seconds=120):
         time.sleep(0.05)
 
 
-def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, caplog):
+def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, caplog, request):
     import threading
 
     from serving.__main__ import watch_model_config
@@ -219,7 +219,10 @@ def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, ca
     config_file.write_text(one)
     store = ModelManager(parse_model_config_text(one))
     store.poll()
-    threading.Thread(target=watch_model_config, args=(store, str(config_file), 0.05, one), daemon=True).start()
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_model_config, args=(store, str(config_file), 0.05, one, stop), daemon=True)
+    watcher.start()
+    request.addfinalizer(lambda: (stop.set(), watcher.join(10)))  # the watch ends with the test
 
     two = one.replace(" } }", f' model_version_policy {{ all {{}} }} }} config {{ name: "b" base_path: '
                                f'"{tmp_path / "b"}" model_platform: "tensorflow" }} }}')

@@ -231,21 +231,20 @@ def test_classify_and_regress_are_timed_and_counted_alike_over_rest_and_grpc(mon
     assert delta(":tensorflow:serving:request_count", model_name="toy", status="OK") == 4
 
 
-def test_the_default_prometheus_path_and_no_export_without_the_config(tmp_path):
+def test_the_default_prometheus_path_and_no_export_without_the_config(tmp_path, example_server):
+    """Without a monitoring config: the session's child server (../conftest.py's `server`)."""
     from serving.metrics import DEFAULT_PATH
     from serving.process import LocalServer
 
     save_toy(str(tmp_path / "toy" / "1"), 2.0)
     (tmp_path / "monitoring.config").write_text("prometheus_config { enable: true }")
     with LocalServer("toy", str(tmp_path / "toy"), extra_flags=[
-            f"--monitoring_config_file={tmp_path / 'monitoring.config'}"]) as exported, \
-            LocalServer("toy", str(tmp_path / "toy")) as plain:
+            f"--monitoring_config_file={tmp_path / 'monitoring.config'}"]) as exported:
         exported.wait_for_version(1)
-        plain.wait_for_version(1)
         assert DEFAULT_PATH == "/monitoring/prometheus/metrics"
         status, page, _ = rest(exported.rest_port, "GET", DEFAULT_PATH)
         assert status == 200 and b":tensorflow:serving:request_count" in page
-        assert rest(plain.rest_port, "GET", DEFAULT_PATH)[0] == 404
+    assert rest(example_server.rest_port, "GET", DEFAULT_PATH)[0] == 404
 
 
 # --- Health -----------------------------------------------------------------------------------

@@ -119,9 +119,10 @@ def readme_quick_start(folder) -> str:
     return code
 
 
-def test_the_numpy_dtypes_tensorflow_loads_import_in_a_hundredth_of_a_second():
+def test_the_numpy_dtypes_tensorflow_loads_are_the_pinned_release():
     """ml_dtypes is imported by every TensorFlow process (each server, pipeline and test child):
-    0.7.0 took 0.55 CPU-s to import here, 0.6.0 (pinned) 0.01."""
-    code = "import time, numpy; t = time.process_time(); import ml_dtypes; print(time.process_time() - t)"
-    seconds = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-    assert seconds < 0.15, f"import ml_dtypes took {seconds:.2f} CPU-s: see requirements.txt's pin"
+    0.7.0 took 0.55 CPU-s to import here, the pinned 0.6.0 0.01 (requirements.txt). What is
+    installed is that pin (the import's cost is a figure, not a test: a timing on a shared machine)."""
+    from importlib.metadata import version
+
+    assert version("ml-dtypes") == pinned_versions()["ml-dtypes"], "see requirements.txt's ml-dtypes pin"

@@ -213,12 +213,11 @@ def listening_tcp_ports(pid: int) -> set[int]:
     return ports
 
 
-def test_the_server_process_listens_on_its_two_ports_only_after_profiling(model_base, tmp_path):
-    from serving.process import LocalServer
-
-    with LocalServer("toy", str(model_base), log_path=str(tmp_path / "server.log")) as server:
-        server.wait_for_version(1)
-        with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
-            answer = profile(channel, profile_request(200, str(tmp_path / "logs")), timeout=60)
-        assert os.path.exists(tmp_path / "logs" / "run" / "here.xplane.pb"), answer
-        assert listening_tcp_ports(server.process.pid) == {server.grpc_port, server.rest_port}
+def test_the_server_process_listens_on_its_two_ports_only_after_profiling(example_server, tmp_path):
+    """On the session's child server (../conftest.py's `server`: `python -m serving` at its
+    default flags, the toy model's version 1)."""
+    server = example_server
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        answer = profile(channel, profile_request(200, str(tmp_path / "logs")), timeout=60)
+    assert os.path.exists(tmp_path / "logs" / "run" / "here.xplane.pb"), answer
+    assert listening_tcp_ports(server.process.pid) == {server.grpc_port, server.rest_port}

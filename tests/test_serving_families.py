@@ -15,7 +15,6 @@ import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from conftest import ROOT
-from helpers import tiny_families_export
 from serving.client import ServingClient
 from serving_helpers import Server
 
@@ -25,10 +24,9 @@ CONTEXTS = [" the cat sat on the mat .", "dogs ran fast", "the dog sat on the ma
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    base = tmp_path_factory.mktemp("families") / "families"
-    functions = tiny_families_export(base / "1")
-    server = Server(model_name="families", model_base_path=str(base))
+def served(tiny_families):
+    path, functions = tiny_families
+    server = Server(model_name="families", model_base_path=os.path.dirname(path))
     yield server, functions
     server.close()
 

@@ -132,8 +132,9 @@ def test_the_ports_open_once_the_models_are_loaded(tmp_path):
             assert time.monotonic() < deadline and process.poll() is None, log_path.read_text()
             time.sleep(0.1)
         assert process.poll() is None  # waiting, not failed
-        with pytest.raises(grpc.FutureTimeoutError):  # no port yet
-            grpc.channel_ready_future(grpc.insecure_channel(f"127.0.0.1:{grpc_port}")).result(timeout=0.5)
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel, \
+                pytest.raises(grpc.FutureTimeoutError):  # no port yet
+            grpc.channel_ready_future(channel).result(timeout=0.5)
         (tmp_path / "toy").mkdir()
         os.rename(tmp_path / "staging", tmp_path / "toy" / "1")
         while True:
