@@ -41,7 +41,7 @@ from serving.json_array import dtype_name
 from serving.manager import ModelManager
 from serving.servable import check_input_names
 from serving.metrics import ServingMetrics
-from serving.status import InvalidArgument, code_name, forget_frames, grpc_code
+from serving.status import InvalidArgument, code_name, forget_frames, grpc_code, shown
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +78,10 @@ def check_output_filter(signature_def, output_filter) -> None:
     seen = set()
     for alias in output_filter[:len(signature_def.outputs) + 1]:
         if alias not in signature_def.outputs:
-            raise InvalidArgument(f"output tensor alias not found in signature: {alias} Outputs expected to be "
+            raise InvalidArgument(f"output tensor alias not found in signature: {shown(alias)} Outputs expected to be "
                                   f"in the set {{{','.join(sorted(signature_def.outputs))}}}.")
         if alias in seen:
-            raise InvalidArgument(f"duplicate output tensor alias: {alias}")
+            raise InvalidArgument(f"duplicate output tensor alias: {shown(alias)}")
         seen.add(alias)
 
 

@@ -47,7 +47,7 @@ from serving.servable import Servable, program_key
 from serving.session import check_deadline
 from serving.source import (ModelConfig, aspired_versions, check_model_config_list, check_no_platform_changes,
                             check_platforms_supported, model_configs)
-from serving.status import FailedPrecondition, InvalidArgument, NotFound, ServingError, Unknown, grpc_code
+from serving.status import FailedPrecondition, InvalidArgument, NotFound, ServingError, Unknown, grpc_code, shown
 from serving.tflite import TfLiteServable, has_tflite_model
 from serving.warmup import replay_warmup_requests
 
@@ -362,7 +362,7 @@ class ModelManager:
     def resolve_label(self, name: str, label: str) -> int:
         config = self.configs.get(name)
         if config is None or label not in config.version_labels:
-            raise InvalidArgument(f"Unrecognized servable version label: {label}")
+            raise InvalidArgument(f"Unrecognized servable version label: {shown(label)}")
         return config.version_labels[label]
 
     def get(self, name: str, version: int | None = None, label: str | None = None) -> Servable:
@@ -373,10 +373,10 @@ class ModelManager:
             versions = self._servables.get(name, {})
             if version is None:
                 if not versions:
-                    raise NotFound(f"Servable not found for request: Latest({name})")
+                    raise NotFound(f"Servable not found for request: Latest({shown(name)})")
                 return versions[max(versions)]
             if version not in versions:
-                raise NotFound(f"Servable not found for request: Specific({name}, {version})")
+                raise NotFound(f"Servable not found for request: Specific({shown(name)}, {version})")
             return versions[version]
 
     def metadata(self, name: str, version: int | None = None, label: str | None = None):
@@ -394,7 +394,7 @@ class ModelManager:
     def status(self, name: str, version: int | None = None, label: str | None = None):
         """GetModelStatusResponse: AVAILABLE versions (and failed loads), newest first."""
         if name not in self.configs:
-            raise NotFound(f"Could not find any versions of model {name}")
+            raise NotFound(f"Could not find any versions of model {shown(name)}")
         if label is not None:  # TF Serving ignores a label in a status request
             version = None
         with self._lock:
@@ -413,5 +413,5 @@ class ModelManager:
                 entry.status.error_code = 13  # INTERNAL: the load failed
                 entry.status.error_message = failed[number].error
         if not response.model_version_status:
-            raise NotFound(f"Could not find version {version} of model {name}")
+            raise NotFound(f"Could not find version {version} of model {shown(name)}")
         return response
