@@ -166,6 +166,12 @@ FLAGS = [
     Flag("activation_bytes_per_token", _LIMITS.activation_bytes_per_token,
          "model memory one padded token takes while a call runs: each call reserves it from the request-memory "
          "budget (12 x --max_body_bytes), and a call takes at most half of that budget", "kerasbert"),
+    # The admin surface (issue 87): the profiler's bounds.
+    Flag("profiler_root", "", "directory the profiler service writes traces under; a request's repository_root, "
+                              "session_id or host_name leading elsewhere is refused (INVALID_ARGUMENT). Empty: a "
+                              "temporary directory of the server's, made at the first Profile", "kerasbert"),
+    Flag("profiler_max_duration_ms", 60_000, "longest profile a Profile request may ask for (its duration, or a start "
+                                             "ahead): longer is refused INVALID_ARGUMENT", "kerasbert"),
     Flag("verbose", False, "show TensorFlow's own C++ log lines and this server's debug log", "kerasbert"),
 ]
 

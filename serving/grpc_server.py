@@ -400,7 +400,7 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
                      max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024, max_receive_bytes: int = 0,
                      channel_arguments: list[tuple] | None = None, metrics: ServingMetrics | None = None,
                      socket_path: str = "", credentials=None, health: bool = False, tensor_content: bool = False,
-                     max_connections: int = 4096, profiler: bool = False):
+                     max_connections: int = 4096, profiler=None):
     """A started gRPC server; returns (server, bound TCP port or 0, health servicer or None).
 
     `port` 0 listens on no TCP port (TF Serving's --port=0), `socket_path` on a UNIX socket
@@ -412,8 +412,8 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
     --grpc_channel_arguments) override the message-size and connection defaults. With
     `health`, the standard grpc.health.v1.Health service answers for "ModelService" and
     "PredictionService", as server.cc sets them: SERVING once started, NOT_SERVING once
-    shutdown begins. With `profiler` (TF Serving's --enable_profiler), TensorFlow's profiler
-    service answers too, on the same port and socket (serving/profiler.py).
+    shutdown begins. With `profiler` (a serving.profiler.ProfilerService: TF Serving's
+    --enable_profiler), TensorFlow's profiler service answers too, on the same port and socket.
 
     Request messages of at most `max_receive_bytes` are received (--grpc_max_message_bytes; 0:
     the largest whose parse the decoding budget can hold, `max_receive_bytes_of`), each parsed
@@ -437,10 +437,10 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
         health_servicer = health.HealthServicer(experimental_non_blocking=True)
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
 
-    if profiler:
+    if profiler is not None:
         from serving.profiler import generic_handler
 
-        server.add_generic_rpc_handlers((generic_handler(),))
+        server.add_generic_rpc_handlers((generic_handler(profiler),))
         log.info("Profiler service is enabled")
 
     def listen(address):

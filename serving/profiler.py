@@ -13,6 +13,14 @@ profiler session doing the profiling:
   <repository_root>/<session_id>/<host>.xplane.pb (':' in the host written '_'; the host is
   opts.advanced_configuration["override_hostname"] if set, else host_name), or returned in
   the response with emit_xspace; empty_trace says whether any event was recorded.
+- Unlike TSL's service, a Profile writes only under the directory the operator chose
+  (`root`, --profiler_root; by default a temporary directory of the server's, made at the first
+  Profile): a relative repository_root is taken under it, and a repository_root, session_id
+  or host name whose file would resolve outside it (`..`, an absolute path elsewhere, a
+  symbolic link out) is INVALID_ARGUMENT, as is a URI (gs://, s3://, hdfs://: no outbound file
+  system). A duration, or a start ahead, longer than `max_duration_ms`
+  (--profiler_max_duration_ms) is INVALID_ARGUMENT before the session starts: what the
+  profiler collects grows with the time it runs under traffic, so this bounds its memory.
 - Terminate: marks the session_id to stop; always OK.
 - Monitor: UNIMPLEMENTED, as TensorFlow's own service answers it (and grpc answers the
   continuous-profiling methods TensorFlow 2.21 declares, which this service leaves out).
@@ -24,7 +32,7 @@ TensorBoard's profile plugin (logdir/plugins/profile/<run>/<host>.xplane.pb):
     >>> from concurrent.futures import ThreadPoolExecutor
     >>> from tensorflow.python.profiler import profiler_client
     >>> server = grpc.server(ThreadPoolExecutor(2))
-    >>> server.add_generic_rpc_handlers((generic_handler(),))
+    >>> server.add_generic_rpc_handlers((generic_handler(ProfilerService(str(tmp_path))),))
     >>> port = server.add_insecure_port("127.0.0.1:0")
     >>> server.start()
     >>> tracing = ThreadPoolExecutor(1).submit(profiler_client.trace, f"127.0.0.1:{port}", str(tmp_path), 200)
@@ -41,11 +49,14 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 import tempfile
 import threading
 import time
 
 import grpc
+
+from serving.status import InvalidArgument, shown
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +65,8 @@ BUSY = "Another profiling session active."  # TSL's ProfilerLock message, which 
 # TSL's ProfilerSession::DefaultOptions
 DEFAULT_LEVELS = {"host_tracer_level": 2, "device_tracer_level": 1, "python_tracer_level": 0}
 MAX_STOP_MARKS = 1024  # Terminate marks kept for sessions not (yet) running; the oldest go first
+DEFAULT_MAX_DURATION_MS = 60_000  # --profiler_max_duration_ms
+_URI = re.compile(r"^[a-zA-Z][0-9a-zA-Z.+-]*:/")  # gs://, s3://, hdfs://, file:/ ...
 
 
 def _messages() -> dict:
@@ -121,10 +134,55 @@ def is_empty(xspace) -> bool:
     return not any(line.events for plane in xspace.planes for line in plane.lines)
 
 
-class ProfilerService:
-    """The Profile, Terminate and Monitor methods of `tensorflow.ProfilerService`."""
+def inside(path: str, root: str) -> bool:
+    """True if `path`, its symbolic links resolved, is `root` (resolved) or under it.
 
-    def __init__(self):
+    >>> inside("/srv/profiles/run/../run/h.xplane.pb", "/srv/profiles"), inside("/srv/profiles/../x", "/srv/profiles")
+    (True, False)
+    """
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def trace_path(root: str, repository_root: str, session_id: str, host: str) -> str:
+    """Where a Profile's XSpace goes: <repository_root>/<session_id>/<host>.xplane.pb (':' in the
+    host written '_'), a relative repository_root taken under `root`; InvalidArgument, in one
+    line, for a file that would not be under `root`, or on another file system.
+
+    >>> trace_path("/srv/profiles", "logs/plugins/profile", "run", "127.0.0.1:8500")
+    '/srv/profiles/logs/plugins/profile/run/127.0.0.1_8500.xplane.pb'
+    >>> trace_path("/srv/profiles", "/etc", "z", "h")
+    Traceback (most recent call last):
+    serving.status.InvalidArgument: Profile: repository_root /etc is outside the server's profile directory (--profiler_root)
+    """
+    if _URI.match(repository_root):
+        raise InvalidArgument(f"Profile: repository_root {shown(repository_root)} is not a local path; this server "
+                              "writes profiles under its own directory (--profiler_root) only")
+    for key, value in (("repository_root", repository_root), ("session_id", session_id), ("host_name", host)):
+        if "\0" in value:
+            raise InvalidArgument(f"Profile: {key} holds a NUL character")
+    for key, value in (("session_id", session_id), ("host_name", host)):
+        if "/" in value or value in (".", ".."):
+            raise InvalidArgument(f"Profile: {key} {shown(value)} is not one folder or file name")
+    repository = os.path.join(root, repository_root)  # an absolute repository_root stays itself
+    if not inside(repository, root):
+        raise InvalidArgument(f"Profile: repository_root {shown(repository_root)} is outside the server's profile "
+                              "directory (--profiler_root)")
+    path = join_path(repository, session_id, f"{host}.xplane.pb".replace(":", "_"))
+    if not inside(path, root):
+        raise InvalidArgument(f"Profile: session_id {shown(session_id)} and host_name {shown(host)} lead outside "
+                              "the server's profile directory (--profiler_root)")
+    return path
+
+
+class ProfilerService:
+    """The Profile, Terminate and Monitor methods of `tensorflow.ProfilerService`, writing
+    under `root` ("": a temporary directory, made at the first Profile) for at most
+    `max_duration_ms` a session."""
+
+    def __init__(self, root: str = "", max_duration_ms: int = DEFAULT_MAX_DURATION_MS):
+        self._root, self.max_duration_ms = root, max_duration_ms
+        self._root_lock = threading.Lock()
         self.messages = _messages()
         self._busy = threading.Lock()  # one Profile call at a time, from its request to its answer
         self._changed = threading.Condition()  # a Terminate, or a call ending
@@ -135,6 +193,10 @@ class ProfilerService:
         from tensorflow.python.profiler.internal import _pywrap_profiler
         from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
+        try:
+            self._check(request)
+        except InvalidArgument as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         if not self._busy.acquire(blocking=False):
             context.abort(grpc.StatusCode.INTERNAL, BUSY)
         try:
@@ -172,6 +234,34 @@ class ProfilerService:
         finally:
             self._busy.release()
 
+    def root(self) -> str:
+        """The directory profiles are written under (made now if it is the default's)."""
+        with self._root_lock:
+            if not self._root:
+                self._root = tempfile.mkdtemp(prefix="kerasbert-profiles-")
+                log.info("Profiles are written under %s (--profiler_root)", self._root)
+            return self._root
+
+    def _check(self, request) -> None:
+        """InvalidArgument for a session longer, or starting later, than max_duration_ms, or
+        for a file `trace_path` refuses."""
+        opts = request.opts
+        for key, value in (("duration_ms", request.duration_ms), ("opts.duration_ms", opts.duration_ms)):
+            if value > self.max_duration_ms:
+                raise InvalidArgument(f"Profile: {key} {value} is over this server's longest profile, "
+                                      f"{self.max_duration_ms} ms (--profiler_max_duration_ms)")
+        if opts.version and opts.start_timestamp_ns > time.time_ns() + self.max_duration_ms * 10**6:
+            raise InvalidArgument(f"Profile: opts.start_timestamp_ns {opts.start_timestamp_ns} is more than "
+                                  f"{self.max_duration_ms} ms ahead (--profiler_max_duration_ms)")
+        if not request.emit_xspace:
+            trace_path(self.root(), request.repository_root, request.session_id, self._host(request))
+
+    @staticmethod
+    def _host(request) -> str:
+        advanced = request.opts.advanced_configuration
+        return (advanced["override_hostname"].string_value if "override_hostname" in advanced else "") \
+            or request.host_name
+
     def _wait(self, context, ended: threading.Event, seconds: float, session_id: str | None = None):
         """Waits `seconds`, or until a Terminate for `session_id` (whose mark it clears);
         aborts CANCELLED (as TSL's service) once the call is cancelled, DEADLINE_EXCEEDED
@@ -200,19 +290,20 @@ class ProfilerService:
         if request.emit_xspace:
             response.xspace.ParseFromString(data)
             return response
-        import tensorflow as tf
-
-        advanced = request.opts.advanced_configuration
-        host = (advanced["override_hostname"].string_value if "override_hostname" in advanced else "") \
-            or request.host_name
-        run = join_path(request.repository_root, request.session_id)
-        path = join_path(run, f"{host}.xplane.pb".replace(":", "_"))
-        try:  # tf.io.gfile: the file systems TSL's Env writes to (gs://, ...)
-            tf.io.gfile.makedirs(run)
-            with tf.io.gfile.GFile(path, "wb") as f:
+        root = self.root()
+        try:
+            path = trace_path(root, request.repository_root, request.session_id, self._host(request))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if not inside(os.path.dirname(path), root):  # a folder swapped for a link meanwhile
+                raise InvalidArgument("Profile: the session's folder leads outside the server's profile directory")
+            # O_NOFOLLOW: a link put where the file goes is not written through
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as f:
                 f.write(data)
-        except tf.errors.OpError as error:
-            context.abort(grpc.StatusCode.INTERNAL, error.message)
+        except InvalidArgument as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except OSError as error:
+            context.abort(grpc.StatusCode.INTERNAL, f"Profile: cannot write the trace: {error.strerror}")
         log.info("Profile saved to %s", path)
         return response
 
@@ -229,10 +320,9 @@ class ProfilerService:
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "unimplemented.")
 
 
-def generic_handler(service: ProfilerService | None = None) -> grpc.GenericRpcHandler:
+def generic_handler(service: ProfilerService) -> grpc.GenericRpcHandler:
     """The handler to add to a grpc server for /tensorflow.ProfilerService/{Profile,
     Terminate,Monitor}; grpc answers its other methods UNIMPLEMENTED."""
-    service = service or ProfilerService()
     messages = service.messages
 
     def method(behaviour, request=None, response=None):
