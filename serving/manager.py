@@ -38,6 +38,7 @@ import concurrent.futures
 import logging
 import threading
 import time
+import types
 from typing import NamedTuple
 
 import grpc
@@ -60,6 +61,16 @@ class LoadFailure(NamedTuple):
     retries: int  # tries made after the first
     next_try: float  # time.monotonic()
     status: str = ""  # the error as TF Serving's Status prints it: "<CODE>: <message>"
+
+
+class ModelVersions(NamedTuple):
+    """What requests read of one model: its loaded versions and the newest of them, built anew
+    at each change and published whole, so a request reads it without a lock."""
+    servables: types.MappingProxyType  # version -> Servable
+    latest: Servable | None
+
+
+NO_VERSIONS = ModelVersions(types.MappingProxyType({}), None)
 
 
 class ModelsUnavailable(ServingError):
@@ -98,10 +109,16 @@ class ModelManager:
         # caught half-written, or on a flaky file system, loads on a later try.
         self.max_load_retries, self.load_retry_seconds = max_load_retries, load_retry_seconds
         self._spares: dict[str, tuple[tuple, object]] = {}  # name -> (program key, loaded object)
+        # The manager's own bookkeeping, changed under _lock (only dict and set operations
+        # there: a model of 100,000 versions costs each change O(1), or O(its versions) once).
         self._servables: dict[str, dict[int, Servable]] = {name: {} for name in self.configs}
         self._failed: dict[str, dict[int, LoadFailure]] = {name: {} for name in self.configs}
+        # What requests read: a ModelVersions per model, replaced (never changed) under _lock
+        # and read without it, so no request waits for a load, an unload or a config change.
+        self._published: dict[str, ModelVersions] = {}
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
+        self._reconfiguring = threading.Event()  # a config change waits: a poll pass stops early
         self._config_lock = threading.RLock()  # one change of config at a time (ServerCore's config_mu_)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -109,19 +126,19 @@ class ModelManager:
     # --- Versions ---------------------------------------------------------------------
 
     @staticmethod
-    def versions_to_unload(wanted: list[int], loaded: list[int]) -> list[int]:
+    def versions_to_unload(wanted: set[int], loaded: set[int]) -> list[int]:
         """TF Serving's availability-preserving policy (availability_preserving_policy.cc): a
         version no longer wanted is unloaded once a wanted version serves, or when no version
         is wanted at all; until then the newest of them keeps serving. A new version that is
         half-copied or broken, or the served version's folder deleted, then loses no request.
 
-        >>> ModelManager.versions_to_unload(wanted=[3], loaded=[1, 2])  # 3 not loaded (yet)
+        >>> ModelManager.versions_to_unload(wanted={3}, loaded={1, 2})  # 3 not loaded (yet)
         [1]
-        >>> ModelManager.versions_to_unload(wanted=[3], loaded=[2, 3])
+        >>> ModelManager.versions_to_unload(wanted={3}, loaded={2, 3})
         [2]
         """
-        unwanted = sorted(v for v in loaded if v not in wanted)
-        if not wanted or any(v in wanted for v in loaded):
+        unwanted = sorted(loaded - wanted)
+        if not wanted or not loaded.isdisjoint(wanted):
             return unwanted
         return unwanted[:-1]
 
@@ -132,20 +149,24 @@ class ModelManager:
             wanted, loads = {}, []
             for name, config in self.configs.items():
                 paths = aspired_versions(config)
-                wanted[name] = list(paths)
-                loads += [(name, version, paths[version]) for version in wanted[name]
+                wanted[name] = set(paths)
+                loads += [(name, version, paths[version]) for version in paths
                           if version not in self._servables[name] and self._load_due(name, version)]
             if self.num_load_threads > 0 and len(loads) > 1:
                 with concurrent.futures.ThreadPoolExecutor(self.num_load_threads, thread_name_prefix="load") as pool:
-                    loaded = list(pool.map(lambda load: self._try_load(*load), loads))
+                    loaded = list(pool.map(lambda load: self._load_unless_reconfiguring(*load), loads))
             else:
-                loaded = [self._try_load(*load) for load in loads]
+                loaded = [self._load_unless_reconfiguring(*load) for load in loads]
+            newest = {model: path for (model, _, path), ok in zip(loads, loaded) if ok}
             for name in self.configs:
-                paths = [path for (model, _, path), ok in zip(loads, loaded) if model == name and ok]
-                if self.standby and paths:  # one spare per model, of its newest version
-                    threading.Thread(target=self._prepare_spare, args=(name, paths[-1]), daemon=True,
+                if self.standby and name in newest:  # one spare per model, of its newest version
+                    threading.Thread(target=self._prepare_spare, args=(name, newest[name]), daemon=True,
                                      name=f"standby-{name}").start()
                 self._unload_unwanted(name, wanted[name])
+
+    def _load_unless_reconfiguring(self, name: str, version: int, path: str) -> bool:
+        """A poll pass's load; skipped (left to the next pass) once a config change waits."""
+        return not self._reconfiguring.is_set() and self._try_load(name, version, path)
 
     def _try_load(self, name: str, version: int, path: str) -> bool:
         started = time.monotonic()
@@ -161,30 +182,46 @@ class ModelManager:
         with self._lock:
             self._failed[name].pop(version, None)
             self._servables[name][version] = servable
+            self._publish(name)
         log.info("loaded %s version %d from %s", name, version, path)
         return True
 
-    def _unload_unwanted(self, name: str, wanted: list[int]) -> None:
+    def _publish(self, name: str) -> None:
+        """Replaces what requests read of `name` (under _lock; one copy of its versions)."""
+        servables = self._servables[name]
+        self._published[name] = ModelVersions(types.MappingProxyType(dict(servables)),
+                                              servables[max(servables)] if servables else None)
+
+    def _unload_unwanted(self, name: str, wanted: set[int]) -> None:
         with self._lock:
-            for version in self.versions_to_unload(wanted, list(self._servables[name])):
+            unload = self.versions_to_unload(wanted, self._servables[name].keys())
+            for version in unload:
                 # Requests holding this servable keep it alive until they finish.
                 del self._servables[name][version]
                 log.info("unloaded %s version %d", name, version)
-            for version in [v for v in self._failed[name] if v not in wanted]:
+            if unload:
+                self._publish(name)
+            for version in self._failed[name].keys() - wanted:
                 del self._failed[name][version]  # exported again later: tried afresh
 
     def reconfigure(self, configs: list[ModelConfig]) -> None:
         """Takes a new model config list: new models are loaded by the next poll, dropped ones
         unloaded now, and changed version policies and labels apply from the next poll."""
-        with self._config_lock, self._poll_lock, self._lock:
-            self.configs = {config.name: config for config in configs}
-            for name in self.configs:
-                self._servables.setdefault(name, {})
-                self._failed.setdefault(name, {})
-            for name in [n for n in self._servables if n not in self.configs]:
-                del self._servables[name], self._failed[name]
-                self._spares.pop(name, None)
-                log.info("unloaded model %s: no longer in the config", name)
+        with self._config_lock:
+            self._reconfiguring.set()  # a poll pass under way ends after the load it is in
+            try:
+                with self._poll_lock, self._lock:
+                    self.configs = {config.name: config for config in configs}
+                    for name in self.configs:
+                        self._servables.setdefault(name, {})
+                        self._failed.setdefault(name, {})
+                    for name in self._servables.keys() - self.configs.keys():
+                        del self._servables[name], self._failed[name]
+                        self._published.pop(name, None)
+                        self._spares.pop(name, None)
+                        log.info("unloaded model %s: no longer in the config", name)
+            finally:
+                self._reconfiguring.clear()
         self.poll()
 
     def reload_config(self, config, deadline: float | None = None, cancelled=None) -> None:
@@ -209,8 +246,7 @@ class ModelManager:
         """UpdateModelVersionLabelMap: a label names a version available now, unless
         allow_version_labels_for_unavailable_models (and then not moving an existing label)."""
         for config in configs:
-            with self._lock:
-                loaded = set(self._servables.get(config.name, {}))
+            loaded = self._published.get(config.name, NO_VERSIONS).servables
             old = self.configs.get(config.name)
             for label, version in config.version_labels.items():
                 allow = self.allow_version_labels_for_unavailable_models and not (
@@ -369,15 +405,14 @@ class ModelManager:
         """The servable a request asks for: a version, a label, or the latest."""
         if label is not None:
             version = self.resolve_label(name, label)
-        with self._lock:
-            versions = self._servables.get(name, {})
-            if version is None:
-                if not versions:
-                    raise NotFound(f"Servable not found for request: Latest({shown(name)})")
-                return versions[max(versions)]
-            if version not in versions:
-                raise NotFound(f"Servable not found for request: Specific({shown(name)}, {version})")
-            return versions[version]
+        versions = self._published.get(name, NO_VERSIONS)  # no lock: a snapshot, replaced whole
+        if version is None:
+            if versions.latest is None:
+                raise NotFound(f"Servable not found for request: Latest({shown(name)})")
+            return versions.latest
+        if version not in versions.servables:
+            raise NotFound(f"Servable not found for request: Specific({shown(name)}, {version})")
+        return versions.servables[version]
 
     def metadata(self, name: str, version: int | None = None, label: str | None = None):
         """GetModelMetadataResponse: every signature def of the requested version."""
