@@ -4,7 +4,9 @@ Every request's tensors are checked before anything is built from them (tensor_p
 names against the signature, dtypes, shapes and sizes; what they will take in memory is
 reserved from the server's budget first. A call's own deadline travels with it to the
 session. At most `max_threads` calls run at once (TF Serving's --grpc_max_threads) and a
-bounded number wait (`call_slots`); beyond, a call is refused RESOURCE_EXHAUSTED at once.
+bounded number wait (`call_slots`); beyond, a call is refused RESOURCE_EXHAUSTED at once. Admin
+calls (ReloadConfig, GetModelStatus, the profiler) run on a few threads of their own
+(serving/admin_calls.py).
 
 Clients use the official stubs unchanged:
     >>> from serving.process import free_port
@@ -33,6 +35,7 @@ from tensorflow_serving.apis import (classification_pb2, model_management_pb2, m
                                      predict_pb2, prediction_service_pb2_grpc, regression_pb2)
 
 from serving import classify_regress, tensor_proto
+from serving.admin_calls import AdminCalls
 from serving.memory_budget import ServerBudgets
 from serving.pools import WorkerPool
 from serving.predict import Predictor
@@ -205,8 +208,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    def __init__(self, manager: ModelManager):
-        self.manager = manager
+    def __init__(self, manager: ModelManager, admin: AdminCalls):
+        self.manager, self.admin = manager, admin
 
     def GetModelStatus(self, request, context):
         try:
@@ -218,7 +221,8 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         """model_service_impl.cc: a ModelConfigList is applied as ServerCore::ReloadConfig does
         (ModelManager.reload_config); any other config is refused. A failed reload is logged in
         one line and is the call's status (gRPC sends no response with it); a successful one
-        answers status OK and, for each of `metric_names`, its increase over the call."""
+        answers status OK and, for each of `metric_names`, its increase over the call. One runs at
+        a time (AdminCalls.one_reload): another waits for it until its deadline, else UNAVAILABLE."""
         metrics = self.manager.metrics
         names = list(dict.fromkeys(request.metric_names))
         before = {name: metrics.int64_value(name) if metrics else 0 for name in names}
@@ -229,7 +233,9 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             for index, config in enumerate(request.config.model_config_list.config):
                 log.info("Config entry index: %d path: %s name: %s platform: %s", index, config.base_path,
                          config.name, config.model_platform)
-            self.manager.reload_config(request.config, _deadline(context), _cancelled(context))
+            deadline = _deadline(context)
+            with self.admin.one_reload(deadline):
+                self.manager.reload_config(request.config, deadline, _cancelled(context))
         except Exception as error:
             log.error("ReloadConfig failed: %s", error)
             code, message = grpc_code(error), str(error)
@@ -426,12 +432,13 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
     # would share it and split the traffic between two servers).
     options = {"grpc.max_receive_message_length": receive, "grpc.max_send_message_length": max_message_bytes,
                "grpc.so_reuseport": 0, **connection_options(max_connections), **dict(channel_arguments or [])}
+    admin = AdminCalls()  # admin calls on threads of their own, beside the max_threads of requests
     server = grpc.server(WorkerPool(max_threads, "grpc"), options=list(options.items()),
                          maximum_concurrent_rpcs=call_slots(max_threads, options),
-                         interceptors=[DecodeInServicer(budgets.decoding)])
+                         interceptors=[admin, DecodeInServicer(budgets.decoding)])
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionService(manager, session, budgets, metrics or ServingMetrics(enabled=False), tensor_content), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager, admin), server)
     health_servicer = None
     if health:
         health_servicer = health.HealthServicer(experimental_non_blocking=True)

@@ -44,6 +44,7 @@ from typing import NamedTuple
 import grpc
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
+from serving.repeated_log import RepeatedLog
 from serving.servable import Servable, program_key
 from serving.session import check_deadline
 from serving.source import (ModelConfig, aspired_versions, check_model_config_list, check_no_platform_changes,
@@ -119,6 +120,9 @@ class ModelManager:
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
         self._reconfiguring = threading.Event()  # a config change waits: a poll pass stops early
+        # A poll's findings and a version's failed loads, logged once while they stay the same.
+        self._source_said = RepeatedLog(logging.getLogger("serving.source"))
+        self._said = RepeatedLog(log)
         self._config_lock = threading.RLock()  # one change of config at a time (ServerCore's config_mu_)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -148,7 +152,7 @@ class ModelManager:
         with self._poll_lock:  # one pass at a time: the poll thread's, or a reconfigure's
             wanted, loads = {}, []
             for name, config in self.configs.items():
-                paths = aspired_versions(config)
+                paths = aspired_versions(config, self._source_said)
                 wanted[name] = set(paths)
                 loads += [(name, version, paths[version]) for version in paths
                           if version not in self._servables[name] and self._load_due(name, version)]
@@ -183,6 +187,7 @@ class ModelManager:
             self._failed[name].pop(version, None)
             self._servables[name][version] = servable
             self._publish(name)
+        self._said.clear((name, "load", version))
         log.info("loaded %s version %d from %s", name, version, path)
         return True
 
@@ -203,6 +208,7 @@ class ModelManager:
                 self._publish(name)
             for version in self._failed[name].keys() - wanted:
                 del self._failed[name][version]  # exported again later: tried afresh
+                self._said.clear((name, "load", version))
 
     def reconfigure(self, configs: list[ModelConfig]) -> None:
         """Takes a new model config list: new models are loaded by the next poll, dropped ones
@@ -289,9 +295,12 @@ class ModelManager:
         previous = self._failed[name].get(version)
         retries = previous.retries + 1 if previous else 0
         left = self.max_load_retries - retries
-        log.error("failed to load %s version %d from %s: %s (%s)", name, version, path, error,
-                  f"trying again in {self.load_retry_seconds:g} s; tries left: {left}" if left > 0
-                  else "no tries left")
+        if left <= 0:  # giving up is news: told whatever was said before
+            self._said.clear((name, "load", version))
+        self._said.report((name, "load", version), logging.ERROR,
+                          f"failed to load {name} version {version} from {path}: {error}",
+                          f" (trying again in {self.load_retry_seconds:g} s; tries left: {left})" if left > 0
+                          else " (no tries left)")
         with self._lock:
             self._failed[name][version] = LoadFailure(str(error), retries,
                                                       time.monotonic() + self.load_retry_seconds,

@@ -88,6 +88,12 @@ class Unknown(ServingError):
     code = grpc.StatusCode.UNKNOWN
 
 
+class Unavailable(ServingError):
+    """The server cannot take the call now (every admin thread busy, a ReloadConfig under way);
+    the same call may succeed later."""
+    code = grpc.StatusCode.UNAVAILABLE
+
+
 class Cancelled(ServingError):
     """The client cancelled the request (a gRPC cancel, a REST client that disconnected)."""
     code = grpc.StatusCode.CANCELLED

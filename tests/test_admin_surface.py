@@ -5,12 +5,19 @@ the poll pass to try every version."""
 
 import collections
 import threading
+import time
 
+import grpc
 import numpy as np
 import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import (get_model_status_pb2, model_management_pb2, model_pb2, model_service_pb2_grpc,
+                                     predict_pb2, prediction_service_pb2_grpc)
+from tensorflow_serving.config import model_server_config_pb2
 
 from serving.manager import ModelManager
 from serving.source import ModelConfig
+from serving_helpers import Server
 from tests.serving_models import save_toy
 
 VERSIONS = 10_000  # the old manager held its lock ~1 s a poll for these (quadratic bookkeeping)
@@ -100,3 +107,57 @@ def test_a_config_change_does_not_wait_for_a_poll_of_10000_versions(bases, monke
     assert manager.get("toy").version == 1
     with pytest.raises(LookupError):
         manager.status("big")
+
+
+def model_server_config(**bases):
+    """A ModelServerConfig of the models `bases` names (name -> base path)."""
+    config = model_server_config_pb2.ModelServerConfig()
+    for name, base in bases.items():
+        config.model_config_list.config.add(name=name, base_path=str(base), model_platform="tensorflow")
+    return config
+
+
+def toy_predict(channel, timeout):
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "toy"
+    request.inputs["x"].CopyFrom(tf.make_tensor_proto(np.array([[1.0, 2.0]], np.float32)))
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    return stub.Predict(request, timeout=timeout).outputs["y"].float_val
+
+
+def test_admin_calls_cannot_starve_requests_and_one_reload_runs_at_a_time(bases, tmp_path):
+    """Issue 87: ten ReloadConfigs waiting on a model that never loads held every gRPC
+    thread; other clients' Predict and GetModelStatus timed out (10 s, 5 s)."""
+    (tmp_path / "empty").mkdir()  # a model with no version yet: its reload waits for one
+    server = Server(model_name="toy", model_base_path=str(bases / "toy"), grpc_max_threads=2)
+    models = model_service_pb2_grpc.ModelServiceStub(server.channel)
+    waiting = model_management_pb2.ReloadConfigRequest(
+        config=model_server_config(toy=bases / "toy", waiting=tmp_path / "empty"))
+    try:
+        running = models.HandleReloadConfigRequest.future(waiting)  # no deadline: waits for "waiting"
+        time.sleep(0.5)
+        others = [models.HandleReloadConfigRequest.future(waiting, timeout=timeout) for timeout in [60] * 9 + [None]]
+        time.sleep(0.5)
+        assert [toy_predict(server.channel, timeout=5) for _ in range(3)] == [[2.0, 4.0]] * 3
+        refused = [call for call in others if call.done()]
+        # beyond the admin threads, or without a deadline: UNAVAILABLE at once
+        assert len(refused) >= 6 and {call.code() for call in refused} == {grpc.StatusCode.UNAVAILABLE}
+        assert others[-1] in refused
+        assert not running.done()
+        running.cancel()
+        for call in others:
+            call.cancel()
+        deadline = time.monotonic() + 30
+        while True:  # the admin threads free again once the waiting calls see their cancel
+            try:
+                status = models.GetModelStatus(get_model_status_pb2.GetModelStatusRequest(
+                    model_spec=model_pb2.ModelSpec(name="toy")), timeout=5)
+                break
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline
+                time.sleep(0.2)
+        assert status.model_version_status[0].state == get_model_status_pb2.ModelVersionStatus.AVAILABLE
+        restore = model_management_pb2.ReloadConfigRequest(config=model_server_config(toy=bases / "toy"))
+        assert models.HandleReloadConfigRequest(restore, timeout=30).status.error_code == 0
+    finally:
+        server.close()
