@@ -44,16 +44,19 @@ from typing import NamedTuple
 import grpc
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
+from serving.model_memory import ModelMemory, default_memory_limit, estimate_ram_bytes
 from serving.repeated_log import RepeatedLog
 from serving.servable import Servable, program_key
 from serving.session import check_deadline
 from serving.source import (ModelConfig, aspired_versions, check_model_config_list, check_no_platform_changes,
                             check_platforms_supported, model_configs)
-from serving.status import FailedPrecondition, InvalidArgument, NotFound, ServingError, Unknown, grpc_code, shown
+from serving.status import (FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, ServingError, Unknown,
+                            grpc_code, shown)
 from serving.tflite import TfLiteServable, has_tflite_model
 from serving.warmup import replay_warmup_requests
 
 log = logging.getLogger(__name__)
+MAX_LISTED = 20  # models a failed ReloadConfig names (then how many more)
 
 
 class LoadFailure(NamedTuple):
@@ -62,6 +65,7 @@ class LoadFailure(NamedTuple):
     retries: int  # tries made after the first
     next_try: float  # time.monotonic()
     status: str = ""  # the error as TF Serving's Status prints it: "<CODE>: <message>"
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL  # as GetModelStatus and ReloadConfig tell it
 
 
 class ModelVersions(NamedTuple):
@@ -87,8 +91,12 @@ class ModelManager:
                  standby: bool = False, max_load_retries: int = 5, load_retry_seconds: float = 60.0,
                  signature_method_name_check: bool = False, tags: tuple[str, ...] = ("serve",),
                  num_load_threads: int = 0, metrics=None, session_config=None, prefer_tflite: bool = False,
-                 num_tflite_interpreters: int = 1, allow_version_labels_for_unavailable_models: bool = False):
+                 num_tflite_interpreters: int = 1, allow_version_labels_for_unavailable_models: bool = False,
+                 memory: ModelMemory | None = None):
         self.configs = {config.name: config for config in configs}
+        # ServerCore's ResourceTracker: every loaded version's estimated RAM within a total
+        # (--total_model_memory_limit_bytes; by default half of the machine's memory).
+        self.memory = memory if memory is not None else ModelMemory(default_memory_limit())
         # TF Serving's --allow_version_labels_for_unavailable_models, as a reload applies it
         # (ServerCore::UpdateModelVersionLabelMap).
         self.allow_version_labels_for_unavailable_models = allow_version_labels_for_unavailable_models
@@ -173,10 +181,19 @@ class ModelManager:
         return not self._reconfiguring.is_set() and self._try_load(name, version, path)
 
     def _try_load(self, name: str, version: int, path: str) -> bool:
+        estimate = estimate_ram_bytes(path)
+        if not self.memory.reserve((name, version), estimate):  # BasicManager::ApproveLoad
+            left = self.memory.left()
+            self._record_failure(name, version, path, ResourceExhausted(
+                f"Insufficient resources to load servable {{name: {shown(name)} version: {version}}}: its RAM "
+                f"estimate, {estimate} bytes (1.2 x its files), is over the {max(left, 0)} bytes left of "
+                f"--total_model_memory_limit_bytes={self.memory.limit}"))
+            return False
         started = time.monotonic()
         try:
             servable = self._load(name, version, path)
         except Exception as error:  # a broken export must not take the server down
+            self.memory.release((name, version))
             self._record_failure(name, version, path, error)
             if self.metrics is not None:
                 self.metrics.load(path, False, time.monotonic() - started, model=name)
@@ -203,6 +220,7 @@ class ModelManager:
             for version in unload:
                 # Requests holding this servable keep it alive until they finish.
                 del self._servables[name][version]
+                self.memory.release((name, version))
                 log.info("unloaded %s version %d", name, version)
             if unload:
                 self._publish(name)
@@ -222,6 +240,8 @@ class ModelManager:
                         self._servables.setdefault(name, {})
                         self._failed.setdefault(name, {})
                     for name in self._servables.keys() - self.configs.keys():
+                        for version in self._servables[name]:
+                            self.memory.release((name, version))
                         del self._servables[name], self._failed[name]
                         self._published.pop(name, None)
                         self._spares.pop(name, None)
@@ -262,11 +282,12 @@ class ModelManager:
                                              "which is not currently available for inference")
 
     def _newest_state(self, name: str) -> tuple[int, str | None] | None:
-        """(version, None) once a version of `name` serves, (version, error) once its newest
-        settled version failed to load with no retry left; None while neither."""
+        """(version, None) once a version of `name` serves, (version, "<CODE>: error") once its
+        newest settled version failed to load with no retry left; None while neither."""
         with self._lock:
             loaded = set(self._servables.get(name, {}))
-            failed = {v: f.error for v, f in self._failed.get(name, {}).items() if f.retries >= self.max_load_retries}
+            failed = {v: f"{f.code.name}: {f.error}" for v, f in self._failed.get(name, {}).items()
+                      if f.retries >= self.max_load_retries}
         for version in sorted(loaded | set(failed), reverse=True):
             return version, (None if version in loaded else failed[version])
         return None
@@ -280,10 +301,12 @@ class ModelManager:
             check_deadline(deadline, "while its new models loaded", cancelled)
             time.sleep(0.05)
         unavailable = {name: state for name, state in states.items() if state[1] is not None}
-        if unavailable:
+        if unavailable:  # the first MAX_LISTED of them, and how many more
+            listed = list(unavailable.items())[:MAX_LISTED]
+            more = f"... and {len(unavailable) - len(listed)} more, " if len(unavailable) > len(listed) else ""
             raise Unknown(f"{len(unavailable)} model(s) did not become available: {{"
-                          + "".join(f"{{{{name: {name} version: {version}}} due to error: INTERNAL: {error}}}, "
-                                    for name, (version, error) in unavailable.items()) + "}")
+                          + "".join(f"{{{{name: {shown(name)} version: {version}}} due to error: {error}}}, "
+                                    for name, (version, error) in listed) + more + "}")
 
     def _load_due(self, name: str, version: int) -> bool:
         """True for a version never tried, or failed with retries left and its wait over."""
@@ -292,8 +315,12 @@ class ModelManager:
                                    and time.monotonic() >= failure.next_try)
 
     def _record_failure(self, name: str, version: int, path: str, error: Exception) -> None:
+        """A failed load, to be tried again later unless out of tries; a load refused for the
+        memory budget is not tried again (its harness ends in error, as in TF Serving)."""
         previous = self._failed[name].get(version)
         retries = previous.retries + 1 if previous else 0
+        if isinstance(error, ResourceExhausted):
+            retries = self.max_load_retries
         left = self.max_load_retries - retries
         if left <= 0:  # giving up is news: told whatever was said before
             self._said.clear((name, "load", version))
@@ -302,9 +329,9 @@ class ModelManager:
                           f" (trying again in {self.load_retry_seconds:g} s; tries left: {left})" if left > 0
                           else " (no tries left)")
         with self._lock:
-            self._failed[name][version] = LoadFailure(str(error), retries,
-                                                      time.monotonic() + self.load_retry_seconds,
-                                                      f"{grpc_code(error).name}: {error}")
+            self._failed[name][version] = LoadFailure(
+                str(error), retries, time.monotonic() + self.load_retry_seconds, f"{grpc_code(error).name}: {error}",
+                grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(error, ResourceExhausted) else grpc.StatusCode.INTERNAL)
 
     def _load(self, name: str, version: int, path: str) -> Servable:
         """A warmed Servable: the spare's graph with this version's weights, if they match."""
@@ -454,7 +481,7 @@ class ModelManager:
                 entry.status.error_code = 0
             else:
                 entry.state = get_model_status_pb2.ModelVersionStatus.END
-                entry.status.error_code = 13  # INTERNAL: the load failed
+                entry.status.error_code = failed[number].code.value[0]  # INTERNAL; RESOURCE_EXHAUSTED: refused
                 entry.status.error_message = failed[number].error
         if not response.model_version_status:
             raise NotFound(f"Could not find version {version} of model {shown(name)}")

@@ -4,6 +4,7 @@ snapshot and never wait for the manager's bookkeeping, and a config change does 
 the poll pass to try every version."""
 
 import collections
+import os
 import threading
 import time
 
@@ -16,6 +17,7 @@ from tensorflow_serving.apis import (get_model_status_pb2, model_management_pb2,
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving.manager import ModelManager
+from serving.model_memory import ModelMemory, estimate_ram_bytes
 from serving.source import ModelConfig
 from serving_helpers import Server
 from tests.serving_models import save_toy
@@ -159,5 +161,50 @@ def test_admin_calls_cannot_starve_requests_and_one_reload_runs_at_a_time(bases,
         assert status.model_version_status[0].state == get_model_status_pb2.ModelVersionStatus.AVAILABLE
         restore = model_management_pb2.ReloadConfigRequest(config=model_server_config(toy=bases / "toy"))
         assert models.HandleReloadConfigRequest(restore, timeout=30).status.error_code == 0
+    finally:
+        server.close()
+
+
+def test_loads_beyond_the_model_memory_budget_are_refused_resource_exhausted(bases, caplog):
+    """Issue 87: one ReloadConfig of 10,000 models pointing at one export loaded 6,286 copies
+    (6 GB) before it was killed; ServerCore admits loads against total_model_memory_limit_bytes."""
+    estimate = estimate_ram_bytes(str(bases / "toy" / "1"))
+    assert estimate > 1.2 * os.path.getsize(bases / "toy" / "1" / "saved_model.pb")
+    copies = [ModelConfig(name=f"copy{i}", base_path=str(bases / "toy"), model_platform="tensorflow")
+              for i in range(10)]
+    manager = ModelManager(copies, warmup=False, memory=ModelMemory(int(2.5 * estimate)))
+    manager.poll()
+    assert [manager.get(f"copy{i}").version for i in range(2)] == [1, 1]
+    assert manager.memory.used == 2 * estimate
+    for i in range(2, 10):
+        [status] = manager.status(f"copy{i}").model_version_status
+        assert status.status.error_code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+        assert status.status.error_message.startswith(f"Insufficient resources to load servable {{name: copy{i} "
+                                                      "version: 1}: its RAM estimate")
+    refused = [r for r in caplog.records if "Insufficient resources" in r.getMessage()]
+    assert len(refused) == 8 and {r.levelname for r in refused} == {"ERROR"}
+    manager.poll()  # not tried again, as a harness refused its resources ends in error
+    assert len([r for r in caplog.records if "Insufficient resources" in r.getMessage()]) == 8
+    manager.reconfigure(copies[1:2])  # copy0 unloaded: its reservation returned
+    assert manager.memory.used == estimate
+
+
+def test_a_reload_beyond_the_budget_says_what_it_could_not_load_and_keeps_what_serves(bases):
+    estimate = estimate_ram_bytes(str(bases / "toy" / "1"))
+    server = Server(model_name="toy", model_base_path=str(bases / "toy"),
+                    total_model_memory_limit_bytes=int(2.5 * estimate))
+    try:
+        models = model_service_pb2_grpc.ModelServiceStub(server.channel)
+        request = model_management_pb2.ReloadConfigRequest(
+            config=model_server_config(toy=bases / "toy", **{f"copy{i}": bases / "toy" for i in range(5)}))
+        with pytest.raises(grpc.RpcError) as raised:
+            models.HandleReloadConfigRequest(request, timeout=60)
+        assert raised.value.code() == grpc.StatusCode.UNKNOWN
+        details = raised.value.details()
+        assert details.startswith("4 model(s) did not become available: {{{name: copy1 version: 1} due to error: "
+                                  "RESOURCE_EXHAUSTED: Insufficient resources to load servable {name: copy1 "
+                                  "version: 1}"), details
+        assert toy_predict(server.channel, timeout=10) == [2.0, 4.0]
+        assert server.request("/v1/models/copy0:predict", {"instances": [[1.0, 2.0]]})[0] == 200
     finally:
         server.close()
