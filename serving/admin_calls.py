@@ -28,7 +28,6 @@ import grpc
 from serving.status import Unavailable
 
 ADMIN_THREADS = 4  # admin calls running at once: a ReloadConfig, a Profile, and two more
-NO_DEADLINE_SECONDS = 10**8  # a deadline further ahead (three years) is no deadline
 ADMIN_METHODS = frozenset({
     "/tensorflow.serving.ModelService/HandleReloadConfigRequest",
     "/tensorflow.serving.ModelService/GetModelStatus",
@@ -91,8 +90,6 @@ class AdminCalls(grpc.ServerInterceptor):
         """Held while a ReloadConfig runs; waits for one under way until `deadline`
         (time.monotonic()), else Unavailable."""
         wait = 0.0 if deadline is None else deadline - time.monotonic()
-        if wait > NO_DEADLINE_SECONDS:  # grpc's time_remaining() of a call without a deadline
-            wait = 0.0
         if not (self._reload.acquire(timeout=wait) if wait > 0 else self._reload.acquire(blocking=False)):
             raise Unavailable("Another ReloadConfig is under way: try again once it has finished")
         try:

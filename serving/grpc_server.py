@@ -35,7 +35,7 @@ from tensorflow_serving.apis import (classification_pb2, model_management_pb2, m
                                      predict_pb2, prediction_service_pb2_grpc, regression_pb2)
 
 from serving import classify_regress, tensor_proto
-from serving.admin_calls import AdminCalls
+from serving.admin_calls import ADMIN_METHODS, AdminCalls
 from serving.memory_budget import ServerBudgets
 from serving.pools import WorkerPool
 from serving.predict import Predictor
@@ -55,9 +55,15 @@ def _spec(model_spec):
     return model_spec.name, version, label
 
 
+NO_DEADLINE_SECONDS = 10**8  # grpc's time_remaining() of a call without a deadline is further (~10^10 s)
+
+
 def _deadline(context) -> float | None:
+    """The call's deadline (time.monotonic()), or None without one: grpc tells that as a time
+    remaining so far ahead that waiting for it overflowed (OverflowError: INTERNAL "timestamp
+    out of range for platform time_t", for a ReloadConfig waiting for the decoding budget)."""
     remaining = context.time_remaining()
-    return None if remaining is None else time.monotonic() + remaining
+    return None if remaining is None or remaining > NO_DEADLINE_SECONDS else time.monotonic() + remaining
 
 
 def _cancelled(context):
@@ -312,7 +318,9 @@ class DecodeInServicer(grpc.ServerInterceptor):
     beside it must fit with it, or is refused at once (MemoryBudget.one_call). A message that does
     not parse is INTERNAL with no details, as TF Serving's grpc++ answers it (proto_utils.h);
     answered so, it frees its HTTP/2 stream (grpcio's own refusal of an undecodable message
-    leaked the stream: 100 of them locked their connection)."""
+    leaked the stream: 100 of them locked their connection). An admin call's message is not
+    reserved (serving/admin_calls.py bounds them: a ReloadConfig of 10,000 models held 35 MB of
+    the requests' 48 MB while it waited for its models)."""
 
     def __init__(self, budget):
         self.budget = budget
@@ -322,21 +330,25 @@ class DecodeInServicer(grpc.ServerInterceptor):
         if handler is None or handler.request_streaming or handler.request_deserializer is None:
             return handler
         parse = PredictRequest.FromString if details.method == PREDICT else handler.request_deserializer
-        budget = self.budget
+        budget = None if details.method in ADMIN_METHODS else self.budget  # admin: at most ADMIN_THREADS
+
+        def parsed(raw: bytes, context):
+            try:
+                return parse(raw)
+            except Exception:  # DecodeError; RecursionError past protobuf's depth
+                context.abort(grpc.StatusCode.INTERNAL, "")
 
         def decoded(behaviour):
             def serve(raw: bytes, context):  # a stream's behaviour returns at once: held while parsing
+                if budget is None:
+                    return behaviour(parsed(raw, context), context)
                 with budget.one_call():
                     try:
                         held = budget.reserve(message_cost(details.method, len(raw)), _deadline(context))
                     except Exception as error:
                         context.abort(grpc_code(error), str(error))
                     with held:
-                        try:
-                            request = parse(raw)
-                        except Exception:  # DecodeError; RecursionError past protobuf's depth
-                            context.abort(grpc.StatusCode.INTERNAL, "")
-                        return behaviour(request, context)
+                        return behaviour(parsed(raw, context), context)
             return serve
 
         if handler.unary_unary:
