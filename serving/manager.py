@@ -158,7 +158,7 @@ class ModelManager:
         """Loads wanted versions (the source's aspired_versions) not yet loaded; unloads loaded
         ones no longer wanted."""
         with self._poll_lock:  # one pass at a time: the poll thread's, or a reconfigure's
-            wanted, loads = {}, []
+            wanted, loads, estimates = {}, [], {}  # estimates: path -> RAM, once a pass
             for name, config in self.configs.items():
                 paths = aspired_versions(config, self._source_said)
                 wanted[name] = set(paths)
@@ -166,9 +166,9 @@ class ModelManager:
                           if version not in self._servables[name] and self._load_due(name, version)]
             if self.num_load_threads > 0 and len(loads) > 1:
                 with concurrent.futures.ThreadPoolExecutor(self.num_load_threads, thread_name_prefix="load") as pool:
-                    loaded = list(pool.map(lambda load: self._load_unless_reconfiguring(*load), loads))
+                    loaded = list(pool.map(lambda load: self._load_unless_reconfiguring(*load, estimates), loads))
             else:
-                loaded = [self._load_unless_reconfiguring(*load) for load in loads]
+                loaded = [self._load_unless_reconfiguring(*load, estimates) for load in loads]
             newest = {model: path for (model, _, path), ok in zip(loads, loaded) if ok}
             for name in self.configs:
                 if self.standby and name in newest:  # one spare per model, of its newest version
@@ -176,12 +176,19 @@ class ModelManager:
                                      name=f"standby-{name}").start()
                 self._unload_unwanted(name, wanted[name])
 
-    def _load_unless_reconfiguring(self, name: str, version: int, path: str) -> bool:
-        """A poll pass's load; skipped (left to the next pass) once a config change waits."""
-        return not self._reconfiguring.is_set() and self._try_load(name, version, path)
+    def _load_unless_reconfiguring(self, name: str, version: int, path: str, estimates: dict) -> bool:
+        """A poll pass's load; skipped (left to the next pass) once a config change waits. Then
+        the GIL is offered to the request threads (a pass over 10,000 versions is Python work)."""
+        try:
+            return not self._reconfiguring.is_set() and self._try_load(name, version, path, estimates)
+        finally:
+            time.sleep(0)
 
-    def _try_load(self, name: str, version: int, path: str) -> bool:
-        estimate = estimate_ram_bytes(path)
+    def _try_load(self, name: str, version: int, path: str, estimates: dict | None = None) -> bool:
+        estimates = {} if estimates is None else estimates
+        if path not in estimates:  # 10,000 models of one export: its files read once a pass
+            estimates[path] = estimate_ram_bytes(path)
+        estimate = estimates[path]
         if not self.memory.reserve((name, version), estimate):  # BasicManager::ApproveLoad
             left = self.memory.left()
             self._record_failure(name, version, path, ResourceExhausted(

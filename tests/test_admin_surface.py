@@ -93,11 +93,11 @@ def test_a_config_change_does_not_wait_for_a_poll_of_10000_versions(bases, monke
     tried, started = [], threading.Event()
     load = manager._try_load
 
-    def counted(name, version, path):
+    def counted(name, version, path, *estimates):
         tried.append(version)
         if len(tried) == 100:
             started.set()
-        return load(name, version, path)
+        return load(name, version, path, *estimates)
 
     monkeypatch.setattr(manager, "_try_load", counted)
     polled = threading.Thread(target=manager.poll)
