@@ -208,3 +208,20 @@ def test_a_reload_beyond_the_budget_says_what_it_could_not_load_and_keeps_what_s
         assert server.request("/v1/models/copy0:predict", {"instances": [[1.0, 2.0]]})[0] == 200
     finally:
         server.close()
+
+
+def test_a_call_without_a_deadline_has_none():
+    """grpc tells a call without a deadline as ~10^10 s remaining; waited for, that overflowed
+    (a ReloadConfig waiting for the decoding budget: INTERNAL "timestamp out of range")."""
+    from serving.grpc_server import _deadline
+
+    class Context:
+        def __init__(self, remaining):
+            self.remaining = remaining
+
+        def time_remaining(self):
+            return self.remaining
+
+    assert _deadline(Context(None)) is None and _deadline(Context(1e10)) is None
+    assert 0 < _deadline(Context(5.0)) - time.monotonic() <= 5.0
+
