@@ -133,6 +133,7 @@ class ModelManager:
         self._said = RepeatedLog(log)
         self._config_lock = threading.RLock()  # one change of config at a time (ServerCore's config_mu_)
         self._stop = threading.Event()
+        self._poll_soon = threading.Event()  # the poll thread's next pass starts now
         self._thread: threading.Thread | None = None
 
     # --- Versions ---------------------------------------------------------------------
@@ -235,9 +236,10 @@ class ModelManager:
                 del self._failed[name][version]  # exported again later: tried afresh
                 self._said.clear((name, "load", version))
 
-    def reconfigure(self, configs: list[ModelConfig]) -> None:
+    def reconfigure(self, configs: list[ModelConfig], in_background: bool = False) -> None:
         """Takes a new model config list: new models are loaded by the next poll, dropped ones
-        unloaded now, and changed version policies and labels apply from the next poll."""
+        unloaded now, and changed version policies and labels apply from the next poll. That
+        poll runs here, or `in_background` in the poll thread (if it runs), at once."""
         with self._config_lock:
             self._reconfiguring.set()  # a poll pass under way ends after the load it is in
             try:
@@ -255,7 +257,10 @@ class ModelManager:
                         log.info("unloaded model %s: no longer in the config", name)
             finally:
                 self._reconfiguring.clear()
-        self.poll()
+        if in_background and self._thread is not None and self._thread.is_alive():
+            self._poll_soon.set()
+        else:
+            self.poll()
 
     def reload_config(self, config, deadline: float | None = None, cancelled=None) -> None:
         """Applies a ModelServerConfig as ServerCore::ReloadConfig does (server_core.cc): a
@@ -272,7 +277,9 @@ class ModelManager:
             self._check_labels(configs)
             check_platforms_supported(configs)
             new_models = sorted(c.name for c in configs if c.name not in self.configs)
-            self.reconfigure(configs)
+            # The loads run in the poll thread: a call cancelled, or past its deadline, ends
+            # at once (a pass over 10,000 new models takes a while) and the next may stop that pass.
+            self.reconfigure(configs, in_background=True)
             self._wait_until_available(new_models, deadline, cancelled)
 
     def _check_labels(self, configs: list[ModelConfig]) -> None:
@@ -427,7 +434,11 @@ class ModelManager:
         return failed
 
     def _poll_forever(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
+        while not self._stop.is_set():
+            self._poll_soon.wait(self.poll_seconds)  # or at once, for a ReloadConfig
+            self._poll_soon.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.poll()
             except Exception:  # keep polling whatever one pass met
@@ -435,6 +446,7 @@ class ModelManager:
 
     def stop(self) -> None:
         self._stop.set()
+        self._poll_soon.set()
 
     # --- Lookups ----------------------------------------------------------------------
 
