@@ -94,10 +94,11 @@ def monitoring_path(flags: ServerFlags) -> str | None:
 
 def profiler_service(flags: ServerFlags):
     """TensorFlow's profiler service as the flags set it (--enable_profiler, --profiler_root,
-    --profiler_max_duration_ms), or None."""
+    --profiler_max_duration_ms, --profiler_max_memory_bytes), or None."""
     from serving.profiler import ProfilerService
 
-    return ProfilerService(flags.profiler_root, flags.profiler_max_duration_ms) if flags.enable_profiler else None
+    return ProfilerService(flags.profiler_root, flags.profiler_max_duration_ms,
+                           flags.profiler_max_memory_bytes) if flags.enable_profiler else None
 
 
 def check_flags(flags: ServerFlags) -> None:

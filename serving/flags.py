@@ -176,6 +176,8 @@ FLAGS = [
                               "temporary directory of the server's, made at the first Profile", "kerasbert"),
     Flag("profiler_max_duration_ms", 60_000, "longest profile a Profile request may ask for (its duration, or a start "
                                              "ahead): longer is refused INVALID_ARGUMENT", "kerasbert"),
+    Flag("profiler_max_memory_bytes", 256 << 20, "a profile ends early (its trace written) once the server has grown "
+                                                 "by this much while it traced", "kerasbert"),
     Flag("verbose", False, "show TensorFlow's own C++ log lines and this server's debug log", "kerasbert"),
 ]
 

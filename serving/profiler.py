@@ -19,8 +19,10 @@ profiler session doing the profiling:
   or host name whose file would resolve outside it (`..`, an absolute path elsewhere, a
   symbolic link out) is INVALID_ARGUMENT, as is a URI (gs://, s3://, hdfs://: no outbound file
   system). A duration, or a start ahead, longer than `max_duration_ms`
-  (--profiler_max_duration_ms) is INVALID_ARGUMENT before the session starts: what the
-  profiler collects grows with the time it runs under traffic, so this bounds its memory.
+  (--profiler_max_duration_ms) is INVALID_ARGUMENT before the session starts; a session ends
+  early (its trace written, OK) once the server has grown by --profiler_max_memory_bytes while
+  it traced: what the profiler collects grows with traffic (~30 MiB a second beside 32 busy
+  clients).
 - Terminate: marks the session_id to stop; always OK.
 - Monitor: UNIMPLEMENTED, as TensorFlow's own service answers it (and grpc answers the
   continuous-profiling methods TensorFlow 2.21 declares, which this service leaves out).
@@ -66,10 +68,12 @@ BUSY = "Another profiling session active."  # TSL's ProfilerLock message, which 
 DEFAULT_LEVELS = {"host_tracer_level": 2, "device_tracer_level": 1, "python_tracer_level": 0}
 MAX_STOP_MARKS = 1024  # Terminate marks kept for sessions not (yet) running; the oldest go first
 DEFAULT_MAX_DURATION_MS = 60_000  # --profiler_max_duration_ms
+DEFAULT_MAX_MEMORY_BYTES = 256 << 20  # --profiler_max_memory_bytes
+MEMORY_CHECK_SECONDS = 0.1
 _URI = re.compile(r"^[a-zA-Z][0-9a-zA-Z.+-]*:/")  # gs://, s3://, hdfs://, file:/ ...
 
 
-def _messages() -> dict:
+def service_messages() -> dict:
     """ProfileRequest, ProfileResponse, TerminateRequest and TerminateResponse of TSL's
     tsl/profiler/protobuf/profiler_service.proto (package tensorflow), declared here because
     TensorFlow ships no Python module for it. Only the fields this service reads or writes
@@ -175,15 +179,40 @@ def trace_path(root: str, repository_root: str, session_id: str, host: str) -> s
     return path
 
 
+def rss_bytes() -> int:
+    """This process's resident memory (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+class MemoryGrowth:
+    """Called, True once the process has grown by more than `limit` bytes since it was made
+    (what TensorFlow's profiler collects grows with traffic: ~30 MiB a second beside 32 busy
+    clients); `over` is then the growth."""
+
+    def __init__(self, limit: int):
+        self.limit, self.start, self.over = limit, rss_bytes(), 0
+
+    def __call__(self) -> bool:
+        growth = rss_bytes() - self.start
+        if growth > self.limit:
+            self.over = growth
+        return bool(self.over)
+
+
 class ProfilerService:
     """The Profile, Terminate and Monitor methods of `tensorflow.ProfilerService`, writing
     under `root` ("": a temporary directory, made at the first Profile) for at most
-    `max_duration_ms` a session."""
+    `max_duration_ms` a session, ended early once the server has grown by `max_memory_bytes`."""
 
-    def __init__(self, root: str = "", max_duration_ms: int = DEFAULT_MAX_DURATION_MS):
-        self._root, self.max_duration_ms = root, max_duration_ms
+    def __init__(self, root: str = "", max_duration_ms: int = DEFAULT_MAX_DURATION_MS,
+                 max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES):
+        self._root, self.max_duration_ms, self.max_memory_bytes = root, max_duration_ms, max_memory_bytes
         self._root_lock = threading.Lock()
-        self.messages = _messages()
+        self.messages = service_messages()
         self._busy = threading.Lock()  # one Profile call at a time, from its request to its answer
         self._changed = threading.Condition()  # a Terminate, or a call ending
         self._stops: dict[str, None] = {}  # session ids told to stop (insertion-ordered)
@@ -221,7 +250,12 @@ class ProfilerService:
                                                 if opts.version and getattr(opts, key) != default})
                     except errors.OpError as error:
                         context.abort(grpc.StatusCode.INTERNAL, error.message)
-                    self._wait(context, ended, opts.duration_ms / 1000, request.session_id)
+                    grown = MemoryGrowth(self.max_memory_bytes)
+                    self._wait(context, ended, opts.duration_ms / 1000, request.session_id, grown)
+                    if grown.over:
+                        log.warning("Profile %s ended early: the server grew by %d MiB while it traced "
+                                    "(--profiler_max_memory_bytes=%d)", shown(request.session_id),
+                                    grown.over >> 20, self.max_memory_bytes)
                     session.export_to_tb()  # scratch/plugins/profile/<run>/<this host>.xplane.pb
                 finally:
                     session.stop()  # a no-op once exported; else the session ends here, its lock freed
@@ -262,10 +296,12 @@ class ProfilerService:
         return (advanced["override_hostname"].string_value if "override_hostname" in advanced else "") \
             or request.host_name
 
-    def _wait(self, context, ended: threading.Event, seconds: float, session_id: str | None = None):
-        """Waits `seconds`, or until a Terminate for `session_id` (whose mark it clears);
-        aborts CANCELLED (as TSL's service) once the call is cancelled, DEADLINE_EXCEEDED
-        (what its client sees then) once its deadline has passed."""
+    def _wait(self, context, ended: threading.Event, seconds: float, session_id: str | None = None,
+              over_memory=lambda: False):
+        """Waits `seconds`, or until a Terminate for `session_id` (whose mark it clears) or
+        `over_memory()` (asked every MEMORY_CHECK_SECONDS); aborts CANCELLED (as TSL's service)
+        once the call is cancelled, DEADLINE_EXCEEDED (what its client sees then) once its
+        deadline has passed."""
         remaining = context.time_remaining()
         now = time.monotonic()
         until = now + max(seconds, 0.0)
@@ -278,9 +314,9 @@ class ProfilerService:
                 if session_id is not None and session_id in self._stops:
                     del self._stops[session_id]
                     return
-                if now >= until:
+                if now >= until or over_memory():
                     return
-                self._changed.wait(min(until, deadline) - now)
+                self._changed.wait(min(until, deadline, now + MEMORY_CHECK_SECONDS) - now)
         if time.monotonic() >= deadline:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
         context.abort(grpc.StatusCode.CANCELLED, "Cancelled")

@@ -292,3 +292,19 @@ def test_without_a_directory_profiles_go_to_a_temporary_one_of_the_servers(model
         shutil.rmtree(root)
     finally:
         server.close()
+
+
+def test_a_profile_ends_early_once_the_server_has_grown_by_its_memory_maximum(model_base, tmp_path, monkeypatch):
+    """Issue 87: a long Profile under traffic grew RSS for as long as it ran (here ~30 MiB a
+    second beside 32 busy clients)."""
+    import serving.profiler
+
+    grown = iter(range(0, 10**12, 100 << 20))  # each look: 100 MiB more
+    monkeypatch.setattr(serving.profiler, "rss_bytes", lambda: next(grown))
+    server = Server(model_name="toy", model_base_path=str(model_base), profiler_root=str(tmp_path),
+                    profiler_max_memory_bytes=250 << 20)
+    try:
+        profile(server.channel, profile_request(30_000, "", "grown"), timeout=20)  # over 250 MiB at the 3rd look
+        assert os.path.getsize(tmp_path / "grown" / "here.xplane.pb") > 0
+    finally:
+        server.close()
