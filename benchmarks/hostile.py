@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import random
 import re
+import shutil
 import string
 import sys
 import tempfile
@@ -306,6 +307,7 @@ def admin_calls(grpc_port: int, base: str, stop):
         if stop.is_set():
             answers.append(("ReloadConfig: kerasbert alone restored", ended(lambda: models.HandleReloadConfigRequest(
                 model_management_pb2.ReloadConfigRequest(config=alone), timeout=120))))
+            shutil.rmtree(work, ignore_errors=True)
         return answers
     return round_
 
