@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import random
 import re
+import shutil
 import string
 import sys
 import tempfile
@@ -40,6 +41,7 @@ from benchmarks.serving import (BATCHING, answered, command_line, copy_of_newest
 from serving.attacks import (PREDICT_PATH, Target, big_requests, big_text_rows, closed_by_server, declared, exchange,
                              framing_attacks, idle_sockets, length_delimited, memory_bombs, predict_request,
                              rapid_reset, statuses, with_values)
+from serving.model_memory import estimate_ram_bytes
 from serving.process import LocalServer
 from serving.session import ModelWorkLimits
 
@@ -126,7 +128,7 @@ def pin_process(pid: int, cores: set[int]) -> None:
 
 
 ATTACK_GROUPS = ("framing", "bombs", "slow", "grpc", "idle_rest", "idle_grpc", "model_names", "rapid_reset",
-                 "big_requests", "grpc_cancel", "grpc_values", "undecodable", "context", "big_texts")
+                 "big_requests", "grpc_cancel", "grpc_values", "undecodable", "context", "big_texts", "admin")
 FAMILIES = ("ner", "squad")  # the models of --families_export_base, which big_texts needs
 IDLE_SOCKETS = 1500  # per port: more than the server's 1,024 connections
 CANCELLED_CALLS, CANCEL_AFTER = 8, 0.5  # gRPC calls at once, each cancelled by its client after 0.5 s
@@ -241,11 +243,80 @@ def context_merging(port: int, examples: int = 20):
     return lambda: [(name, ended(lambda: stub.Classify(request, timeout=60)))]
 
 
+# The admin group (issue 87): a ReloadConfig of ADMIN_MODELS models on one export, beside a model
+# of ADMIN_VERSIONS empty version folders (policy all); ten more without a deadline; a long
+# Profile under traffic and hostile ones (a root outside, 2^63 ms).
+ADMIN_MODELS, ADMIN_VERSIONS, ADMIN_PROFILE_MS = 10_000, 10_000, 15_000
+ADMIN_BUDGET_COPIES = 4  # --total_model_memory_limit_bytes: this many copies of the export
+
+
+def admin_configs(base: str, work: str):
+    """(the hostile ModelServerConfig, the one that restores kerasbert alone)."""
+    from tensorflow_serving.config import model_server_config_pb2
+
+    many = os.path.join(work, "many_versions")
+    for version in range(1, ADMIN_VERSIONS + 1):
+        os.makedirs(os.path.join(many, str(version)), exist_ok=True)
+        open(os.path.join(many, str(version), "saved_model.pb"), "wb").close()
+    hostile, alone = model_server_config_pb2.ModelServerConfig(), model_server_config_pb2.ModelServerConfig()
+    for config in (hostile, alone):
+        config.model_config_list.config.add(name="kerasbert", base_path=base, model_platform="tensorflow")
+    hostile.model_config_list.config.add(name="many_versions", base_path=many, model_platform="tensorflow") \
+        .model_version_policy.all.SetInParent()
+    for copy in range(ADMIN_MODELS):
+        hostile.model_config_list.config.add(name=f"copy{copy}", base_path=base, model_platform="tensorflow")
+    return hostile, alone
+
+
+def admin_calls(grpc_port: int, base: str, stop):
+    """A round of the admin group: ten ReloadConfigs of the hostile config without a deadline
+    (the one the server runs is cancelled when the round ends), one long Profile and two hostile
+    ones; at `stop`, kerasbert alone restored."""
+    from tensorflow_serving.apis import model_management_pb2, model_service_pb2_grpc
+
+    from serving.profiler import service_messages
+
+    work = tempfile.mkdtemp(prefix="kerasbert-bench-admin-")
+    hostile, alone = admin_configs(base, work)
+    connection = channel(grpc_port, own_connection=True)
+    models = model_service_pb2_grpc.ModelServiceStub(connection)
+    messages = service_messages()
+    profile = connection.unary_unary("/tensorflow.ProfilerService/Profile",
+                                     request_serializer=messages["ProfileRequest"].SerializeToString,
+                                     response_deserializer=messages["ProfileResponse"].FromString)
+
+    def profile_request(duration_ms: int, root: str):
+        request = messages["ProfileRequest"](duration_ms=duration_ms, repository_root=root, session_id="run",
+                                             host_name="bench")
+        request.opts.version, request.opts.duration_ms = 1, duration_ms
+        return request
+
+    def round_():
+        tracing = profile.future(profile_request(ADMIN_PROFILE_MS, "bench"), timeout=60)
+        answers = [("Profile: a root outside (/etc)", ended(lambda: profile(profile_request(100, "/etc"), timeout=30))),
+                   ("Profile: 2^63 ms", ended(lambda: profile(profile_request(2**63, "bench"), timeout=30)))]
+        reloads = [models.HandleReloadConfigRequest.future(
+            model_management_pb2.ReloadConfigRequest(config=hostile)) for _ in range(10)]
+        stop.wait(5)
+        for call in reloads:
+            if not call.done():
+                call.cancel()
+        answers += [(f"ReloadConfig: {ADMIN_MODELS:,} models on one export + {ADMIN_VERSIONS:,} versions, ten "
+                     "without a deadline, cancelled after 5 s", ended(call.result)) for call in reloads]
+        answers.append((f"Profile: {ADMIN_PROFILE_MS} ms under traffic", ended(tracing.result)))
+        if stop.is_set():
+            answers.append(("ReloadConfig: kerasbert alone restored", ended(lambda: models.HandleReloadConfigRequest(
+                model_management_pb2.ReloadConfigRequest(config=alone), timeout=120))))
+            shutil.rmtree(work, ignore_errors=True)
+        return answers
+    return round_
+
+
 def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_GROUPS, cores=None,
-                   ready=None) -> None:
+                   ready=None, base: str = "") -> None:
     """Runs the attacks of `groups` in a loop until `stop` is set, on `cores` (default: any);
     sets `ready` once its imports are done and the attacks start; puts {attack: {answer:
-    count}} in `results`."""
+    count}} in `results`. `base`: the served export's base path (the admin group's)."""
     if cores:
         os.sched_setaffinity(0, cores)  # before any thread starts: they inherit it
     rounds = {  # group: () -> (a round of its attacks, seconds between rounds)
@@ -263,7 +334,8 @@ def attack_forever(rest_port: int, grpc_port: int, stop, results, groups=ATTACK_
         "grpc_cancel": lambda: (cancelled_calls(grpc_port, stop.wait), 0),
         "grpc_values": lambda: (many_values(grpc_port), 0), "undecodable": lambda: (undecodable(grpc_port), 0),
         "context": lambda: (context_merging(grpc_port), 0),
-        "big_texts": lambda: (raw_requests(rest_port, big_text_rows(*FAMILIES), 60.0), 0)}
+        "big_texts": lambda: (raw_requests(rest_port, big_text_rows(*FAMILIES), 60.0), 0),
+        "admin": lambda: (admin_calls(grpc_port, base, stop), 0)}
     tally, lock = collections.Counter(), threading.Lock()
 
     def repeat(round_, pause: float) -> None:
@@ -376,7 +448,7 @@ def both_kinds(server, args, seconds: float, expected: dict) -> dict:
     return {"rest": rest_run, "grpc": grpc_run}
 
 
-def under_attack(server, args, group: str, expected: dict, cores: set[int]) -> dict:
+def under_attack(server, args, group: str, expected: dict, cores: set[int], base: str = "") -> dict:
     """The good clients for --seconds while a process pinned to `cores` runs one attack group."""
     pid = server.process.pid
     with open(f"/proc/{pid}/clear_refs", "w") as f:
@@ -385,7 +457,7 @@ def under_attack(server, args, group: str, expected: dict, cores: set[int]) -> d
     context = multiprocessing.get_context("spawn")
     stop, ready, queue = context.Event(), context.Event(), context.Queue()
     attackers = context.Process(target=attack_forever, args=(server.rest_port, server.grpc_port, stop, queue,
-                                                             (group,), cores, ready))
+                                                             (group,), cores, ready, base))
     attackers.start()
     if not ready.wait(300):
         raise RuntimeError("the attackers' process did not start within 300 s")
@@ -405,7 +477,8 @@ def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str, c
     the good clients alone, then beside each attack group in turn, then the abandoned-request
     probes."""
     flags = [f"--max_body_bytes={MAX_BODY}", f"--monitoring_config_file={monitoring}",
-             f"--rest_api_timeout_in_ms={TIMEOUT_MS}"]
+             f"--rest_api_timeout_in_ms={TIMEOUT_MS}",
+             f"--total_model_memory_limit_bytes={ADMIN_BUDGET_COPIES * estimate_ram_bytes(newest_version(base, True))}"]
     with LocalServer("kerasbert", None if config else base, extra_flags=flags + (BATCHING if batching else []),
                      config_file=config) as server:
         server.wait_for_version()
@@ -427,7 +500,7 @@ def serve_and_attack(base: str, args, groups, batching: bool, monitoring: str, c
         time.sleep(2)
         idle = proc_status(pid)
         run["metrics_before"] = metrics_of(server.rest_port)
-        run["attacks"] = {group: under_attack(server, args, group, expected, other_cores) for group in groups}
+        run["attacks"] = {group: under_attack(server, args, group, expected, other_cores, base) for group in groups}
         for attack in run["attacks"].values():  # README's "p99 at most 2x alone"
             attack["p99_over_alone"] = attack["rest"]["p99_ms"] / run["calm"]["rest"]["p99_ms"]
         time.sleep(5)  # connections closed, threads back

@@ -92,13 +92,29 @@ def monitoring_path(flags: ServerFlags) -> str | None:
     return (config.path or DEFAULT_PATH) if config.enable else None
 
 
+def profiler_service(flags: ServerFlags):
+    """TensorFlow's profiler service as the flags set it (--enable_profiler, --profiler_root,
+    --profiler_max_duration_ms, --profiler_max_memory_bytes), or None."""
+    from serving.profiler import ProfilerService
+
+    return ProfilerService(flags.profiler_root, flags.profiler_max_duration_ms,
+                           flags.profiler_max_memory_bytes) if flags.enable_profiler else None
+
+
 def check_flags(flags: ServerFlags) -> None:
-    """What server.cc's BuildAndStart refuses in its options, in its words."""
+    """What server.cc's BuildAndStart refuses in its options, in its words (and this server's own
+    --total_model_memory_limit_bytes under 0, --profiler_max_duration_ms under 1)."""
     if not flags.port and not flags.grpc_socket_path:
         raise InvalidArgument("At least one of server_options.grpc_port or server_options.grpc_socket_path "
                               "must be set.")
     if flags.use_alts_credentials and flags.ssl_config_file:
         raise InvalidArgument("Either use_alts_credentials must be false or ssl_config_file must be empty.")
+    if flags.total_model_memory_limit_bytes < 0:
+        raise InvalidArgument(f"--total_model_memory_limit_bytes takes 0 (half of the memory) or a number of bytes. "
+                              f"Received: {flags.total_model_memory_limit_bytes}")
+    if flags.profiler_max_duration_ms < 1:
+        raise InvalidArgument(f"--profiler_max_duration_ms takes a positive number. Received: "
+                              f"{flags.profiler_max_duration_ms}")
     if not flags.model_base_path and not flags.model_config_file:
         raise InvalidArgument("Both server_options.model_base_path and server_options.model_config_file are "
                               "empty!")
@@ -173,6 +189,7 @@ def _start(flags: ServerFlags, stop: threading.Event):
     from serving.manager import ModelManager
     from serving.memory_budget import ServerBudgets
     from serving.metrics import ServingMetrics
+    from serving.model_memory import ModelMemory, default_memory_limit
     from serving.rest import RestServer
 
     report_ignored(flags)
@@ -185,7 +202,8 @@ def _start(flags: ServerFlags, stop: threading.Event):
                            signature_method_name_check=flags.enable_signature_method_name_check, tags=tags,
                            num_load_threads=flags.num_load_threads, metrics=metrics,
                            session_config=session_config(flags), prefer_tflite=flags.prefer_tflite_model, num_tflite_interpreters=flags.num_tflite_pools,
-                           allow_version_labels_for_unavailable_models=flags.allow_version_labels_for_unavailable_models)
+                           allow_version_labels_for_unavailable_models=flags.allow_version_labels_for_unavailable_models,
+                           memory=ModelMemory(flags.total_model_memory_limit_bytes or default_memory_limit()))
     if threading.current_thread() is threading.main_thread():  # SIGTERM also while the models load
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
@@ -210,7 +228,7 @@ def _start(flags: ServerFlags, stop: threading.Event):
             channel_arguments=parse_channel_arguments(flags.grpc_channel_arguments), metrics=metrics,
             socket_path=flags.grpc_socket_path, credentials=credentials, health=flags.enable_grpc_healthcheck_service,
             tensor_content=flags.enable_serialization_as_tensor_content, max_connections=caps.grpc,
-            profiler=flags.enable_profiler)
+            profiler=profiler_service(flags))
     except RuntimeError as error:  # a port or socket that cannot be bound: gRPC logs why
         log.error("%s", error)
         manager.stop()

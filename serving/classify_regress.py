@@ -32,7 +32,7 @@ from serving.json_array import decode_b64, is_b64_object, json_text, json_type_n
 from serving.json_response import format_decimal
 from serving.protos import SerializedInput
 from serving.session import DirectSession
-from serving.status import InvalidArgument, Unimplemented
+from serving.status import InvalidArgument, Unimplemented, shown
 
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
@@ -165,14 +165,14 @@ def _not_runnable(message: str, servable, name: str, method: str) -> InvalidArgu
     signature_name gets serving_default, which is rarely a classify or regress signature."""
     kind = "classify" if method == CLASSIFY_METHOD else "regress"
     fits = ", ".join(fitting_signatures(servable, method)) or "none"
-    return InvalidArgument(f"{message} (signature {name}; the model's {kind} signatures: {fits}; pass one as "
+    return InvalidArgument(f"{message} (signature {shown(name)}; the model's {kind} signatures: {fits}; pass one as "
                            "signature_name)")
 
 
 def _checked_signature(servable, name: str, method: str, kind: str, check_method_name: bool):
     name = name or "serving_default"
     if name not in servable.signature_defs:
-        raise InvalidArgument(f"No signature was found with the name: {name} (the model's signatures: "
+        raise InvalidArgument(f"No signature was found with the name: {shown(name)} (the model's signatures: "
                               f"{', '.join(servable.signature_names())})")
     signature_def = servable.signature_defs[name]
     # TF Serving checks the method name only under --enable_signature_method_name_check
@@ -294,12 +294,29 @@ def regress(servable, signature_name: str, request: input_pb2.Input, check_metho
     return regression_result(_run(servable, name, examples, session, deadline, cancelled), len(examples))
 
 
+def pinned(spec) -> tuple | None:
+    """The version or label a ModelSpec names, or None for the latest.
+
+    >>> from tensorflow_serving.apis import model_pb2
+    >>> pinned(model_pb2.ModelSpec(name="m", version_label="stable")), pinned(model_pb2.ModelSpec(name="m"))
+    (('label', 'stable'), None)
+    """
+    if spec.HasField("version"):
+        return "version", spec.version.value
+    return ("label", spec.version_label) if spec.version_label else None
+
+
+def describe_pin(spec) -> str:
+    kind_value = pinned(spec)
+    return "the latest version" if kind_value is None else f"{kind_value[0]} {shown(kind_value[1])}"
+
+
 def multi_inference(servable, request: inference_pb2.MultiInferenceRequest, check_method_name: bool = False,
                     session=None, deadline: float | None = None,
                     cancelled=None) -> inference_pb2.MultiInferenceResponse:
     """Runs every task of a MultiInferenceRequest on its shared input (TF Serving's
     TensorFlowMultiInferenceRunner::Infer, multi_inference.cc): every task is checked first,
-    in order (one model name, distinct signatures, each found, classify or regress, its
+    in order (one model name, one version or label (a later task may leave it out), distinct signatures, each found, classify or regress, its
     signature fit for it), then the examples are serialized once and each task's signature
     runs on them; one result per task, in the tasks' order.
 
@@ -314,12 +331,18 @@ def multi_inference(servable, request: inference_pb2.MultiInferenceRequest, chec
             model_name = spec.name
         elif spec.name != model_name:
             raise InvalidArgument("All ModelSpecs in a MultiInferenceRequest must access the same model name.")
+        if task is not request.tasks[0] and pinned(spec) and pinned(spec) != pinned(request.tasks[0].model_spec):
+            # TF Serving runs every task on the first task's version, whatever the others name
+            # (multi_inference_helper.cc); a task pinned elsewhere would get another model's answer.
+            raise InvalidArgument("All ModelSpecs in a MultiInferenceRequest must access the same model version: "
+                                  f"task {len(plan)} names {describe_pin(spec)}, the first task "
+                                  f"{describe_pin(request.tasks[0].model_spec)}.")
         signature = spec.signature_name or "serving_default"
         if signature in seen:
-            raise InvalidArgument(f"Duplicate evaluation of signature: {signature}")
+            raise InvalidArgument(f"Duplicate evaluation of signature: {shown(signature)}")
         seen.add(signature)
         if signature not in servable.signature_defs:
-            raise InvalidArgument(f"Requested signature not found in model graph: {signature}")
+            raise InvalidArgument(f"Requested signature not found in model graph: {shown(signature)}")
         if task.method_name == CLASSIFY_METHOD:
             check_classify_signature(servable, signature, check_method_name)
             plan.append((task, signature, classification_result, "classification_result"))
@@ -327,7 +350,7 @@ def multi_inference(servable, request: inference_pb2.MultiInferenceRequest, chec
             check_regress_signature(servable, signature, check_method_name)
             plan.append((task, signature, regression_result, "regression_result"))
         else:
-            raise Unimplemented(f"Unsupported signature method_name: {task.method_name}")
+            raise Unimplemented(f"Unsupported signature method_name: {shown(task.method_name)}")
     examples = examples_tensor(request.input)
     outputs = [_run(servable, signature, examples, session, deadline, cancelled) for _, signature, _, _ in plan]
     response = inference_pb2.MultiInferenceResponse()

@@ -166,6 +166,18 @@ FLAGS = [
     Flag("activation_bytes_per_token", _LIMITS.activation_bytes_per_token,
          "model memory one padded token takes while a call runs: each call reserves it from the request-memory "
          "budget (12 x --max_body_bytes), and a call takes at most half of what the request leaves of it", "kerasbert"),
+    # The admin surface (issue 87): the models' memory, the profiler's bounds.
+    Flag("total_model_memory_limit_bytes", 0, "RAM every loaded version may take together, by TF Serving's estimate "
+                                              "(1.2 x the version's files); a load beyond is refused "
+                                              "RESOURCE_EXHAUSTED (TF Serving's ServerCore option). 0: half of the "
+                                              "machine's (or container's) memory", "kerasbert"),
+    Flag("profiler_root", "", "directory the profiler service writes traces under; a request's repository_root, "
+                              "session_id or host_name leading elsewhere is refused (INVALID_ARGUMENT). Empty: a "
+                              "temporary directory of the server's, made at the first Profile", "kerasbert"),
+    Flag("profiler_max_duration_ms", 60_000, "longest profile a Profile request may ask for (its duration, or a start "
+                                             "ahead): longer is refused INVALID_ARGUMENT", "kerasbert"),
+    Flag("profiler_max_memory_bytes", 256 << 20, "a profile ends early (its trace written) once the server has grown "
+                                                 "by this much while it traced", "kerasbert"),
     Flag("verbose", False, "show TensorFlow's own C++ log lines and this server's debug log", "kerasbert"),
 ]
 

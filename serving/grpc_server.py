@@ -4,7 +4,9 @@ Every request's tensors are checked before anything is built from them (tensor_p
 names against the signature, dtypes, shapes and sizes; what they will take in memory is
 reserved from the server's budget first. A call's own deadline travels with it to the
 session. At most `max_threads` calls run at once (TF Serving's --grpc_max_threads) and a
-bounded number wait (`call_slots`); beyond, a call is refused RESOURCE_EXHAUSTED at once.
+bounded number wait (`call_slots`); beyond, a call is refused RESOURCE_EXHAUSTED at once. Admin
+calls (ReloadConfig, GetModelStatus, the profiler) run on a few threads of their own
+(serving/admin_calls.py).
 
 Clients use the official stubs unchanged:
     >>> from serving.process import free_port
@@ -34,6 +36,7 @@ from tensorflow_serving.apis import (classification_pb2, model_management_pb2, m
                                      predict_pb2, prediction_service_pb2_grpc, regression_pb2)
 
 from serving import classify_regress, tensor_proto
+from serving.admin_calls import ADMIN_METHODS, AdminCalls
 from serving.memory_budget import ServerBudgets
 from serving.pools import WorkerPool
 from serving.predict import Predictor
@@ -42,7 +45,7 @@ from serving.json_array import dtype_name
 from serving.manager import ModelManager
 from serving.servable import check_input_names
 from serving.metrics import ServingMetrics
-from serving.status import InvalidArgument, code_name, forget_frames, grpc_code
+from serving.status import InvalidArgument, code_name, forget_frames, grpc_code, shown
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +56,15 @@ def _spec(model_spec):
     return model_spec.name, version, label
 
 
+NO_DEADLINE_SECONDS = 10**8  # grpc's time_remaining() of a call without a deadline is further (~10^10 s)
+
+
 def _deadline(context) -> float | None:
+    """The call's deadline (time.monotonic()), or None without one: grpc tells that as a time
+    remaining so far ahead that waiting for it overflowed (OverflowError: INTERNAL "timestamp
+    out of range for platform time_t", for a ReloadConfig waiting for the decoding budget)."""
     remaining = context.time_remaining()
-    return None if remaining is None else time.monotonic() + remaining
+    return None if remaining is None or remaining > NO_DEADLINE_SECONDS else time.monotonic() + remaining
 
 
 def _cancelled(context):
@@ -79,10 +88,10 @@ def check_output_filter(signature_def, output_filter) -> None:
     seen = set()
     for alias in output_filter[:len(signature_def.outputs) + 1]:
         if alias not in signature_def.outputs:
-            raise InvalidArgument(f"output tensor alias not found in signature: {alias} Outputs expected to be "
+            raise InvalidArgument(f"output tensor alias not found in signature: {shown(alias)} Outputs expected to be "
                                   f"in the set {{{','.join(sorted(signature_def.outputs))}}}.")
         if alias in seen:
-            raise InvalidArgument(f"duplicate output tensor alias: {alias}")
+            raise InvalidArgument(f"duplicate output tensor alias: {shown(alias)}")
         seen.add(alias)
 
 
@@ -206,8 +215,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    def __init__(self, manager: ModelManager):
-        self.manager = manager
+    def __init__(self, manager: ModelManager, admin: AdminCalls):
+        self.manager, self.admin = manager, admin
 
     def GetModelStatus(self, request, context):
         try:
@@ -219,7 +228,8 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         """model_service_impl.cc: a ModelConfigList is applied as ServerCore::ReloadConfig does
         (ModelManager.reload_config); any other config is refused. A failed reload is logged in
         one line and is the call's status (gRPC sends no response with it); a successful one
-        answers status OK and, for each of `metric_names`, its increase over the call."""
+        answers status OK and, for each of `metric_names`, its increase over the call. One runs at
+        a time (AdminCalls.one_reload): another waits for it until its deadline, else UNAVAILABLE."""
         metrics = self.manager.metrics
         names = list(dict.fromkeys(request.metric_names))
         before = {name: metrics.int64_value(name) if metrics else 0 for name in names}
@@ -230,7 +240,9 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             for index, config in enumerate(request.config.model_config_list.config):
                 log.info("Config entry index: %d path: %s name: %s platform: %s", index, config.base_path,
                          config.name, config.model_platform)
-            self.manager.reload_config(request.config, _deadline(context), _cancelled(context))
+            deadline = _deadline(context)
+            with self.admin.one_reload(deadline):
+                self.manager.reload_config(request.config, deadline, _cancelled(context))
         except Exception as error:
             log.error("ReloadConfig failed: %s", error)
             code, message = grpc_code(error), str(error)
@@ -307,7 +319,9 @@ class DecodeInServicer(grpc.ServerInterceptor):
     beside it must fit with it, or is refused at once (MemoryBudget.one_call). A message that does
     not parse is INTERNAL with no details, as TF Serving's grpc++ answers it (proto_utils.h);
     answered so, it frees its HTTP/2 stream (grpcio's own refusal of an undecodable message
-    leaked the stream: 100 of them locked their connection)."""
+    leaked the stream: 100 of them locked their connection). An admin call's message is not
+    reserved (serving/admin_calls.py bounds them: a ReloadConfig of 10,000 models held 35 MB of
+    the requests' 48 MB while it waited for its models)."""
 
     def __init__(self, budget):
         self.budget = budget
@@ -317,21 +331,25 @@ class DecodeInServicer(grpc.ServerInterceptor):
         if handler is None or handler.request_streaming or handler.request_deserializer is None:
             return handler
         parse = PredictRequest.FromString if details.method == PREDICT else handler.request_deserializer
-        budget = self.budget
+        budget = None if details.method in ADMIN_METHODS else self.budget  # admin: at most ADMIN_THREADS
+
+        def parsed(raw: bytes, context):
+            try:
+                return parse(raw)
+            except Exception:  # DecodeError; RecursionError past protobuf's depth
+                context.abort(grpc.StatusCode.INTERNAL, "")
 
         def decoded(behaviour):
             def serve(raw: bytes, context):  # a stream's behaviour returns at once: held while parsing
+                if budget is None:
+                    return behaviour(parsed(raw, context), context)
                 with budget.one_call():
                     try:
                         held = budget.reserve(message_cost(details.method, len(raw)), _deadline(context))
                     except Exception as error:
                         context.abort(grpc_code(error), str(error))
                     with held:
-                        try:
-                            request = parse(raw)
-                        except Exception:  # DecodeError; RecursionError past protobuf's depth
-                            context.abort(grpc.StatusCode.INTERNAL, "")
-                        return behaviour(request, context)
+                        return behaviour(parsed(raw, context), context)
             return serve
 
         if handler.unary_unary:
@@ -436,7 +454,7 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
                      max_threads: int = 8, max_message_bytes: int = 64 * 1024 * 1024, max_receive_bytes: int = 0,
                      channel_arguments: list[tuple] | None = None, metrics: ServingMetrics | None = None,
                      socket_path: str = "", credentials=None, health: bool = False, tensor_content: bool = False,
-                     max_connections: int = 4096, profiler: bool = False):
+                     max_connections: int = 4096, profiler=None):
     """A started gRPC server; returns (server, bound TCP port or 0, health servicer or None).
 
     `port` 0 listens on no TCP port (TF Serving's --port=0), `socket_path` on a UNIX socket
@@ -448,8 +466,8 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
     --grpc_channel_arguments) override the message-size and connection defaults. With
     `health`, the standard grpc.health.v1.Health service answers for "ModelService" and
     "PredictionService", as server.cc sets them: SERVING once started, NOT_SERVING once
-    shutdown begins. With `profiler` (TF Serving's --enable_profiler), TensorFlow's profiler
-    service answers too, on the same port and socket (serving/profiler.py).
+    shutdown begins. With `profiler` (a serving.profiler.ProfilerService: TF Serving's
+    --enable_profiler), TensorFlow's profiler service answers too, on the same port and socket.
 
     Request messages of at most `max_receive_bytes` are received (--grpc_max_message_bytes; 0:
     the largest whose parse the decoding budget can hold, `max_receive_bytes_of`), each parsed
@@ -463,21 +481,22 @@ def make_grpc_server(manager: ModelManager, port: int, session, budgets: ServerB
     options = {"grpc.max_receive_message_length": receive, "grpc.max_send_message_length": max_message_bytes,
                "grpc.so_reuseport": 0, **connection_options(max_connections), **dict(channel_arguments or [])}
     pool = WorkerPool(max_threads, "grpc")
+    admin = AdminCalls()  # admin calls on threads of their own, beside the max_threads of requests
     server = grpc.server(pool, options=list(options.items()),
                          maximum_concurrent_rpcs=call_slots(max_threads, options),
-                         interceptors=[DecodeInServicer(budgets.decoding)])
+                         interceptors=[admin, DecodeInServicer(budgets.decoding)])
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionService(manager, session, budgets, metrics or ServingMetrics(enabled=False), tensor_content), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager, admin), server)
     health_servicer = None
     if health:
         health_servicer = health.HealthServicer(experimental_non_blocking=True)
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
 
-    if profiler:
+    if profiler is not None:
         from serving.profiler import generic_handler
 
-        server.add_generic_rpc_handlers((generic_handler(),))
+        server.add_generic_rpc_handlers((generic_handler(profiler),))
         log.info("Profiler service is enabled")
 
     def listen(address):

@@ -38,20 +38,25 @@ import concurrent.futures
 import logging
 import threading
 import time
+import types
 from typing import NamedTuple
 
 import grpc
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
+from serving.model_memory import ModelMemory, default_memory_limit, estimate_ram_bytes
+from serving.repeated_log import RepeatedLog
 from serving.servable import Servable, program_key
 from serving.session import check_deadline
 from serving.source import (ModelConfig, aspired_versions, check_model_config_list, check_no_platform_changes,
                             check_platforms_supported, model_configs)
-from serving.status import FailedPrecondition, InvalidArgument, NotFound, ServingError, Unknown, grpc_code
+from serving.status import (FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, ServingError, Unknown,
+                            grpc_code, shown)
 from serving.tflite import TfLiteServable, has_tflite_model
 from serving.warmup import replay_warmup_requests
 
 log = logging.getLogger(__name__)
+MAX_LISTED = 20  # models a failed ReloadConfig names (then how many more)
 
 
 class LoadFailure(NamedTuple):
@@ -60,6 +65,17 @@ class LoadFailure(NamedTuple):
     retries: int  # tries made after the first
     next_try: float  # time.monotonic()
     status: str = ""  # the error as TF Serving's Status prints it: "<CODE>: <message>"
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL  # as GetModelStatus and ReloadConfig tell it
+
+
+class ModelVersions(NamedTuple):
+    """What requests read of one model: its loaded versions and the newest of them, built anew
+    at each change and published whole, so a request reads it without a lock."""
+    servables: types.MappingProxyType  # version -> Servable
+    latest: Servable | None
+
+
+NO_VERSIONS = ModelVersions(types.MappingProxyType({}), None)
 
 
 class ModelsUnavailable(ServingError):
@@ -75,8 +91,12 @@ class ModelManager:
                  standby: bool = False, max_load_retries: int = 5, load_retry_seconds: float = 60.0,
                  signature_method_name_check: bool = False, tags: tuple[str, ...] = ("serve",),
                  num_load_threads: int = 0, metrics=None, session_config=None, prefer_tflite: bool = False,
-                 num_tflite_interpreters: int = 1, allow_version_labels_for_unavailable_models: bool = False):
+                 num_tflite_interpreters: int = 1, allow_version_labels_for_unavailable_models: bool = False,
+                 memory: ModelMemory | None = None):
         self.configs = {config.name: config for config in configs}
+        # ServerCore's ResourceTracker: every loaded version's estimated RAM within a total
+        # (--total_model_memory_limit_bytes; by default half of the machine's memory).
+        self.memory = memory if memory is not None else ModelMemory(default_memory_limit())
         # TF Serving's --allow_version_labels_for_unavailable_models, as a reload applies it
         # (ServerCore::UpdateModelVersionLabelMap).
         self.allow_version_labels_for_unavailable_models = allow_version_labels_for_unavailable_models
@@ -98,30 +118,40 @@ class ModelManager:
         # caught half-written, or on a flaky file system, loads on a later try.
         self.max_load_retries, self.load_retry_seconds = max_load_retries, load_retry_seconds
         self._spares: dict[str, tuple[tuple, object]] = {}  # name -> (program key, loaded object)
+        # The manager's own bookkeeping, changed under _lock (only dict and set operations
+        # there: a model of 100,000 versions costs each change O(1), or O(its versions) once).
         self._servables: dict[str, dict[int, Servable]] = {name: {} for name in self.configs}
         self._failed: dict[str, dict[int, LoadFailure]] = {name: {} for name in self.configs}
+        # What requests read: a ModelVersions per model, replaced (never changed) under _lock
+        # and read without it, so no request waits for a load, an unload or a config change.
+        self._published: dict[str, ModelVersions] = {}
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
+        self._reconfiguring = threading.Event()  # a config change waits: a poll pass stops early
+        # A poll's findings and a version's failed loads, logged once while they stay the same.
+        self._source_said = RepeatedLog(logging.getLogger("serving.source"))
+        self._said = RepeatedLog(log)
         self._config_lock = threading.RLock()  # one change of config at a time (ServerCore's config_mu_)
         self._stop = threading.Event()
+        self._poll_soon = threading.Event()  # the poll thread's next pass starts now
         self._thread: threading.Thread | None = None
 
     # --- Versions ---------------------------------------------------------------------
 
     @staticmethod
-    def versions_to_unload(wanted: list[int], loaded: list[int]) -> list[int]:
+    def versions_to_unload(wanted: set[int], loaded: set[int]) -> list[int]:
         """TF Serving's availability-preserving policy (availability_preserving_policy.cc): a
         version no longer wanted is unloaded once a wanted version serves, or when no version
         is wanted at all; until then the newest of them keeps serving. A new version that is
         half-copied or broken, or the served version's folder deleted, then loses no request.
 
-        >>> ModelManager.versions_to_unload(wanted=[3], loaded=[1, 2])  # 3 not loaded (yet)
+        >>> ModelManager.versions_to_unload(wanted={3}, loaded={1, 2})  # 3 not loaded (yet)
         [1]
-        >>> ModelManager.versions_to_unload(wanted=[3], loaded=[2, 3])
+        >>> ModelManager.versions_to_unload(wanted={3}, loaded={2, 3})
         [2]
         """
-        unwanted = sorted(v for v in loaded if v not in wanted)
-        if not wanted or any(v in wanted for v in loaded):
+        unwanted = sorted(loaded - wanted)
+        if not wanted or not loaded.isdisjoint(wanted):
             return unwanted
         return unwanted[:-1]
 
@@ -129,29 +159,49 @@ class ModelManager:
         """Loads wanted versions (the source's aspired_versions) not yet loaded; unloads loaded
         ones no longer wanted."""
         with self._poll_lock:  # one pass at a time: the poll thread's, or a reconfigure's
-            wanted, loads = {}, []
+            wanted, loads, estimates = {}, [], {}  # estimates: path -> RAM, once a pass
             for name, config in self.configs.items():
-                paths = aspired_versions(config)
-                wanted[name] = list(paths)
-                loads += [(name, version, paths[version]) for version in wanted[name]
+                paths = aspired_versions(config, self._source_said)
+                wanted[name] = set(paths)
+                loads += [(name, version, paths[version]) for version in paths
                           if version not in self._servables[name] and self._load_due(name, version)]
             if self.num_load_threads > 0 and len(loads) > 1:
                 with concurrent.futures.ThreadPoolExecutor(self.num_load_threads, thread_name_prefix="load") as pool:
-                    loaded = list(pool.map(lambda load: self._try_load(*load), loads))
+                    loaded = list(pool.map(lambda load: self._load_unless_reconfiguring(*load, estimates), loads))
             else:
-                loaded = [self._try_load(*load) for load in loads]
+                loaded = [self._load_unless_reconfiguring(*load, estimates) for load in loads]
+            newest = {model: path for (model, _, path), ok in zip(loads, loaded) if ok}
             for name in self.configs:
-                paths = [path for (model, _, path), ok in zip(loads, loaded) if model == name and ok]
-                if self.standby and paths:  # one spare per model, of its newest version
-                    threading.Thread(target=self._prepare_spare, args=(name, paths[-1]), daemon=True,
+                if self.standby and name in newest:  # one spare per model, of its newest version
+                    threading.Thread(target=self._prepare_spare, args=(name, newest[name]), daemon=True,
                                      name=f"standby-{name}").start()
                 self._unload_unwanted(name, wanted[name])
 
-    def _try_load(self, name: str, version: int, path: str) -> bool:
+    def _load_unless_reconfiguring(self, name: str, version: int, path: str, estimates: dict) -> bool:
+        """A poll pass's load; skipped (left to the next pass) once a config change waits. Then
+        the GIL is offered to the request threads (a pass over 10,000 versions is Python work)."""
+        try:
+            return not self._reconfiguring.is_set() and self._try_load(name, version, path, estimates)
+        finally:
+            time.sleep(0)
+
+    def _try_load(self, name: str, version: int, path: str, estimates: dict | None = None) -> bool:
+        estimates = {} if estimates is None else estimates
+        if path not in estimates:  # 10,000 models of one export: its files read once a pass
+            estimates[path] = estimate_ram_bytes(path)
+        estimate = estimates[path]
+        if not self.memory.reserve((name, version), estimate):  # BasicManager::ApproveLoad
+            left = self.memory.left()
+            self._record_failure(name, version, path, ResourceExhausted(
+                f"Insufficient resources to load servable {{name: {shown(name)} version: {version}}}: its RAM "
+                f"estimate, {estimate} bytes (1.2 x its files), is over the {max(left, 0)} bytes left of "
+                f"--total_model_memory_limit_bytes={self.memory.limit}"))
+            return False
         started = time.monotonic()
         try:
             servable = self._load(name, version, path)
         except Exception as error:  # a broken export must not take the server down
+            self.memory.release((name, version))
             self._record_failure(name, version, path, error)
             if self.metrics is not None:
                 self.metrics.load(path, False, time.monotonic() - started, model=name)
@@ -161,31 +211,56 @@ class ModelManager:
         with self._lock:
             self._failed[name].pop(version, None)
             self._servables[name][version] = servable
+            self._publish(name)
+        self._said.clear((name, "load", version))
         log.info("loaded %s version %d from %s", name, version, path)
         return True
 
-    def _unload_unwanted(self, name: str, wanted: list[int]) -> None:
+    def _publish(self, name: str) -> None:
+        """Replaces what requests read of `name` (under _lock; one copy of its versions)."""
+        servables = self._servables[name]
+        self._published[name] = ModelVersions(types.MappingProxyType(dict(servables)),
+                                              servables[max(servables)] if servables else None)
+
+    def _unload_unwanted(self, name: str, wanted: set[int]) -> None:
         with self._lock:
-            for version in self.versions_to_unload(wanted, list(self._servables[name])):
+            unload = self.versions_to_unload(wanted, self._servables[name].keys())
+            for version in unload:
                 # Requests holding this servable keep it alive until they finish.
                 del self._servables[name][version]
+                self.memory.release((name, version))
                 log.info("unloaded %s version %d", name, version)
-            for version in [v for v in self._failed[name] if v not in wanted]:
+            if unload:
+                self._publish(name)
+            for version in self._failed[name].keys() - wanted:
                 del self._failed[name][version]  # exported again later: tried afresh
+                self._said.clear((name, "load", version))
 
-    def reconfigure(self, configs: list[ModelConfig]) -> None:
+    def reconfigure(self, configs: list[ModelConfig], in_background: bool = False) -> None:
         """Takes a new model config list: new models are loaded by the next poll, dropped ones
-        unloaded now, and changed version policies and labels apply from the next poll."""
-        with self._config_lock, self._poll_lock, self._lock:
-            self.configs = {config.name: config for config in configs}
-            for name in self.configs:
-                self._servables.setdefault(name, {})
-                self._failed.setdefault(name, {})
-            for name in [n for n in self._servables if n not in self.configs]:
-                del self._servables[name], self._failed[name]
-                self._spares.pop(name, None)
-                log.info("unloaded model %s: no longer in the config", name)
-        self.poll()
+        unloaded now, and changed version policies and labels apply from the next poll. That
+        poll runs here, or `in_background` in the poll thread (if it runs), at once."""
+        with self._config_lock:
+            self._reconfiguring.set()  # a poll pass under way ends after the load it is in
+            try:
+                with self._poll_lock, self._lock:
+                    self.configs = {config.name: config for config in configs}
+                    for name in self.configs:
+                        self._servables.setdefault(name, {})
+                        self._failed.setdefault(name, {})
+                    for name in self._servables.keys() - self.configs.keys():
+                        for version in self._servables[name]:
+                            self.memory.release((name, version))
+                        del self._servables[name], self._failed[name]
+                        self._published.pop(name, None)
+                        self._spares.pop(name, None)
+                        log.info("unloaded model %s: no longer in the config", name)
+            finally:
+                self._reconfiguring.clear()
+        if in_background and self._thread is not None and self._thread.is_alive():
+            self._poll_soon.set()
+        else:
+            self.poll()
 
     def reload_config(self, config, deadline: float | None = None, cancelled=None) -> None:
         """Applies a ModelServerConfig as ServerCore::ReloadConfig does (server_core.cc): a
@@ -202,15 +277,16 @@ class ModelManager:
             self._check_labels(configs)
             check_platforms_supported(configs)
             new_models = sorted(c.name for c in configs if c.name not in self.configs)
-            self.reconfigure(configs)
+            # The loads run in the poll thread: a call cancelled, or past its deadline, ends
+            # at once (a pass over 10,000 new models takes a while) and the next may stop that pass.
+            self.reconfigure(configs, in_background=True)
             self._wait_until_available(new_models, deadline, cancelled)
 
     def _check_labels(self, configs: list[ModelConfig]) -> None:
         """UpdateModelVersionLabelMap: a label names a version available now, unless
         allow_version_labels_for_unavailable_models (and then not moving an existing label)."""
         for config in configs:
-            with self._lock:
-                loaded = set(self._servables.get(config.name, {}))
+            loaded = self._published.get(config.name, NO_VERSIONS).servables
             old = self.configs.get(config.name)
             for label, version in config.version_labels.items():
                 allow = self.allow_version_labels_for_unavailable_models and not (
@@ -220,11 +296,12 @@ class ModelManager:
                                              "which is not currently available for inference")
 
     def _newest_state(self, name: str) -> tuple[int, str | None] | None:
-        """(version, None) once a version of `name` serves, (version, error) once its newest
-        settled version failed to load with no retry left; None while neither."""
+        """(version, None) once a version of `name` serves, (version, "<CODE>: error") once its
+        newest settled version failed to load with no retry left; None while neither."""
         with self._lock:
             loaded = set(self._servables.get(name, {}))
-            failed = {v: f.error for v, f in self._failed.get(name, {}).items() if f.retries >= self.max_load_retries}
+            failed = {v: f"{f.code.name}: {f.error}" for v, f in self._failed.get(name, {}).items()
+                      if f.retries >= self.max_load_retries}
         for version in sorted(loaded | set(failed), reverse=True):
             return version, (None if version in loaded else failed[version])
         return None
@@ -238,10 +315,12 @@ class ModelManager:
             check_deadline(deadline, "while its new models loaded", cancelled)
             time.sleep(0.05)
         unavailable = {name: state for name, state in states.items() if state[1] is not None}
-        if unavailable:
+        if unavailable:  # the first MAX_LISTED of them, and how many more
+            listed = list(unavailable.items())[:MAX_LISTED]
+            more = f"... and {len(unavailable) - len(listed)} more, " if len(unavailable) > len(listed) else ""
             raise Unknown(f"{len(unavailable)} model(s) did not become available: {{"
-                          + "".join(f"{{{{name: {name} version: {version}}} due to error: INTERNAL: {error}}}, "
-                                    for name, (version, error) in unavailable.items()) + "}")
+                          + "".join(f"{{{{name: {shown(name)} version: {version}}} due to error: {error}}}, "
+                                    for name, (version, error) in listed) + more + "}")
 
     def _load_due(self, name: str, version: int) -> bool:
         """True for a version never tried, or failed with retries left and its wait over."""
@@ -250,16 +329,23 @@ class ModelManager:
                                    and time.monotonic() >= failure.next_try)
 
     def _record_failure(self, name: str, version: int, path: str, error: Exception) -> None:
+        """A failed load, to be tried again later unless out of tries; a load refused for the
+        memory budget is not tried again (its harness ends in error, as in TF Serving)."""
         previous = self._failed[name].get(version)
         retries = previous.retries + 1 if previous else 0
+        if isinstance(error, ResourceExhausted):
+            retries = self.max_load_retries
         left = self.max_load_retries - retries
-        log.error("failed to load %s version %d from %s: %s (%s)", name, version, path, error,
-                  f"trying again in {self.load_retry_seconds:g} s; tries left: {left}" if left > 0
-                  else "no tries left")
+        if left <= 0:  # giving up is news: told whatever was said before
+            self._said.clear((name, "load", version))
+        self._said.report((name, "load", version), logging.ERROR,
+                          f"failed to load {name} version {version} from {path}: {error}",
+                          f" (trying again in {self.load_retry_seconds:g} s; tries left: {left})" if left > 0
+                          else " (no tries left)")
         with self._lock:
-            self._failed[name][version] = LoadFailure(str(error), retries,
-                                                      time.monotonic() + self.load_retry_seconds,
-                                                      f"{grpc_code(error).name}: {error}")
+            self._failed[name][version] = LoadFailure(
+                str(error), retries, time.monotonic() + self.load_retry_seconds, f"{grpc_code(error).name}: {error}",
+                grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(error, ResourceExhausted) else grpc.StatusCode.INTERNAL)
 
     def _load(self, name: str, version: int, path: str) -> Servable:
         """A warmed Servable: the spare's graph with this version's weights, if they match."""
@@ -348,7 +434,11 @@ class ModelManager:
         return failed
 
     def _poll_forever(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
+        while not self._stop.is_set():
+            self._poll_soon.wait(self.poll_seconds)  # or at once, for a ReloadConfig
+            self._poll_soon.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.poll()
             except Exception:  # keep polling whatever one pass met
@@ -356,28 +446,28 @@ class ModelManager:
 
     def stop(self) -> None:
         self._stop.set()
+        self._poll_soon.set()
 
     # --- Lookups ----------------------------------------------------------------------
 
     def resolve_label(self, name: str, label: str) -> int:
         config = self.configs.get(name)
         if config is None or label not in config.version_labels:
-            raise InvalidArgument(f"Unrecognized servable version label: {label}")
+            raise InvalidArgument(f"Unrecognized servable version label: {shown(label)}")
         return config.version_labels[label]
 
     def get(self, name: str, version: int | None = None, label: str | None = None) -> Servable:
         """The servable a request asks for: a version, a label, or the latest."""
         if label is not None:
             version = self.resolve_label(name, label)
-        with self._lock:
-            versions = self._servables.get(name, {})
-            if version is None:
-                if not versions:
-                    raise NotFound(f"Servable not found for request: Latest({name})")
-                return versions[max(versions)]
-            if version not in versions:
-                raise NotFound(f"Servable not found for request: Specific({name}, {version})")
-            return versions[version]
+        versions = self._published.get(name, NO_VERSIONS)  # no lock: a snapshot, replaced whole
+        if version is None:
+            if versions.latest is None:
+                raise NotFound(f"Servable not found for request: Latest({shown(name)})")
+            return versions.latest
+        if version not in versions.servables:
+            raise NotFound(f"Servable not found for request: Specific({shown(name)}, {version})")
+        return versions.servables[version]
 
     def metadata(self, name: str, version: int | None = None, label: str | None = None):
         """GetModelMetadataResponse: every signature def of the requested version."""
@@ -394,7 +484,7 @@ class ModelManager:
     def status(self, name: str, version: int | None = None, label: str | None = None):
         """GetModelStatusResponse: AVAILABLE versions (and failed loads), newest first."""
         if name not in self.configs:
-            raise NotFound(f"Could not find any versions of model {name}")
+            raise NotFound(f"Could not find any versions of model {shown(name)}")
         if label is not None:  # TF Serving ignores a label in a status request
             version = None
         with self._lock:
@@ -410,8 +500,8 @@ class ModelManager:
                 entry.status.error_code = 0
             else:
                 entry.state = get_model_status_pb2.ModelVersionStatus.END
-                entry.status.error_code = 13  # INTERNAL: the load failed
+                entry.status.error_code = failed[number].code.value[0]  # INTERNAL; RESOURCE_EXHAUSTED: refused
                 entry.status.error_message = failed[number].error
         if not response.model_version_status:
-            raise NotFound(f"Could not find version {version} of model {name}")
+            raise NotFound(f"Could not find version {version} of model {shown(name)}")
         return response

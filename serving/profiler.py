@@ -13,6 +13,16 @@ profiler session doing the profiling:
   <repository_root>/<session_id>/<host>.xplane.pb (':' in the host written '_'; the host is
   opts.advanced_configuration["override_hostname"] if set, else host_name), or returned in
   the response with emit_xspace; empty_trace says whether any event was recorded.
+- Unlike TSL's service, a Profile writes only under the directory the operator chose
+  (`root`, --profiler_root; by default a temporary directory of the server's, made at the first
+  Profile): a relative repository_root is taken under it, and a repository_root, session_id
+  or host name whose file would resolve outside it (`..`, an absolute path elsewhere, a
+  symbolic link out) is INVALID_ARGUMENT, as is a URI (gs://, s3://, hdfs://: no outbound file
+  system). A duration, or a start ahead, longer than `max_duration_ms`
+  (--profiler_max_duration_ms) is INVALID_ARGUMENT before the session starts; a session ends
+  early (its trace written, OK) once the server has grown by --profiler_max_memory_bytes while
+  it traced: what the profiler collects grows with traffic (~30 MiB a second beside 32 busy
+  clients).
 - Terminate: marks the session_id to stop; always OK.
 - Monitor: UNIMPLEMENTED, as TensorFlow's own service answers it (and grpc answers the
   continuous-profiling methods TensorFlow 2.21 declares, which this service leaves out).
@@ -24,7 +34,7 @@ TensorBoard's profile plugin (logdir/plugins/profile/<run>/<host>.xplane.pb):
     >>> from concurrent.futures import ThreadPoolExecutor
     >>> from tensorflow.python.profiler import profiler_client
     >>> server = grpc.server(ThreadPoolExecutor(2))
-    >>> server.add_generic_rpc_handlers((generic_handler(),))
+    >>> server.add_generic_rpc_handlers((generic_handler(ProfilerService(str(tmp_path))),))
     >>> port = server.add_insecure_port("127.0.0.1:0")
     >>> server.start()
     >>> tracing = ThreadPoolExecutor(1).submit(profiler_client.trace, f"127.0.0.1:{port}", str(tmp_path), 200)
@@ -41,11 +51,14 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 import tempfile
 import threading
 import time
 
 import grpc
+
+from serving.status import InvalidArgument, shown
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +67,13 @@ BUSY = "Another profiling session active."  # TSL's ProfilerLock message, which 
 # TSL's ProfilerSession::DefaultOptions
 DEFAULT_LEVELS = {"host_tracer_level": 2, "device_tracer_level": 1, "python_tracer_level": 0}
 MAX_STOP_MARKS = 1024  # Terminate marks kept for sessions not (yet) running; the oldest go first
+DEFAULT_MAX_DURATION_MS = 60_000  # --profiler_max_duration_ms
+DEFAULT_MAX_MEMORY_BYTES = 256 << 20  # --profiler_max_memory_bytes
+MEMORY_CHECK_SECONDS = 0.1
+_URI = re.compile(r"^[a-zA-Z][0-9a-zA-Z.+-]*:/")  # gs://, s3://, hdfs://, file:/ ...
 
 
-def _messages() -> dict:
+def service_messages() -> dict:
     """ProfileRequest, ProfileResponse, TerminateRequest and TerminateResponse of TSL's
     tsl/profiler/protobuf/profiler_service.proto (package tensorflow), declared here because
     TensorFlow ships no Python module for it. Only the fields this service reads or writes
@@ -121,11 +138,81 @@ def is_empty(xspace) -> bool:
     return not any(line.events for plane in xspace.planes for line in plane.lines)
 
 
-class ProfilerService:
-    """The Profile, Terminate and Monitor methods of `tensorflow.ProfilerService`."""
+def inside(path: str, root: str) -> bool:
+    """True if `path`, its symbolic links resolved, is `root` (resolved) or under it.
 
-    def __init__(self):
-        self.messages = _messages()
+    >>> inside("/srv/profiles/run/../run/h.xplane.pb", "/srv/profiles"), inside("/srv/profiles/../x", "/srv/profiles")
+    (True, False)
+    """
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def trace_path(root: str, repository_root: str, session_id: str, host: str) -> str:
+    """Where a Profile's XSpace goes: <repository_root>/<session_id>/<host>.xplane.pb (':' in the
+    host written '_'), a relative repository_root taken under `root`; InvalidArgument, in one
+    line, for a file that would not be under `root`, or on another file system.
+
+    >>> trace_path("/srv/profiles", "logs/plugins/profile", "run", "127.0.0.1:8500")
+    '/srv/profiles/logs/plugins/profile/run/127.0.0.1_8500.xplane.pb'
+    >>> trace_path("/srv/profiles", "/etc", "z", "h")
+    Traceback (most recent call last):
+    serving.status.InvalidArgument: Profile: repository_root /etc is outside the server's profile directory (--profiler_root)
+    """
+    if _URI.match(repository_root):
+        raise InvalidArgument(f"Profile: repository_root {shown(repository_root)} is not a local path; this server "
+                              "writes profiles under its own directory (--profiler_root) only")
+    for key, value in (("repository_root", repository_root), ("session_id", session_id), ("host_name", host)):
+        if "\0" in value:
+            raise InvalidArgument(f"Profile: {key} holds a NUL character")
+    for key, value in (("session_id", session_id), ("host_name", host)):
+        if "/" in value or value in (".", ".."):
+            raise InvalidArgument(f"Profile: {key} {shown(value)} is not one folder or file name")
+    repository = os.path.join(root, repository_root)  # an absolute repository_root stays itself
+    if not inside(repository, root):
+        raise InvalidArgument(f"Profile: repository_root {shown(repository_root)} is outside the server's profile "
+                              "directory (--profiler_root)")
+    path = join_path(repository, session_id, f"{host}.xplane.pb".replace(":", "_"))
+    if not inside(path, root):
+        raise InvalidArgument(f"Profile: session_id {shown(session_id)} and host_name {shown(host)} lead outside "
+                              "the server's profile directory (--profiler_root)")
+    return path
+
+
+def rss_bytes() -> int:
+    """This process's resident memory (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+class MemoryGrowth:
+    """Called, True once the process has grown by more than `limit` bytes since it was made
+    (what TensorFlow's profiler collects grows with traffic: ~30 MiB a second beside 32 busy
+    clients); `over` is then the growth."""
+
+    def __init__(self, limit: int):
+        self.limit, self.start, self.over = limit, rss_bytes(), 0
+
+    def __call__(self) -> bool:
+        growth = rss_bytes() - self.start
+        if growth > self.limit:
+            self.over = growth
+        return bool(self.over)
+
+
+class ProfilerService:
+    """The Profile, Terminate and Monitor methods of `tensorflow.ProfilerService`, writing
+    under `root` ("": a temporary directory, made at the first Profile) for at most
+    `max_duration_ms` a session, ended early once the server has grown by `max_memory_bytes`."""
+
+    def __init__(self, root: str = "", max_duration_ms: int = DEFAULT_MAX_DURATION_MS,
+                 max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES):
+        self._root, self.max_duration_ms, self.max_memory_bytes = root, max_duration_ms, max_memory_bytes
+        self._root_lock = threading.Lock()
+        self.messages = service_messages()
         self._busy = threading.Lock()  # one Profile call at a time, from its request to its answer
         self._changed = threading.Condition()  # a Terminate, or a call ending
         self._stops: dict[str, None] = {}  # session ids told to stop (insertion-ordered)
@@ -135,6 +222,10 @@ class ProfilerService:
         from tensorflow.python.profiler.internal import _pywrap_profiler
         from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
+        try:
+            self._check(request)
+        except InvalidArgument as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         if not self._busy.acquire(blocking=False):
             context.abort(grpc.StatusCode.INTERNAL, BUSY)
         try:
@@ -159,7 +250,12 @@ class ProfilerService:
                                                 if opts.version and getattr(opts, key) != default})
                     except errors.OpError as error:
                         context.abort(grpc.StatusCode.INTERNAL, error.message)
-                    self._wait(context, ended, opts.duration_ms / 1000, request.session_id)
+                    grown = MemoryGrowth(self.max_memory_bytes)
+                    self._wait(context, ended, opts.duration_ms / 1000, request.session_id, grown)
+                    if grown.over:
+                        log.warning("Profile %s ended early: the server grew by %d MiB while it traced "
+                                    "(--profiler_max_memory_bytes=%d)", shown(request.session_id),
+                                    grown.over >> 20, self.max_memory_bytes)
                     session.export_to_tb()  # scratch/plugins/profile/<run>/<this host>.xplane.pb
                 finally:
                     session.stop()  # a no-op once exported; else the session ends here, its lock freed
@@ -172,10 +268,40 @@ class ProfilerService:
         finally:
             self._busy.release()
 
-    def _wait(self, context, ended: threading.Event, seconds: float, session_id: str | None = None):
-        """Waits `seconds`, or until a Terminate for `session_id` (whose mark it clears);
-        aborts CANCELLED (as TSL's service) once the call is cancelled, DEADLINE_EXCEEDED
-        (what its client sees then) once its deadline has passed."""
+    def root(self) -> str:
+        """The directory profiles are written under (made now if it is the default's)."""
+        with self._root_lock:
+            if not self._root:
+                self._root = tempfile.mkdtemp(prefix="kerasbert-profiles-")
+                log.info("Profiles are written under %s (--profiler_root)", self._root)
+            return self._root
+
+    def _check(self, request) -> None:
+        """InvalidArgument for a session longer, or starting later, than max_duration_ms, or
+        for a file `trace_path` refuses."""
+        opts = request.opts
+        for key, value in (("duration_ms", request.duration_ms), ("opts.duration_ms", opts.duration_ms)):
+            if value > self.max_duration_ms:
+                raise InvalidArgument(f"Profile: {key} {value} is over this server's longest profile, "
+                                      f"{self.max_duration_ms} ms (--profiler_max_duration_ms)")
+        if opts.version and opts.start_timestamp_ns > time.time_ns() + self.max_duration_ms * 10**6:
+            raise InvalidArgument(f"Profile: opts.start_timestamp_ns {opts.start_timestamp_ns} is more than "
+                                  f"{self.max_duration_ms} ms ahead (--profiler_max_duration_ms)")
+        if not request.emit_xspace:
+            trace_path(self.root(), request.repository_root, request.session_id, self._host(request))
+
+    @staticmethod
+    def _host(request) -> str:
+        advanced = request.opts.advanced_configuration
+        return (advanced["override_hostname"].string_value if "override_hostname" in advanced else "") \
+            or request.host_name
+
+    def _wait(self, context, ended: threading.Event, seconds: float, session_id: str | None = None,
+              over_memory=lambda: False):
+        """Waits `seconds`, or until a Terminate for `session_id` (whose mark it clears) or
+        `over_memory()` (asked every MEMORY_CHECK_SECONDS); aborts CANCELLED (as TSL's service)
+        once the call is cancelled, DEADLINE_EXCEEDED (what its client sees then) once its
+        deadline has passed."""
         remaining = context.time_remaining()
         now = time.monotonic()
         until = now + max(seconds, 0.0)
@@ -188,9 +314,9 @@ class ProfilerService:
                 if session_id is not None and session_id in self._stops:
                     del self._stops[session_id]
                     return
-                if now >= until:
+                if now >= until or over_memory():
                     return
-                self._changed.wait(min(until, deadline) - now)
+                self._changed.wait(min(until, deadline, now + MEMORY_CHECK_SECONDS) - now)
         if time.monotonic() >= deadline:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
         context.abort(grpc.StatusCode.CANCELLED, "Cancelled")
@@ -200,19 +326,20 @@ class ProfilerService:
         if request.emit_xspace:
             response.xspace.ParseFromString(data)
             return response
-        import tensorflow as tf
-
-        advanced = request.opts.advanced_configuration
-        host = (advanced["override_hostname"].string_value if "override_hostname" in advanced else "") \
-            or request.host_name
-        run = join_path(request.repository_root, request.session_id)
-        path = join_path(run, f"{host}.xplane.pb".replace(":", "_"))
-        try:  # tf.io.gfile: the file systems TSL's Env writes to (gs://, ...)
-            tf.io.gfile.makedirs(run)
-            with tf.io.gfile.GFile(path, "wb") as f:
+        root = self.root()
+        try:
+            path = trace_path(root, request.repository_root, request.session_id, self._host(request))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if not inside(os.path.dirname(path), root):  # a folder swapped for a link meanwhile
+                raise InvalidArgument("Profile: the session's folder leads outside the server's profile directory")
+            # O_NOFOLLOW: a link put where the file goes is not written through
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as f:
                 f.write(data)
-        except tf.errors.OpError as error:
-            context.abort(grpc.StatusCode.INTERNAL, error.message)
+        except InvalidArgument as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except OSError as error:
+            context.abort(grpc.StatusCode.INTERNAL, f"Profile: cannot write the trace: {error.strerror}")
         log.info("Profile saved to %s", path)
         return response
 
@@ -229,10 +356,9 @@ class ProfilerService:
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "unimplemented.")
 
 
-def generic_handler(service: ProfilerService | None = None) -> grpc.GenericRpcHandler:
+def generic_handler(service: ProfilerService) -> grpc.GenericRpcHandler:
     """The handler to add to a grpc server for /tensorflow.ProfilerService/{Profile,
     Terminate,Monitor}; grpc answers its other methods UNIMPLEMENTED."""
-    service = service or ProfilerService()
     messages = service.messages
 
     def method(behaviour, request=None, response=None):

@@ -31,7 +31,7 @@ from tensorflow.python.client import pywrap_tf_session as tf_session
 
 from serving.protos import status_error
 from serving.row_costs import load_row_costs
-from serving.status import InvalidArgument, TensorFlowError, tf_error_message
+from serving.status import InvalidArgument, TensorFlowError, shown, tf_error_message
 
 INIT_OP_SIGNATURE = "__saved_model_init_op"  # a SignatureDef no request can name
 
@@ -134,7 +134,7 @@ class Signatures:
     def signature(self, name: str):
         """The SignatureDef named `name`; InvalidArgument, listing the others, if there is none."""
         if name not in self.signature_defs or name == INIT_OP_SIGNATURE:
-            raise InvalidArgument(f"Serving signature name: \"{name}\" not found in signature def (the model's "
+            raise InvalidArgument(f"Serving signature name: \"{shown(name)}\" not found in signature def (the model's "
                                   f"signatures: {', '.join(self.signature_names())})")
         return self.signature_defs[name]
 
@@ -260,10 +260,10 @@ def check_input_names(expected, sent) -> None:
         extra = [name for name in sent if name not in expected]
         missing = [name for name in expected if name not in sent]
         raise InvalidArgument(
-            f"input size does not match signature: {len(sent)}!={len(expected)} len({{{','.join(sent)}}}) != "
-            f"len({{{','.join(expected)}}}). Sent extra: {{{','.join(extra)}}}. Missing but required: "
+            f"input size does not match signature: {len(sent)}!={len(expected)} len({{{shown(','.join(sent))}}}) != "
+            f"len({{{','.join(expected)}}}). Sent extra: {{{shown(','.join(extra))}}}. Missing but required: "
             f"{{{','.join(missing)}}}.")
     for name in sent:
         if name not in expected:
-            raise InvalidArgument(f"input tensor alias not found in signature: {name}. Inputs expected to be in "
+            raise InvalidArgument(f"input tensor alias not found in signature: {shown(name)}. Inputs expected to be in "
                                   f"the set {{{','.join(expected)}}}.")

@@ -20,6 +20,7 @@ import re
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from serving.repeated_log import RepeatedLog
 from serving.status import FailedPrecondition, InvalidArgument
 
 log = logging.getLogger(__name__)
@@ -249,23 +250,31 @@ def wanted_versions(config: ModelConfig, on_disk: list[int]) -> list[int]:
     return on_disk[-count:]
 
 
-def aspired_versions(config: ModelConfig) -> dict[int, str]:
+def aspired_versions(config: ModelConfig, said: RepeatedLog) -> dict[int, str]:
     """{version: its folder's path} for the versions the config wants served now. A base path
-    that is missing or holds no version folder is logged at every call, as TF Serving's
-    file-system source logs it at every poll (a missing path an error, no versions a warning)."""
+    that is missing or holds no version folder is logged (a missing path an error, no versions a
+    warning, in TF Serving's file-system source's words) as `said` logs: once while it stays so,
+    where TF Serving logs it at every poll (10,000 models at a missing path: 1.5 MB of log a
+    second)."""
     folders = versions_on_disk(config.base_path)
     policy = config.model_version_policy
+    name = config.name
     if policy.WhichOneof("policy_choice") == "specific" and os.path.isdir(config.base_path):
         if not policy.specific.versions:  # a likely mistake: file_system_storage_path_source.cc says so
-            log.warning("No specific versions requested for servable %s.", config.name)
+            said.report((name, "specific"), logging.WARNING, f"No specific versions requested for servable {name}.")
             return {}
+        said.clear((name, "specific"))
         for version in dict.fromkeys(policy.specific.versions):
-            if version not in folders:
-                log.warning("Version %d of servable %s, which was requested to be served as a 'specific' version "
-                            "in the servable's version policy, was not found in the file system", version,
-                            config.name)
+            if version in folders:
+                said.clear((name, "specific", version))
+            else:
+                said.report((name, "specific", version), logging.WARNING, f"Version {version} of servable {name}, which was "
+                            "requested to be served as a 'specific' version in the servable's version policy, was "
+                            "not found in the file system")
     if not folders:
-        report = log.warning if os.path.isdir(config.base_path) else log.error
-        report("%s", no_versions_message(config.name, config.base_path))
+        level = logging.WARNING if os.path.isdir(config.base_path) else logging.ERROR
+        said.report((name, "versions"), level, no_versions_message(name, config.base_path))
+    else:
+        said.clear((name, "versions"))
     return {version: os.path.join(config.base_path, folders[version])
             for version in wanted_versions(config, list(folders))}

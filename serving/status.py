@@ -40,6 +40,20 @@ _HTTP_STATUS = {
 _BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
 
 
+MAX_SHOWN_NAME = 256  # characters of a client's model, signature or input name echoed in an error
+
+
+def shown(name: str) -> str:
+    """A name a request sent, as an error message echoes it: cut to MAX_SHOWN_NAME characters
+    (a 1 MB model name is not sent back whole, nor logged so).
+
+    >>> shown("kerasbert"), shown("x" * 1000)[250:]
+    ('kerasbert', 'xxxxxx... (1000 characters)')
+    """
+    name = str(name)
+    return name if len(name) <= MAX_SHOWN_NAME else f"{name[:MAX_SHOWN_NAME]}... ({len(name)} characters)"
+
+
 class ServingError(Exception):
     """Base of the kinds below; `code` is the status an error of each kind carries."""
 
@@ -72,6 +86,12 @@ class Unimplemented(ServingError):
 
 class Unknown(ServingError):
     code = grpc.StatusCode.UNKNOWN
+
+
+class Unavailable(ServingError):
+    """The server cannot take the call now (every admin thread busy, a ReloadConfig under way);
+    the same call may succeed later."""
+    code = grpc.StatusCode.UNAVAILABLE
 
 
 class Cancelled(ServingError):

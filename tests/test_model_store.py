@@ -93,7 +93,11 @@ def test_a_failed_load_is_tried_again_after_the_retry_interval(tmp_path, caplog)
     with caplog.at_level(logging.INFO, logger="serving.manager"):
         for _ in range(5):
             store.poll()
-    assert caplog.text.count("failed to load m version 2") == 3 and "no tries left" in caplog.text
+    # Logged when it first fails and when it runs out of tries; the identical try between counted.
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert [e.startswith("failed to load m version 2") for e in errors] == [True, True]
+    assert errors[-1].endswith("(no tries left)")
+    assert "repeated 1 more times since logged (('m', 'load', 2))" in caplog.text
     assert caplog.text.count("loaded m version 1") == 1 and store.get("m").version == 1
 
     # Out of tries; removed and exported again, the version is tried afresh.
@@ -245,9 +249,11 @@ def test_a_changed_model_config_is_applied_and_a_broken_one_ignored(tmp_path, ca
 
 
 @pytest.mark.parametrize("base", ["typo", "toy/1"])
-def test_a_server_with_no_versions_to_serve_says_so_at_every_poll(tmp_path, caplog, base):
+def test_a_server_with_no_versions_to_serve_says_so_once(tmp_path, caplog, base):
     """As TF Serving, the server waits for the model's first version before it opens its
-    ports (ServerCore waits for every configured model), and logs why at every poll."""
+    ports (ServerCore waits for every configured model), and logs why; where TF Serving logs
+    it again at every poll, here it is said once and its repeats counted (issue 87: 10,000
+    models at a missing path logged 1.5 MB a second)."""
     import threading
 
     from helpers import free_ports
@@ -261,19 +267,17 @@ def test_a_server_with_no_versions_to_serve_says_so_at_every_poll(tmp_path, capl
 
     grpc_port, rest_port = free_ports(2)
     flags = ServerFlags(port=grpc_port, rest_api_port=rest_port, model_name="toy", model_base_path=base_path,
-                        file_system_poll_wait_seconds=1)
+                        file_system_poll_wait_seconds=0.1)
     ready, stop = threading.Event(), threading.Event()
     with caplog.at_level(logging.WARNING, logger="serving.source"):
         server = threading.Thread(target=run_server, args=(flags, ready, stop), daemon=True)
         server.start()
         try:
-            started = time.monotonic()
-            while len(said()) < 2 and time.monotonic() - started < 60:  # the next poll's line
-                time.sleep(0.05)
+            stop.wait(2)  # some 20 polls
         finally:
             stop.set()
             server.join(30)
-    assert len(said()) >= 2  # at start-up, and again at the next poll
+    assert len(said()) == 1  # at start-up only
     assert not ready.is_set() and not server.is_alive()  # never served; stopped while it waited
     if base == "typo":
         assert f"Could not find base path {base_path} for servable toy" in said()[-1]

@@ -4,7 +4,10 @@ client while predicts run, the one-session rule, Terminate, deadlines and cancel
 no port of its own."""
 
 import glob
+import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
 
@@ -79,7 +82,8 @@ class Predicts:
 
 def test_a_trace_is_captured_on_the_grpc_port_and_socket_while_predicts_run(model_base, tmp_path):
     socket_path = str(tmp_path / "grpc.sock")
-    server = Server(model_name="toy", model_base_path=str(model_base), grpc_socket_path=socket_path)
+    server = Server(model_name="toy", model_base_path=str(model_base), grpc_socket_path=socket_path,
+                    profiler_root=str(tmp_path))
     try:
         with Predicts(server):
             profiler_client.trace(f"127.0.0.1:{server.grpc_port}", str(tmp_path / "logs"), 1000, "", 10)
@@ -108,7 +112,7 @@ def test_a_trace_is_captured_on_the_grpc_port_and_socket_while_predicts_run(mode
 
 
 def test_one_session_at_a_time_and_terminate_ends_it_early(model_base, tmp_path):
-    server = Server(model_name="toy", model_base_path=str(model_base))
+    server = Server(model_name="toy", model_base_path=str(model_base), profiler_root=str(tmp_path))
     try:
         started = time.monotonic()
         running = profile_future(server.channel, profile_request(30_000, str(tmp_path), "long", "a:1"))
@@ -150,7 +154,7 @@ def wait_until_free(channel, tmp_path, seconds=10):
 
 
 def test_the_deadline_or_cancellation_of_a_call_ends_its_session(model_base, tmp_path):
-    server = Server(model_name="toy", model_base_path=str(model_base))
+    server = Server(model_name="toy", model_base_path=str(model_base), profiler_root=str(tmp_path))
     try:
         started = time.monotonic()
         with pytest.raises(grpc.RpcError) as raised:
@@ -213,11 +217,94 @@ def listening_tcp_ports(pid: int) -> set[int]:
     return ports
 
 
-def test_the_server_process_listens_on_its_two_ports_only_after_profiling(example_server, tmp_path):
-    """On the session's child server (../conftest.py's `server`: `python -m serving` at its
-    default flags, the toy model's version 1)."""
-    server = example_server
-    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
-        answer = profile(channel, profile_request(200, str(tmp_path / "logs")), timeout=60)
-    assert os.path.exists(tmp_path / "logs" / "run" / "here.xplane.pb"), answer
-    assert listening_tcp_ports(server.process.pid) == {server.grpc_port, server.rest_port}
+def test_the_server_process_listens_on_its_two_ports_only_after_profiling(model_base, tmp_path):
+    from serving.process import LocalServer
+
+    with LocalServer("toy", str(model_base), log_path=str(tmp_path / "server.log"),
+                     extra_flags=[f"--profiler_root={tmp_path}"]) as server:
+        server.wait_for_version(1)
+        with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+            answer = profile(channel, profile_request(200, str(tmp_path / "logs")), timeout=60)
+        assert os.path.exists(tmp_path / "logs" / "run" / "here.xplane.pb"), answer
+        assert listening_tcp_ports(server.process.pid) == {server.grpc_port, server.rest_port}
+
+
+def test_a_profile_writes_only_under_the_operators_directory_and_no_longer_than_its_maximum(model_base, tmp_path,
+                                                                                            caplog):
+    """Issue 87: repository_root=/etc with session_id z wrote /etc/z/h.xplane.pb; host_name
+    "../../x" escaped the root; gs:// made the server try an outbound request; 2^40 ms grew
+    RSS for as long as it ran, and 2^63 ms was UNKNOWN with a traceback."""
+    root, outside = tmp_path / "profiles", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "out").symlink_to(outside)
+    server = Server(model_name="toy", model_base_path=str(model_base), profiler_root=str(root),
+                    profiler_max_duration_ms=5000)
+    try:
+        refused = [profile_request(50, str(outside), "z", "h"),
+                   profile_request(50, str(root / ".." / "outside"), "z", "h"),
+                   profile_request(50, "", "../../outside", "h"),
+                   profile_request(50, "", "run", "../../outside/x"),
+                   profile_request(50, "", str(outside), "h"),
+                   profile_request(50, "", "run", str(outside / "x")),
+                   profile_request(50, "out", "run", "h"),  # a link inside that leads outside
+                   profile_request(50, "..", "outside", "h"),
+                   profile_request(50, "gs://bucket/logs", "run", "h"),
+                   profile_request(50, "s3://bucket/logs", "run", "h"),
+                   profile_request(50, "hdfs://namenode/logs", "run", "h"),
+                   profile_request(50, "", "run\0", "h"),
+                   profile_request(2**40), profile_request(2**63), profile_request(2**64 - 1),
+                   profile_request(6000)]
+        late = profile_request(50)
+        late.opts.start_timestamp_ns = time.time_ns() + 10**18
+        for request in refused + [late]:
+            with pytest.raises(grpc.RpcError) as raised:
+                profile(server.channel, request, timeout=30)
+            assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (request, raised.value.details())
+            assert "\n" not in raised.value.details() and len(raised.value.details()) < 600
+        assert os.listdir(outside) == [] and sorted(os.listdir(root)) == ["out"]
+        assert not any(record.exc_info for record in caplog.records)
+
+        # Inside the directory: a relative root under it, an absolute one in it, the longest duration.
+        profile(server.channel, profile_request(50, "logs", "run", "a:1"), timeout=30)
+        profile(server.channel, profile_request(50, str(root / "abs"), "run", "h"), timeout=30)
+        assert os.path.getsize(root / "logs" / "run" / "a_1.xplane.pb") > 0
+        assert os.path.getsize(root / "abs" / "run" / "h.xplane.pb") > 0
+        started = time.monotonic()
+        call(server.channel, "Terminate", MESSAGES["TerminateRequest"](session_id="longest"), timeout=10)
+        profile(server.channel, profile_request(5000, "", "longest"), timeout=30)
+        assert time.monotonic() - started < 5
+    finally:
+        server.close()
+
+
+def test_without_a_directory_profiles_go_to_a_temporary_one_of_the_servers(model_base, tmp_path, caplog):
+    server = Server(model_name="toy", model_base_path=str(model_base))
+    try:
+        caplog.set_level(logging.INFO, "serving.profiler")
+        with pytest.raises(grpc.RpcError) as raised:
+            profile(server.channel, profile_request(50, str(tmp_path), "z", "h"), timeout=30)
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        profile(server.channel, profile_request(50, "logs", "run", "h"), timeout=30)
+        [root] = [record.args[0] for record in caplog.records if record.msg.startswith("Profiles are written under")]
+        assert os.path.dirname(root) == tempfile.gettempdir() and os.listdir(tmp_path) == []
+        assert os.path.getsize(os.path.join(root, "logs", "run", "h.xplane.pb")) > 0
+        shutil.rmtree(root)
+    finally:
+        server.close()
+
+
+def test_a_profile_ends_early_once_the_server_has_grown_by_its_memory_maximum(model_base, tmp_path, monkeypatch):
+    """Issue 87: a long Profile under traffic grew RSS for as long as it ran (here ~30 MiB a
+    second beside 32 busy clients)."""
+    import serving.profiler
+
+    grown = iter(range(0, 10**12, 100 << 20))  # each look: 100 MiB more
+    monkeypatch.setattr(serving.profiler, "rss_bytes", lambda: next(grown))
+    server = Server(model_name="toy", model_base_path=str(model_base), profiler_root=str(tmp_path),
+                    profiler_max_memory_bytes=250 << 20)
+    try:
+        profile(server.channel, profile_request(30_000, "", "grown"), timeout=20)  # over 250 MiB at the 3rd look
+        assert os.path.getsize(tmp_path / "grown" / "here.xplane.pb") > 0
+    finally:
+        server.close()
