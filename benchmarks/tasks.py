@@ -34,9 +34,9 @@ from benchmarks.results import (bench_parser, compared, load_results, peer_train
 from benchmarks.serving import newest_version
 from kerasbert.config import FinetuneConfig, load_config, save_config
 from kerasbert.data.task_files import read_task_file, read_training_file
-from kerasbert.families.conll import Sentence, read_conll, tag_names, write_conll
-from kerasbert.families.conlleval import entity_scores
-from kerasbert.families.squad import f1_gap_interval, read_squad, squad_scores, write_squad
+from kerasbert.families.tagging.conll import Sentence, read_conll, tag_names, write_conll
+from kerasbert.families.tagging.conlleval import entity_scores
+from kerasbert.families.span_qa.squad import f1_gap_interval, read_squad, squad_scores, write_squad
 from kerasbert.models.encoder import minilm_checkpoint
 from serving.client import ServingClient
 from serving.process import LocalServer

@@ -66,7 +66,7 @@ from typing import Any, Iterable
 from kerasbert.errors import TaskError
 from kerasbert.families import Family, family_of, kinds
 from kerasbert.families.base import TokenFamily
-from kerasbert.families.span_qa_task import SpanSettings
+from kerasbert.families.span_qa import SpanSettings
 from kerasbert.labels import label_key
 
 COLUMN_FORMATS = ("csv", "tsv", "jsonl")  # the sentence families' files; a token-level family has its own

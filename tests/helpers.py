@@ -131,7 +131,7 @@ def tiny_families_export(path, seed=1):
     the in-memory model's text functions the export serves. Windows of 16 tokens at stride
     4, at most 3 (a context of more than 17 word pieces is refused)."""
     from kerasbert.export import export_model
-    from kerasbert.families.conll import Sentence
+    from kerasbert.families.tagging.conll import Sentence
     from kerasbert.finetuning.data import task_dataset
     from kerasbert.finetuning.evaluation import family_signatures
     from kerasbert.tasks import Task
@@ -155,7 +155,7 @@ def tiny_tasks_run(path, seed=1):
     shipped tasks have: sst, para, sts (pairs as one packed sequence, [CLS] pooling, so that
     kerasbert/hf/exporting.py takes it), ner (FAMILY_TAGS) and squad (windows of 16 tokens at
     stride 4, at most 3). For the docstring examples (../conftest.py)."""
-    from kerasbert.families.conll import Sentence
+    from kerasbert.families.tagging.conll import Sentence
     from kerasbert.finetuning.data import task_dataset
     from kerasbert.tasks import Task
 

@@ -14,12 +14,12 @@ import tensorflow as tf
 import kerasbert
 from conftest import DATA_DIR, ROOT
 from kerasbert.data.rows import DataError
-from kerasbert.families.conll import Sentence, read_conll, tag_names, to_iob2, write_conll
-from kerasbert.families.conlleval import entities, entity_scores
+from kerasbert.families.tagging.conll import Sentence, read_conll, tag_names, to_iob2, write_conll
+from kerasbert.families.tagging.conlleval import entities, entity_scores
 from helpers import save_family_functions
-from kerasbert.families.tagging import (IGNORED, WORD_SEPARATOR, TaggingGraph, masked_tag_loss, predict_tags,
+from kerasbert.families.tagging.features import (IGNORED, WORD_SEPARATOR, TaggingGraph, masked_tag_loss, predict_tags,
                                        tagging_features)
-from kerasbert.families.tagging_export import TaggingSignatures
+from kerasbert.families.tagging.export import TaggingSignatures
 from kerasbert.finetuning.data import TaskPreprocessor, family_dataset
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.packing import ENCODER_KEYS

@@ -14,8 +14,8 @@ from kerasbert.data.cleaning import clean_review
 from kerasbert.data.task_files import read_task_file
 from kerasbert.export import serving_methods
 from kerasbert.families.base import NoSettings
-from kerasbert.families.span_qa_task import SpanSettings
-from kerasbert.families.tagging_task import TaggingSettings
+from kerasbert.families.span_qa import SpanSettings
+from kerasbert.families.tagging import TaggingSettings
 from kerasbert.tasks import BUILTIN_TASKS as TASKS
 from kerasbert.tasks import Task, TaskError, declare_tasks
 

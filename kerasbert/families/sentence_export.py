@@ -3,7 +3,7 @@
 over the export's shared graph (`kerasbert.export.ServingGraph`: tokenize, pack, encode).
 
 What each returns is its family's (`serving_outputs`, `examples_outputs` of
-kerasbert/families/classification.py and regression.py).
+kerasbert/families/classification/ and regression/).
 
 Example:
     >>> [spec.name for spec in token_specs("_b")]

@@ -175,7 +175,7 @@ def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, b
     preprocessor keeps one shape (XLA). `group_by_length` as `task_dataset`'s, by packed length.
 
     Example:
-        >>> from kerasbert.families.conll import read_conll
+        >>> from kerasbert.families.tagging.conll import read_conll
         >>> sentences = read_conll(conll_file).sentences
         >>> dev = family_dataset(model.task_specs["ner"], sentences, preprocessor, batch_size=2, training=False)
         >>> x, y = next(iter(dev))

@@ -10,9 +10,9 @@ Heads, by the task's kind, each its family's (kerasbert/families/: `Family.head_
 - pair_score (similarity): cross-encoder: as score, on the pair's embedding; bi-encoder: the
   cosine of u and v mapped from [-1, 1] to [min_score, max_score].
 - tags (named entities): dropout + dense(num_tags) on each token's state: tag logits
-  (batch, seq, tags); a word's tag is its first piece's (kerasbert/families/tagging.py).
+  (batch, seq, tags); a word's tag is its first piece's (kerasbert/families/tagging/features.py).
 - span (extractive QA): dense(2) on each token's state: start and end logits (batch, seq, 2)
-  (kerasbert/families/span_qa.py).
+  (kerasbert/families/span_qa/features.py).
 pair_classes and pair_binary heads use `pair_encoder`; pair_score heads `sts_encoder`
 (default: the same), so paraphrase can read both sentences at once while similarity stays a cosine.
 The sentence embedding (`embed`) is the mean of the token states over the padding
@@ -211,7 +211,7 @@ class MultitaskBert(DatasetFit, keras.Model):
         """classes, pair_classes: class probabilities (batch, n); pair_binary: the probability
         of the second class (batch,); score kinds: the score in [min_score, max_score]
         (batch,). What evaluation scores and the export serves. The token-level families answer
-        through their decoders (kerasbert/families/*_export.py), which read `head_output`'s logits."""
+        through their decoders (kerasbert/families/*/export.py), which read `head_output`'s logits."""
         return self.task_specs[task].family.batch_prediction(self, task, x)
 
     def task_prediction_from(self, task: str, u, v=None):

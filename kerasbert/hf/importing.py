@@ -40,7 +40,7 @@ from kerasbert.compat.keras_hub import convert_bert_weights
 from kerasbert.config import FinetuneConfig, FinetuneDataConfig, HeadsConfig, save_config
 from kerasbert.durable import publish
 from kerasbert.errors import DataError
-from kerasbert.families.tagging_task import TaggingSettings
+from kerasbert.families.tagging import TaggingSettings
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.hf.checkpoint import TransformersCheckpoint, read_checkpoint

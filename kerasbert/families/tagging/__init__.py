@@ -1,9 +1,9 @@
 """The token-tagging family as the task system sees it: a task of kind `tags` (named entities on
-CoNLL-2003) reads CoNLL column files (kerasbert/families/conll.py), its `labels` are its tag
+CoNLL-2003) reads CoNLL column files (kerasbert/families/tagging/conll.py), its `labels` are its tag
 names ('O' first; from the training file when not declared), its head is dropout + dense(tags) on
 each token's state, its loss `masked_tag_loss`, its metrics conlleval's entity F1, precision and
 recall (and F1 per entity type), its signatures `<head>` (text -> entities) and `<head>_tokens`
-(kerasbert/families/tagging.py, tagging_export.py). Its settings (`TaggingSettings`) are the
+(kerasbert/families/tagging/features.py, export.py). Its settings (`TaggingSettings`) are the
 task's `sequence_length` and the words it serves (`words`).
 
 Example:
@@ -21,8 +21,8 @@ import dataclasses
 
 from kerasbert.data.rows import DataError, ReadResult, file_exists
 from kerasbert.families.base import TokenFamily, TokenSettings
-from kerasbert.families.conll import read_conll, tag_names
-from kerasbert.families.conlleval import entity_scores
+from kerasbert.families.tagging.conll import read_conll, tag_names
+from kerasbert.families.tagging.conlleval import entity_scores
 
 WORD_SPLITS = ("spaces", "punctuation")  # a tags task's `words`
 
@@ -92,12 +92,12 @@ class Tagging(TokenFamily):
         return (task if self.is_resolved(task) else self.resolved(task, tag_names(result.examples))), result
 
     def graph(self, task, vocabulary, sequence_length):
-        from kerasbert.families.tagging import TaggingGraph
+        from kerasbert.families.tagging.features import TaggingGraph
 
         return TaggingGraph(vocabulary, task.labels, sequence_length, task.settings.words)
 
     def features(self, task, graph, examples, training):
-        from kerasbert.families.tagging import tagging_features
+        from kerasbert.families.tagging.features import tagging_features
 
         features = tagging_features(graph, examples)
         if features.untagged_words and training:  # the training data's summary, once
@@ -113,7 +113,7 @@ class Tagging(TokenFamily):
     def loss(self, model, name, x, y):
         import tensorflow as tf
 
-        from kerasbert.families.tagging import masked_tag_loss
+        from kerasbert.families.tagging.features import masked_tag_loss
 
         labels = tf.reshape(y, tf.shape(x["token_ids"]))  # (batch, seq): tag ids at first pieces, -1 elsewhere
         return masked_tag_loss(labels, model.head_output(name, x, training=True))
@@ -121,12 +121,12 @@ class Tagging(TokenFamily):
     # --- Evaluation and serving -----------------------------------------------------------
 
     def decoder(self, predict, graph):
-        from kerasbert.families.tagging_export import TaggingSignatures
+        from kerasbert.families.tagging.export import TaggingSignatures
 
         return TaggingSignatures(predict, graph)
 
     def predict(self, function, examples, batch_size):
-        from kerasbert.families.tagging import predict_tags
+        from kerasbert.families.tagging.features import predict_tags
 
         return predict_tags(function, examples, batch_size)
 
