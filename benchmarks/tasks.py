@@ -130,13 +130,13 @@ def peer_settings(config, spec, train: list[dict], dev: list[dict]) -> dict:
                 **peer_training(config.train), "group_by_length": config.data.group_by_length, "seed": config.train.seed,
                 "train_examples": len(train), "dev_examples": len(dev)}
     if spec.kind == "tags":
-        settings["tag_names"] = list(spec.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
+        settings["tag_names"] = list(spec.settings.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
     elif spec.kind == "span":
         settings.update(doc_stride=spec.family.doc_stride_at(spec, settings["sequence_length"]),
                         max_query_length=spec.settings.max_query_length,
                         max_answer_length=spec.settings.max_answer_length)
     else:
-        settings["class_names"] = list(spec.served_names)
+        settings["class_names"] = list(spec.settings.served_names)
     return settings
 
 

@@ -69,7 +69,7 @@ def test_a_dev_tag_the_training_file_never_showed_is_an_error_naming_file_and_li
 
     train = write(tmp_path / "train.txt", "Rex NNP B-ANIMAL\nsat VBD O\n\nParis NNP B-LOC\n\n")
     task, _ = read_training_file(Task("pets", "tags"), train)
-    assert task.labels == ("O", "B-ANIMAL", "I-ANIMAL", "B-LOC", "I-LOC")
+    assert task.settings.labels == ("O", "B-ANIMAL", "I-ANIMAL", "B-LOC", "I-LOC")
     dev = write(tmp_path / "dev.txt", "Paris NNP B-LOC\n\nthe DT O\ncafe NN B-ORG\n\n")
     with pytest.raises(DataError, match=r"dev.txt:3: tag\(s\) \['B-ORG'\] not among task 'pets'"):
         read_task_file(task, dev)

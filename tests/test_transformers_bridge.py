@@ -134,7 +134,7 @@ def test_sequence_classifier_equals_bert_in_numpy(checkpoints):
     folder, w = checkpoints["classifier"]
     config, model, preprocessor = load_transformers(folder, sequence_length=32)
     assert list(config.tasks) == ["classifier"] and config.tasks["classifier"].kind == "classes"
-    assert config.tasks["classifier"].served_names == ("negative", "neutral", "positive")
+    assert config.tasks["classifier"].settings.served_names == ("negative", "neutral", "positive")
     ids, segments, mask = packed(TEXTS)
     expected = [softmax(linear(bert_forward(w, ids, segments, mask, gelu)[1], w, "classifier"))
                 for gelu in (gelu_tanh, gelu_exact)]
@@ -152,7 +152,7 @@ def test_pair_regression_is_linear_and_unclipped(checkpoints):
     folder, w = checkpoints["regression"]
     config, model, _ = load_transformers(folder, task="stars", pair=True, sequence_length=32)
     task = config.tasks["stars"]
-    assert (task.kind, task.score_output, task.min_score, task.head) == ("pair_score", "linear", None, "stars")
+    assert (task.kind, task.settings.score_output, task.settings.min_score, task.head) == ("pair_score", "linear", None, "stars")
     ids, segments, mask = packed(TEXTS, TEXTS_B)
     expected = [linear(bert_forward(w, ids, segments, mask, gelu)[1], w, "classifier")[:, 0]
                 for gelu in (gelu_tanh, gelu_exact)]
@@ -165,10 +165,10 @@ def test_token_classifier_equals_bert_in_numpy_with_o_first(checkpoints):
     folder, w = checkpoints["tagger"]
     config, model, _ = load_transformers(folder, sequence_length=32)
     task = config.tasks["ner"]
-    assert (task.kind, task.head, task.labels) == ("tags", "entities", ("O", "B-PER", "I-PER", "B-LOC", "I-LOC"))
+    assert (task.kind, task.head, task.settings.labels) == ("tags", "entities", ("O", "B-PER", "I-PER", "B-LOC", "I-LOC"))
     assert task.settings.words == "punctuation"  # served words as transformers' pipeline splits them
     ids, segments, mask = packed(TEXTS)
-    order = [TAGS.index(tag) for tag in task.labels]
+    order = [TAGS.index(tag) for tag in task.settings.labels]
     expected = [linear(bert_forward(w, ids, segments, mask, gelu)[0], w, "classifier")[..., order]
                 for gelu in (gelu_tanh, gelu_exact)]
     real = mask.astype(bool)  # the unpadded encoder leaves zeros at padding
@@ -289,7 +289,7 @@ def test_round_trip_gives_equal_outputs(exported):
     for task, folder in folders.items():
         config, back, _ = load_transformers(folder)
         assert config.tasks[task] == model.task_specs[task]  # kind, names, range, head
-        if config.tasks[task].is_family:
+        if not config.tasks[task].family.pooled:
             ours, theirs = back.head_output(task, x), model.head_output(task, x)
         else:
             ours, theirs = back.task_prediction(task, x), model.task_prediction(task, x)

@@ -23,7 +23,7 @@ fine-tuning run's: continue fine-tuning from it with `pipelines.finetune --init_
 
 Example:
     >>> config, model, preprocessor = load_transformers(hf_checkpoint)  # e.g. runs/hf/bert-sst2
-    >>> model.tasks, model.task_specs["classifier"].class_names
+    >>> model.tasks, model.task_specs["classifier"].settings.class_names
     (('classifier',), ('negative', 'positive'))
     >>> import_transformers(hf_checkpoint, f"{tmp_path}/sst2-imported")  # then pipelines.export
     '.../sst2-imported'

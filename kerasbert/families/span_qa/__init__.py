@@ -62,10 +62,6 @@ class SpanQa(TokenFamily):
         if settings.sequence_length:
             self.check_run(task, settings.sequence_length)
 
-    def check_labels(self, task, fail):
-        if task.labels:
-            fail(f"a span task has no labels (its answers are slices of the context). Received: {list(task.labels)}")
-
     def check_run(self, task, sequence_length):
         self.doc_stride_at(task, sequence_length)  # TaskError when the stride would skip context
 
