@@ -71,7 +71,6 @@ from kerasbert.errors import TaskError
 from kerasbert.families import Family, family_of, kinds
 from kerasbert.families.sentence import Columns
 from kerasbert.families.span_qa import SpanSettings
-from kerasbert.labels import label_key
 
 COLUMN_FORMATS = ("csv", "tsv", "jsonl")  # the sentence families' files; a token-level family has its own
 # Signatures every export has besides the tasks' own.
