@@ -34,9 +34,9 @@ from benchmarks.results import (bench_parser, compared, load_results, peer_train
 from benchmarks.serving import newest_version
 from kerasbert.config import FinetuneConfig, load_config, save_config
 from kerasbert.data.task_files import read_task_file, read_training_file
-from kerasbert.families.conll import Sentence, read_conll, tag_names, write_conll
-from kerasbert.families.conlleval import entity_scores
-from kerasbert.families.squad import f1_gap_interval, read_squad, squad_scores, write_squad
+from kerasbert.families.tagging.conll import Sentence, read_conll, tag_names, write_conll
+from kerasbert.families.tagging.conlleval import entity_scores
+from kerasbert.families.span_qa.squad import f1_gap_interval, read_squad, squad_scores, write_squad
 from kerasbert.models.encoder import minilm_checkpoint
 from serving.client import ServingClient
 from serving.process import LocalServer
@@ -130,13 +130,13 @@ def peer_settings(config, spec, train: list[dict], dev: list[dict]) -> dict:
                 **peer_training(config.train), "group_by_length": config.data.group_by_length, "seed": config.train.seed,
                 "train_examples": len(train), "dev_examples": len(dev)}
     if spec.kind == "tags":
-        settings["tag_names"] = list(spec.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
+        settings["tag_names"] = list(spec.settings.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
     elif spec.kind == "span":
         settings.update(doc_stride=spec.family.doc_stride_at(spec, settings["sequence_length"]),
                         max_query_length=spec.settings.max_query_length,
                         max_answer_length=spec.settings.max_answer_length)
     else:
-        settings["class_names"] = list(spec.served_names)
+        settings["class_names"] = list(spec.settings.served_names)
     return settings
 
 

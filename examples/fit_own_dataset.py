@@ -42,7 +42,7 @@ import tensorflow as tf  # noqa: E402
 
 checkpoint = args.init_checkpoint or kerasbert.minilm_checkpoint()
 preprocessor = kerasbert.TaskPreprocessor(kerasbert.load_tokenizer(checkpoint), sequence_length=64)
-class_index = keras.layers.StringLookup(vocabulary=list(task.label_values), num_oov_indices=0)
+class_index = keras.layers.StringLookup(vocabulary=list(task.settings.label_values), num_oov_indices=0)
 
 
 def model_inputs(row):
@@ -58,5 +58,5 @@ model.compile(optimizer=kerasbert.FusedAdamW(1e-4, weight_decay=0.01))
 model.fit(rows.map(model_inputs), steps_per_epoch=args.steps, epochs=1)
 version = kerasbert.export_model(model, preprocessor, args.export_base)  # signatures tickets, tickets_classify, ...
 answer = kerasbert.TextPredictor(model, preprocessor).predict("tickets", ["refund the double charge"])
-print(f"classes {list(task.class_names or task.labels)}; 'refund the double charge': "
+print(f"classes {list(task.settings.served_names)}; 'refund the double charge': "
       f"{answer['class_name'][0].decode()}; exported {version}")

@@ -54,8 +54,8 @@ _MODULES = {
     "FusedAdamW": "kerasbert.training.optim",
     # Multitask fine-tuning: the declared tasks, their model, data and scores.
     "Task": "kerasbert.tasks",
-    "TaggingSettings": "kerasbert.families.tagging_task",  # a tags task's settings (Task.settings)
-    "SpanSettings": "kerasbert.families.span_qa_task",  # a span task's
+    "TaggingSettings": "kerasbert.families.tagging",  # a tags task's settings (Task.settings)
+    "SpanSettings": "kerasbert.families.span_qa",  # a span task's
     "get_task": "kerasbert.tasks",
     "task_names": "kerasbert.tasks",
     "MultitaskBert": "kerasbert.finetuning.model",

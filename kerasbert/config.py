@@ -20,7 +20,7 @@ import typing
 from typing import Any
 
 from kerasbert.errors import ConfigError
-from kerasbert.tasks import BUILTIN_TASKS, DEFAULT_TASKS, Task, declare_tasks
+from kerasbert.tasks import BUILTIN_TASKS, DEFAULT_TASKS, HEADS_BEFORE, Task, declare_tasks, upgrade_heads
 
 # Size presets: (num_layers, hidden_dim, num_heads). intermediate_dim is 4x hidden.
 MODEL_PRESETS = {
@@ -257,6 +257,8 @@ def from_dict(cls, values: dict[str, Any], where: str = ""):
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     values = _upgrade_task_keys(cls, values)
+    if cls.__name__ == "FinetuneConfig":
+        values = _upgrade_heads(values)
     unknown = sorted(set(values) - set(fields))
     _check(not unknown, f"Unknown config key(s) {unknown} in {where or cls.__name__}. "
            f"Known: {sorted(fields)}")
@@ -300,6 +302,25 @@ def _upgrade_task_keys(cls, values: dict[str, Any]) -> dict[str, Any]:
         if old in values:
             values[field] = {**values.get(field, {}), task: values.pop(old)}
     return values
+
+
+# The settings keys HEADS_BEFORE's became (ScoreSettings, ClassificationSettings).
+_HEADS_MOVED = {"sts_encoder": "encoder", "sts_loss": "loss", "para_mnrl_weight": "mnrl_weight", "mnrl_scale": "mnrl_scale"}
+
+
+def _upgrade_heads(values: dict[str, Any]) -> dict[str, Any]:
+    """A fine-tuning config's heads section without the sentence settings it held until issue 86,
+    their values moved to the tasks' declarations (`kerasbert.tasks.upgrade_heads`).
+
+    >>> _upgrade_heads({"heads": {"pair_encoder": "bi", "sts_loss": "cosine"}, "tasks": "sts"})["tasks"]["sts"]["loss"]
+    'cosine'
+    """
+    heads = values.get("heads")
+    if not isinstance(heads, dict) or not HEADS_BEFORE.keys() & heads.keys():
+        return values
+    old = {key: heads[key] for key in HEADS_BEFORE if key in heads}
+    return {**values, "heads": {key: value for key, value in heads.items() if key not in old},
+            "tasks": upgrade_heads(values.get("tasks", DEFAULT_TASKS), old)}
 
 
 def to_dict(config) -> dict[str, Any]:
@@ -363,6 +384,9 @@ def apply_overrides(values: dict[str, Any], defaults: dict[str, Any], overrides:
         if free and leaf not in default_node:
             node[leaf] = _parse_json_or_text(text)
             continue
+        _check(not (path[:-1] == ["heads"] and leaf in HEADS_BEFORE), f"--set {override!r}: heads.{leaf} is a task's "
+               f"setting since issue 86: --set tasks.TASK.{_HEADS_MOVED.get(leaf)}=... (TASK: a "
+               f"{'pair_binary' if 'mnrl' in leaf else 'pair_score'} task of the run)")
         _check(leaf in default_node, f"Unknown config key {key!r} in --set {override!r}. "
                f"Known: {sorted(default_node)}")
         try:
@@ -477,40 +501,31 @@ class FinetuneDataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class HeadsConfig:
-    """The task heads on the shared encoder.
+    """The task heads on the shared encoder. A task's own head settings are its family's (a
+    pair_score task's `encoder` and `loss`, a pair_binary task's `mnrl_weight` and `mnrl_scale`:
+    `heads.sts_encoder`, `sts_loss`, `para_mnrl_weight` and `mnrl_scale` until issue 86, which
+    a config still sets for its tasks: `kerasbert.tasks.upgrade_heads`).
 
     Example:
-        >>> HeadsConfig(pair_encoder="cross", sts_encoder="bi").encoder_of(BUILTIN_TASKS["sts"])
+        >>> HeadsConfig(pair_encoder="bi").encoder_of(BUILTIN_TASKS["sts"])
         'bi'
     """
 
     pair_encoder: str = "cross"  # cross: [CLS] a [SEP] b [SEP]; bi: Sentence-BERT embeddings
-    sts_encoder: str = ""  # the similarity head's own choice of cross | bi; "" = pair_encoder
     pooling: str = "mean"  # sentence embedding: mean of token states, or the cls pooler
     dropout: float = 0.1
-    sts_loss: str = "mse"  # mse on the 0-5 score | cosine (cosine embedding loss, bi only)
-    para_mnrl_weight: float = 0.0  # multiple-negatives ranking loss on positives (bi only)
-    mnrl_scale: float = 20.0  # inverse temperature of the MNRL softmax
 
     def __post_init__(self):
         _check(self.pair_encoder in ("cross", "bi"),
                f"heads.pair_encoder must be cross or bi. Received: {self.pair_encoder!r}")
-        _check(self.sts_encoder in ("", "cross", "bi"),
-               f"heads.sts_encoder must be cross, bi or empty. Received: {self.sts_encoder!r}")
         _check(self.pooling in ("mean", "cls"), f"heads.pooling must be mean or cls. Received: {self.pooling!r}")
-        _check(self.sts_loss in ("mse", "cosine"), f"heads.sts_loss must be mse or cosine. Received: {self.sts_loss!r}")
-        _check(self.sts_loss == "mse" or (self.sts_encoder or self.pair_encoder) == "bi",
-               "heads.sts_loss=cosine needs a bi-encoder similarity head (it compares two "
-               "embeddings): heads.sts_encoder=bi, or heads.pair_encoder=bi")
-        _check(self.para_mnrl_weight == 0 or self.pair_encoder == "bi",
-               "heads.para_mnrl_weight > 0 needs heads.pair_encoder=bi")
 
     def encoder_of(self, task: Task) -> str:
-        """"cross" or "bi" for a pair task ("" for one text): pair_score tasks take
-        sts_encoder if it is set, the others pair_encoder."""
+        """"cross" or "bi" for a pair task ("" for one text): the task's own `encoder` if it
+        sets one (a pair_score task), else pair_encoder."""
         from kerasbert.tasks import encoder_of
 
-        return encoder_of(task, self.pair_encoder, self.sts_encoder)
+        return encoder_of(task, self.pair_encoder)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -573,6 +588,7 @@ class FinetuneConfig:
                  for name, task in tasks.items()}
         for task in tasks.values():  # a span task's stride, against the length its windows take in this run
             task.family.check_run(task, task.family.sequence_length(task, data.max_sequence_length))
+            task.family.check_heads(task, self.heads.pair_encoder)
         object.__setattr__(self, "tasks", tasks)
         object.__setattr__(self, "data", dataclasses.replace(data, train_files={}, dev_files={}))
         object.__setattr__(self, "schedule", dataclasses.replace(

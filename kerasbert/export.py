@@ -16,7 +16,7 @@ family (kerasbert/families/: `Family.serving_functions`); for the default tasks:
     paraphrase (text_a, text_b)  -> probability (batch,), label int64, class_name      (pair_binary)
     similarity (text_a, text_b)  -> score (batch,) in [0, 5]                           (pair_score)
     embed      (text)            -> embedding (batch, hidden)
-and for the token-level families (`ner`, `squad`; kerasbert/families/*_export.py, docs/families.md):
+and for the token-level families (`ner`, `squad`; kerasbert/families/*/export.py, docs/families.md):
     entities   (text)              -> entity_text, entity_type, entity_start, entity_end,
                                       entity_score (batch, n), num_entities; word tags (tags)
     answer     (question, context) -> answer, answer_start, answer_end, score (batch,)    (span)

@@ -25,8 +25,11 @@ TF Serving's :classify and :regress. The families (kerasbert/families/) have `h`
 The families' files: a tags task reads CoNLL column files (format `conll`: the word first,
 its tag last, blank lines between sentences) and its `labels` are its tag names (`O`
 first; from the training file when not declared); a span task reads SQuAD v1.1's JSON
-(format `squad`). Their own settings are the task's `settings`, a frozen dataclass of the
-family (`family.settings`; a sentence task has none): a tags task's `TaggingSettings`
+(format `squad`). A task's own settings are its `settings`, a frozen dataclass of its family
+(`family.settings`; `Task` holds only what every task has): a classes task's
+`ClassificationSettings` (its columns, labels, class names; a pair_binary task's `mnrl_weight`),
+a score task's `ScoreSettings` (its columns, range, `score_output`; a pair_score task's `encoder`
+and `loss`), a tags task's `TaggingSettings`
 (`sequence_length`, 0: the run's `data.max_sequence_length`; `words`, the words it serves), a
 span task's `SpanSettings` (`sequence_length`; `doc_stride`, 0: the largest that skips no
 context, up to 128, a declared one that would skip context being a TaskError when the config
@@ -47,10 +50,10 @@ Example:
     ...                text="body", label="category")
     >>> tickets.signature_names, tickets.is_resolved
     (('tickets', 'tickets_tokens', 'tickets_classify'), False)
-    >>> tickets.resolved(["billing", "bug", "billing"]).served_names
+    >>> tickets.resolved(["billing", "bug", "billing"]).settings.served_names
     ('billing', 'bug')
-    >>> BUILTIN_TASKS["sts"].head, BUILTIN_TASKS["sts"].kind, BUILTIN_TASKS["sts"].is_pair
-    ('similarity', 'pair_score', True)
+    >>> BUILTIN_TASKS["sts"].head, BUILTIN_TASKS["sts"].kind, BUILTIN_TASKS["sts"].settings.text_a
+    ('similarity', 'pair_score', '')
     >>> BUILTIN_TASKS["squad"].settings
     SpanSettings(sequence_length=384, doc_stride=0, max_query_length=64, max_answer_length=30, max_windows=16)
 """
@@ -58,6 +61,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import zlib
@@ -65,9 +69,8 @@ from typing import Any, Iterable
 
 from kerasbert.errors import TaskError
 from kerasbert.families import Family, family_of, kinds
-from kerasbert.families.base import TokenFamily
-from kerasbert.families.span_qa_task import SpanSettings
-from kerasbert.labels import label_key
+from kerasbert.families.sentence import Columns
+from kerasbert.families.span_qa import SpanSettings
 
 COLUMN_FORMATS = ("csv", "tsv", "jsonl")  # the sentence families' files; a token-level family has its own
 # Signatures every export has besides the tasks' own.
@@ -87,71 +90,50 @@ def formats() -> tuple[str, ...]:
     return COLUMN_FORMATS + tuple(dict.fromkeys(family_of(kind).format for kind in kinds() if family_of(kind).format))
 
 
-@dataclasses.dataclass(frozen=True)
-class Columns:
-    """Which header columns hold the texts, the label and the id (None: absent)."""
-
-    text_a: str
-    text_b: str | None
-    label: str
-    id: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class Task:
-    """One fine-tuning task, declared by its data.
+    """One fine-tuning task, declared by its data: what every task has, and its family's
+    settings (`settings`, a frozen dataclass of the family: `ClassSettings`, `ScoreSettings`,
+    `TaggingSettings`, `SpanSettings`). The family's keys may be given flat, as a config
+    declares them (`text="review"`); another family's key is a TaskError.
 
     Example:
         >>> nli = Task("nli", "pair_classes", train_file="nli-train.jsonl", dev_file="nli-dev.jsonl",
         ...            text_a="premise", text_b="hypothesis", label="gold_label")
         >>> stars = Task("stars", "score", train_file="reviews.tsv", dev_file="reviews-dev.tsv",
         ...              text="review", label="stars", min_score=1, max_score=5)
-        >>> stars.metric_names
-        ('stars_pearson', 'stars_spearman')
+        >>> stars.metric_names, stars.settings.max_score
+        (('stars_pearson', 'stars_spearman'), 5.0)
         >>> Task("qa", "span", settings=SpanSettings(doc_stride=64)).settings.doc_stride
         64
+        >>> Task("sentiment", "classes", text="review", min_score=1)
+        Traceback (most recent call last):
+        kerasbert.errors.TaskError: task 'sentiment': min_score is a score or pair_score task's setting; a classes task has none
     """
 
     name: str  # key of configs, metrics (`<name>_accuracy`), batches and prediction files
     kind: str  # one of the families' kinds (kerasbert.families.kinds())
     train_file: str = ""  # absolute, relative to the working folder, or to --data_dir
     dev_file: str = ""
-    text: str = ""  # the text column (classes, score)
-    text_a: str = ""  # the pair's columns (pair kinds)
-    text_b: str = ""
-    label: str = "label"  # the label column
-    id: str = ""  # an id column, kept in predictions ("" = the line number)
     format: str = ""  # csv | tsv | jsonl | conll | squad; "" = from the kind or the file's extension
-    labels: tuple[str, ...] = ()  # the label column's values, in class order; a tags task's tag names
-    class_names: tuple[str, ...] = ()  # the names served for the classes
-    min_score: float | None = None  # score kinds: the range (None = the training labels')
-    max_score: float | None = None
-    # score kinds: "sigmoid" (min_score + range * sigmoid(logit)) or "linear" (the logit, unclipped:
-    # transformers' regression head; imported checkpoints keep it, and need no range)
-    score_output: str = "sigmoid"
     head: str = ""  # the head layer (`<head>_head`) and the signatures' name ("" = name)
     title: str = ""  # for plots and reports ("" = name)
-    clean: str = ""  # a cleaner of kerasbert.data.cleaning.CLEANERS ("" = spaces only)
-    layouts: dict[str, Columns] = dataclasses.field(default_factory=dict)  # shipped TSV layouts
-    # The family's own settings, an instance of `family.settings`: `TaggingSettings` (tags),
-    # `SpanSettings` (span), `NoSettings` (the sentence kinds). None = the family's defaults.
+    # The family's own settings, an instance of `family.settings` (None = the family's defaults).
     settings: Any = None
 
-    def __post_init__(self):
-        fix = object.__setattr__  # frozen: normalise the declaration's values once
-        for name in ("labels", "class_names"):
-            fix(self, name, tuple(label_key(value) if name == "labels" else str(value)
-                                  for value in getattr(self, name)))
-        fix(self, "layouts", {layout: columns if isinstance(columns, Columns) else Columns(**columns)
-                              for layout, columns in self.layouts.items()})
-        for name in ("min_score", "max_score"):
-            if getattr(self, name) is not None:
-                fix(self, name, float(getattr(self, name)))
-        fix(self, "head", self.head or self.name)
-        fix(self, "title", self.title or self.name)
+    def __init__(self, name: str, kind: str, train_file: str = "", dev_file: str = "", format: str = "",
+                 head: str = "", title: str = "", settings: Any = None, **keys):
+        fix = functools.partial(object.__setattr__, self)  # frozen: the declaration's values, normalised once
+        for field, value in (("name", name), ("kind", kind), ("train_file", train_file), ("dev_file", dev_file),
+                             ("format", format), ("head", head or name), ("title", title or name)):
+            fix(field, value)
         self._check_name_and_kind()
-        if self.settings is None:
-            fix(self, "settings", self.family.settings())
+        settings = self.family.settings() if settings is None else settings
+        if keys:
+            own = _refuse_others(name, kind, keys)
+            if type(settings) is self.family.settings:  # else _check names the settings' type
+                settings = dataclasses.replace(settings, **own)
+        fix("settings", settings)
         self._check()
 
     def _check_name_and_kind(self):
@@ -166,8 +148,6 @@ class Task:
             raise TaskError(f"task {self.name!r}: {message}")
 
         family = self.family
-        if self.clean not in ("", "ptb", "twice_quoted", "review"):  # kerasbert.data.cleaning.CLEANERS
-            fail(f"clean must be ptb, twice_quoted, review or empty. Received: {self.clean!r}")
         if self.format and self.format not in formats():
             fail(f"format must be one of {formats()} (or empty: from the extension). Received: {self.format!r}")
         if type(self.settings) is not family.settings:
@@ -187,36 +167,9 @@ class Task:
         return family_of(self.kind)
 
     @property
-    def is_family(self) -> bool:
-        """A token-level family (tags, span): no sentence head, its own reader and signatures."""
-        return isinstance(self.family, TokenFamily)
-
-    @property
-    def is_pair(self) -> bool:
-        return self.kind.startswith("pair_")
-
-    @property
-    def is_classes(self) -> bool:
-        return self.family.classes
-
-    @property
     def is_resolved(self) -> bool:
         """Whether the classes (or the score range) are known; else the training file gives them."""
         return self.family.is_resolved(self)
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.labels or self.class_names)
-
-    @property
-    def label_values(self) -> tuple[str, ...]:
-        """The label column's values in class order (matched with `label_key`)."""
-        return self.labels or tuple(label_key(name) for name in self.class_names)
-
-    @property
-    def served_names(self) -> tuple[str, ...]:
-        """The class names served by :classify and the text signatures."""
-        return self.class_names or self.labels
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -238,23 +191,13 @@ class Task:
         """This task's part of `overall`, in [0, 1]: accuracy, entity or SQuAD F1, or (pearson + 1) / 2."""
         return self.family.headline(metrics[self.metric_names[0]])
 
-    def columns_for(self, layout: str) -> Columns | None:
-        """The columns to read from a file of `layout` (a shipped TSV layout, or a FORMAT)."""
-        if self.layouts:
-            return self.layouts.get(layout)
-        return Columns(self.text_a or self.text, self.text_b or None, self.label, self.id or None)
-
     # --- Classes and ranges from the training labels ---------------------------------------
-
-    def class_of(self, value) -> int:
-        """The class id of a label value; KeyError if it is not one of the task's."""
-        return self.label_values.index(label_key(value))
 
     def resolved(self, train_labels: Iterable) -> "Task":
         """This task with its classes (sorted) or score range taken from `train_labels`
         where the declaration leaves them out.
 
-        >>> Task("t", "classes", text="x").resolved(["10", "9", 9.0]).labels
+        >>> Task("t", "classes", text="x").resolved(["10", "9", 9.0]).settings.labels
         ('9', '10')
         """
         return self if self.is_resolved else self.family.resolved(self, train_labels)
@@ -268,9 +211,9 @@ class Task:
         >>> {key: value for key, value in BUILTIN_TASKS["squad"].to_config().items() if "length" in key}
         {'sequence_length': 384, 'max_query_length': 64, 'max_answer_length': 30}
         """
-        values = dataclasses.asdict(self)
-        settings = values.pop("settings")
-        return {**values, **settings, "labels": list(self.labels), "class_names": list(self.class_names)}
+        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        settings = dataclasses.asdict(values.pop("settings"))
+        return {**values, **settings, **{key: list(value) for key, value in settings.items() if isinstance(value, tuple)}}
 
     @classmethod
     def from_config(cls, name: str, values: dict[str, Any]) -> "Task":
@@ -297,36 +240,51 @@ class Task:
         kind = values.get("kind", base.kind if base else "")
         if kind not in kinds():
             raise TaskError(f"task {name!r}: kind must be one of {kinds()}. Received: {kind!r}")
-        settings_of = _settings_of_kinds()
         common = {field.name for field in dataclasses.fields(cls)} - {"name", "settings"}
-        own = settings_of[kind]
-        others = sorted(set(values) - common - {"name"} - set(own))
-        unknown = [key for key in others if not any(key in settings for settings in settings_of.values())]
-        if unknown:
-            raise TaskError(f"task {name!r}: unknown key(s) {unknown}. Known: {sorted(common | set(own))}")
-        for key in others:
-            owners = {other: defaults[key] for other, defaults in settings_of.items() if key in defaults}
-            # Run folders written while every task had every family's settings (config.json,
-            # model.keras) hold the other families' at their defaults (then or now): those still load.
-            if values[key] not in (*owners.values(), *_EARLIER_DEFAULTS.get(key, ())):
-                raise TaskError(f"task {name!r}: {key} is a {' or '.join(owners)} task's setting; "
-                                f"a {kind} task has none")
+        flat = {key: value for key, value in values.items() if key not in common | {"name"}}
+        # Run folders written while every task had every key (config.json, model.keras) hold the
+        # other families' at their defaults (then or now): those still load, and are left out.
+        own = _refuse_others(name, kind, flat, earlier=True)
         family = family_of(kind)
         settings = base.settings if base is not None and base.family is family else family.settings()
-        settings = dataclasses.replace(settings, **{key: values[key] for key in own if key in values})
+        settings = dataclasses.replace(settings, **own)
         declared = {key: value for key, value in values.items() if key in common}
         if base is None:
             return cls(name, settings=settings, **declared)
         return dataclasses.replace(base, settings=settings, **declared)
 
 
+def _refuse_others(name: str, kind: str, keys: dict[str, Any], earlier: bool = False) -> dict[str, Any]:
+    """The keys of `keys` that are `kind`'s family's settings; a TaskError names the first key
+    that is another family's (or no family's). With `earlier`, another family's key at its default
+    (as earlier run folders hold every key) is left out instead.
+
+    >>> _refuse_others("sst", "classes", {"text": "body", "min_score": None}, earlier=True)
+    {'text': 'body'}
+    """
+    settings_of = _settings_of_kinds()
+    own = settings_of[kind]
+    known = {field.name for field in dataclasses.fields(Task)} - {"name", "settings"}
+    unknown = sorted(key for key in keys if not any(key in settings for settings in settings_of.values()))
+    if unknown:
+        raise TaskError(f"task {name!r}: unknown key(s) {unknown}. Known: {sorted(known | set(own))}")
+    for key in sorted(set(keys) - set(own)):
+        owners = {other: defaults[key] for other, defaults in settings_of.items() if key in defaults}
+        value = tuple(keys[key]) if isinstance(keys[key], list) else keys[key]
+        if not (earlier and value in (*owners.values(), *_EARLIER_DEFAULTS.get(key, ()))):
+            raise TaskError(f"task {name!r}: {key} is a {' or '.join(owners)} task's setting; "
+                            f"a {kind} task has none")
+    return {key: value for key, value in keys.items() if key in own}
+
+
 def _settings_of_kinds() -> dict[str, dict[str, Any]]:
     """Each kind's settings (its family's) at their defaults.
 
     >>> _settings_of_kinds()["tags"]
-    {'sequence_length': 0, 'words': 'spaces'}
+    {'sequence_length': 0, 'words': 'spaces', 'labels': ()}
     """
-    return {kind: dataclasses.asdict(family_of(kind).settings()) for kind in kinds()}
+    return {kind: {field.name: getattr(family_of(kind).settings(), field.name)
+                   for field in dataclasses.fields(family_of(kind).settings)} for kind in kinds()}
 
 
 def file_format(task: Task, path: str) -> str:
@@ -335,7 +293,7 @@ def file_format(task: Task, path: str) -> str:
     >>> file_format(Task("t", "classes", text="x"), "data/train.jsonl")
     'jsonl'
     """
-    if task.layouts:
+    if getattr(task.settings, "layouts", None):  # the shipped TSV layouts
         return "tsv"
     if task.format:
         return task.format
@@ -454,12 +412,27 @@ def task_id(name: str) -> int:
     return zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF  # an int32
 
 
-def encoder_of(task: Task, pair_encoder: str = "cross", sts_encoder: str = "") -> str:
+def encoder_of(task: Task, pair_encoder: str = "cross") -> str:
     """"cross" (the pair packed as one sequence) or "bi" (each text alone) for a pair task,
-    "" for a one-text task: pair_score tasks take `sts_encoder` when it is set, the other
-    pair tasks `pair_encoder`.
+    "" for a one-text task: a pair_score task's own `encoder` when it sets one, else `pair_encoder`.
 
-    >>> encoder_of(BUILTIN_TASKS["sts"], "cross", "bi"), encoder_of(BUILTIN_TASKS["sst"], "cross", "bi")
+    >>> encoder_of(Task.from_config("sts", {"encoder": "bi"}), "cross"), encoder_of(BUILTIN_TASKS["sst"], "cross")
     ('bi', '')
     """
-    return task.family.encoder_of(task, pair_encoder, sts_encoder)
+    return task.family.encoder_of(task, pair_encoder)
+
+
+# What HeadsConfig (a config's "heads") and MultitaskBert held for the sentence families until
+# issue 86, now their tasks' settings (`Family.upgraded_heads`), at the defaults they had.
+HEADS_BEFORE = {"sts_encoder": "", "sts_loss": "mse", "para_mnrl_weight": 0.0, "mnrl_scale": 20.0}
+
+
+def upgrade_heads(tasks, heads: dict) -> dict[str, Any]:
+    """`tasks` (as `declare_tasks` takes them) as declarations ({name: keys}) with what an earlier
+    config's or model's heads section (`heads`: keys of HEADS_BEFORE) set for them.
+
+    >>> upgrade_heads("sts,para", {"sts_encoder": "bi", "para_mnrl_weight": 0.5})["para"]["mnrl_weight"]
+    0.5
+    """
+    return {name: {**task.to_config(), **task.family.upgraded_heads(task, heads)}
+            for name, task in declare_tasks(tasks).items()}

@@ -222,8 +222,8 @@ class ServingMetrics:
                                 "Bytes of request data held, at most held, and allowed, by budget.", "gauge")
                 for name, budget in (("decoding", budgets.decoding), ("large_bodies", budgets.large_bodies),
                                      ("small_bodies", budgets.small_bodies)):
-                    for kind in ("used", "peak", "capacity"):
-                        metric.add_sample(metric.name, {"budget": name, "kind": kind}, getattr(budget, kind))
+                    for measure in ("used", "peak", "capacity"):
+                        metric.add_sample(metric.name, {"budget": name, "kind": measure}, getattr(budget, measure))
                 yield metric
 
         if self.enabled:

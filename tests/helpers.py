@@ -24,16 +24,17 @@ TEXTS_B = ["the cat sat .", "the dog ran on the mat"]
 
 
 def tiny_model_dir(path, pair_encoder, sts_encoder="", seed=1, overrides=(), pooling="mean"):
-    """What pipelines.finetune leaves behind, for a tiny random model (no training needed);
-    `overrides` are more `--set` strings for its config.json."""
+    """What pipelines.finetune leaves behind, for a tiny random model (no training needed), its
+    similarity task's own encoder `sts_encoder` if given; `overrides` are more `--set` strings
+    for its config.json."""
     keras.utils.set_random_seed(seed)
-    config = load_config(FinetuneConfig, None, [f"heads.pair_encoder={pair_encoder}",
-                                                f"heads.sts_encoder={sts_encoder}", f"heads.pooling={pooling}",
-                                                "data.max_sequence_length=16", *overrides])
+    config = load_config(FinetuneConfig, None, [f"heads.pair_encoder={pair_encoder}", f"heads.pooling={pooling}",
+                                                "data.max_sequence_length=16", "tasks=sst,para,sts", f"tasks.sts.encoder={sts_encoder}",
+                                                *overrides])
     encoder = build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=8, num_heads=2), len(TINY_VOCAB))
-    model = MultitaskBert(encoder, pair_encoder=pair_encoder, sts_encoder=sts_encoder, pooling=pooling)
+    model = MultitaskBert(encoder, pair_encoder=pair_encoder, pooling=pooling, tasks=tuple(config.tasks.values()))
     tokenizer = make_tokenizer(TINY_VOCAB)
-    preprocessor = TaskPreprocessor(tokenizer, 16, pair_encoder, sts_encoder=sts_encoder)
+    preprocessor = TaskPreprocessor(tokenizer, 16, pair_encoder, tasks=config.tasks)
     model(preprocessor("sts", tf.constant(TEXTS_A), tf.constant(TEXTS_B)))
     os.makedirs(path)
     model.save(os.path.join(path, "model.keras"))
@@ -51,9 +52,9 @@ def expected_outputs(model, pre):
     probability = tf.sigmoid(model.head_output("para", para)).numpy()
     return {
         "sentiment": {"probabilities": probabilities, "label": probabilities.argmax(-1),
-                      "class_name": [TASKS["sst"].class_names[i] for i in probabilities.argmax(-1)]},
+                      "class_name": [TASKS["sst"].settings.class_names[i] for i in probabilities.argmax(-1)]},
         "paraphrase": {"probability": probability, "label": (probability >= 0.5).astype(int),
-                       "class_name": [TASKS["para"].class_names[int(p >= 0.5)] for p in probability]},
+                       "class_name": [TASKS["para"].settings.class_names[int(p >= 0.5)] for p in probability]},
         "similarity": {"score": model.head_output("sts", sts).numpy()},
         "embed": {"embedding": model.embed(pre.pack(a)).numpy()},
     }, {"sst": sst, "para": para, "sts": sts}
@@ -131,7 +132,7 @@ def tiny_families_export(path, seed=1):
     the in-memory model's text functions the export serves. Windows of 16 tokens at stride
     4, at most 3 (a context of more than 17 word pieces is refused)."""
     from kerasbert.export import export_model
-    from kerasbert.families.conll import Sentence
+    from kerasbert.families.tagging.conll import Sentence
     from kerasbert.finetuning.data import task_dataset
     from kerasbert.finetuning.evaluation import family_signatures
     from kerasbert.tasks import Task
@@ -155,7 +156,7 @@ def tiny_tasks_run(path, seed=1):
     shipped tasks have: sst, para, sts (pairs as one packed sequence, [CLS] pooling, so that
     kerasbert/hf/exporting.py takes it), ner (FAMILY_TAGS) and squad (windows of 16 tokens at
     stride 4, at most 3). For the docstring examples (../conftest.py)."""
-    from kerasbert.families.conll import Sentence
+    from kerasbert.families.tagging.conll import Sentence
     from kerasbert.finetuning.data import task_dataset
     from kerasbert.tasks import Task
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import DATA_DIR, ROOT
-from kerasbert.families.conll import read_conll
-from kerasbert.families.squad import read_squad
+from kerasbert.families.tagging.conll import read_conll
+from kerasbert.families.span_qa.squad import read_squad
 
 PEER_PYTHON = os.environ.get("KERASBERT_PEER_PYTHON", os.path.join(ROOT, ".venv-peer", "bin", "python"))
 
@@ -70,9 +70,9 @@ def peer_features(folder, settings: dict, rows: list[dict]) -> dict:
 
 @pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason="no peer environment (.venv-peer)")
 def test_the_peers_features_are_kerasberts(tmp_path):
-    from kerasbert.families.conll import tag_names
-    from kerasbert.families.span_qa import SpanGraph, span_features
-    from kerasbert.families.tagging import TaggingGraph, tagging_features
+    from kerasbert.families.tagging.conll import tag_names
+    from kerasbert.families.span_qa.features import SpanGraph, span_features
+    from kerasbert.families.tagging.features import TaggingGraph, tagging_features
     from kerasbert.models.encoder import minilm_checkpoint
     from kerasbert.tokenization import load_tokenizer
 

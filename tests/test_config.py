@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from kerasbert.config import ConfigError, FinetuneConfig, PretrainConfig, from_dict, load_config, save_config
+from kerasbert.config import (ConfigError, FinetuneConfig, PretrainConfig, from_dict, load_config, save_config,
+                              to_dict)
 
 
 def test_preset_fills_sizes_and_overrides_apply(tmp_path):
@@ -62,17 +63,27 @@ def test_bad_json_names_file_and_line(tmp_path):
         load_config(PretrainConfig, str(path))
 
 
-def test_similarity_head_can_take_its_own_encoder():
-    config = load_config(FinetuneConfig, None, ["heads.sts_encoder=bi", "heads.sts_loss=cosine"])
+def test_similarity_head_can_take_its_own_encoder(tmp_path):
+    config = load_config(FinetuneConfig, None, ["tasks=sst,para,sts", "tasks.sts.encoder=bi", "tasks.sts.loss=cosine"])
     encoders = {name: config.heads.encoder_of(task) for name, task in config.tasks.items()}
     assert encoders == {"sst": "", "para": "cross", "sts": "bi"}
     heads = load_config(FinetuneConfig, None, ["heads.pair_encoder=bi"]).heads
     assert [heads.encoder_of(config.tasks[name]) for name in ("para", "sts")] == ["bi", "bi"]
-    with pytest.raises(ConfigError, match="sts_loss=cosine needs a bi-encoder similarity head"):
-        load_config(FinetuneConfig, None, ["heads.pair_encoder=bi", "heads.sts_encoder=cross",
-                                           "heads.sts_loss=cosine"])
-    with pytest.raises(ConfigError, match="heads.sts_encoder must be"):
-        load_config(FinetuneConfig, None, ["heads.sts_encoder=both"])
+    with pytest.raises(ConfigError, match=r"^task 'sts': loss=cosine needs a bi-encoder similarity head"):
+        load_config(FinetuneConfig, None, ["heads.pair_encoder=bi", "tasks.sts.encoder=cross", "tasks.sts.loss=cosine"])
+    with pytest.raises(ConfigError, match=r"^task 'sts': encoder must be cross, bi or empty"):
+        load_config(FinetuneConfig, None, ["tasks.sts.encoder=both"])
+    with pytest.raises(ConfigError, match=r"^task 'sst': mnrl_weight is a pair_binary task's"):
+        load_config(FinetuneConfig, None, ["tasks.sst.mnrl_weight=0.5"])
+    # The heads section's sentence settings until issue 86: a config file keeps them, --set names the new key.
+    (tmp_path / "old.json").write_text(json.dumps({"heads": {"pair_encoder": "bi", "sts_encoder": "bi",
+                                                             "sts_loss": "cosine", "para_mnrl_weight": 0.5}}))
+    old = load_config(FinetuneConfig, str(tmp_path / "old.json"))
+    assert (old.tasks["sts"].settings.loss, old.tasks["para"].settings.mnrl_weight) == ("cosine", 0.5)
+    assert old.tasks["sst"] == config.tasks["sst"] and "sts_encoder" not in to_dict(old)["heads"]
+    with pytest.raises(ConfigError, match=r"^--set 'heads.sts_encoder=bi': heads.sts_encoder is a task's setting "
+                                          r"since issue 86: --set tasks.TASK.encoder="):
+        load_config(FinetuneConfig, None, ["heads.sts_encoder=bi"])
 
 
 def test_weight_average_is_refused_with_updates_rescaled_after_the_optimizer():

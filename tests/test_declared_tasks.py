@@ -42,7 +42,7 @@ def test_every_kind_from_every_format_labels_as_text_and_as_numbers(tmp_path):
     csv_file = write_csv(tmp_path / "t.csv", ["id", "body", "category"],
                          [[f"t{i}", text(i) + "\nsecond line", categories[i % 3]] for i in range(12)])
     task, result = read_training_file(tickets, csv_file)
-    assert task.served_names == ("account", "billing", "bug")  # sorted, as found
+    assert task.settings.served_names == ("account", "billing", "bug")  # sorted, as found
     assert [e.label for e in result.examples[:3]] == [1, 2, 0]
     assert result.examples[0].text_a == text(0) + " second line"  # quoted comma, quote and newline kept
 
@@ -52,13 +52,13 @@ def test_every_kind_from_every_format_labels_as_text_and_as_numbers(tmp_path):
                                                 "gold_label": ["neutral", "entailment", "contradiction"][i % 3]}
                                                for i in range(9)])
     task, result = read_training_file(nli, jsonl)
-    assert task.served_names == ("entailment", "neutral", "contradiction")
+    assert task.settings.served_names == ("entailment", "neutral", "contradiction")
     assert [e.label for e in result.examples[:3]] == [1, 0, 2] and result.examples[0].text_b == text(1)
 
     stars = Task("stars", "classes", text="review", label="stars")  # JSONL, numbers as classes
     jsonl = write_jsonl(tmp_path / "s.jsonl", [{"review": text(i), "stars": [1, 2, 10, 9][i % 4]} for i in range(8)])
     task, result = read_training_file(stars, jsonl)
-    assert task.served_names == ("1", "2", "9", "10")  # numbers sorted as numbers
+    assert task.settings.served_names == ("1", "2", "9", "10")  # numbers sorted as numbers
     assert [e.label for e in result.examples[:4]] == [0, 1, 3, 2]
 
     same = Task("same", "pair_binary", text_a="a", text_b="b", label="same",
@@ -71,12 +71,12 @@ def test_every_kind_from_every_format_labels_as_text_and_as_numbers(tmp_path):
     tsv = write_csv(tmp_path / "r.tsv", ["review", "stars"], [[text(i), str(1 + i % 5)] for i in range(10)],
                     delimiter="\t")
     task, result = read_training_file(rating, tsv)
-    assert (task.min_score, task.max_score) == (1.0, 5.0) and result.examples[3].label == 4.0
+    assert (task.settings.min_score, task.settings.max_score) == (1.0, 5.0) and result.examples[3].label == 4.0
 
     similar = Task("similar", "pair_score", text_a="s1", text_b="s2", label="score")  # CSV, range from the file
     task, result = read_training_file(similar, write_csv(tmp_path / "ps.csv", ["s1", "s2", "score"],
                                                          [[text(i), text(i + 1), i / 4] for i in range(9)]))
-    assert (task.min_score, task.max_score) == (0.0, 2.0) and len(result.examples) == 9
+    assert (task.settings.min_score, task.settings.max_score) == (0.0, 2.0) and len(result.examples) == 9
 
 
 def test_each_check_before_training_names_file_line_and_column(tmp_path):
@@ -161,9 +161,9 @@ def test_each_kind_reads_from_each_format(tmp_path, kind, file_format):
     assert len(result.examples) == 9 and result.examples[4].text_a == text(4)
     assert result.examples[4].text_b == (text(5) if pair else "")
     if classes:
-        assert task.served_names == tuple(values) and [e.label for e in result.examples[:3]] == [0, 1, 2 % len(values)]
+        assert task.settings.served_names == tuple(values) and [e.label for e in result.examples[:3]] == [0, 1, 2 % len(values)]
     else:
-        assert (task.min_score, task.max_score) == (0.5, 4.0) and result.examples[2].label == 4.0
+        assert (task.settings.min_score, task.settings.max_score) == (0.5, 4.0) and result.examples[2].label == 4.0
 
 
 # --- The families: tags (CoNLL files) and span (SQuAD JSON) beside a sentence task ----------------
@@ -208,7 +208,7 @@ def test_the_family_kinds_are_declared_and_read(tmp_path, caplog, capsys):
     assert (squad.kind, squad.signature_names, squad.metric_names) == \
         ("span", ("answer", "answer_tokens"), ("squad_f1", "squad_exact_match"))
     task, result = read_training_file(ner, write_conll(tmp_path / "train.txt", 24, damaged=True))
-    assert task.labels == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER") and (len(result.examples), result.skipped) == (24, 1)
+    assert task.settings.labels == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER") and (len(result.examples), result.skipped) == (24, 1)
     assert "train.txt:143: skipped damaged row (3 fields, the file's first word line has 4)" in caplog.text
     task, result = read_training_file(squad, write_squad(tmp_path / "train.json", 12, off_offset=True))
     assert (len(result.examples), result.skipped, result.skipped_answers) == (12, 0, 1)
@@ -220,7 +220,7 @@ def test_the_family_kinds_are_declared_and_read(tmp_path, caplog, capsys):
     assert mine["people"].is_resolved is False and mine["qa"].settings.max_answer_length == 8
     with pytest.raises(TaskError, match="a tags task reads conll files. Received: format='csv'"):
         Task("t", "tags", format="csv")
-    with pytest.raises(TaskError, match="a span task has no columns"):
+    with pytest.raises(TaskError, match=r"^task 'q': text is a .* task's setting; a span task has none$"):
         Task("q", "span", text="question")
     with pytest.raises(TaskError, match="'O' first"):
         Task("t", "tags", labels=("B-PER", "O"))
@@ -299,7 +299,7 @@ def test_a_run_on_tasks_of_every_family_is_scored_evaluated_reloaded_and_exporte
                          capsys, check=True)
     assert json.loads(evaluated.stdout)["ner_f1"] == pytest.approx(metrics["ner_f1"])
     _, model, preprocessor = load_finetuned(str(output))
-    assert model.task_specs["ner"].labels == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
+    assert model.task_specs["ner"].settings.labels == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
     assert score_file(model, preprocessor, "squad", str(data / "squad-dev.json"))["squad_f1"] == \
         pytest.approx(metrics["squad_f1"])
 
@@ -374,7 +374,7 @@ def test_a_byte_order_mark_is_not_part_of_the_first_column_in_any_format(tmp_pat
     conll = tmp_path / "bom.conll"
     conll.write_text(BOM + "-DOCSTART- -X- -X- O\n\nParis NNP B-NP B-LOC\nsleeps VBZ B-VP O\n", encoding="utf-8")
     task, result = read_training_file(Task("places", "tags"), str(conll))
-    assert result.examples[0].words == ["Paris", "sleeps"] and task.labels == ("O", "B-LOC", "I-LOC")
+    assert result.examples[0].words == ["Paris", "sleeps"] and task.settings.labels == ("O", "B-LOC", "I-LOC")
     squad = tmp_path / "bom.json"
     squad.write_text(BOM + open(write_squad(tmp_path / "plain.json", 2), encoding="utf-8").read(), encoding="utf-8")
     assert len(read_training_file(Task("qa", "span"), str(squad))[1].examples) == 2

@@ -62,7 +62,7 @@ def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair
     aliases = {"serving_default": "sentiment", "sentiment_tokens": "sentiment",
                "paraphrase_tokens": "paraphrase", "similarity_tokens": "similarity"}
     p = expected["paraphrase"]["probability"]
-    expected["sentiment_classify"] = {"classes": list(TASKS["sst"].class_names) * len(TEXTS_A),
+    expected["sentiment_classify"] = {"classes": list(TASKS["sst"].settings.class_names) * len(TEXTS_A),
                                       "scores": expected["sentiment"]["probabilities"]}
     expected["paraphrase_classify"] = {"classes": ["not duplicate", "duplicate"] * len(TEXTS_A),
                                        "scores": np.stack([1 - p, p], -1)}

@@ -12,6 +12,8 @@ import tensorflow as tf
 
 from conftest import run_main
 from kerasbert.families import Family, family_of, register, unregister
+from kerasbert.families.classification import class_label
+from kerasbert.families.sentence import ClassSettings
 from kerasbert.families.sentence_export import TEXT, token_specs
 from kerasbert.labels import sorted_labels
 from kerasbert.packing import ENCODER_KEYS
@@ -23,22 +25,30 @@ REST = ["the", "page", "was", "slow", "today", "again", "card", "screen"]
 
 class FirstToken(Family):
     """Classes from the [CLS] token's final state (no pooling): a head, loss, metric and
-    signatures of its own; its files are column files (text, label)."""
+    signatures of its own; its files are column files (text, label), its settings the shared
+    `ClassSettings` (columns, labels, class names)."""
 
-    name, kinds, metrics, classes = "first_token", ("first_token",), {"first_token": ("accuracy",)}, True
+    name, kinds, metrics = "first_token", ("first_token",), {"first_token": ("accuracy",)}
+    settings = ClassSettings
 
     def check(self, task, fail):
-        if not task.text or task.text_a or task.text_b:
+        if not task.settings.text or task.settings.text_a or task.settings.text_b:
             fail("a first_token task names one text column, text")
 
     def is_resolved(self, task):
-        return bool(task.labels or task.class_names)
+        return bool(task.settings.num_classes)
 
     def resolved(self, task, train_labels):
         return dataclasses.replace(task, labels=sorted_labels(train_labels))
 
+    def train_labels(self, task, path, column, rows):
+        return [row.label for row in rows]
+
+    def label(self, task, value, where):
+        return class_label(task, value, where)
+
     def head_units(self, task):
-        return task.num_classes
+        return task.settings.num_classes
 
     def head_input_shape(self, model, name, hidden):
         return (None, hidden)
@@ -58,10 +68,11 @@ class FirstToken(Family):
         return {task.metric_names[0]: float(np.mean(predictions.argmax(-1) == np.asarray(references)))}
 
     def prediction_row(self, task, example, reference, prediction):
-        return [example.uid, task.served_names[int(reference)], task.served_names[int(np.argmax(prediction))]]
+        names = task.settings.served_names
+        return [example.uid, names[int(reference)], names[int(np.argmax(prediction))]]
 
     def serving_functions(self, model, preprocessor, graph, name):
-        names = tf.constant(model.task_specs[name].served_names)
+        names = tf.constant(model.task_specs[name].settings.served_names)
 
         def outputs(*tokens):
             probabilities = self.batch_prediction(model, name, dict(zip(ENCODER_KEYS, tokens)))

@@ -18,6 +18,7 @@ from kerasbert.finetuning.data import TaskPreprocessor, interleave_tasks, task_d
 from kerasbert.families.regression import cosine
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.models.encoder import build_encoder
+from kerasbert.tasks import declare_tasks
 from kerasbert.tokenization import make_tokenizer
 from kerasbert.training.head_warmup import warm_up_heads
 from kerasbert.training.optim import build_optimizer
@@ -102,8 +103,16 @@ def tiny_model(pair_encoder, **kwargs):
     return MultitaskBert(encoder, pair_encoder=pair_encoder, **kwargs)
 
 
+def mixed_tasks(sts_encoder="", **settings):
+    """The default tasks, the similarity task with its own encoder and the others' `settings`
+    ({task: {key: value}})."""
+    declared = {name: dict(settings.get(name, {})) for name in ("sst", "para", "sts")}
+    declared["sts"].update({"encoder": sts_encoder} if sts_encoder else {})
+    return declare_tasks(declared)
+
+
 def batch(task, pair_encoder, sts_encoder="", trim=True):
-    pre = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 12, pair_encoder, sts_encoder=sts_encoder, trim=trim)
+    pre = TaskPreprocessor(make_tokenizer(TINY_VOCAB), 12, pair_encoder, trim=trim, tasks=mixed_tasks(sts_encoder))
     a = tf.constant(["the cat sat on the mat .", "dogs ran fast", "the dog sat", "cats ran"])
     b = tf.constant(["the cat sat .", "a dog ran", "mat", "the cats ran fast ."])
     labels = {"sst": [0.0, 4.0, 2.0, 3.0], "para": [1.0, 0.0, 1.0, 0.0], "sts": [4.5, 1.0, 0.0, 3.2]}
@@ -174,7 +183,7 @@ def test_bi_encoder_inputs_differ_between_sentences():
 
 
 def test_mixed_heads_pack_paraphrase_as_one_sequence_and_similarity_as_two():
-    model = tiny_model("cross", sts_encoder="bi")
+    model = tiny_model("cross", tasks=tuple(mixed_tasks("bi").values()))
     para, _ = batch("para", "cross", sts_encoder="bi")
     sts, _ = batch("sts", "cross", sts_encoder="bi")
     assert para["segment_ids"].numpy().max() == 1 and para["token_ids_b"].numpy().max() == 0
@@ -198,19 +207,21 @@ def test_bi_encoder_embeds_both_sentences_in_one_encoder_call_as_each_alone(monk
     assert len(calls) == 1
 
 
-@pytest.mark.parametrize("pair_encoder, kwargs", [
-    ("cross", {}), ("bi", {"sts_loss": "cosine", "para_mnrl_weight": 0.5, "layerwise_lr_decay": 0.5}),
-    ("cross", {"sts_encoder": "bi", "sts_loss": "cosine"})])
-def test_each_task_step_lowers_that_task_loss(pair_encoder, kwargs):
+@pytest.mark.parametrize("pair_encoder, sts_encoder, settings, kwargs", [
+    ("cross", "", {}, {}),
+    ("bi", "", {"sts": {"loss": "cosine"}, "para": {"mnrl_weight": 0.5}}, {"layerwise_lr_decay": 0.5}),
+    ("cross", "bi", {"sts": {"loss": "cosine"}}, {})])
+def test_each_task_step_lowers_that_task_loss(pair_encoder, sts_encoder, settings, kwargs):
     # Eager: the arithmetic of a step, not its graph (the pipelines' tests trace it), in
     # seconds instead of a trace per parametrization.
-    model = tiny_model(pair_encoder, dropout=0.0, **kwargs)
+    tasks = tuple(mixed_tasks(sts_encoder, **settings).values())
+    model = tiny_model(pair_encoder, dropout=0.0, tasks=tasks, **kwargs)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), run_eagerly=True)
     model(batch("sts", pair_encoder)[0])
     build_optimizer(model)  # as the pipelines do
     for task in ("sst", "para", "sts"):
         loss_fn = functools.partial(model.task_loss, task)
-        x, y = batch(task, pair_encoder, kwargs.get("sts_encoder", ""), trim=False)
+        x, y = batch(task, pair_encoder, sts_encoder, trim=False)
         before = float(loss_fn(x, y))
         data = tf.data.Dataset.from_tensors((x, y)).repeat()
         logs = model.fit(data, steps_per_epoch=5, epochs=1, verbose=0).history

@@ -52,7 +52,7 @@ def test_soup_is_the_mean_of_its_members_and_a_run_folder_others_read(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"heads": HeadsConfig(pair_encoder="bi")}, "heads.pair_encoder/sts_encoder differs"),
+    ({"heads": HeadsConfig(pair_encoder="bi")}, "heads.pair_encoder differs"),
     ({"heads": HeadsConfig(pooling="cls")}, "heads.pooling differs"),
     ({"data": FinetuneDataConfig(max_sequence_length=32)}, "data.max_sequence_length differs"),
     ({"vocabulary": TINY_VOCAB + ["rug"]}, "its vocabulary differs"),

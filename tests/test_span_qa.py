@@ -15,10 +15,10 @@ import kerasbert
 from conftest import DATA_DIR, ROOT
 from kerasbert.data.rows import DataError
 from helpers import save_family_functions
-from kerasbert.families.span_qa import SpanGraph, answer_pieces, predict_answers, span_features, span_loss
-from kerasbert.families.span_qa_export import SpanSignatures, best_spans, max_context
-from kerasbert.families.span_qa_task import SpanSettings
-from kerasbert.families.squad import (Answer, QaExample, exact_match, f1_gap_interval, normalize_answer, read_squad,
+from kerasbert.families.span_qa.features import SpanGraph, answer_pieces, predict_answers, span_features, span_loss
+from kerasbert.families.span_qa.export import SpanSignatures, best_spans, max_context
+from kerasbert.families.span_qa import SpanSettings
+from kerasbert.families.span_qa.squad import (Answer, QaExample, exact_match, f1_gap_interval, normalize_answer, read_squad,
                                       squad_scores, token_f1, write_squad)
 from kerasbert.finetuning.data import TaskPreprocessor, family_dataset
 from kerasbert.finetuning.model import MultitaskBert

@@ -14,12 +14,12 @@ import tensorflow as tf
 import kerasbert
 from conftest import DATA_DIR, ROOT
 from kerasbert.data.rows import DataError
-from kerasbert.families.conll import Sentence, read_conll, tag_names, to_iob2, write_conll
-from kerasbert.families.conlleval import entities, entity_scores
+from kerasbert.families.tagging.conll import Sentence, read_conll, tag_names, to_iob2, write_conll
+from kerasbert.families.tagging.conlleval import entities, entity_scores
 from helpers import save_family_functions
-from kerasbert.families.tagging import (IGNORED, WORD_SEPARATOR, TaggingGraph, masked_tag_loss, predict_tags,
+from kerasbert.families.tagging.features import (IGNORED, WORD_SEPARATOR, TaggingGraph, masked_tag_loss, predict_tags,
                                        tagging_features)
-from kerasbert.families.tagging_export import TaggingSignatures
+from kerasbert.families.tagging.export import TaggingSignatures
 from kerasbert.finetuning.data import TaskPreprocessor, family_dataset
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.packing import ENCODER_KEYS
@@ -69,7 +69,7 @@ def test_a_dev_tag_the_training_file_never_showed_is_an_error_naming_file_and_li
 
     train = write(tmp_path / "train.txt", "Rex NNP B-ANIMAL\nsat VBD O\n\nParis NNP B-LOC\n\n")
     task, _ = read_training_file(Task("pets", "tags"), train)
-    assert task.labels == ("O", "B-ANIMAL", "I-ANIMAL", "B-LOC", "I-LOC")
+    assert task.settings.labels == ("O", "B-ANIMAL", "I-ANIMAL", "B-LOC", "I-LOC")
     dev = write(tmp_path / "dev.txt", "Paris NNP B-LOC\n\nthe DT O\ncafe NN B-ORG\n\n")
     with pytest.raises(DataError, match=r"dev.txt:3: tag\(s\) \['B-ORG'\] not among task 'pets'"):
         read_task_file(task, dev)

@@ -148,7 +148,7 @@ def test_sequence_classifier_equals_bert_in_numpy(name, checkpoints):
     folder, w = checkpoints[name]
     config, model, preprocessor = load_transformers(folder, sequence_length=32)
     assert list(config.tasks) == ["classifier"] and config.tasks["classifier"].kind == "classes"
-    assert config.tasks["classifier"].served_names == ("negative", "neutral", "positive")
+    assert config.tasks["classifier"].settings.served_names == ("negative", "neutral", "positive")
     assert model.backbone.get_config()["activation"] == ("gelu" if name == "classifier" else "gelu_approximate")
     ids, segments, mask = packed(TEXTS)
     expected = softmax(linear(bert_forward(w, ids, segments, mask, declared_gelu(folder))[1], w, "classifier"))
@@ -166,7 +166,7 @@ def test_pair_regression_is_linear_and_unclipped(checkpoints):
     folder, w = checkpoints["regression"]
     config, model, _ = load_transformers(folder, task="stars", pair=True, sequence_length=32)
     task = config.tasks["stars"]
-    assert (task.kind, task.score_output, task.min_score, task.head) == ("pair_score", "linear", None, "stars")
+    assert (task.kind, task.settings.score_output, task.settings.min_score, task.head) == ("pair_score", "linear", None, "stars")
     ids, segments, mask = packed(TEXTS, TEXTS_B)
     expected = linear(bert_forward(w, ids, segments, mask, declared_gelu(folder))[1], w, "classifier")[:, 0]
     _check_close(model.task_prediction("stars", model_inputs(ids, segments, mask)).numpy(), expected)
@@ -178,10 +178,10 @@ def test_token_classifier_equals_bert_in_numpy_with_o_first(checkpoints):
     folder, w = checkpoints["tagger"]
     config, model, _ = load_transformers(folder, sequence_length=32)
     task = config.tasks["ner"]
-    assert (task.kind, task.head, task.labels) == ("tags", "entities", ("O", "B-PER", "I-PER", "B-LOC", "I-LOC"))
+    assert (task.kind, task.head, task.settings.labels) == ("tags", "entities", ("O", "B-PER", "I-PER", "B-LOC", "I-LOC"))
     assert task.settings.words == "punctuation"  # served words as transformers' pipeline splits them
     ids, segments, mask = packed(TEXTS)
-    order = [TAGS.index(tag) for tag in task.labels]
+    order = [TAGS.index(tag) for tag in task.settings.labels]
     expected = linear(bert_forward(w, ids, segments, mask, declared_gelu(folder))[0], w, "classifier")[..., order]
     real = mask.astype(bool)  # the unpadded encoder leaves zeros at padding
     ours = model.head_output("ner", model_inputs(ids, segments, mask)).numpy()
@@ -314,7 +314,7 @@ def test_round_trip_gives_equal_outputs(exported):
     for task, folder in folders.items():
         config, back, _ = load_transformers(folder)
         assert config.tasks[task] == model.task_specs[task]  # kind, names, range, head
-        if config.tasks[task].is_family:
+        if not config.tasks[task].family.pooled:
             ours, theirs = back.head_output(task, x), model.head_output(task, x)
         else:
             ours, theirs = back.task_prediction(task, x), model.task_prediction(task, x)

@@ -80,15 +80,15 @@ def test_gradients_equal_the_padded_ones_and_dropout_applies(backbone):
     assert not np.allclose(first, second)  # the backbone's dropout (0.1) is on in training
 
 
-@pytest.mark.parametrize("kind, labels", [("tags", ("O", "B-PER", "I-PER")), ("span", ())])
-def test_tags_and_span_heads_read_the_same_states_and_train_alike(backbone, kind, labels):
+@pytest.mark.parametrize("kind, keys", [("tags", {"labels": ("O", "B-PER", "I-PER")}), ("span", {})])
+def test_tags_and_span_heads_read_the_same_states_and_train_alike(backbone, kind, keys):
     """The families' heads read every token's state: unpadded (where serving spends its time on
     padding: NER sentences in file order fill about half their batch) they equal the padded
     backbone's at the real tokens, and so do their losses' gradients."""
     # Without dropout: its masks are drawn per call, and the two paths draw differently.
     still = build_encoder(ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2, dropout=0.0), 20)
     still.set_weights(backbone.get_weights())
-    model = MultitaskBert(still, tasks=(Task("task", kind, labels=labels),), dropout=0.0)
+    model = MultitaskBert(still, tasks=(Task("task", kind, **keys),), dropout=0.0)
     x = {k: tf.constant(v) for k, v in batch().items()}
     real = batch()["padding_mask"] > 0
     outputs, gradients = {}, {}

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import DATA_DIR
-from kerasbert.families.conll import read_conll
+from kerasbert.families.tagging.conll import read_conll
 from kerasbert.families.wordpiece import OffsetTokenizer, char_offsets, check_utf8
 from kerasbert.models.encoder import minilm_checkpoint
 from kerasbert.tokenization import load_tokenizer, make_tokenizer

@@ -1,8 +1,8 @@
 """Readers for the task files: CSV, TSV and JSON Lines with named columns, and the shipped
 CS224N and GLUE TSVs.
 
-Which columns a task takes, how its text is cleaned and what its labels are is its
-declaration's (`kerasbert.tasks.Task`). Files:
+Which columns a task takes and how its text is cleaned is its settings' (a sentence family's
+`ColumnSettings`); what its labels are, its family's (`Family.train_labels`, `label`). Files:
 - CSV, quoted as Python's `csv` writes it (a quoted field may hold commas, quotes, newlines);
 - TSV, tab-separated with a header, a field that starts with `"` CSV-quoted;
 - JSON Lines, one object per line, its keys naming the columns (labels may be numbers);
@@ -30,7 +30,6 @@ import csv
 import dataclasses
 import io
 import json
-import math
 
 import numpy as np
 
@@ -38,7 +37,7 @@ from kerasbert.data.cleaning import CLEANERS
 from kerasbert.data.rows import (MAX_FIELD_CHARS, Damaged, DataError, ReadResult, Table,  # noqa: F401
                                  check_damage, file_exists, read_tsv_text, read_utf8, refuse_mostly_damaged,
                                  text_lines)
-from kerasbert.tasks import BUILTIN_TASKS, Task, file_format, get_task, label_key
+from kerasbert.tasks import BUILTIN_TASKS, Task, file_format, get_task
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +100,7 @@ def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> 
     Example (Quora's file read as a user's task: its "1.0" and "0.0" labels are two classes):
         >>> quora = Task("quora", "pair_classes", text_a="sentence1", text_b="sentence2", label="is_duplicate")
         >>> task, dev = read_training_file(quora, "../shared/data/cs224n/quora-dev.tsv")
-        >>> task.labels, len(dev.examples), dev.skipped
+        >>> task.settings.labels, len(dev.examples), dev.skipped
         (('0', '1'), 1999, 1)
     """
     if task.family.format:
@@ -110,20 +109,11 @@ def read_training_file(task: Task, path: str, max_bad_fraction: float = 0.1) -> 
     # A mostly damaged file says so before its classes are taken from the rows that are left.
     refuse_mostly_damaged(path, table.damaged, len(table.rows) + len(table.damaged), max_bad_fraction)
     if not task.is_resolved:
-        values = _class_labels(table) if task.is_classes else _score_labels(table)
-        distinct = {label_key(value) for value in values}
-        if task.is_classes and len(distinct) == 1:
-            raise DataError(f"{path}: column {table.column!r} has one class only ({distinct.pop()!r}); a "
-                            f"classes task needs two or more")
+        values = task.family.train_labels(task, path, table.column, table.rows)
         if values:
             task = task.resolved(values)
     result = label_examples(task, table, max_bad_fraction)
-    if task.is_classes:
-        seen = {int(example.label) for example in result.examples}
-        unseen = [task.served_names[i] for i in range(task.num_classes) if i not in seen]
-        if unseen:
-            raise DataError(f"{path}: column {table.column!r} has no training example of class(es) {unseen} "
-                            f"of task {task.name!r}")
+    task.family.check_training(task, path, table.column, [example.label for example in result.examples])
     return task, result
 
 
@@ -202,39 +192,13 @@ def label_examples(task: Task, table: TaskRows, max_bad_fraction: float = 0.1) -
 
 
 def _label(task: Task, row: Row, table: TaskRows) -> float:
-    where = f"{table.path}:{row.line}: column {table.column!r}"
     if row.label is None or (isinstance(row.label, str) and not row.label.strip()):
         raise ValueError("empty label")
-    if task.is_classes:
-        number = row.label if isinstance(row.label, (int, float)) else _float_or_none(row.label)
-        if number is not None and not math.isfinite(number):
-            raise ValueError(f"label {row.label!r} is not a finite number")
-        try:
-            return task.class_of(row.label)
-        except ValueError:
-            raise DataError(f"{where}: label {row.label!r} is not one of task {task.name!r}'s classes "
-                            f"{list(task.label_values)}") from None
-    try:
-        value = float(row.label)
-    except (TypeError, ValueError):
-        raise DataError(f"{where}: label {row.label!r} is not a number; task {task.name!r} is a {task.kind} "
-                        "task (a regression)") from None
-    if not math.isfinite(value):
-        raise ValueError(f"label {row.label!r} is not a finite number")
-    if task.min_score is not None and not task.min_score <= value <= task.max_score:
-        raise ValueError(f"score {value:g} outside [{task.min_score:g}, {task.max_score:g}]")
-    return value
-
-
-def _float_or_none(text):
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return None
+    return task.family.label(task, row.label, f"{table.path}:{row.line}: column {table.column!r}")
 
 
 def _row(task: Task, line: int, texts: list, label, uid) -> Row:
-    clean = CLEANERS[task.clean]
+    clean = CLEANERS[task.settings.clean]
     text_a, text_b = (" ".join(clean(text.strip()).split()) if isinstance(text, str) else text for text in texts)
     if not text_a or (texts[1] is not None and not text_b):
         raise ValueError("empty text")
@@ -244,7 +208,7 @@ def _row(task: Task, line: int, texts: list, label, uid) -> Row:
 def _tsv_table(task: Task, path: str, text: str) -> Table:
     # The CS224N files and TSVs written by Python's csv are CSV-quoted; GLUE's are not: a `"`
     # there is text wherever it stands.
-    if not task.layouts:
+    if not task.settings.layouts:
         return read_tsv_text(path, text, quoted=True)
     return read_tsv_text(path, text, quoted=lambda header: detect_layout(header) == "cs224n")
 
@@ -282,25 +246,30 @@ def _csv_table(path: str, text: str) -> Table:
 
 
 def _columns(task: Task, path: str, header: list[str], fmt: str):
-    layout = detect_layout(header) if task.layouts else fmt
-    columns = task.columns_for(layout)
+    layouts = task.settings.layouts
+    layout = detect_layout(header) if layouts else fmt
+    columns = task.settings.columns_for(layout)
     if columns is None:
-        readers = [other.name for other in BUILTIN_TASKS.values()
-                   if (other.columns_for(layout) and
-                       all(c in header for c in dataclasses.astuple(other.columns_for(layout))[:3] if c))]
+        readers = [other.name for other in BUILTIN_TASKS.values() if _reads(other, layout, header)]
         hint = f"; it is task {readers[0]!r}'s layout ({BUILTIN_TASKS[readers[0]].title})" if readers else ""
         raise DataError(f"{path}:1: a {layout}-layout header{hint}, but task {task.name!r} "
-                        f"({task.title}) is read only from {'/'.join(sorted(task.layouts))} files. "
+                        f"({task.title}) is read only from {'/'.join(sorted(layouts))} files. "
                         f"Header: {header}")
     missing = [c for c in dataclasses.astuple(columns) if c and c not in header]
     if missing:
         raise DataError(f"{path}:1: header lacks column(s) {missing} for task {task.name!r} "
-                        f"({layout + ' layout' if task.layouts else fmt}). Header: {header}")
+                        f"({layout + ' layout' if layouts else fmt}). Header: {header}")
     return columns
 
 
+def _reads(task: Task, layout: str, header: list[str]) -> bool:
+    """Whether shipped `task` reads a `layout` file of this header (its texts and label)."""
+    columns = getattr(task.settings, "layouts", {}).get(layout)
+    return bool(columns) and all(c in header for c in dataclasses.astuple(columns)[:3] if c)
+
+
 def _jsonl_rows(task: Task, path: str, text: str) -> TaskRows:
-    columns = task.columns_for("jsonl")
+    columns = task.settings.columns_for("jsonl")
     result = TaskRows(path, columns.label, [], [])
     first = True
     for number, line in enumerate(text_lines(text), start=1):
@@ -334,27 +303,3 @@ def _jsonl_rows(task: Task, path: str, text: str) -> TaskRows:
         except ValueError as error:
             result.damaged.append(Damaged(number, str(error)))
     return result
-
-
-def _class_labels(table: TaskRows) -> list:
-    """The non-empty labels of a file's rows (what a task's classes are taken from)."""
-    return [row.label for row in table.rows
-            if row.label is not None and not (isinstance(row.label, str) and not row.label.strip())]
-
-
-def _score_labels(table: TaskRows) -> list[float]:
-    """The finite numeric labels of a score task's training rows; a DataError at the first
-    label that is not a number (empty labels are damaged rows, passed over)."""
-    values = []
-    for row in table.rows:
-        if row.label is None or (isinstance(row.label, str) and not row.label.strip()):
-            continue
-        try:
-            value = float(row.label)
-        except (TypeError, ValueError):
-            raise DataError(f"{table.path}:{row.line}: column {table.column!r}: label {row.label!r} is not a "
-                            "number; a score task's labels are numbers") from None
-        if math.isfinite(value):
-            values.append(value)
-    return values
-

@@ -1,12 +1,14 @@
-"""Task families: one module per family, each a `Family` (kerasbert/families/base.py) that the
+"""Task families: one package per family, each a `Family` (kerasbert/families/base.py) that the
 rest of kerasbert asks what a task of its kinds reads, computes, scores and serves.
 
-    classification  classes, pair_classes, pair_binary   classification.py (sentence.py)
-    regression      score, pair_score                     regression.py (sentence.py)
-    tagging         tags (named entities, CoNLL-2003)     tagging_task.py; tagging.py, tagging_export.py,
-                                                          conll.py, conlleval.py
-    span_qa         span (extractive QA, SQuAD v1.1)      span_qa_task.py; span_qa.py, span_qa_export.py,
-                                                          squad.py, windows.py
+    classification  classes, pair_classes, pair_binary   classification/
+    regression      score, pair_score                     regression/
+    tagging         tags (named entities, CoNLL-2003)     tagging/ (features, export, conll, conlleval)
+    span_qa         span (extractive QA, SQuAD v1.1)      span_qa/ (features, export, squad, windows)
+
+A package's __init__.py holds its `Family`; what more than one family imports sits beside
+base.py: sentence.py and sentence_export.py (the sentence families' head and signatures),
+wordpiece.py (WordPiece with byte offsets: tagging, span_qa).
 
 A task is data, a family is code: `family_of(task)` finds a task's family by its kind, and
 `register(family)` adds one (its kinds become declarable).
@@ -22,8 +24,8 @@ from kerasbert.errors import TaskError
 from kerasbert.families.base import Family
 from kerasbert.families.classification import CLASSIFICATION
 from kerasbert.families.regression import REGRESSION
-from kerasbert.families.span_qa_task import SPAN_QA
-from kerasbert.families.tagging_task import TAGGING
+from kerasbert.families.span_qa import SPAN_QA
+from kerasbert.families.tagging import TAGGING
 
 _BY_KIND: dict[str, Family] = {}
 

@@ -2,15 +2,18 @@
 family is code, found by its kind (`kerasbert.families.family_of`).
 
 A family owns, for its kinds: the task settings it adds (`settings`, a frozen dataclass: a
-span task's `doc_stride` is on `SpanSettings` only; `Task.settings` holds a task's), the
+score task's `min_score` is on `ScoreSettings` only, a span task's `doc_stride` on
+`SpanSettings`; `Task.settings` holds a task's, `Task` itself only what every task has), the
 declaration fields it checks, its files, its features, its head and loss, its predictions and
 metrics, its serving signatures, its report rows and its transformers form. The rest of
 kerasbert asks the family and calls one of the methods below; nothing outside
 kerasbert/families/ tests a task's kind.
 
-    declaration  settings, check, sequence_length, check_run, is_resolved, resolved, metric_names,
-                 headline, signature_names, serving_method, encoder_of, describe, classes
-    files        format, read (a family's own format; column files: kerasbert.data.task_files)
+    declaration  settings, check, sequence_length, check_run, check_heads, upgraded_heads, is_resolved,
+                 resolved, metric_names,
+                 headline, signature_names, serving_method, encoder_of, describe
+    files        format, read (a family's own format); of column files (kerasbert.data.task_files):
+                 train_labels, label, check_training; dataset (its batches), predict_examples
     model        head_units, head_input_shape, head_output, loss, batch_prediction
     evaluation   references, scores, per_class, per_class_headings, prediction_row,
                  head_names, head_order, head_difference, has_confusion
@@ -41,8 +44,8 @@ import functools
 
 @dataclasses.dataclass(frozen=True)
 class NoSettings:
-    """The task settings of a family that adds none (the sentence families): `Task.settings`
-    of a classes or score task."""
+    """The task settings of a family that adds none: what `Task.settings` holds when a
+    family names no `settings` of its own."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +69,10 @@ class Family:
     format = ""  # its own file format ("conll", "squad"); "" = column files (csv, tsv, jsonl)
     metrics: dict[str, tuple[str, ...]] = {}  # kind -> its metrics' names, the headline first
     architecture = ""  # transformers' architecture of its heads
-    classes = False  # its heads answer classes with names (served by :classify)
+    problem_type = ""  # transformers' config.problem_type of its heads ("" = none)
     settings: type = NoSettings  # the frozen dataclass of the task settings it adds (`Task.settings`)
     per_class_headings = ("class", "dev examples")  # report.md's per-class table: rows, support
+    pooled = True  # its head reads the sentence embedding (the run's heads.pooling), not each token's state
 
     # --- Declaration ----------------------------------------------------------------------
 
@@ -81,6 +85,14 @@ class Family:
 
     def check_run(self, task, sequence_length: int) -> None:
         """Checks `task` against the length its sequences are packed to (a span task's stride)."""
+
+    def check_heads(self, task, pair_encoder: str) -> None:
+        """Checks `task` against the run's heads.pair_encoder (a cosine loss needs a bi-encoder)."""
+
+    def upgraded_heads(self, task, heads: dict) -> dict:
+        """The declaration keys of `task` that a config or model of before issue 86 set in its
+        heads section (`heads`: sts_encoder, sts_loss, para_mnrl_weight, mnrl_scale), now its settings."""
+        return {}
 
     def is_resolved(self, task) -> bool:
         """Whether the classes (tags, score range) are known; else the training file gives them."""
@@ -105,8 +117,9 @@ class Family:
         """The method_name of the :classify or :regress signature ("" for none)."""
         return ""
 
-    def encoder_of(self, task, pair_encoder: str, sts_encoder: str) -> str:
-        """"cross" or "bi" for a pair task, "" for a one-text task."""
+    def encoder_of(self, task, pair_encoder: str) -> str:
+        """"cross" or "bi" for a pair task (the run's heads.pair_encoder unless the task sets its
+        own), "" for a one-text task."""
         return ""
 
     def describe(self, task) -> str:
@@ -118,6 +131,33 @@ class Family:
     def read(self, task, path: str, max_bad_fraction: float):
         """A file of the family's own `format` as a `kerasbert.data.rows.ReadResult`."""
         raise NotImplementedError(f"the {self.name} family reads column files (kerasbert.data.task_files)")
+
+    def train_labels(self, task, path: str, column: str, rows: list) -> list:
+        """The labels of a column file's rows (`task_files.Row`) that resolve `task` (its classes or
+        range); DataError for labels that cannot (one class only, text for a score)."""
+        raise NotImplementedError(f"the {self.name} family reads no column files")
+
+    def label(self, task, value, where: str) -> float:
+        """A column file's label `value` as the example's label (a class id, a score): ValueError
+        for a damaged row, DataError (naming `where`: file, line, column) for a wrong declaration."""
+        raise NotImplementedError(f"the {self.name} family reads no column files")
+
+    def check_training(self, task, path: str, column: str, labels: list) -> None:
+        """DataError for a training file's `labels` that leave out something of `task` (a class)."""
+
+    def dataset(self, task, examples: list, preprocessor, batch_size: int, training: bool, seed: int = 0,
+                group_by_length: int = 0, swap_pairs: bool = False):
+        """The batches of `examples` (`kerasbert.finetuning.data.task_dataset`): column-file texts
+        packed by the preprocessor (`text_dataset`)."""
+        from kerasbert.finetuning.data import text_dataset  # TensorFlow
+
+        return text_dataset(task, examples, preprocessor, batch_size, training, seed, group_by_length, swap_pairs)
+
+    def predict_examples(self, model, preprocessor, name: str, examples: list, batch_size: int):
+        """What evaluation scores of `examples`, in their order (`predict_texts`: the head's batch predictions)."""
+        from kerasbert.finetuning.evaluation import predict_texts  # TensorFlow
+
+        return predict_texts(model, preprocessor, name, examples, batch_size)
 
     def check_scored(self, task, preprocessor, examples: list, path: str) -> None:
         """Raises DataError for an example of `path` (a dev file) that the task's served
@@ -236,14 +276,12 @@ class TokenFamily(Family):
     features made by a graph (`graph`), and signatures that decode in the graph (`decoder`)."""
 
     settings: type = TokenSettings
+    pooled = False
     decoder_function = ""  # the decoder's text function (`entities`, `answer`)
     dropout = False  # dropout on the token states before the head
     per_token_labels = False  # a batch's y is (batch, seq) (a tag per token), else (batch, 2)
 
     def check(self, task, fail):
-        if any((task.text, task.text_a, task.text_b, task.layouts, task.class_names)):
-            fail(f"a {task.kind} task has no columns, layouts or class_names: its files' format says where "
-                 "everything is")
         self.check_labels(task, fail)
         length = task.settings.sequence_length
         if length and not 8 <= length <= 512:
@@ -274,6 +312,17 @@ class TokenFamily(Family):
     def predict(self, function, examples, batch_size: int) -> list:
         """Predictions of `examples` in their order, through the traced text `function`."""
         raise NotImplementedError
+
+    def dataset(self, task, examples, preprocessor, batch_size, training, seed=0, group_by_length=0,
+                swap_pairs=False):
+        from kerasbert.finetuning.data import family_dataset  # TensorFlow
+
+        return family_dataset(task, examples, preprocessor, batch_size, training, seed, group_by_length)
+
+    def predict_examples(self, model, preprocessor, name, examples, batch_size):
+        from kerasbert.finetuning.evaluation import predict_decoded  # TensorFlow
+
+        return predict_decoded(model, preprocessor, name, examples, batch_size)
 
     def batch_prediction(self, model, name, x):
         raise ValueError(f"Task {name!r} is a {model.task_specs[name].kind} task: its predictions come from its "

@@ -3,7 +3,7 @@
 over the export's shared graph (`kerasbert.export.ServingGraph`: tokenize, pack, encode).
 
 What each returns is its family's (`serving_outputs`, `examples_outputs` of
-kerasbert/families/classification.py and regression.py).
+kerasbert/families/classification/ and regression/).
 
 Example:
     >>> [spec.name for spec in token_specs("_b")]
@@ -50,13 +50,13 @@ def sentence_signatures(family, graph, task) -> dict:
         return family.serving_outputs(task, graph.model.task_prediction_from(name, u, v))
 
     def from_examples(serialized):
-        if task.is_pair:
+        if family.is_pair(task):
             result = outputs(*graph.pair_embeddings(name, *text_features(serialized, "text_a", "text_b")))
         else:
             result = outputs(graph.embed_text(*text_features(serialized, "text")))
         return family.examples_outputs(task, result)
 
-    if task.is_pair:
+    if family.is_pair(task):
         text = (lambda a, b: outputs(*graph.pair_embeddings(name, a, b)), [TEXT_A, TEXT_B])
         token_inputs = token_specs() + (token_specs("_b") if graph.bi[name] else [])
     else:

@@ -44,11 +44,13 @@ class TaskPreprocessor:
     Args:
         tokenizer: a keras-hub BertTokenizer.
         sequence_length: packed length.
-        pair_encoder: "cross" packs a pair into one sequence; "bi" packs each sentence alone.
-        sts_encoder: the same choice for pair_score tasks only ("" = pair_encoder).
+        pair_encoder: "cross" packs a pair into one sequence; "bi" packs each sentence alone (a
+            pair_score task may set its own: its `encoder`).
         trim: cut each packed batch to its longest sequence (the padding beyond it changes
             nothing under the padding mask, and costs most of the compute on short text).
             Off for XLA, which wants one shape.
+        tasks: the run's tasks ({name: Task}), which a task's name stands for (else the shipped
+            task of that name): a pair_score task's own `encoder` is its declaration's.
 
     Example:
         >>> preprocessor = TaskPreprocessor(tokenizer, 128, "cross")  # e.g. load_tokenizer(minilm_checkpoint())
@@ -58,14 +60,15 @@ class TaskPreprocessor:
     """
 
     def __init__(self, tokenizer, sequence_length: int, pair_encoder: str = "cross", trim: bool = True,
-                 sts_encoder: str = ""):
+                 tasks: dict | None = None):
         self.tokenizer = tokenizer
         # Traced once and called from every dataset's map function and the export's graph:
         # each trace of the tokenizer's ragged ops takes about a second. Text cleaned as BERT's is.
         self.tokenize = tf.function(lambda text: tokenizer(clean_text(text)),
                                     input_signature=[tf.TensorSpec([None], tf.string, name="text")])
         self.sequence_length = sequence_length
-        self.pair_encoder, self.sts_encoder = pair_encoder, sts_encoder
+        self.pair_encoder = pair_encoder
+        self.tasks = dict(tasks or {})
         self.trim = trim
         self.ids = special_token_ids(tokenizer)
         self._graphs = {}
@@ -94,10 +97,14 @@ class TaskPreprocessor:
 
     def encoder_of(self, task: "str | Task") -> str:
         """"cross" or "bi" for a pair task, "" for a one-text task."""
-        return encoder_of(get_task(task), self.pair_encoder, self.sts_encoder)
+        return encoder_of(self.task_of(task), self.pair_encoder)
+
+    def task_of(self, task: "str | Task") -> Task:
+        """`task`, or the run's (else the shipped) task of that name."""
+        return task if isinstance(task, Task) else self.tasks.get(task) or get_task(task)
 
     def __call__(self, task: "str | Task", text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
-        task = get_task(task)
+        task = self.task_of(task)
         encoder = self.encoder_of(task)
         if encoder == "cross":
             x, second = self.pack(text_a, text_b), None
@@ -150,14 +157,19 @@ def task_dataset(task: "str | Task", examples: list[Example], preprocessor: Task
         >>> train = task_dataset("sst", examples, preprocessor, batch_size=2, training=True)  # for model.fit
     """
     task = get_task(task)
-    if task.is_family:
-        return family_dataset(task, examples, preprocessor, batch_size, training, seed, group_by_length)
+    return task.family.dataset(task, examples, preprocessor, batch_size, training, seed, group_by_length, swap_pairs)
+
+
+def text_dataset(task: Task, examples: list[Example], preprocessor: TaskPreprocessor, batch_size: int,
+                 training: bool, seed: int = 0, group_by_length: int = 0,
+                 swap_pairs: bool = False) -> tf.data.Dataset:
+    """`task_dataset` of a task read from column files: its texts packed by the preprocessor."""
     data = tf.data.Dataset.from_tensor_slices((
         [e.text_a for e in examples], [e.text_b for e in examples],
         np.array([e.label for e in examples], np.float32)))
     if training:
         data = data.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
-    if training and swap_pairs and task.is_pair:
+    if training and swap_pairs and preprocessor.encoder_of(task):  # a pair task
         coins = tf.data.Dataset.random(seed=seed).map(lambda r: r % 2 == 1)
         data = tf.data.Dataset.zip(data, coins).map(_swap_if)
     if training and group_by_length > 1:
@@ -175,7 +187,7 @@ def family_dataset(task: Task, examples: list, preprocessor: TaskPreprocessor, b
     preprocessor keeps one shape (XLA). `group_by_length` as `task_dataset`'s, by packed length.
 
     Example:
-        >>> from kerasbert.families.conll import read_conll
+        >>> from kerasbert.families.tagging.conll import read_conll
         >>> sentences = read_conll(conll_file).sentences
         >>> dev = family_dataset(model.task_specs["ner"], sentences, preprocessor, batch_size=2, training=False)
         >>> x, y = next(iter(dev))

@@ -91,12 +91,21 @@ def predict_task(model, task: str, dataset: tf.data.Dataset) -> np.ndarray:
 
 
 def predict_examples(model, preprocessor, task: str, examples, batch_size: int = 64):
-    """`predict_task` on a list of examples, returned in their order. The batches are cut from
-    the examples sorted by text length, so a batch trimmed to its longest text carries little
-    padding. A tags task's: a list of each sentence's tags; a span task's: a list of answers."""
-    spec = model.task_specs[task]
-    if spec.is_family:  # decoded in the graph, as the export serves it
-        return spec.family.predict(_family_function(model, preprocessor, task), examples, batch_size)
+    """The predictions of `task`'s head for a list of examples, in their order (its family's
+    `predict_examples`): a sentence task's `predict_texts`; a tags task's, a list of each sentence's
+    tags, and a span task's, a list of answers (`predict_decoded`)."""
+    return model.task_specs[task].family.predict_examples(model, preprocessor, task, examples, batch_size)
+
+
+def predict_decoded(model, preprocessor, task: str, examples, batch_size: int = 64) -> list:
+    """A token-level task's predictions, decoded in the graph as the export serves them."""
+    return model.task_specs[task].family.predict(_family_function(model, preprocessor, task), examples, batch_size)
+
+
+def predict_texts(model, preprocessor, task: str, examples, batch_size: int = 64) -> np.ndarray:
+    """`predict_task` on a list of column-file examples, returned in their order. The batches are
+    cut from the examples sorted by text length, so a batch trimmed to its longest text carries
+    little padding."""
     order = np.argsort([len(e.text_a) + len(e.text_b) for e in examples], kind="stable")
     dataset = task_dataset(model.task_specs[task], [examples[i] for i in order], preprocessor, batch_size,
                            training=False)

@@ -36,6 +36,5 @@ def load_finetuned(model_dir: str):
                                     custom_objects={"kerasbert>MultitaskBert": MultitaskBert,
                                                     "kerasbert>BertEncoder": BertEncoder})
     preprocessor = TaskPreprocessor(load_tokenizer(os.path.join(model_dir, "encoder")),
-                                    config.data.max_sequence_length, config.heads.pair_encoder,
-                                    sts_encoder=config.heads.sts_encoder)
+                                    config.data.max_sequence_length, config.heads.pair_encoder, tasks=config.tasks)
     return config, model, preprocessor

@@ -10,11 +10,11 @@ Heads, by the task's kind, each its family's (kerasbert/families/: `Family.head_
 - pair_score (similarity): cross-encoder: as score, on the pair's embedding; bi-encoder: the
   cosine of u and v mapped from [-1, 1] to [min_score, max_score].
 - tags (named entities): dropout + dense(num_tags) on each token's state: tag logits
-  (batch, seq, tags); a word's tag is its first piece's (kerasbert/families/tagging.py).
+  (batch, seq, tags); a word's tag is its first piece's (kerasbert/families/tagging/features.py).
 - span (extractive QA): dense(2) on each token's state: start and end logits (batch, seq, 2)
-  (kerasbert/families/span_qa.py).
-pair_classes and pair_binary heads use `pair_encoder`; pair_score heads `sts_encoder`
-(default: the same), so paraphrase can read both sentences at once while similarity stays a cosine.
+  (kerasbert/families/span_qa/features.py).
+Pair heads use `pair_encoder`, a pair_score task its own `encoder` if it sets one, so
+paraphrase can read both sentences at once while similarity stays a cosine.
 The sentence embedding (`embed`) is the mean of the token states over the padding
 mask (what MiniLM was trained with) or the `[CLS]` pooler. With `unpadded` (the default
 where kerasbert/compat/ allows it), the encoder runs over the real tokens only
@@ -53,7 +53,7 @@ from kerasbert.models import unpadded as unpadded_encoder
 from kerasbert.models.dataset_fit import DatasetFit
 from kerasbert.models.encoder import bert_initializer
 from kerasbert.packing import ENCODER_KEYS, stack_sides
-from kerasbert.tasks import DEFAULT_TASKS, Task, declare_tasks, encoder_of, task_id
+from kerasbert.tasks import DEFAULT_TASKS, HEADS_BEFORE, Task, declare_tasks, encoder_of, task_id, upgrade_heads
 
 
 def second_inputs(x: dict) -> dict:
@@ -71,8 +71,8 @@ class MultitaskBert(DatasetFit, keras.Model):
         backbone: a keras-hub `BertBackbone`.
         tasks: the tasks, one head each: `kerasbert.Task`s (their classes known), names of
             shipped tasks (`kerasbert.task_names()`), or their configs.
-        pair_encoder: "cross" (a pair packed as one sequence) or "bi" (Sentence-BERT).
-        sts_encoder: pair_score heads' own cross/bi choice (None: `pair_encoder`).
+        pair_encoder: "cross" (a pair packed as one sequence) or "bi" (Sentence-BERT); a
+            pair_score task may set its own (its `encoder`).
         pooling: sentence embedding from the "mean" of token states or the "cls" pooler.
         unpadded: run the encoder over the real tokens only (None: where available).
         task_weights: loss weight of each task, in the order of `tasks` (None: all 1).
@@ -87,8 +87,7 @@ class MultitaskBert(DatasetFit, keras.Model):
         TensorShape([2])
     """
 
-    def __init__(self, backbone, pair_encoder="cross", sts_encoder=None, pooling="mean", dropout=0.1,
-                 sts_loss="mse", para_mnrl_weight=0.0, mnrl_scale=20.0,
+    def __init__(self, backbone, pair_encoder="cross", pooling="mean", dropout=0.1,
                  task_weights=None, layerwise_lr_decay=1.0, hold_idle_heads=False,
                  tasks=DEFAULT_TASKS, unpadded=None, **kwargs):
         super().__init__(**kwargs)
@@ -101,12 +100,8 @@ class MultitaskBert(DatasetFit, keras.Model):
                              "training file first (kerasbert.data.task_files.read_training_file)")
         self.tasks = tuple(self.task_specs)
         self.pair_encoder = pair_encoder
-        self.sts_encoder = sts_encoder or pair_encoder
         self.pooling = pooling
         self.dropout_rate = dropout
-        self.sts_loss = sts_loss
-        self.para_mnrl_weight = para_mnrl_weight
-        self.mnrl_scale = mnrl_scale
         self.task_weights = tuple(task_weights) if task_weights is not None else (1.0,) * len(self.tasks)
         if len(self.task_weights) != len(self.tasks):
             raise ValueError(f"task_weights needs one weight per task {self.tasks}. Received: {task_weights}")
@@ -146,7 +141,7 @@ class MultitaskBert(DatasetFit, keras.Model):
 
     def encoder_of(self, task: str) -> str:
         """"cross" or "bi" for a pair task; "" for a one-text task."""
-        return encoder_of(self.task_specs[task], self.pair_encoder, self.sts_encoder)
+        return encoder_of(self.task_specs[task], self.pair_encoder)
 
     # --- Forward paths ----------------------------------------------------------------
 
@@ -211,7 +206,7 @@ class MultitaskBert(DatasetFit, keras.Model):
         """classes, pair_classes: class probabilities (batch, n); pair_binary: the probability
         of the second class (batch,); score kinds: the score in [min_score, max_score]
         (batch,). What evaluation scores and the export serves. The token-level families answer
-        through their decoders (kerasbert/families/*_export.py), which read `head_output`'s logits."""
+        through their decoders (kerasbert/families/*/export.py), which read `head_output`'s logits."""
         return self.task_specs[task].family.batch_prediction(self, task, x)
 
     def task_prediction_from(self, task: str, u, v=None):
@@ -297,9 +292,7 @@ class MultitaskBert(DatasetFit, keras.Model):
     def get_config(self):
         return {
             "backbone": keras.layers.serialize(self.backbone), "pair_encoder": self.pair_encoder,
-            "sts_encoder": self.sts_encoder,
-            "pooling": self.pooling, "dropout": self.dropout_rate, "sts_loss": self.sts_loss,
-            "para_mnrl_weight": self.para_mnrl_weight, "mnrl_scale": self.mnrl_scale,
+            "pooling": self.pooling, "dropout": self.dropout_rate,
             "task_weights": list(self.task_weights), "layerwise_lr_decay": self.layerwise_lr_decay,
             "hold_idle_heads": self.hold_idle_heads, "unpadded": self.unpadded,
             "tasks": [task.to_config() for task in self.task_specs.values()],
@@ -310,4 +303,11 @@ class MultitaskBert(DatasetFit, keras.Model):
     def from_config(cls, config):
         config = dict(config)
         config["backbone"] = keras.layers.deserialize(config["backbone"])
+        # A model.keras of before issue 86: the sentence settings it held, its tasks' now.
+        old = {key: config.pop(key) for key in HEADS_BEFORE if key in config}
+        if old:
+            if old.get("sts_encoder") == config.get("pair_encoder", "cross"):
+                old.pop("sts_encoder")  # written as its pair_encoder when it had none of its own
+            config["tasks"] = list(upgrade_heads(
+                [Task.from_config(task["name"], task) for task in config.get("tasks", DEFAULT_TASKS)], old).values())
         return cls(**config)

@@ -191,8 +191,7 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
 
     tokenizer = load_tokenizer(init_checkpoint)
     preprocessor = TaskPreprocessor(tokenizer, config.data.max_sequence_length, heads.pair_encoder,
-                                    trim=not train.jit_compile,  # XLA wants one shape
-                                    sts_encoder=heads.sts_encoder)
+                                    trim=not train.jit_compile, tasks=config.tasks)  # trim: XLA wants one shape
     run.stage(f"reading task files (working folder, then {data_dir})")
     tasks, train_examples, dev = load_task_data(config, data_dir)
     check_dev_sets(config, tasks, dev, preprocessor, data_dir)
@@ -206,7 +205,8 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
         run.prepare(model, lambda optimizer: model.compile(optimizer=optimizer, jit_compile=train.jit_compile),
                     batches, build=lambda: model(next(iter(task_dataset(last, dev[last.name][:2], preprocessor, 2,
                                                                          False)))[0]), heads="task heads")
-    heads_text = ", ".join(f"{heads.encoder_of(t)}-encoder {t.head}" if t.is_pair else t.head for t in tasks.values())
+    heads_text = ", ".join(f"{heads.encoder_of(t)}-encoder {t.head}" if heads.encoder_of(t) else t.head
+                           for t in tasks.values())
     run.stage(f"model: {model.count_params() / 1e6:.1f}M parameters, heads: {heads_text}; {schedule.sampling} "
               f"sampling; {train.total_steps} steps in {train.num_blocks} blocks" + run.resuming())
 
@@ -223,7 +223,8 @@ def run_finetuning(config: FinetuneConfig, data_dir: str, output_dir: str, init_
                    examples_per_second=fit.examples_per_second,
                    skipped_nonfinite_batches=fit.skipped_nonfinite_batches,
                    init_checkpoint=init_checkpoint, pair_encoder=heads.pair_encoder,
-                   sts_encoder=heads.sts_encoder or heads.pair_encoder)
+                   # the shipped similarity task's, as before its encoder was its own (issue 86)
+                   sts_encoder=heads.encoder_of(tasks["sts"]) if "sts" in tasks else heads.pair_encoder)
     if run.is_chief:
         write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, train.steps_per_block)
     run.stage("done: " + "  ".join(f"{k}={metrics[k]:.3f}" for k in headline_keys(tasks.values()))
@@ -252,9 +253,7 @@ def build_model(config: FinetuneConfig, tasks: dict, init_checkpoint: str, carri
     model = MultitaskBert(
         load_encoder(init_checkpoint), tasks=tuple(tasks.values()), pair_encoder=heads.pair_encoder,
         unpadded=False if config.train.jit_compile else None,  # XLA compiles one shape
-        sts_encoder=heads.sts_encoder, pooling=heads.pooling,
-        dropout=heads.dropout, sts_loss=heads.sts_loss, para_mnrl_weight=heads.para_mnrl_weight,
-        mnrl_scale=heads.mnrl_scale, layerwise_lr_decay=schedule.layerwise_lr_decay,
+        pooling=heads.pooling, dropout=heads.dropout, layerwise_lr_decay=schedule.layerwise_lr_decay,
         hold_idle_heads=schedule.hold_idle_heads,
         task_weights=[schedule.loss_weights[task] for task in config.tasks])
     if carried:
@@ -270,9 +269,7 @@ def new_head_reason(init: MultitaskBert, task: Task, heads) -> str:
     difference = task.family.head_difference(old, task)
     if difference:
         return difference
-    if (old.min_score, old.max_score, old.score_output) != (task.min_score, task.max_score, task.score_output):
-        return f"its scores are {old.min_score}-{old.max_score} ({old.score_output})"
-    if not task.is_family and (init.pooling, init.encoder_of(task.name)) != (heads.pooling, heads.encoder_of(task)):
+    if task.family.pooled and (init.pooling, init.encoder_of(task.name)) != (heads.pooling, heads.encoder_of(task)):
         return f"its head reads {init.pooling} pooling ({init.encoder_of(task.name) or 'one text'})"
     return ""
 
@@ -312,9 +309,9 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
     """The run's files, then metrics.json (with each classes task's `per_class` figures added),
     which marks the run finished (`mark_finished`)."""
     check_finite_weights(model, f"writing the run's outputs to {output_dir}")
-    # The sentence tasks' first, then the token-level ones' (metrics.json's order).
+    # The tasks whose heads read the pooled embedding first, then the token-level ones' (metrics.json's order).
     reports = {name: per_class(task, task_labels(task, dev[name]), predictions[name])
-               for name, task in sorted(model.task_specs.items(), key=lambda item: item[1].is_family)
+               for name, task in sorted(model.task_specs.items(), key=lambda item: not item[1].family.pooled)
                if name in dev}
     metrics["per_class"] = {name: report for name, report in reports.items() if report is not None}
     os.makedirs(os.path.join(output_dir, "predictions"), exist_ok=True)
@@ -326,7 +323,7 @@ def write_outputs(model, tokenizer, dev, predictions, metrics, output_dir, steps
         task = model.task_specs[name]
         if task.family.has_confusion(task):
             confusion[name] = f"{name}_confusion.png"
-            plot_confusion([e.label for e in dev[name]], predictions[name].argmax(-1), task.served_names,
+            plot_confusion([e.label for e in dev[name]], predictions[name].argmax(-1), task.family.head_names(task),
                            os.path.join(output_dir, f"{name}_confusion.png"),
                            f"{task.title}: {len(dev[name])} dev examples"
                            + (f" that chose step {metrics['best_step']}" if "best_step" in metrics else "")

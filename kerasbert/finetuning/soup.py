@@ -64,15 +64,11 @@ def load_soup(model_dirs: list[str]):
     return config, model, preprocessor
 
 
-def _encoders(config) -> tuple[str, str]:
-    return config.heads.pair_encoder, config.heads.sts_encoder or config.heads.pair_encoder
-
-
 def check_same_architecture(first_dir, config, vocabulary, member_dir, member_config, member_vocabulary):
     """Raises ConfigError naming `member_dir` if its run cannot be averaged with `first_dir`'s."""
     # What the weights mean; training-only fields (losses, dropout, steps, seeds) may differ.
     for section, first, other in (("tasks", config.tasks, member_config.tasks),
-                                  ("heads.pair_encoder/sts_encoder", _encoders(config), _encoders(member_config)),
+                                  ("heads.pair_encoder", config.heads.pair_encoder, member_config.heads.pair_encoder),
                                   ("heads.pooling", config.heads.pooling, member_config.heads.pooling),
                                   ("data.max_sequence_length", config.data.max_sequence_length,
                                    member_config.data.max_sequence_length)):

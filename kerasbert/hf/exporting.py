@@ -119,11 +119,11 @@ def layer_norm(name: str, layer) -> dict:
 def unsupported(model, task: str) -> str:
     """Why `task`'s head has no transformers form ("" when it has one)."""
     spec = model.task_specs[task]
-    if spec.is_family:
+    if not spec.family.pooled:  # a token-level head reads no sentence embedding
         return ""
     if model.encoder_of(task) == "bi":
         return "a bi-encoder pair head (two sentence embeddings) has no transformers form; fine-tune it with " \
-               "heads.pair_encoder=cross (heads.sts_encoder=cross for a pair_score task)"
+               "heads.pair_encoder=cross (and no encoder=bi of its own, a pair_score task)"
     if model.pooling != "cls":
         return "its head reads the mean of the token states (heads.pooling=mean); transformers' " \
                "BertForSequenceClassification reads the [CLS] pooler: fine-tune with heads.pooling=cls"
@@ -154,8 +154,8 @@ def transformers_config(model, spec: Task, pad_id: int) -> dict:
         "label2id": {name: index for index, name in enumerate(names)},
         "kerasbert_task": dataclasses.replace(spec, train_file="", dev_file="").to_config(),
     }
-    if not spec.is_family:  # a sentence head
-        config["problem_type"] = "single_label_classification" if spec.is_classes else "regression"
+    if spec.family.problem_type:  # a sentence head
+        config["problem_type"] = spec.family.problem_type
     return config
 
 
@@ -180,7 +180,7 @@ def write_task_folder(model, preprocessor, task: str, folder: str) -> str:
     spec, tokenizer = model.task_specs[task], preprocessor.tokenizer
     partial = os.path.join(os.path.dirname(os.path.abspath(folder)), f".{os.path.basename(folder)}.writing-{os.getpid()}")
     os.makedirs(partial)
-    tensors = {**encoder_weights(model.backbone, pooler=not spec.is_family), **head_tensors(model, task)}
+    tensors = {**encoder_weights(model.backbone, pooler=spec.family.pooled), **head_tensors(model, task)}
     save_file({name: np.ascontiguousarray(value, np.float32) for name, value in tensors.items()},
               os.path.join(partial, "model.safetensors"), metadata={"format": "pt"})
     files = {"config.json": transformers_config(model, spec, preprocessor.ids["pad"]),

@@ -23,7 +23,7 @@ fine-tuning run's: continue fine-tuning from it with `pipelines.finetune --init_
 
 Example:
     >>> config, model, preprocessor = load_transformers(hf_checkpoint)  # e.g. runs/hf/bert-sst2
-    >>> model.tasks, model.task_specs["classifier"].class_names
+    >>> model.tasks, model.task_specs["classifier"].settings.class_names
     (('classifier',), ('negative', 'positive'))
     >>> import_transformers(hf_checkpoint, f"{tmp_path}/sst2-imported")  # then pipelines.export
     '.../sst2-imported'
@@ -40,7 +40,7 @@ from kerasbert.compat.keras_hub import convert_bert_weights
 from kerasbert.config import FinetuneConfig, FinetuneDataConfig, HeadsConfig, save_config
 from kerasbert.durable import publish
 from kerasbert.errors import DataError
-from kerasbert.families.tagging_task import TaggingSettings
+from kerasbert.families.tagging import TaggingSettings
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.hf.checkpoint import TransformersCheckpoint, read_checkpoint

@@ -9,7 +9,7 @@ points at the answer's first and last pieces; one that does not points both at [
 (`SpanGraph.windows`), in training and in the exported signature alike.
 
 Interface for the task system (plain values in, no config objects):
-    reader:    kerasbert.families.squad.read_squad(path) -> SquadFile(.examples: [QaExample(uid, question,
+    reader:    kerasbert.families.span_qa.squad.read_squad(path) -> SquadFile(.examples: [QaExample(uid, question,
                context, answers)])
     graph:     SpanGraph(vocabulary, sequence_length=384, doc_stride=128, max_query_length=64,
                max_answer_length=30, max_windows=16)
@@ -19,16 +19,16 @@ Interface for the task system (plain values in, no config objects):
     loss:      span_loss(y, logits, padding_mask)  (mean of the start and end cross-entropies
                over the real tokens; logits (batch, seq, 2): start, end)
     predict:   predict_answers(answer, examples) -> {uid: answer text} (through the export's graph)
-    metrics:   kerasbert.families.squad.squad_scores(predictions, {uid: [reference texts]})
+    metrics:   kerasbert.families.span_qa.squad.squad_scores(predictions, {uid: [reference texts]})
                -> {"squad_exact_match", "squad_f1"}
-    export:    kerasbert.families.span_qa_export.SpanSignatures(predict, graph): `answer` (question,
+    export:    kerasbert.families.span_qa.export.SpanSignatures(predict, graph): `answer` (question,
                context) and its token-id variant; see that module.
 
 The task system (a task of kind `span`, kerasbert/tasks.py) trains it: its batches
 (`kerasbert.finetuning.data.family_dataset`) and head (`MultitaskBert`) beside the other tasks'.
 
 Example:
-    >>> from kerasbert.families.squad import read_squad
+    >>> from kerasbert.families.span_qa.squad import read_squad
     >>> graph = SpanGraph(vocabulary, sequence_length=16, doc_stride=4, max_query_length=4)  # SQuAD's: 384, 128, 64
     >>> features = span_features(graph, read_squad(squad_file).examples)
     >>> features.token_ids.shape, features.positions.tolist()  # 2 questions, 2 windows each: (first, last) piece
@@ -46,8 +46,8 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.families.squad import QaExample
-from kerasbert.families.windows import context_room
+from kerasbert.families.span_qa.squad import QaExample
+from kerasbert.families.span_qa.windows import context_room
 from kerasbert.families.wordpiece import OffsetTokenizer
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tokenization import special_token_ids

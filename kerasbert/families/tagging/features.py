@@ -16,23 +16,23 @@ graph function (`TaggingGraph.align`) in training and in the exported signature,
 tokenize alike.
 
 Interface for the task system (plain values in, no config objects):
-    reader:    kerasbert.families.conll.read_conll(path) -> ConllFile(.sentences: [Sentence(words, tags, line)])
-    tags:      kerasbert.families.conll.tag_names(train_sentences) -> ("O", "B-LOC", "I-LOC", ...)
+    reader:    kerasbert.families.tagging.conll.read_conll(path) -> ConllFile(.sentences: [Sentence(words, tags, line)])
+    tags:      kerasbert.families.tagging.conll.tag_names(train_sentences) -> ("O", "B-LOC", "I-LOC", ...)
     graph:     TaggingGraph(vocabulary, tag_names, sequence_length, words="spaces")
     features:  tagging_features(graph, sentences) -> TaggingFeatures (numpy arrays, counts):
                token_ids, segment_ids, padding_mask, and labels int32 (examples, sequence_length):
                the tag id at each word's first piece, -1 elsewhere
     loss:      masked_tag_loss(y, logits)  (mean over labelled tokens)
     predict:   predict_tags(entities, sentences) -> [[tag per word]] (through the export's graph)
-    metrics:   kerasbert.families.conlleval.entity_scores(references, predictions).as_dict() -> {"ner_f1", ...}
-    export:    kerasbert.families.tagging_export.TaggingSignatures(predict, graph): `entities` (text)
+    metrics:   kerasbert.families.tagging.conlleval.entity_scores(references, predictions).as_dict() -> {"ner_f1", ...}
+    export:    kerasbert.families.tagging.export.TaggingSignatures(predict, graph): `entities` (text)
                and its token-id variant; see that module.
 
 The task system (a task of kind `tags`, kerasbert/tasks.py) trains it: its batches
 (`kerasbert.finetuning.data.family_dataset`) and head (`MultitaskBert`) beside the other tasks'.
 
 Example:
-    >>> from kerasbert.families.conll import read_conll, tag_names
+    >>> from kerasbert.families.tagging.conll import read_conll, tag_names
     >>> sentences = read_conll(conll_file).sentences
     >>> graph = TaggingGraph(vocabulary, tag_names(sentences), sequence_length=16)
     >>> graph.tag_names
@@ -54,7 +54,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from kerasbert.compat.keras_hub import word_split_patterns
-from kerasbert.families.conll import Sentence, check_tag
+from kerasbert.families.tagging.conll import Sentence, check_tag
 from kerasbert.families.wordpiece import OffsetTokenizer
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.tokenization import special_token_ids

@@ -1,8 +1,8 @@
 """The extractive question-answering family as the task system sees it: a task of kind `span`
-(SQuAD v1.1) reads SQuAD's JSON (kerasbert/families/squad.py), its head is dense(2) on each
+(SQuAD v1.1) reads SQuAD's JSON (kerasbert/families/span_qa/squad.py), its head is dense(2) on each
 token's state (start and end logits), its loss `span_loss`, its metrics SQuAD's F1 and exact
 match (as fractions), its signatures `<head>` (question, context -> the answer, a slice of the
-context) and `<head>_tokens` (kerasbert/families/span_qa.py, span_qa_export.py). Its settings
+context) and `<head>_tokens` (kerasbert/families/span_qa/features.py, export.py). Its settings
 (`SpanSettings`) are the task's `sequence_length`, `doc_stride` (`SpanQa.doc_stride_at`),
 `max_query_length`, `max_answer_length` and `max_windows`.
 
@@ -20,8 +20,8 @@ import dataclasses
 from kerasbert.data.rows import DataError, ReadResult, file_exists
 from kerasbert.errors import TaskError
 from kerasbert.families.base import TokenFamily, TokenSettings
-from kerasbert.families.squad import read_squad, squad_scores
-from kerasbert.families.windows import context_room, default_doc_stride
+from kerasbert.families.span_qa.squad import read_squad, squad_scores
+from kerasbert.families.span_qa.windows import context_room, default_doc_stride
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,17 +62,13 @@ class SpanQa(TokenFamily):
         if settings.sequence_length:
             self.check_run(task, settings.sequence_length)
 
-    def check_labels(self, task, fail):
-        if task.labels:
-            fail(f"a span task has no labels (its answers are slices of the context). Received: {list(task.labels)}")
-
     def check_run(self, task, sequence_length):
         self.doc_stride_at(task, sequence_length)  # TaskError when the stride would skip context
 
     def doc_stride_at(self, task, sequence_length: int) -> int:
         """`task`'s window stride when its windows are `sequence_length` tokens long: the
         declared `doc_stride`, else the largest that skips no context up to run_squad.py's 128
-        (kerasbert/families/windows.py). TaskError when the declared one would skip context, or
+        (kerasbert/families/span_qa/windows.py). TaskError when the declared one would skip context, or
         when the question leaves a window no room for any.
 
         >>> from kerasbert.tasks import Task
@@ -120,14 +116,14 @@ class SpanQa(TokenFamily):
                             f"{most}, or leave them out")
 
     def graph(self, task, vocabulary, sequence_length):
-        from kerasbert.families.span_qa import SpanGraph
+        from kerasbert.families.span_qa.features import SpanGraph
 
         settings = task.settings
         return SpanGraph(vocabulary, sequence_length, self.doc_stride_at(task, sequence_length),
                          settings.max_query_length, settings.max_answer_length, settings.max_windows)
 
     def features(self, task, graph, examples, training):
-        from kerasbert.families.span_qa import span_features
+        from kerasbert.families.span_qa.features import span_features
 
         features = span_features(graph, examples)
         labels = features.positions
@@ -146,7 +142,7 @@ class SpanQa(TokenFamily):
     def loss(self, model, name, x, y):
         import tensorflow as tf
 
-        from kerasbert.families.span_qa import span_loss
+        from kerasbert.families.span_qa.features import span_loss
 
         # (batch, 2): the answer's first and last piece
         return span_loss(tf.reshape(y, [-1, 2]), model.head_output(name, x, training=True), x["padding_mask"])
@@ -154,12 +150,12 @@ class SpanQa(TokenFamily):
     # --- Evaluation and serving -----------------------------------------------------------
 
     def decoder(self, predict, graph):
-        from kerasbert.families.span_qa_export import SpanSignatures
+        from kerasbert.families.span_qa.export import SpanSignatures
 
         return SpanSignatures(predict, graph)
 
     def predict(self, function, examples, batch_size):
-        from kerasbert.families.span_qa import predict_answers
+        from kerasbert.families.span_qa.features import predict_answers
 
         answers = predict_answers(function, examples, batch_size)
         return [answers[example.uid] for example in examples]

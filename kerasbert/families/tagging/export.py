@@ -17,8 +17,8 @@
 (named by the task's head: `entities` and `entities_tokens` for the shipped `ner`).
 
 n is the batch's largest entity count. Entities are read from the word tags with
-conlleval's rules (`kerasbert.families.conlleval.entities`): the same entities the metrics
-score. Words are what str.split() gives, as CoNLL's (`kerasbert.families.tagging.WORD_SEPARATOR`);
+conlleval's rules (`kerasbert.families.tagging.conlleval.entities`): the same entities the metrics
+score. Words are what str.split() gives, as CoNLL's (`kerasbert.families.tagging.features.WORD_SEPARATOR`);
 an entity's text leaves out the punctuation a tokenizer splits off ("(Reuters)," -> "Reuters";
 "in Paris." at the end -> "Paris": `trimmed`).
 Text that is not valid UTF-8 is an InvalidArgumentError naming the input.
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from kerasbert.families.tagging import TaggingGraph
+from kerasbert.families.tagging.features import TaggingGraph
 from kerasbert.families.wordpiece import GRAPH_BYTES_PER_BYTE, char_offsets, check_utf8
 from kerasbert.packing import ENCODER_KEYS
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from kerasbert.families.span_qa import SpanGraph
-from kerasbert.families.windows import context_room
+from kerasbert.families.span_qa.features import SpanGraph
+from kerasbert.families.span_qa.windows import context_room
 from kerasbert.families.wordpiece import GRAPH_BYTES_PER_BYTE, char_offsets, check_utf8
 from kerasbert.packing import ENCODER_KEYS
 
