@@ -132,7 +132,7 @@ class ServingGraph:
     Packing is `kerasbert.packing.pack_segments`, which gives keras-hub's packer's output in
     a small graph that a server loads fast. The encoder runs over the real tokens only
     (kerasbert/models/unpadded.py), however the model was trained: on the SST-5 dev
-    sentences, 32 to a batch, that halves its work. `compute_dtype` ("bfloat16", or an
+    sentences, 32 to a batch, that halves its work. `compute_dtype` (a `Bfloat16Weights` or
     `Int8Weights` of kerasbert/quantize.py) runs its matrix products in that type.
     """
 
@@ -233,7 +233,8 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     fine-tuned on one task exports that task's); `config`, if given, travels as `assets/kerasbert_config.json`.
     `compute_dtype="bfloat16"` serves the encoder's matrix products in bfloat16: on CPUs with
     AVX512-BF16 or AMX about 1.5x the sentences/s at batch 32, embeddings within a cosine
-    of 0.9999 of float32's (docs/benchmarks.md); the weights stay float32. `compute_dtype="int8"`
+    of 0.9999 of float32's (docs/benchmarks.md); the model's weights stay float32, with bfloat16
+    copies of the projections' kernels. `compute_dtype="int8"`
     serves them as int8 on oneDNN's quantized kernels (kerasbert/quantize.py). `xla=True` (float32
     only) runs a one-row request's encoder compiled by XLA (kerasbert/models/bucketed.py).
 

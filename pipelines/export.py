@@ -38,7 +38,7 @@ def main(argv=None) -> int:
                         choices=(*PRECISIONS, *PRECISIONS.values()),
                         help="Type of the encoder's matrix products when served. bf16 (bfloat16): about 1.5x "
                              "throughput on CPUs with AVX512-BF16 or AMX, embeddings within a cosine of "
-                             "0.9999; weights stay float32. int8: int8 weights and oneDNN's quantized "
+                             "0.9999; the projections' kernels stored as bfloat16 copies. int8: int8 weights and oneDNN's quantized "
                              "kernels (kerasbert/quantize.py; docs/benchmarks.md for speed and accuracy).")
     parser.add_argument("--xla", action="store_true",
                         help="fp32 only: a one-sentence request's encoder runs compiled by XLA, its tokens "

@@ -148,6 +148,8 @@ def test_an_export_killed_mid_write_leaves_nothing_a_server_would_load(tmp_path)
 def test_a_reduced_precision_export_serves_close_to_float32(tmp_path, compute_dtype, min_cosine):
     model, pre = tiny_model_dir(str(tmp_path / "run"), "cross")
     path = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"), compute_dtype=compute_dtype)
+    stored = tf.train.load_checkpoint(os.path.join(path, "variables", "variables")).get_variable_to_dtype_map()
+    assert tf.as_dtype(compute_dtype) in stored.values()  # the kernels kept in that type, not cast per call
     served = tf.saved_model.load(path).signatures["embed"](text=tf.constant(TEXTS_A))["embedding"].numpy()
     expected = model.embed(pre.pack(tf.constant(TEXTS_A))).numpy()
     cosine = np.sum(served * expected, -1) / np.linalg.norm(served, axis=-1) / np.linalg.norm(expected, axis=-1)
