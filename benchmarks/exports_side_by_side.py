@@ -36,7 +36,8 @@ def interleaved_seconds(calls: dict, inputs: list, rounds: int) -> dict[str, lis
 
 
 def main(argv=None) -> int:
-    parser = bench_parser("inference", __doc__)
+    parser = bench_parser("exports_side_by_side", __doc__)
+    parser.set_defaults(output_dir="runs/bench-inference")  # bench-inference's run: its dev sentences
     parser.add_argument("exports", nargs="+", help="NAME=PATH of an export version folder; the first is the reference.")
     parser.add_argument("--sentences", type=int, default=40, help="Dev sentences timed at batch 1.")
     parser.add_argument("--rounds", type=int, default=3, help="Passes over them.")
