@@ -58,6 +58,7 @@ from kerasbert.config import to_dict
 from kerasbert.families.sentence_export import SEGMENT, TEXT, token_specs
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.load import load_finetuned
+from kerasbert.models.bucketed import bucketed_embedding
 from kerasbert.op_audit import check_servable_ops
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.quantize import COMPUTE_DTYPES, serving_precision
@@ -131,17 +132,26 @@ class ServingGraph:
     Packing is `kerasbert.packing.pack_segments`, which gives keras-hub's packer's output in
     a small graph that a server loads fast. The encoder runs over the real tokens only
     (kerasbert/models/unpadded.py), however the model was trained: on the SST-5 dev
-    sentences, 32 to a batch, that halves its work. `compute_dtype` ("bfloat16", or an
+    sentences, 32 to a batch, that halves its work. `compute_dtype` (a `Bfloat16Weights` or
     `Int8Weights` of kerasbert/quantize.py) runs its matrix products in that type.
     """
 
-    def __init__(self, model, preprocessor: TaskPreprocessor, compute_dtype: str | None = None):
+    def __init__(self, model, preprocessor: TaskPreprocessor, compute_dtype: str | None = None, xla: bool = False):
         keys, ids, length = ENCODER_KEYS, preprocessor.ids, preprocessor.sequence_length
         self.model, self.specs = model, model.task_specs
         self.bi = {name: preprocessor.encoder_of(task) == "bi" for name, task in self.specs.items()}
-        self.encode = tf.function(lambda *tokens: model.embed(dict(zip(keys, tokens)), unpadded=True,
-                                                              compute_dtype=compute_dtype),
-                                  input_signature=token_specs(), autograph=False)
+
+        def unpadded(*tokens):
+            return model.embed(dict(zip(keys, tokens)), unpadded=True, compute_dtype=compute_dtype)
+
+        one_row = bucketed_embedding(model, length) if xla else None
+
+        def encode(*tokens):  # with xla, one row: XLA's program for its bucket (kerasbert/models/bucketed.py)
+            if one_row is None:
+                return unpadded(*tokens)
+            return tf.cond(tf.shape(tokens[0])[0] == 1, lambda: one_row(*tokens), lambda: unpadded(*tokens))
+
+        self.encode = tf.function(encode, input_signature=token_specs(), autograph=False)
         self.tokenize = preprocessor.tokenize
         self.pack = {count: tf.function(lambda *segments: tuple(pack_segments(segments, length, ids)[k] for k in keys),
                                         input_signature=[SEGMENT] * count, autograph=False) for count in (1, 2)}
@@ -162,7 +172,8 @@ class ServingGraph:
         return self.encode(*tokens), None
 
 
-def serving_functions(model, preprocessor: TaskPreprocessor, tasks=None, compute_dtype: str | None = None) -> dict:
+def serving_functions(model, preprocessor: TaskPreprocessor, tasks=None, compute_dtype: str | None = None,
+                      xla: bool = False) -> dict:
     """name -> (function, input signature) for the signatures of `tasks` (None: all the
     model's) and `embed`, text signatures first (the first is also serving_default). Each
     function returns a dict of named outputs (`ServingGraph`)."""
@@ -170,7 +181,7 @@ def serving_functions(model, preprocessor: TaskPreprocessor, tasks=None, compute
     missing = [task for task in tasks if task not in model.tasks]
     if missing or not tasks or len(set(tasks)) != len(tasks):
         raise ConfigError(f"The tasks to export are some of the model's {model.tasks}, each once. Received: {tasks}")
-    graph = ServingGraph(model, preprocessor, compute_dtype)
+    graph = ServingGraph(model, preprocessor, compute_dtype, xla)
     by_task = {task: model.task_specs[task].family.serving_functions(model, preprocessor, graph, task)
                for task in tasks}
     heads = {task: model.task_specs[task].head for task in tasks}
@@ -215,14 +226,17 @@ def _process_alive(pid: int) -> bool:
 
 
 def export_model(model, preprocessor: TaskPreprocessor, export_base: str, version: int | None = None,
-                 tasks=None, config: dict | None = None, compute_dtype: str | None = None) -> str:
+                 tasks=None, config: dict | None = None, compute_dtype: str | None = None,
+                 xla: bool = False) -> str:
     """Writes a fine-tuned `MultitaskBert` as `<export_base>/<version>/` atomically; returns
     its path. `tasks` picks the task signatures (None: every head of the model; a model
     fine-tuned on one task exports that task's); `config`, if given, travels as `assets/kerasbert_config.json`.
     `compute_dtype="bfloat16"` serves the encoder's matrix products in bfloat16: on CPUs with
     AVX512-BF16 or AMX about 1.5x the sentences/s at batch 32, embeddings within a cosine
-    of 0.9999 of float32's (docs/benchmarks.md); the weights stay float32. `compute_dtype="int8"`
-    serves them as int8 on oneDNN's quantized kernels (kerasbert/quantize.py).
+    of 0.9999 of float32's (docs/benchmarks.md); the model's weights stay float32, with bfloat16
+    copies of the projections' kernels. `compute_dtype="int8"`
+    serves them as int8 on oneDNN's quantized kernels (kerasbert/quantize.py). `xla=True` (float32
+    only) runs a one-row request's encoder compiled by XLA (kerasbert/models/bucketed.py).
 
     Example:
         >>> export_model(model, preprocessor, f"{tmp_path}/saved_models/sst2", tasks=("sst",))
@@ -248,7 +262,9 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
     precision = serving_precision(model.backbone, compute_dtype)  # kerasbert/quantize.py
     if isinstance(precision, tf.Module):
         archive.track(precision)  # the int8 weights: variables of their own
-    functions = serving_functions(model, preprocessor, tasks, precision)
+    if xla and precision is not None:
+        raise ConfigError(f"xla compiles the float32 encoder only. Received: compute_dtype={compute_dtype!r}")
+    functions = serving_functions(model, preprocessor, tasks, precision, xla)
     for spec in model.task_specs.values():  # the token-level families' offset tokenizers: their tables too
         if spec.head in functions:
             for tracked in spec.family.tracked(preprocessor, spec):
@@ -281,7 +297,7 @@ def export_model(model, preprocessor: TaskPreprocessor, export_base: str, versio
 
 
 def export_saved_model(model_dir: str, export_base: str, version: int | None = None,
-                       compute_dtype: str | None = None) -> str:
+                       compute_dtype: str | None = None, xla: bool = False) -> str:
     """Exports the fine-tuning run in `model_dir` (all tasks) as `<export_base>/<version>/`.
 
     Example:
@@ -293,4 +309,4 @@ def export_saved_model(model_dir: str, export_base: str, version: int | None = N
     """
     config, model, preprocessor = load_finetuned(model_dir)
     return export_model(model, preprocessor, export_base, version, config=to_dict(config),
-                        compute_dtype=compute_dtype)
+                        compute_dtype=compute_dtype, xla=xla)

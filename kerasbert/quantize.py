@@ -13,7 +13,8 @@ kernel oneDNN's (mkl_qmatmul_op.cc: VNNI's u8 x s8 products where the CPU has th
 x86 Linux TensorFlow since 2.9 runs them; it takes uint8 inputs only in its SCALED mode, one
 weight scale a matrix (a vector of scales fails a CHECK in 2.21, so none is passed). Sums,
 LayerNorms, softmax, GELU and attention's own products stay float32, as the [CLS] pooler and the
-heads do.
+heads do. `Bfloat16Weights` does the same for `--precision bf16`: the kernels stored as bfloat16,
+the products in bfloat16 (oneDNN's AVX512-BF16 / AMX kernels where the CPU has them).
 
 Example (`encoder`: a BertBackbone with hidden_dim 8; the products of its first block):
     >>> weights = Int8Weights(encoder)
@@ -80,21 +81,37 @@ class Int8Product(tf.Module):
             min_freezed_output=-1.0, max_freezed_output=1.0, Toutput=tf.float32, input_quant_mode="SCALED")
 
 
+class Bfloat16Product(tf.Module):
+    """One projection's kernel stored as bfloat16 (in, out) and its float32 `bias`. Cast once here
+    rather than on every call: a batch-1 request ran 1.4x as fast (docs/benchmarks.md)."""
+
+    def __init__(self, kernel: tf.Tensor, bias: tf.Tensor):
+        super().__init__()
+        self.kernel = tf.Variable(tf.cast(kernel, tf.bfloat16), trainable=False, name="kernel_bfloat16")
+        self.bias = tf.Variable(tf.reshape(bias, [-1]), trainable=False, name="bias")
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        """x (tokens, in) float32 -> x @ kernel + bias (tokens, out) float32, the product in bfloat16."""
+        return tf.nn.bias_add(tf.cast(tf.matmul(tf.cast(x, tf.bfloat16), self.kernel), x.dtype), self.bias)
+
+
 COMPUTE_DTYPES = ("float32", "bfloat16", "int8")  # an export's; float32 also as None
 
 
 def serving_precision(backbone, compute_dtype: str | None):
     """What kerasbert/models/unpadded.py takes as its `compute_dtype` for an export's
-    `compute_dtype`: None (float32), "bfloat16", or the backbone's `Int8Weights` ("int8"), which
-    the export must track."""
-    if compute_dtype == "int8":
-        return Int8Weights(backbone)
-    return None if compute_dtype in (None, "float32") else compute_dtype
+    `compute_dtype`: None (float32), or the backbone's `Bfloat16Weights` ("bfloat16") or
+    `Int8Weights` ("int8"), which the export must track."""
+    weights = {"bfloat16": Bfloat16Weights, "int8": Int8Weights}.get(compute_dtype)
+    return None if weights is None else weights(backbone)
 
 
-class Int8Weights(tf.Module):
-    """The int8 products of every block of a keras-hub BertBackbone, by the layer they replace;
-    kerasbert/models/unpadded.py calls `dense` and `query_key_value` in place of its float ones."""
+class ServingWeights(tf.Module):
+    """The reduced-precision products of every block of a keras-hub BertBackbone (one `product`
+    each), by the layer they replace; kerasbert/models/unpadded.py calls `dense` and
+    `query_key_value` in place of its float32 ones."""
+
+    product = None  # the class of one projection's weights: Int8Product, Bfloat16Product
 
     def __init__(self, backbone):
         super().__init__()
@@ -106,12 +123,24 @@ class Int8Weights(tf.Module):
 
     def _add(self, layer, kernel, bias) -> None:
         self._index[id(layer)] = len(self.products)
-        self.products.append(Int8Product(kernel, bias))
+        self.products.append(self.product(kernel, bias))
 
     def dense(self, x: tf.Tensor, layer) -> tf.Tensor:
         """`layer`'s projection of x (tokens, in)."""
         return self.products[self._index[id(layer)]](x)
 
     def query_key_value(self, x: tf.Tensor, attention) -> tf.Tensor:
-        """(tokens, 3 * hidden): the scaled query, the key and the value, from one int8 product."""
+        """(tokens, 3 * hidden): the scaled query, the key and the value, from one product."""
         return self.products[self._index[id(attention)]](x)
+
+
+class Int8Weights(ServingWeights):
+    """int8 products on oneDNN's quantized kernels (`Int8Product`)."""
+
+    product = Int8Product
+
+
+class Bfloat16Weights(ServingWeights):
+    """bfloat16 products, the kernels stored as bfloat16 (`Bfloat16Product`)."""
+
+    product = Bfloat16Product

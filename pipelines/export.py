@@ -1,7 +1,7 @@
 """Export a fine-tuned model as a versioned SavedModel for TensorFlow Serving.
 
     python -m pipelines.export --model_dir runs/finetune --export_base saved_models/kerasbert [--version N]
-        [--precision {fp32,bf16,int8}]
+        [--precision {fp32,bf16,int8}] [--xla]
     python -m pipelines.export --model_dir runs/finetune --format transformers --export_base hf_models/NAME
 
 Writes saved_models/kerasbert/<N>/ (default N: the next integer). Signatures, per task of
@@ -38,8 +38,12 @@ def main(argv=None) -> int:
                         choices=(*PRECISIONS, *PRECISIONS.values()),
                         help="Type of the encoder's matrix products when served. bf16 (bfloat16): about 1.5x "
                              "throughput on CPUs with AVX512-BF16 or AMX, embeddings within a cosine of "
-                             "0.9999; weights stay float32. int8: int8 weights and oneDNN's quantized "
+                             "0.9999; the projections' kernels stored as bfloat16 copies. int8: int8 weights and oneDNN's quantized "
                              "kernels (kerasbert/quantize.py; docs/benchmarks.md for speed and accuracy).")
+    parser.add_argument("--xla", action="store_true",
+                        help="fp32 only: a one-sentence request's encoder runs compiled by XLA, its tokens "
+                             "padded to 16/32/64/128 (kerasbert/models/bucketed.py); TF Serving's binary "
+                             "then needs --xla_cpu_compilation_enabled.")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     # At once: TensorFlow's import and the run's load take most of an export's first minute.
@@ -54,7 +58,7 @@ def main(argv=None) -> int:
         from kerasbert.export import export_saved_model
         from kerasbert.op_audit import audit_ops
         path = export_saved_model(args.model_dir, args.export_base, args.version,
-                                  PRECISIONS.get(args.precision, args.precision))
+                                  PRECISIONS.get(args.precision, args.precision), xla=args.xla)
         stage(f"exported {path}", started)
         print(f"== {audit_ops(path).summary()}")  # export refused any other (pipelines.audit_ops)
 

@@ -148,9 +148,28 @@ def test_an_export_killed_mid_write_leaves_nothing_a_server_would_load(tmp_path)
 def test_a_reduced_precision_export_serves_close_to_float32(tmp_path, compute_dtype, min_cosine):
     model, pre = tiny_model_dir(str(tmp_path / "run"), "cross")
     path = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"), compute_dtype=compute_dtype)
+    stored = tf.train.load_checkpoint(os.path.join(path, "variables", "variables")).get_variable_to_dtype_map()
+    assert tf.as_dtype(compute_dtype) in stored.values()  # the kernels kept in that type, not cast per call
     served = tf.saved_model.load(path).signatures["embed"](text=tf.constant(TEXTS_A))["embedding"].numpy()
     expected = model.embed(pre.pack(tf.constant(TEXTS_A))).numpy()
     cosine = np.sum(served * expected, -1) / np.linalg.norm(served, axis=-1) / np.linalg.norm(expected, axis=-1)
     assert cosine.min() > min_cosine and np.abs(served - expected).max() > 1e-6  # close, and really reduced
     with pytest.raises(ValueError, match="compute_dtype must be one of"):
         export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"), compute_dtype="float16")
+
+
+def test_an_xla_export_answers_one_sentence_from_a_compiled_encoder_as_the_unpadded_one(tmp_path, tiny_export):
+    from kerasbert.errors import ConfigError
+    from kerasbert.finetuning.load import load_finetuned
+
+    run_dir = tiny_export[0]
+    _, model, pre = load_finetuned(run_dir)
+    path = export_saved_model(run_dir, str(tmp_path / "exports"), xla=True)
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        assert b"_XlaMustCompile" in f.read()  # the one-row encoder is XLA's
+    embed = tf.saved_model.load(path).signatures["embed"]
+    for texts in ([TEXTS_A[0]], [TEXTS_A[1]], TEXTS_A):  # one row (compiled), then a batch (unpadded)
+        served = embed(text=tf.constant(texts))["embedding"].numpy()
+        np.testing.assert_allclose(served, model.embed(pre.pack(tf.constant(texts))).numpy(), atol=1e-5)
+    with pytest.raises(ConfigError, match="xla compiles the float32 encoder only"):
+        export_saved_model(run_dir, str(tmp_path / "exports"), compute_dtype="int8", xla=True)

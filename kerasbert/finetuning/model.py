@@ -147,7 +147,8 @@ class MultitaskBert(DatasetFit, keras.Model):
 
     def embed(self, x, training=False, unpadded=None, compute_dtype=None):
         """Sentence embedding (batch, hidden); `unpadded` overrides the model's choice;
-        `compute_dtype="bfloat16"` (unpadded only) runs the encoder's products in bfloat16."""
+        `compute_dtype` (unpadded only): the backbone's `Bfloat16Weights` or `Int8Weights`
+        (kerasbert/quantize.py `serving_precision`), whose products the encoder runs."""
         inputs = {k: x[k] for k in ENCODER_KEYS}
         # Keras builds a model by calling it on symbolic tensors, which only the backbone's own
         # call takes; the output shapes are the same.

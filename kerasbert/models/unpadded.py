@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from kerasbert.compat import keras as keras_compat
 from kerasbert.compat import keras_hub as keras_hub_compat
-from kerasbert.quantize import Int8Weights, kernel_matrix, query_key_value_weights
+from kerasbert.quantize import ServingWeights, kernel_matrix, query_key_value_weights
 
 _MASKED = -1e9  # keras' softmax adds this to masked scores
 
@@ -49,22 +49,15 @@ def available() -> bool:
     return keras_compat.checked() and keras_hub_compat.checked()
 
 
-def _product(x, kernel, compute_dtype=None):
-    """x @ kernel; with `compute_dtype` (bfloat16), the product of the cast input and kernel, back in x's dtype."""
-    if compute_dtype is None:
-        return tf.matmul(x, kernel)
-    return tf.cast(tf.matmul(tf.cast(x, compute_dtype), tf.cast(kernel, compute_dtype)), x.dtype)
-
-
-def _dense(x, layer, compute_dtype=None):
+def _dense(x, layer, compute_dtype: ServingWeights | None = None):
     """A Dense or EinsumDense projection on (tokens, in): kernels (in, ...) or (heads, head_dim, out);
-    with `compute_dtype` an `Int8Weights` (kerasbert/quantize.py), its int8 product."""
-    if isinstance(compute_dtype, Int8Weights):
+    with `compute_dtype` (`ServingWeights` of kerasbert/quantize.py), its bfloat16 or int8 product."""
+    if compute_dtype is not None:
         return compute_dtype.dense(x, layer)
     kernel, bias = kernel_matrix(layer), layer.bias
     # bias_add rather than +: oneDNN's graph rewrite fuses MatMul, BiasAdd and a GELU after
     # them into one op (with +, the feed-forward's GELU ran as five element-wise passes).
-    return tf.nn.bias_add(_product(x, kernel, compute_dtype), tf.reshape(bias, [-1]))
+    return tf.nn.bias_add(tf.matmul(x, kernel), tf.reshape(bias, [-1]))
 
 
 def _layer_norm(x, layer):
@@ -129,10 +122,10 @@ ROWS_PER_CHUNK = 4  # rows whose attention one step of `_attention_in_chunks` co
 def _query_key_value(x, layer, compute_dtype):
     """(tokens, 3 * hidden): the scaled query, the key and the value of each token from one
     product with the three kernels side by side (one wider matmul runs faster than three)."""
-    if isinstance(compute_dtype, Int8Weights):
+    if compute_dtype is not None:
         return compute_dtype.query_key_value(x, layer)
     kernel, bias = query_key_value_weights(layer)
-    return tf.nn.bias_add(_product(x, kernel, compute_dtype), bias)
+    return tf.nn.bias_add(tf.matmul(x, kernel), bias)
 
 
 def _attention_in_chunks(x, layer, tokens: Tokens, compute_dtype):
@@ -177,13 +170,13 @@ def _attention_in_chunks(x, layer, tokens: Tokens, compute_dtype):
 
 
 def encode_tokens(backbone, inputs: dict, training: bool = False,
-                  compute_dtype: str | None = None) -> tuple[tf.Tensor, Tokens]:
+                  compute_dtype: ServingWeights | None = None) -> tuple[tf.Tensor, Tokens]:
     """The final hidden state of each real token, (tokens, hidden), and where they are.
 
-    `compute_dtype="bfloat16"` runs the projections' products in bfloat16 (twice the
-    float32 rate on CPUs with AVX512-BF16 or AMX); an `Int8Weights` (kerasbert/quantize.py)
-    runs them in int8 on oneDNN's kernels; sums, LayerNorms, softmax and the residual
-    stream stay float32."""
+    `compute_dtype`, a `Bfloat16Weights` (kerasbert/quantize.py), runs the projections' products
+    in bfloat16 (twice the float32 rate on CPUs with AVX512-BF16 or AMX); an `Int8Weights` runs
+    them in int8 on oneDNN's kernels; sums, LayerNorms, softmax and the residual stream stay
+    float32. Serving only: those weights are copies, which training does not update."""
     tokens = Tokens(inputs["padding_mask"])
     # (tokens,); cast as keras' Embedding casts (Keras builds models on float placeholders)
     ids, segments = (tf.cast(tokens.gather(inputs[name]), tf.int32) for name in ("token_ids", "segment_ids"))
@@ -204,7 +197,7 @@ def encode_tokens(backbone, inputs: dict, training: bool = False,
 
 
 def sentence_embedding(backbone, inputs: dict, pooling: str = "mean", training: bool = False,
-                       compute_dtype: str | None = None) -> tf.Tensor:
+                       compute_dtype: ServingWeights | None = None) -> tf.Tensor:
     """(batch, hidden): the mean of the real tokens' states ("mean"), or the `[CLS]`
     pooler's output ("cls"), as they come from `backbone(inputs)`."""
     x, tokens = encode_tokens(backbone, inputs, training, compute_dtype)
