@@ -25,7 +25,7 @@ import numpy as np
 from benchmarks.peer_protocol import save_examples, write_json
 from benchmarks.results import bench_parser, run_peer
 from benchmarks.tasks import agreement, as_peer_row, batches_of, by_row
-from kerasbert.families.conll import read_conll
+from kerasbert.families.tagging.conll import read_conll
 
 CLASS_NAMES = ["very negative", "negative", "neutral", "positive", "very positive"]
 

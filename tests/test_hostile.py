@@ -8,6 +8,7 @@ import collections
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -717,7 +718,9 @@ def test_work_stops_within_one_slice_after_a_504_or_a_cancellation(sliced, proto
     rows = np.full((16384, 64), 0.5, np.float32)  # 64 slices
     if protocol == "rest":
         status, body = post(sliced, "burn", {"inputs": rows.tolist()})
-        assert status == 504 and "Deadline Exceeded" in body["error"], body
+        # Between two slices the session says "Deadline Exceeded"; when the deadline passes inside a
+        # slice (a loaded machine), TensorFlow's RunOptions timeout ends it with its own message.
+        assert status == 504 and re.search("Deadline Exceeded|Timed out waiting for notification", body["error"]), body
     elif protocol == "rest-disconnect":
         body = json.dumps({"signature_name": "burn", "inputs": rows.tolist()}).encode()
         with socket.create_connection(("127.0.0.1", sliced.rest_port)) as client:

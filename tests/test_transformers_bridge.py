@@ -339,7 +339,7 @@ def test_a_tagger_of_space_split_words_exports_with_one_warning_line(tmp_path, c
     """transformers' pipeline splits words at punctuation: exporting a tagger that does not says so, once."""
     import dataclasses
 
-    from kerasbert.families.tagging_task import TaggingSettings
+    from kerasbert.families.tagging import TaggingSettings
     from kerasbert.hf.exporting import export_transformers
 
     model, preprocessor = tiny_multitask()
