@@ -70,6 +70,9 @@ def check(server, yardstick: Yardstick, cap: int, shape: str, rows: int) -> str:
     want, default_seconds = yardstick.answer(shape, rows)
     if status == 200:
         assert text == want, line
+    if seconds > RATIO * (default_seconds + yardstick.small):  # once more, both: a cliff repeats, the other
+        seconds = min(seconds, server.timed_post(":predict", body)[2])  # worker's moment of load does not
+        default_seconds = min(default_seconds, yardstick.server.timed_post(":predict", body)[2])
     assert seconds <= RATIO * (default_seconds + yardstick.small), f"{line}: over {RATIO} x {default_seconds:.2f} s"
     return line + f"; default flags: 200 in {default_seconds:.2f} s"
 
