@@ -63,8 +63,10 @@ $(TF_TEXT_MODEL)/saved_model.pb: tests/tf_text_regression_model.py | $(STAMP)
 	rm -rf $(TF_TEXT_MODEL)
 	$(PY) tests/tf_text_regression_model.py $(TF_TEXT_MODEL)
 
+# Its profiler test asks for traces in its own temporary folder (under the workdir): the server's profile
+# root is the workdir, as an operator would set --profiler_root (the runner passes TF Serving's flags only).
 tfserving-tests: install $(TF_TEXT_MODEL)/saved_model.pb
-	python3 ../shared/tfserving_tests/run.py --legacy-keras --with-client --workdir runs/tfserving-tests \
+	KERASBERT_PROFILER_ROOT=$(CURDIR)/runs/tfserving-tests python3 ../shared/tfserving_tests/run.py --legacy-keras --with-client --workdir runs/tfserving-tests \
 		--testdata runs/tfserving-testdata --python $(CURDIR)/tests/tfserving_python/python
 
 # The peer, Hugging Face transformers on PyTorch (CPU), in its own environment: never a

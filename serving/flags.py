@@ -171,9 +171,11 @@ FLAGS = [
                                               "(1.2 x the version's files); a load beyond is refused "
                                               "RESOURCE_EXHAUSTED (TF Serving's ServerCore option). 0: half of the "
                                               "machine's (or container's) memory", "kerasbert"),
-    Flag("profiler_root", "", "directory the profiler service writes traces under; a request's repository_root, "
-                              "session_id or host_name leading elsewhere is refused (INVALID_ARGUMENT). Empty: a "
-                              "temporary directory of the server's, made at the first Profile", "kerasbert"),
+    Flag("profiler_root", os.environ.get("KERASBERT_PROFILER_ROOT", ""),
+         "directory the profiler service writes traces under; a request's repository_root, session_id or host_name "
+         "leading elsewhere is refused (INVALID_ARGUMENT). Default: $KERASBERT_PROFILER_ROOT (for a harness that "
+         "starts the server with TF Serving's flags only), else a temporary directory of the server's, made at the "
+         "first Profile", "kerasbert"),
     Flag("profiler_max_duration_ms", 60_000, "longest profile a Profile request may ask for (its duration, or a start "
                                              "ahead): longer is refused INVALID_ARGUMENT", "kerasbert"),
     Flag("profiler_max_memory_bytes", 256 << 20, "a profile ends early (its trace written) once the server has grown "
