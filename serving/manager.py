@@ -160,9 +160,9 @@ class ModelManager:
         """Loads wanted versions (the source's aspired_versions) not yet loaded; unloads loaded
         ones no longer wanted."""
         with self._poll_lock:  # one pass at a time: the poll thread's, or a reconfigure's
-            wanted, loads, estimates = {}, [], {}  # estimates: path -> RAM, once a pass
+            wanted, loads, estimates, listings = {}, [], {}, {}  # estimates, listings: once a pass by path
             for name, config in self.configs.items():
-                paths = aspired_versions(config, self._source_said)
+                paths = aspired_versions(config, self._source_said, listings)
                 wanted[name] = set(paths)
                 loads += [(name, version, paths[version]) for version in paths
                           if version not in self._servables[name] and self._load_due(name, version)]

@@ -140,6 +140,20 @@ def test_the_metrics_series_of_a_hostile_config_are_released_when_it_is_replaced
     assert series(metrics) == idle
 
 
+def test_a_poll_lists_a_base_path_that_many_models_share_once(bases, monkeypatch):
+    """Issue 87's bench: each poll pass listed the one export that 10,000 models named 10,000
+    times, every second, while the config was in force."""
+    copies = [ModelConfig(name=f"copy{i}", base_path=str(bases / "toy"), model_platform="tensorflow")
+              for i in range(100)]
+    manager = ModelManager(copies, warmup=False, memory=ModelMemory(0))  # every load refused
+    manager.poll()
+    listed = collections.Counter()
+    listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: listed.update([str(path)]) or listdir(path))
+    manager.poll()
+    assert listed == {str(bases / "toy"): 1}
+
+
 def model_server_config(**bases):
     """A ModelServerConfig of the models `bases` names (name -> base path)."""
     config = model_server_config_pb2.ModelServerConfig()
