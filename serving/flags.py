@@ -168,7 +168,8 @@ FLAGS = [
          "budget (12 x --max_body_bytes), and a call takes at most half of what the request leaves of it", "kerasbert"),
     # The admin surface (issue 87): the models' memory, the profiler's bounds.
     Flag("total_model_memory_limit_bytes", 0, "RAM every loaded version may take together, by TF Serving's estimate "
-                                              "(1.2 x the version's files); a load beyond is refused "
+                                              "(1.2 x the version's files) or what a load of it took, if "
+                                              "more; a load beyond is refused "
                                               "RESOURCE_EXHAUSTED (TF Serving's ServerCore option). 0: half of the "
                                               "machine's (or container's) memory", "kerasbert"),
     Flag("profiler_root", os.environ.get("KERASBERT_PROFILER_ROOT", ""),

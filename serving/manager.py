@@ -44,7 +44,7 @@ from typing import NamedTuple
 import grpc
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
-from serving.model_memory import ModelMemory, default_memory_limit, estimate_ram_bytes
+from serving.model_memory import ModelMemory, default_memory_limit, estimate_ram_bytes, resident_bytes
 from serving.repeated_log import RepeatedLog
 from serving.servable import Servable, program_key
 from serving.session import check_deadline
@@ -193,15 +193,16 @@ class ModelManager:
         estimates = {} if estimates is None else estimates
         if path not in estimates:  # 10,000 models of one export: its files read once a pass
             estimates[path] = estimate_ram_bytes(path)
-        estimate = estimates[path]
+        # What a load of this path cost last, if more: a copy is charged what the first copy took.
+        estimate = max(estimates[path], self.memory.measured(path))
         if not self.memory.reserve((name, version), estimate):  # BasicManager::ApproveLoad
             left = self.memory.left()
             self._record_failure(name, version, path, ResourceExhausted(
                 f"Insufficient resources to load servable {{name: {shown(name)} version: {version}}}: its RAM "
-                f"estimate, {estimate} bytes (1.2 x its files), is over the {max(left, 0)} bytes left of "
-                f"--total_model_memory_limit_bytes={self.memory.limit}"))
+                f"estimate, {estimate} bytes (1.2 x its files, or what its last load took), is over the "
+                f"{max(left, 0)} bytes left of --total_model_memory_limit_bytes={self.memory.limit}"))
             return False
-        started = time.monotonic()
+        started, resident = time.monotonic(), resident_bytes()
         try:
             servable = self._load(name, version, path)
         except Exception as error:  # a broken export must not take the server down
@@ -212,6 +213,7 @@ class ModelManager:
             return False
         if self.metrics is not None:
             self.metrics.load(path, True, time.monotonic() - started, model=name)
+        self.memory.charge((name, version), path, resident_bytes() - resident)
         with self._lock:
             self._failed[name].pop(version, None)
             self._servables[name][version] = servable

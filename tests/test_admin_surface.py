@@ -208,9 +208,10 @@ def test_admin_calls_cannot_starve_requests_and_one_reload_runs_at_a_time(bases,
         server.close()
 
 
-def test_loads_beyond_the_model_memory_budget_are_refused_resource_exhausted(bases, caplog):
+def test_loads_beyond_the_model_memory_budget_are_refused_resource_exhausted(bases, caplog, monkeypatch):
     """Issue 87: one ReloadConfig of 10,000 models pointing at one export loaded 6,286 copies
     (6 GB) before it was killed; ServerCore admits loads against total_model_memory_limit_bytes."""
+    monkeypatch.setattr("serving.manager.resident_bytes", lambda: 0)  # loads that cost their estimate
     estimate = estimate_ram_bytes(str(bases / "toy" / "1"))
     assert estimate > 1.2 * os.path.getsize(bases / "toy" / "1" / "saved_model.pb")
     copies = [ModelConfig(name=f"copy{i}", base_path=str(bases / "toy"), model_platform="tensorflow")
@@ -232,7 +233,25 @@ def test_loads_beyond_the_model_memory_budget_are_refused_resource_exhausted(bas
     assert manager.memory.used == estimate
 
 
-def test_a_reload_beyond_the_budget_says_what_it_could_not_load_and_keeps_what_serves(bases):
+def test_a_copy_is_charged_what_a_load_of_its_export_took(bases, monkeypatch):
+    """Issue 87's bench: a budget of 4 x the files' estimate admitted 3 more copies of a tiny
+    export, each 1.2 x 0.6 MB by the estimate and ~225 MiB in the server (+984 MiB in all)."""
+    estimate = estimate_ram_bytes(str(bases / "toy" / "1"))
+    resident = iter(range(0, 10**9, 50 * estimate))  # each load grows the process by 50 x its estimate
+    monkeypatch.setattr("serving.manager.resident_bytes", lambda: next(resident))
+    copies = [ModelConfig(name=f"copy{i}", base_path=str(bases / "toy"), model_platform="tensorflow")
+              for i in range(10)]
+    manager = ModelManager(copies, warmup=False, memory=ModelMemory(100 * estimate))
+    manager.poll()
+    loaded = [i for i in range(10) if manager.status(f"copy{i}").model_version_status[0].status.error_code == 0]
+    assert loaded == [0, 1] and manager.memory.used == 100 * estimate  # each charged what it took
+    [status] = manager.status("copy2").model_version_status
+    assert status.status.error_code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert f"its RAM estimate, {50 * estimate} bytes" in status.status.error_message
+
+
+def test_a_reload_beyond_the_budget_says_what_it_could_not_load_and_keeps_what_serves(bases, monkeypatch):
+    monkeypatch.setattr("serving.manager.resident_bytes", lambda: 0)  # loads that cost their estimate
     estimate = estimate_ram_bytes(str(bases / "toy" / "1"))
     server = Server(model_name="toy", model_base_path=str(bases / "toy"),
                     total_model_memory_limit_bytes=int(2.5 * estimate))
