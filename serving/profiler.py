@@ -133,9 +133,55 @@ def join_path(*parts: str) -> str:
     return joined
 
 
-def is_empty(xspace) -> bool:
-    """TSL's IsEmpty: no event on any line of any plane."""
-    return not any(line.events for plane in xspace.planes for line in plane.lines)
+def is_empty(xspace: bytes) -> bool:
+    """TSL's IsEmpty of a serialized XSpace: no event on any line of any plane. Read from the
+    wire format up to the first event, without parsing the message: 15 s of traffic traced is
+    ~15 MB, whose parse held the GIL (and every request) for ~0.2 s.
+
+    >>> from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    >>> space = xplane_pb2.XSpace(planes=[xplane_pb2.XPlane(name="p", lines=[xplane_pb2.XLine(id=1)])])
+    >>> is_empty(space.SerializeToString())
+    True
+    >>> _ = space.planes[0].lines[0].events.add()  # an event of default values: still an event
+    >>> is_empty(space.SerializeToString())
+    False
+    """
+    planes = fields(xspace, 1)  # XSpace.planes
+    lines = (line for plane in planes for line in fields(plane, 3))  # XPlane.lines
+    return not any(next(iter(fields(line, 4)), None) is not None for line in lines)  # XLine.events
+
+
+def fields(message: bytes, number: int):
+    """The length-delimited fields `number` of a serialized protobuf message, as memoryviews."""
+    view, at = memoryview(message), 0
+
+    def varint():
+        nonlocal at
+        value, shift = 0, 0
+        while True:
+            byte = view[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+
+    while at < len(view):
+        key = varint()
+        wire = key & 7
+        if wire == 0:
+            varint()
+        elif wire == 1:
+            at += 8
+        elif wire == 5:
+            at += 4
+        elif wire == 2:
+            size = varint()
+            if key >> 3 == number:
+                yield view[at:at + size]
+            at += size
+        else:
+            raise ValueError(f"protobuf wire type {wire} (groups) in an XSpace")
 
 
 def inside(path: str, root: str) -> bool:
@@ -220,7 +266,6 @@ class ProfilerService:
     def profile(self, request, context):
         from tensorflow.python.framework import errors
         from tensorflow.python.profiler.internal import _pywrap_profiler
-        from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
         try:
             self._check(request)
@@ -264,7 +309,7 @@ class ProfilerService:
                     context.abort(grpc.StatusCode.INTERNAL, "TensorFlow's profiler wrote no XSpace")
                 with open(exported[0], "rb") as f:
                     data = f.read()
-            return self._answer(request, context, data, xplane_pb2.XSpace.FromString(data))
+            return self._answer(request, context, data)
         finally:
             self._busy.release()
 
@@ -321,8 +366,8 @@ class ProfilerService:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
         context.abort(grpc.StatusCode.CANCELLED, "Cancelled")
 
-    def _answer(self, request, context, data: bytes, xspace):
-        response = self.messages["ProfileResponse"](empty_trace=is_empty(xspace))
+    def _answer(self, request, context, data: bytes):
+        response = self.messages["ProfileResponse"](empty_trace=is_empty(data))
         if request.emit_xspace:
             response.xspace.ParseFromString(data)
             return response
