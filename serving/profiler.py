@@ -58,6 +58,7 @@ import time
 
 import grpc
 
+from serving.model_memory import resident_bytes
 from serving.status import InvalidArgument, shown
 
 log = logging.getLogger(__name__)
@@ -225,25 +226,16 @@ def trace_path(root: str, repository_root: str, session_id: str, host: str) -> s
     return path
 
 
-def rss_bytes() -> int:
-    """This process's resident memory (Linux; 0 elsewhere)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
-
-
 class MemoryGrowth:
     """Called, True once the process has grown by more than `limit` bytes since it was made
     (what TensorFlow's profiler collects grows with traffic: ~30 MiB a second beside 32 busy
     clients); `over` is then the growth."""
 
     def __init__(self, limit: int):
-        self.limit, self.start, self.over = limit, rss_bytes(), 0
+        self.limit, self.start, self.over = limit, resident_bytes(), 0
 
     def __call__(self) -> bool:
-        growth = rss_bytes() - self.start
+        growth = resident_bytes() - self.start
         if growth > self.limit:
             self.over = growth
         return bool(self.over)

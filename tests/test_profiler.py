@@ -300,7 +300,7 @@ def test_a_profile_ends_early_once_the_server_has_grown_by_its_memory_maximum(mo
     import serving.profiler
 
     grown = iter(range(0, 10**12, 100 << 20))  # each look: 100 MiB more
-    monkeypatch.setattr(serving.profiler, "rss_bytes", lambda: next(grown))
+    monkeypatch.setattr(serving.profiler, "resident_bytes", lambda: next(grown))
     server = Server(model_name="toy", model_base_path=str(model_base), profiler_root=str(tmp_path),
                     profiler_max_memory_bytes=250 << 20)
     try:
