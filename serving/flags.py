@@ -179,8 +179,9 @@ FLAGS = [
          "first Profile", "kerasbert"),
     Flag("profiler_max_duration_ms", 60_000, "longest profile a Profile request may ask for (its duration, or a start "
                                              "ahead): longer is refused INVALID_ARGUMENT", "kerasbert"),
-    Flag("profiler_max_memory_bytes", 256 << 20, "a profile ends early (its trace written) once the server has grown "
-                                                 "by this much while it traced", "kerasbert"),
+    Flag("profiler_max_memory_bytes", 256 << 20, "most a profile may grow the server by: it ends early (its trace "
+                                                 "written) once the server has grown by a third of this while it "
+                                                 "traced, writing the trace taking about twice as much", "kerasbert"),
     Flag("verbose", False, "show TensorFlow's own C++ log lines and this server's debug log", "kerasbert"),
 ]
 
