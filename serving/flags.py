@@ -168,7 +168,8 @@ FLAGS = [
          "budget (12 x --max_body_bytes), and a call takes at most half of what the request leaves of it", "kerasbert"),
     # The admin surface (issue 87): the models' memory, the profiler's bounds.
     Flag("total_model_memory_limit_bytes", 0, "RAM every loaded version may take together, by TF Serving's estimate "
-                                              "(1.2 x the version's files); a load beyond is refused "
+                                              "(1.2 x the version's files) or what a load of it took, if "
+                                              "more; a load beyond is refused "
                                               "RESOURCE_EXHAUSTED (TF Serving's ServerCore option). 0: half of the "
                                               "machine's (or container's) memory", "kerasbert"),
     Flag("profiler_root", os.environ.get("KERASBERT_PROFILER_ROOT", ""),
@@ -178,8 +179,9 @@ FLAGS = [
          "first Profile", "kerasbert"),
     Flag("profiler_max_duration_ms", 60_000, "longest profile a Profile request may ask for (its duration, or a start "
                                              "ahead): longer is refused INVALID_ARGUMENT", "kerasbert"),
-    Flag("profiler_max_memory_bytes", 256 << 20, "a profile ends early (its trace written) once the server has grown "
-                                                 "by this much while it traced", "kerasbert"),
+    Flag("profiler_max_memory_bytes", 256 << 20, "most a profile may grow the server by: it ends early (its trace "
+                                                 "written) once the server has grown by a third of this while it "
+                                                 "traced, writing the trace taking about twice as much", "kerasbert"),
     Flag("verbose", False, "show TensorFlow's own C++ log lines and this server's debug log", "kerasbert"),
 ]
 

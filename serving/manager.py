@@ -44,7 +44,7 @@ from typing import NamedTuple
 import grpc
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
-from serving.model_memory import ModelMemory, default_memory_limit, estimate_ram_bytes
+from serving.model_memory import ModelMemory, default_memory_limit, estimate_ram_bytes, resident_bytes
 from serving.repeated_log import RepeatedLog
 from serving.servable import Servable, program_key
 from serving.session import check_deadline
@@ -66,6 +66,7 @@ class LoadFailure(NamedTuple):
     next_try: float  # time.monotonic()
     status: str = ""  # the error as TF Serving's Status prints it: "<CODE>: <message>"
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL  # as GetModelStatus and ReloadConfig tell it
+    path: str = ""  # the version's folder
 
 
 class ModelVersions(NamedTuple):
@@ -159,9 +160,9 @@ class ModelManager:
         """Loads wanted versions (the source's aspired_versions) not yet loaded; unloads loaded
         ones no longer wanted."""
         with self._poll_lock:  # one pass at a time: the poll thread's, or a reconfigure's
-            wanted, loads, estimates = {}, [], {}  # estimates: path -> RAM, once a pass
+            wanted, loads, estimates, listings = {}, [], {}, {}  # estimates, listings: once a pass by path
             for name, config in self.configs.items():
-                paths = aspired_versions(config, self._source_said)
+                paths = aspired_versions(config, self._source_said, listings)
                 wanted[name] = set(paths)
                 loads += [(name, version, paths[version]) for version in paths
                           if version not in self._servables[name] and self._load_due(name, version)]
@@ -171,11 +172,14 @@ class ModelManager:
             else:
                 loaded = [self._load_unless_reconfiguring(*load, estimates) for load in loads]
             newest = {model: path for (model, _, path), ok in zip(loads, loaded) if ok}
+            dropped = False
             for name in self.configs:
                 if self.standby and name in newest:  # one spare per model, of its newest version
                     threading.Thread(target=self._prepare_spare, args=(name, newest[name]), daemon=True,
                                      name=f"standby-{name}").start()
-                self._unload_unwanted(name, wanted[name])
+                dropped |= self._unload_unwanted(name, wanted[name])
+            if dropped:
+                self._release_metrics()
 
     def _load_unless_reconfiguring(self, name: str, version: int, path: str, estimates: dict) -> bool:
         """A poll pass's load; skipped (left to the next pass) once a config change waits. Then
@@ -189,15 +193,16 @@ class ModelManager:
         estimates = {} if estimates is None else estimates
         if path not in estimates:  # 10,000 models of one export: its files read once a pass
             estimates[path] = estimate_ram_bytes(path)
-        estimate = estimates[path]
+        # What a load of this path cost last, if more: a copy is charged what the first copy took.
+        estimate = max(estimates[path], self.memory.measured(path))
         if not self.memory.reserve((name, version), estimate):  # BasicManager::ApproveLoad
             left = self.memory.left()
             self._record_failure(name, version, path, ResourceExhausted(
                 f"Insufficient resources to load servable {{name: {shown(name)} version: {version}}}: its RAM "
-                f"estimate, {estimate} bytes (1.2 x its files), is over the {max(left, 0)} bytes left of "
-                f"--total_model_memory_limit_bytes={self.memory.limit}"))
+                f"estimate, {estimate} bytes (1.2 x its files, or what its last load took), is over the "
+                f"{max(left, 0)} bytes left of --total_model_memory_limit_bytes={self.memory.limit}"))
             return False
-        started = time.monotonic()
+        started, resident = time.monotonic(), resident_bytes()
         try:
             servable = self._load(name, version, path)
         except Exception as error:  # a broken export must not take the server down
@@ -208,6 +213,7 @@ class ModelManager:
             return False
         if self.metrics is not None:
             self.metrics.load(path, True, time.monotonic() - started, model=name)
+        self.memory.charge((name, version), path, resident_bytes() - resident)
         with self._lock:
             self._failed[name].pop(version, None)
             self._servables[name][version] = servable
@@ -222,7 +228,9 @@ class ModelManager:
         self._published[name] = ModelVersions(types.MappingProxyType(dict(servables)),
                                               servables[max(servables)] if servables else None)
 
-    def _unload_unwanted(self, name: str, wanted: set[int]) -> None:
+    def _unload_unwanted(self, name: str, wanted: set[int]) -> bool:
+        """Unloads the versions of `name` the policy dropped, forgets failed loads of versions no
+        longer wanted; True if it did either."""
         with self._lock:
             unload = self.versions_to_unload(wanted, self._servables[name].keys())
             for version in unload:
@@ -232,9 +240,22 @@ class ModelManager:
                 log.info("unloaded %s version %d", name, version)
             if unload:
                 self._publish(name)
-            for version in self._failed[name].keys() - wanted:
+            forgotten = self._failed[name].keys() - wanted
+            for version in forgotten:
                 del self._failed[name][version]  # exported again later: tried afresh
                 self._said.clear((name, "load", version))
+        return bool(unload or forgotten)
+
+    def _release_metrics(self) -> None:
+        """The metrics series of models no longer configured and of version paths no model holds
+        (loaded, or failed and remembered) released: a hostile config's cost ends with it."""
+        if self.metrics is None:
+            return
+        with self._lock:
+            paths = {servable.path for versions in self._servables.values() for servable in versions.values()}
+            paths.update(failure.path for failures in self._failed.values() for failure in failures.values())
+            models = set(self.configs)
+        self.metrics.keep_only(models, paths)
 
     def reconfigure(self, configs: list[ModelConfig], in_background: bool = False) -> None:
         """Takes a new model config list: new models are loaded by the next poll, dropped ones
@@ -257,6 +278,7 @@ class ModelManager:
                         log.info("unloaded model %s: no longer in the config", name)
             finally:
                 self._reconfiguring.clear()
+            self._release_metrics()
         if in_background and self._thread is not None and self._thread.is_alive():
             self._poll_soon.set()
         else:
@@ -345,7 +367,8 @@ class ModelManager:
         with self._lock:
             self._failed[name][version] = LoadFailure(
                 str(error), retries, time.monotonic() + self.load_retry_seconds, f"{grpc_code(error).name}: {error}",
-                grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(error, ResourceExhausted) else grpc.StatusCode.INTERNAL)
+                grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(error, ResourceExhausted) else grpc.StatusCode.INTERNAL,
+                path)
 
     def _load(self, name: str, version: int, path: str) -> Servable:
         """A warmed Servable: the spare's graph with this version's weights, if they match."""

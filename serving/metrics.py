@@ -19,7 +19,10 @@ dashboards written for TF Serving query the names it exports.
 
 A model label is a name the server has loaded; a request naming any other model (one that
 does not exist, or a 16 MB name) is counted under the one label `(unknown)`, so clients
-cannot create series: what they cost is bounded by the server's own model config.
+cannot create series: what they cost is bounded by the server's own model config. The series
+of a model that leaves the config, and of a version path no model holds any more (unloaded, or
+its failed load forgotten), are released (`keep_only`): a config of 10,000 models, or of one
+model with 10,000 versions, costs series while it is in force, not for the server's life.
 
 Example:
     >>> metrics = ServingMetrics()
@@ -59,6 +62,14 @@ class _Counter:
         self._values: dict[tuple, float] = {}
         self._lock = threading.Lock()
 
+    def label_values(self) -> list[tuple]:
+        with self._lock:
+            return list(self._values)
+
+    def remove(self, *label_values: str) -> None:
+        with self._lock:
+            self._values.pop(label_values, None)
+
     def inc(self, *label_values: str, amount: float = 1) -> None:
         with self._lock:
             self._values[label_values] = self._values.get(label_values, 0) + amount
@@ -80,6 +91,14 @@ class _Counter:
         yield metric
 
 
+def labelled_series(metric, labels: tuple[str, ...]) -> list[tuple]:
+    """The values of `labels` (the metric's) of each series of a _Counter or a prometheus_client metric."""
+    if isinstance(metric, _Counter):
+        return metric.label_values()
+    return list(dict.fromkeys(tuple(sample.labels[name] for name in labels)
+                              for family in metric.collect() for sample in family.samples))
+
+
 class ServingMetrics:
     """One server's metrics, each recorded where TF Serving records it; with `enabled` False
     (no --monitoring_config_file exports them) nothing is recorded."""
@@ -88,15 +107,19 @@ class ServingMetrics:
         self.enabled = enabled
         self._loaded_models: set[str] = set()  # the only names that become labels
         self.registry = prometheus_client.CollectorRegistry(auto_describe=False)
+        self._labelled: list[tuple] = []  # (metric, its labels) of every metric labelled by model or path
 
         def counter(tf_name, documentation, *labels):
             metric = _Counter(tf_name, documentation, labels)
             self.registry.register(metric)
+            self._labelled.append((metric, labels))
             return metric
 
         def histogram(tf_name, documentation, labels, buckets):
-            return prometheus_client.Histogram(prometheus_name(tf_name), documentation, labels, buckets=buckets,
-                                               registry=self.registry)
+            metric = prometheus_client.Histogram(prometheus_name(tf_name), documentation, labels, buckets=buckets,
+                                                 registry=self.registry)
+            self._labelled.append((metric, labels))
+            return metric
 
         micros = exponential(10, 1.8, 33)
         sizes = exponential(1, 2, 14)
@@ -228,6 +251,27 @@ class ServingMetrics:
 
         if self.enabled:
             self.registry.register(Budgets())
+
+    def keep_only(self, models: set[str], paths: set[str]) -> None:
+        """Releases the series of every model label not in `models` (UNKNOWN_MODEL stays) and of
+        every model_path label not in `paths`: what the manager still holds.
+
+        >>> metrics = ServingMetrics()
+        >>> metrics.load("/m/1", ok=True, seconds=1.0, model="m")
+        >>> metrics.request("m", "predict", "REST", "OK", seconds=0.1)
+        >>> metrics.keep_only(models=set(), paths=set())
+        >>> metrics.model_label("m"), b'"m"' in metrics.exposition(), b'/m/1' in metrics.exposition()
+        ('(unknown)', False, False)
+        """
+        self._loaded_models &= models
+        kept = {"model_name": models | {UNKNOWN_MODEL}, "model": models | {UNKNOWN_MODEL}, "model_path": paths}
+        for metric, labels in self._labelled:
+            position = next((i for i, name in enumerate(labels) if name in kept), None)
+            if position is None:
+                continue
+            for values in labelled_series(metric, labels):
+                if values[position] not in kept[labels[position]]:
+                    metric.remove(*values)
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric."""

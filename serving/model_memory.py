@@ -8,10 +8,19 @@ when the version unloads. TF Serving's default is no limit; here it is half of t
 memory (or of the container's, if lower), so that a ReloadConfig naming 10,000 copies of one
 export cannot take the machine down.
 
+Beyond TF Serving: the files' estimate can be far below what a load costs (a tiny kerasbert
+export, 0.6 MB of files, grows the server by ~225 MiB: its graph and functions), so a loaded
+version is charged the larger of its estimate and what the process grew by while it loaded
+and warmed up (`charge`), and a later load of the same path is estimated as that (`measured`).
+Loads run one after another by default (--num_load_threads 0), so copies of one export are
+admitted one at a time, each against what the last one cost.
+
 Example:
     >>> memory = ModelMemory(limit=1000)
-    >>> memory.reserve(("m", 1), 600), memory.reserve(("m", 2), 600), memory.used
-    (True, False, 600)
+    >>> memory.reserve(("m", 1), 60), memory.charge(("m", 1), "/m/1", grown=600), memory.used
+    (True, None, 600)
+    >>> memory.reserve(("n", 1), max(60, memory.measured("/m/1")))  # a copy: 600 more do not fit
+    False
     >>> memory.release(("m", 1)); memory.used
     0
 """
@@ -45,6 +54,15 @@ def default_memory_limit() -> int:
     return int(machine_memory_bytes() * DEFAULT_FRACTION)
 
 
+def resident_bytes() -> int:
+    """This process's resident memory (VmRSS) now; 0 where /proc cannot tell it."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def estimate_ram_bytes(path: str) -> int:
     """TF Serving's RAM estimate of the version at `path`: its files' sizes (every file under
     it, symbolic links followed as TF's file system does), x RAM_MULTIPLIER, + RAM_PAD_BYTES.
@@ -66,6 +84,7 @@ class ModelMemory:
         self.limit = limit
         self._lock = threading.Lock()
         self._reserved: dict = {}
+        self._measured: dict[str, int] = {}  # path -> what its last load grew the process by
         self.used = 0
 
     def reserve(self, key, size: int) -> bool:
@@ -77,6 +96,21 @@ class ModelMemory:
             self.used = used + size
             self._reserved[key] = size
             return True
+
+    def charge(self, key, path: str, grown: int) -> None:
+        """After `key`'s load of `path` grew the process by `grown` bytes: charged the larger of
+        that and its reservation (even beyond the limit: it is loaded; the next loads are refused),
+        and later loads of `path` estimated as it."""
+        with self._lock:
+            self._measured[path] = grown
+            if key in self._reserved and grown > self._reserved[key]:
+                self.used += grown - self._reserved[key]
+                self._reserved[key] = grown
+
+    def measured(self, path: str) -> int:
+        """What the last load of `path` grew the process by (0 before any)."""
+        with self._lock:
+            return self._measured.get(path, 0)
 
     def release(self, key) -> None:
         with self._lock:

@@ -250,13 +250,17 @@ def wanted_versions(config: ModelConfig, on_disk: list[int]) -> list[int]:
     return on_disk[-count:]
 
 
-def aspired_versions(config: ModelConfig, said: RepeatedLog) -> dict[int, str]:
+def aspired_versions(config: ModelConfig, said: RepeatedLog, listings: dict | None = None) -> dict[int, str]:
     """{version: its folder's path} for the versions the config wants served now. A base path
     that is missing or holds no version folder is logged (a missing path an error, no versions a
     warning, in TF Serving's file-system source's words) as `said` logs: once while it stays so,
     where TF Serving logs it at every poll (10,000 models at a missing path: 1.5 MB of log a
-    second)."""
-    folders = versions_on_disk(config.base_path)
+    second). `listings` (base path -> versions_on_disk), kept for one poll pass, lists a base
+    path that many models share once a pass (10,000 models of one export: one listing, not 10,000)."""
+    listings = {} if listings is None else listings
+    if config.base_path not in listings:
+        listings[config.base_path] = versions_on_disk(config.base_path)
+    folders = listings[config.base_path]
     policy = config.model_version_policy
     name = config.name
     if policy.WhichOneof("policy_choice") == "specific" and os.path.isdir(config.base_path):

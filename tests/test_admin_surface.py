@@ -17,6 +17,7 @@ from tensorflow_serving.apis import (get_model_status_pb2, model_management_pb2,
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving.manager import ModelManager
+from serving.metrics import ServingMetrics
 from serving.model_memory import ModelMemory, estimate_ram_bytes
 from serving.source import ModelConfig
 from serving_helpers import Server
@@ -111,6 +112,48 @@ def test_a_config_change_does_not_wait_for_a_poll_of_10000_versions(bases, monke
         manager.status("big")
 
 
+def series(metrics: ServingMetrics) -> list[str]:
+    """The series of `metrics`' page (name and labels, without their values)."""
+    return [line.rsplit(" ", 1)[0] for line in metrics.exposition().decode().splitlines()
+            if line and not line.startswith("#")]
+
+
+def test_the_metrics_series_of_a_hostile_config_are_released_when_it_is_replaced(bases, tmp_path):
+    """Issue 87's bench: after a ReloadConfig of 10,000 models and 10,000 empty versions was
+    replaced, the server kept 10,000 more series (a failed load's count, by version path) for good."""
+    for version in range(1, 51):
+        (tmp_path / "empty" / str(version)).mkdir(parents=True)
+        (tmp_path / "empty" / str(version) / "saved_model.pb").touch()
+    empty = ModelConfig(name="empty", base_path=str(tmp_path / "empty"), model_platform="tensorflow")
+    empty.model_version_policy.all.SetInParent()
+    toy, copy = (ModelConfig(name=name, base_path=str(bases / "toy"), model_platform="tensorflow")
+                 for name in ("toy", "copy"))
+    metrics = ServingMetrics()
+    manager = ModelManager([toy], warmup=False, max_load_retries=0, metrics=metrics)
+    manager.poll()
+    metrics.request("toy", "predict", "REST", "OK", seconds=0.01)
+    idle = series(metrics)
+    manager.reconfigure([toy, copy, empty])
+    metrics.request("copy", "predict", "REST", "OK", seconds=0.01)
+    assert len(series(metrics)) > len(idle) + 50  # a failed load's count per empty version; copy's requests
+    manager.reconfigure([toy])
+    assert series(metrics) == idle
+
+
+def test_a_poll_lists_a_base_path_that_many_models_share_once(bases, monkeypatch):
+    """Issue 87's bench: each poll pass listed the one export that 10,000 models named 10,000
+    times, every second, while the config was in force."""
+    copies = [ModelConfig(name=f"copy{i}", base_path=str(bases / "toy"), model_platform="tensorflow")
+              for i in range(100)]
+    manager = ModelManager(copies, warmup=False, memory=ModelMemory(0))  # every load refused
+    manager.poll()
+    listed = collections.Counter()
+    listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: listed.update([str(path)]) or listdir(path))
+    manager.poll()
+    assert listed == {str(bases / "toy"): 1}
+
+
 def model_server_config(**bases):
     """A ModelServerConfig of the models `bases` names (name -> base path)."""
     config = model_server_config_pb2.ModelServerConfig()
@@ -165,9 +208,10 @@ def test_admin_calls_cannot_starve_requests_and_one_reload_runs_at_a_time(bases,
         server.close()
 
 
-def test_loads_beyond_the_model_memory_budget_are_refused_resource_exhausted(bases, caplog):
+def test_loads_beyond_the_model_memory_budget_are_refused_resource_exhausted(bases, caplog, monkeypatch):
     """Issue 87: one ReloadConfig of 10,000 models pointing at one export loaded 6,286 copies
     (6 GB) before it was killed; ServerCore admits loads against total_model_memory_limit_bytes."""
+    monkeypatch.setattr("serving.manager.resident_bytes", lambda: 0)  # loads that cost their estimate
     estimate = estimate_ram_bytes(str(bases / "toy" / "1"))
     assert estimate > 1.2 * os.path.getsize(bases / "toy" / "1" / "saved_model.pb")
     copies = [ModelConfig(name=f"copy{i}", base_path=str(bases / "toy"), model_platform="tensorflow")
@@ -189,7 +233,25 @@ def test_loads_beyond_the_model_memory_budget_are_refused_resource_exhausted(bas
     assert manager.memory.used == estimate
 
 
-def test_a_reload_beyond_the_budget_says_what_it_could_not_load_and_keeps_what_serves(bases):
+def test_a_copy_is_charged_what_a_load_of_its_export_took(bases, monkeypatch):
+    """Issue 87's bench: a budget of 4 x the files' estimate admitted 3 more copies of a tiny
+    export, each 1.2 x 0.6 MB by the estimate and ~225 MiB in the server (+984 MiB in all)."""
+    estimate = estimate_ram_bytes(str(bases / "toy" / "1"))
+    resident = iter(range(0, 10**9, 50 * estimate))  # each load grows the process by 50 x its estimate
+    monkeypatch.setattr("serving.manager.resident_bytes", lambda: next(resident))
+    copies = [ModelConfig(name=f"copy{i}", base_path=str(bases / "toy"), model_platform="tensorflow")
+              for i in range(10)]
+    manager = ModelManager(copies, warmup=False, memory=ModelMemory(100 * estimate))
+    manager.poll()
+    loaded = [i for i in range(10) if manager.status(f"copy{i}").model_version_status[0].status.error_code == 0]
+    assert loaded == [0, 1] and manager.memory.used == 100 * estimate  # each charged what it took
+    [status] = manager.status("copy2").model_version_status
+    assert status.status.error_code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert f"its RAM estimate, {50 * estimate} bytes" in status.status.error_message
+
+
+def test_a_reload_beyond_the_budget_says_what_it_could_not_load_and_keeps_what_serves(bases, monkeypatch):
+    monkeypatch.setattr("serving.manager.resident_bytes", lambda: 0)  # loads that cost their estimate
     estimate = estimate_ram_bytes(str(bases / "toy" / "1"))
     server = Server(model_name="toy", model_base_path=str(bases / "toy"),
                     total_model_memory_limit_bytes=int(2.5 * estimate))

@@ -296,15 +296,18 @@ def test_without_a_directory_profiles_go_to_a_temporary_one_of_the_servers(model
 
 def test_a_profile_ends_early_once_the_server_has_grown_by_its_memory_maximum(model_base, tmp_path, monkeypatch):
     """Issue 87: a long Profile under traffic grew RSS for as long as it ran (here ~30 MiB a
-    second beside 32 busy clients)."""
+    second beside 32 busy clients), and writing its trace about twice as much again."""
     import serving.profiler
 
-    grown = iter(range(0, 10**12, 100 << 20))  # each look: 100 MiB more
-    monkeypatch.setattr(serving.profiler, "rss_bytes", lambda: next(grown))
+    looks = []  # each look: 100 MiB more
+    monkeypatch.setattr(serving.profiler, "resident_bytes", lambda: looks.append(1) or (len(looks) - 1) * (100 << 20))
     server = Server(model_name="toy", model_base_path=str(model_base), profiler_root=str(tmp_path),
-                    profiler_max_memory_bytes=250 << 20)
+                    profiler_max_memory_bytes=750 << 20)
     try:
-        profile(server.channel, profile_request(30_000, "", "grown"), timeout=20)  # over 250 MiB at the 3rd look
+        profile(server.channel, profile_request(30_000, "", "grown"), timeout=20)
         assert os.path.getsize(tmp_path / "grown" / "here.xplane.pb") > 0
+        # over a third of 750 MiB at the 4th look (the start, +100, +200, +300): the bench's 15 s Profile
+        # collected +211 MiB, then grew the server by +350 MiB more while TensorFlow wrote it
+        assert len(looks) == 4
     finally:
         server.close()
