@@ -269,11 +269,13 @@ def test_hold_idle_heads_keeps_other_tasks_heads_still(hold):
         assert not np.array_equal(old, new)
 
 
-def test_train_step_is_traced_once_when_the_optimizer_is_built_first(monkeypatch):
+def test_train_step_is_traced_once_when_the_optimizer_is_built_first_and_holds_the_encoder_once(monkeypatch):
     # Keras otherwise builds the optimizer inside the first trace, and the new variables make
     # TensorFlow trace the step again: the pipelines call build_optimizer to avoid that.
-    traces = []
-    original = MultitaskBert.train_step
+    # The three cross-encoder tasks read one sentence embedding: the step traces the encoder
+    # once, before its switch on the task, not once in each task's branch.
+    traces, embeds = [], []
+    original, embed = MultitaskBert.train_step, MultitaskBert.embed
     monkeypatch.setattr(MultitaskBert, "train_step",
                         lambda self, data: traces.append(1) or original(self, data))
     model = tiny_model("cross")
@@ -281,8 +283,10 @@ def test_train_step_is_traced_once_when_the_optimizer_is_built_first(monkeypatch
     x, y = batch("sst", "cross")
     model(x)
     build_optimizer(model)
+    monkeypatch.setattr(MultitaskBert, "embed", lambda self, *args, **kwargs: embeds.append(1) or embed(self, *args, **kwargs))
     model.fit(tf.data.Dataset.from_tensors((x, y)).repeat(), steps_per_epoch=2, epochs=1, verbose=0)
-    assert len(traces) == 1
+    assert len(traces) == 1 and model.embeds_once and len(embeds) == 1
+    assert not tiny_model("bi").embeds_once  # sentiment embeds its text; the pairs their two sentences
 
 
 def test_save_load_round_trip(tmp_path):

@@ -56,6 +56,9 @@ from kerasbert.packing import ENCODER_KEYS, stack_sides
 from kerasbert.tasks import DEFAULT_TASKS, HEADS_BEFORE, Task, declare_tasks, encoder_of, task_id, upgrade_heads
 
 
+STEP_EMBEDDING = "step_embedding"  # a training batch's sentence embedding, computed once by train_step
+
+
 def second_inputs(x: dict) -> dict:
     """The `_b` fields of a batch (sentence b for a bi-encoder) under the encoder's names."""
     return {k: x[f"{k}_b"] for k in ENCODER_KEYS}
@@ -186,10 +189,21 @@ class MultitaskBert(DatasetFit, keras.Model):
 
     def task_embeddings(self, task: str, x, training=False):
         """(u, v): u of the text or the packed pair, v None; for a bi-encoder pair, u of
-        sentence a and v of sentence b."""
+        sentence a and v of sentence b. A batch that carries its `STEP_EMBEDDING` gives that as u."""
         if self.encoder_of(task) == "bi":
             return self.pair_embeddings(x, training)
+        if STEP_EMBEDDING in x:
+            return x[STEP_EMBEDDING], None
         return self.embed(x, training), None
+
+    @property
+    def embeds_once(self) -> bool:
+        """Whether every task's head reads the same encoder call, the sentence embedding of the
+        batch's one sequence (pooled families, no bi-encoder pair): then `train_step` runs the
+        encoder once, before it switches on the task, rather than once in each task's branch,
+        which cuts the first step's tracing (the encoder and its gradient traced once, not once
+        per task) and nothing of the results."""
+        return all(spec.family.pooled and self.encoder_of(name) != "bi" for name, spec in self.task_specs.items())
 
     def head_output(self, task: str, x, training=False):
         """classes kinds: logits (batch, n); pair_binary: a logit (batch,); score kinds: the score
@@ -261,6 +275,8 @@ class MultitaskBert(DatasetFit, keras.Model):
         matches = tf.equal(tf.constant([task_id(name) for name in self.tasks], tf.int32), task)
         position = tf.where(tf.reduce_any(matches), tf.argmax(tf.cast(matches, tf.int32), output_type=tf.int32), -1)
         with tf.GradientTape() as tape:
+            if self.embeds_once:
+                x = {**x, STEP_EMBEDDING: self.embed(x, training=True)}
             loss = tf.switch_case(position, [
                 (lambda name=name, w=w: w * self.task_loss(name, x, y))
                 for name, w in zip(self.tasks, self.task_weights)], default=self._unknown_task(task))
