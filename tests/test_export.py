@@ -49,25 +49,42 @@ def signature_calls(packed, pair_encoder, sts_encoder) -> dict:
     }
 
 
-def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path):
-    # Each pair task once as a cross-encoder and once as a bi-encoder, and a mixed model both ways:
-    # two exports, loaded in one fresh process.
-    encoders = [("cross", "bi"), ("bi", "cross")]
+# Each pair task once as a cross-encoder and once as a bi-encoder, and a mixed model both ways.
+ENCODERS = [("cross", "bi"), ("bi", "cross")]
+
+
+@pytest.fixture(scope="module")
+def mixed_exports(tmp_path_factory):
+    """mixed_exports(pair_encoder, sts_encoder) -> (model, preprocessor, version folder): a tiny
+    run of those encoders, exported once for the tests below (read it; never change it)."""
+    exports = {}
+
+    def export(pair_encoder, sts_encoder):
+        if (pair_encoder, sts_encoder) not in exports:
+            run = tmp_path_factory.mktemp(f"{pair_encoder}-{sts_encoder}")
+            model, pre = tiny_model_dir(str(run / "run"), pair_encoder, sts_encoder)
+            path = export_saved_model(str(run / "run"), str(run / "exports"))
+            assert path == str(run / "exports" / "1")
+            exports[pair_encoder, sts_encoder] = model, pre, path
+        return exports[pair_encoder, sts_encoder]
+    return export
+
+
+def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, mixed_exports):
+    # Both exports loaded in one fresh process.
     wanted, arguments = [], []
-    for pair_encoder, sts_encoder in encoders:
-        run = tmp_path / f"{pair_encoder}-{sts_encoder}"
-        model, pre = tiny_model_dir(str(run / "run"), pair_encoder, sts_encoder)
-        path = export_saved_model(str(run / "run"), str(run / "exports"))
-        assert path == str(run / "exports" / "1")
+    for pair_encoder, sts_encoder in ENCODERS:
+        model, pre, path = mixed_exports(pair_encoder, sts_encoder)
         outputs, packed = expected_outputs(model, pre)
         wanted.append(outputs)
-        (run / "calls.json").write_text(json.dumps(signature_calls(packed, pair_encoder, sts_encoder)))
-        arguments += [path, str(run / "calls.json")]
+        calls = tmp_path / f"{pair_encoder}-{sts_encoder}.json"
+        calls.write_text(json.dumps(signature_calls(packed, pair_encoder, sts_encoder)))
+        arguments += [path, str(calls)]
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "load_export.py"), *arguments],
                             capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.strip().splitlines()[-len(encoders):]
-    for line, expected, encoder in zip(lines, wanted, encoders):
+    lines = result.stdout.strip().splitlines()[-len(ENCODERS):]
+    for line, expected, encoder in zip(lines, wanted, ENCODERS):
         out = json.loads(line)
         assert {"sentiment", "paraphrase", "similarity", "embed", "sentiment_tokens", "paraphrase_tokens",
                 "similarity_tokens", "embed_tokens", "serving_default"} <= set(out["signatures"]), encoder
@@ -112,9 +129,8 @@ def test_versions_count_up_are_never_overwritten_and_carry_assets(tmp_path):
     assert program_key(first) == program_key(second)
 
 
-def test_tfsmlayer_embed_inside_a_new_keras_model_and_saved_model_cli(tmp_path):
-    model, pre = tiny_model_dir(str(tmp_path / "run"), "bi")
-    path = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"))
+def test_tfsmlayer_embed_inside_a_new_keras_model_and_saved_model_cli(mixed_exports):
+    path = mixed_exports("bi", "cross")[2]
     text = keras.Input(shape=(), dtype="string", name="text")
     embedding = keras.layers.TFSMLayer(path, call_endpoint="embed")(text)["embedding"]
     classifier = keras.Model(text, keras.layers.Dense(3)(embedding))
