@@ -3,6 +3,7 @@
 import contextlib
 import fcntl
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -84,6 +85,66 @@ def tiny_families(tmp_path_factory):
     return str(path), tiny_families_export(path)
 
 
+# The demo on a tiny budget: its own vocabulary and pretraining on a few paragraphs, then
+# fine-tuning (two blocks, a weight average on) on the first rows of the shared task files.
+TINY_DEMO = ["--init_checkpoint", "pretrained", "--eval_examples", "64",
+             "--set", "pretrain.data.vocab_size=1000", "--set", "pretrain.data.heldout_examples=32",
+             "--set", "pretrain.train.total_steps=10", "--set", "pretrain.train.steps_per_block=10",
+             "--set", "finetune.data.max_train_examples=64", "--set", "finetune.data.max_dev_examples=32",
+             "--set", "finetune.train.batch_size=8", "--set", "finetune.train.total_steps=20",
+             "--set", "finetune.train.steps_per_block=10", "--set", "finetune.train.ema_momentum=0.9"]
+
+
+def wikitext_paragraphs(path, count=150):
+    """The first paragraphs of WikiText-2 as a small plain-text corpus (real text, quick to learn a
+    vocabulary from: the whole file takes half a minute)."""
+    with open(os.path.join(DATA_DIR, "wikitext-2", "valid.txt"), encoding="utf-8") as f:
+        paragraphs = [line.strip() for line in f if len(line.strip()) > 80][:count]
+    path.write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """`python -m pipelines.demo` end to end on TINY_DEMO, run once per session (in a pytest
+    worker, its TensorFlow already loaded: what is checked is the path and the child server the
+    demo starts and stops, not the demo's own process). Its fine-tuning trains on
+    `small_task_files(train_rows=64, dev_rows=32)`: (folder holding `run/`, `exports/` and
+    `files.json`, the demo's exit code and output as `run_main` returns them). test_demo checks
+    the demo; other tests read its runs and export, never change them."""
+    with built_once(tmp_path_factory, "demo") as folder:
+        if not (folder / "result.json").exists():
+            _run_demo(folder)
+        result = json.loads((folder / "result.json").read_text())
+    return folder, subprocess.CompletedProcess(["pipelines.demo"], result["returncode"], result["stdout"],
+                                               result["stderr"])
+
+
+def _run_demo(folder):
+    import io
+    import signal
+
+    folder.mkdir(exist_ok=True)
+    corpus = wikitext_paragraphs(folder / "corpus.txt")
+    files = small_task_files(folder, train_rows=64, dev_rows=32)
+    (folder / "files.json").write_text(json.dumps(files))
+    args = ["pipelines.demo", "--data_dir", DATA_DIR, "--output_dir", str(folder / "run"),
+            "--export_base", str(folder / "exports"), "--set", f"pretrain.data.sources={corpus}",
+            # held out from the same paragraphs: tokenizing all of WikiText-2's test set takes seconds
+            "--set", f"pretrain.data.heldout_source={corpus}", *TINY_DEMO]
+    for override in task_files_overrides(files):
+        args += ["--set", f"finetune.{override}"]
+    out, err = io.StringIO(), io.StringIO()
+    handler = signal.getsignal(signal.SIGTERM)  # the demo makes SIGTERM unwind like Ctrl-C
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = _main_exit_code(args)
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    (folder / "result.json").write_text(json.dumps({"returncode": code, "stdout": out.getvalue(),
+                                                    "stderr": err.getvalue()}))
+
+
 @pytest.fixture
 def tiny_tokenizer():
     from kerasbert.tokenization import make_tokenizer
@@ -112,14 +173,18 @@ def run_module(args, env=None, timeout=600, check=True):
     return result
 
 
+def _main_exit_code(args) -> int:
+    try:
+        return importlib.import_module(args[0]).main(list(args[1:]))
+    except SystemExit as exit:  # argparse's errors
+        return exit.code
+
+
 def run_main(args, capsys, check=False):
     """Runs `python -m <args>`'s `main()` in this process, where TensorFlow and the project are
     already loaded: for runs whose own process is not what the test checks. Returns what
     `run_module` returns; `check` fails the test on a non-zero exit, as `run_module` does."""
-    try:
-        code = importlib.import_module(args[0]).main(list(args[1:]))
-    except SystemExit as exit:  # argparse's errors
-        code = exit.code
+    code = _main_exit_code(args)
     out = capsys.readouterr()
     if check and code != 0:
         raise AssertionError(f"{args} exited {code}\n{out.out[-3000:]}\n{out.err[-3000:]}")

@@ -1,8 +1,8 @@
-"""Loads an export in a process that imports only tensorflow and tensorflow_text, calls
+"""Loads exports in a process that imports only tensorflow and tensorflow_text, calls
 every signature on the inputs given as JSON ({"b64": ...} for bytes), and prints the
-outputs as JSON.
+outputs as JSON, a line per export in the order given.
 
-    python tests/load_export.py EXPORT_DIR INPUTS_JSON
+    python tests/load_export.py EXPORT_DIR INPUTS_JSON [EXPORT_DIR INPUTS_JSON ...]
 """
 
 import base64
@@ -11,10 +11,6 @@ import sys
 
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the tokenizer ops
-
-loaded = tf.saved_model.load(sys.argv[1])
-with open(sys.argv[2]) as f:
-    calls = json.load(f)
 
 
 def tensor(values):
@@ -27,10 +23,14 @@ def jsonable(array):
     return [v.decode() for v in array.reshape(-1)] if array.dtype == object else array.tolist()
 
 
-outputs = {}
-for name, inputs in calls.items():
-    tensors = {key: tensor(value) for key, value in inputs.items()}
-    outputs[name] = {key: jsonable(value.numpy()) for key, value in loaded.signatures[name](**tensors).items()}
-# TensorFlow may import keras itself; neither kerasbert nor keras-hub is needed to serve.
-assert not any(m.startswith(("kerasbert", "keras_hub")) for m in sys.modules), "needed kerasbert/keras_hub"
-print(json.dumps({"signatures": sorted(loaded.signatures.keys()), "outputs": outputs}))
+for export, inputs_json in zip(sys.argv[1::2], sys.argv[2::2]):
+    loaded = tf.saved_model.load(export)
+    with open(inputs_json) as f:
+        calls = json.load(f)
+    outputs = {}
+    for name, inputs in calls.items():
+        tensors = {key: tensor(value) for key, value in inputs.items()}
+        outputs[name] = {key: jsonable(value.numpy()) for key, value in loaded.signatures[name](**tensors).items()}
+    # TensorFlow may import keras itself; neither kerasbert nor keras-hub is needed to serve.
+    assert not any(m.startswith(("kerasbert", "keras_hub")) for m in sys.modules), "needed kerasbert/keras_hub"
+    print(json.dumps({"signatures": sorted(loaded.signatures.keys()), "outputs": outputs}))

@@ -10,14 +10,14 @@ import json
 import numpy as np
 import tensorflow as tf
 
-from conftest import run_module
+from conftest import run_main
 
 
 def results(prefix):
     return {row["id"].rsplit(":", 1)[1]: row for path in glob.glob(prefix + "-*-of-*.jsonl") for row in map(json.loads, open(path))}
 
 
-def test_entities_and_answer_rows_equal_the_saved_model_and_refusals_are_dead_letters(tmp_path, tiny_families):
+def test_entities_and_answer_rows_equal_the_saved_model_and_refusals_are_dead_letters(tmp_path, tiny_families, capsys):
     from kerasbert.batch.handler import SavedModelSignatureHandler
 
     export = tiny_families[0]
@@ -41,8 +41,10 @@ def test_entities_and_answer_rows_equal_the_saved_model_and_refusals_are_dead_le
     lines = [json.dumps(row) for row in rows] + ["not json", '{"question": "who"}']
     (tmp_path / "questions.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     prefix = str(tmp_path / "out" / "answer")
-    out = run_module(["pipelines.batch_predict", "--model_dir", export, "--signature", "answer", "--input",
-                      str(tmp_path / "questions.jsonl"), "--output", prefix, "--min_batch_size", "4"]).stdout
+    # In this process: the command's own process is tests/test_batch_predict.py's.
+    out = run_main(["pipelines.batch_predict", "--model_dir", export, "--signature", "answer", "--input",
+                    str(tmp_path / "questions.jsonl"), "--output", prefix, "--min_batch_size", "4"], capsys,
+                   check=True).stdout
     assert "== rows read 6, scored 2, refused 4, empty 0" in out
     got = results(prefix)
     assert got.keys() == {"1", "4"}

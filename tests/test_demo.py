@@ -3,49 +3,22 @@
 import json
 import os
 import re
-import signal
 import socket
 
 import pytest
 
 from conftest import DATA_DIR, run_main
 
-TINY = ["--init_checkpoint", "pretrained", "--eval_examples", "64",
-        "--set", "pretrain.data.vocab_size=1000", "--set", "pretrain.data.heldout_examples=32",
-        "--set", "pretrain.train.total_steps=10", "--set", "pretrain.train.steps_per_block=10",
-        "--set", "finetune.data.max_train_examples=64", "--set", "finetune.data.max_dev_examples=32",
-        "--set", "finetune.train.batch_size=8", "--set", "finetune.train.total_steps=10",
-        "--set", "finetune.train.steps_per_block=10"]
-
-
-def wikitext_paragraphs(path, count=150):
-    """The first paragraphs of WikiText-2 as a small plain-text corpus (real text, quick to learn a
-    vocabulary from: the whole file takes half a minute)."""
-    with open(os.path.join(DATA_DIR, "wikitext-2", "valid.txt"), encoding="utf-8") as f:
-        paragraphs = [line.strip() for line in f if len(line.strip()) > 80][:count]
-    path.write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
-    return str(path)
-
 
 @pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
 @pytest.mark.end_to_end
-def test_demo_runs_the_whole_path_and_stops_its_server(tmp_path, capsys):
-    run, exports = tmp_path / "run", tmp_path / "exports"
-    corpus = wikitext_paragraphs(tmp_path / "corpus.txt")
-    # In this process (its TensorFlow already loaded): what the test checks is the path and the
-    # child server the demo starts and stops, not the demo's own process. The demo makes SIGTERM
-    # unwind like Ctrl-C; the test process gets its own handler back.
-    handler = signal.getsignal(signal.SIGTERM)
-    try:
-        result = run_main(["pipelines.demo", "--data_dir", DATA_DIR, "--output_dir", str(run),
-                           "--export_base", str(exports), "--set", f"pretrain.data.sources={corpus}",
-                           # held out from the same paragraphs: tokenizing all of WikiText-2's test set takes seconds
-                           "--set", f"pretrain.data.heldout_source={corpus}"] + TINY, capsys, check=True)
-    finally:
-        signal.signal(signal.SIGTERM, handler)
+def test_demo_runs_the_whole_path_and_stops_its_server(demo_run):
+    folder, result = demo_run  # tests/conftest.py runs the demo once for every test that reads it
+    run, exports = folder / "run", folder / "exports"
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     # The budget is the steps, not the clock.
-    for stage in ("pretrain", "finetune"):
-        assert json.loads((run / stage / "metrics.json").read_text())["train_steps"] == 10, stage
+    for stage, steps in (("pretrain", 10), ("finetune", 20)):
+        assert json.loads((run / stage / "metrics.json").read_text())["train_steps"] == steps, stage
     out = result.stdout
     titles = ["vocabulary", "pretrain", "fine-tune", "evaluate", "export", "serve", "report"]
     positions = [out.index(f"== [{n}/7] {title} (elapsed") for n, title in enumerate(titles, start=1)]

@@ -29,18 +29,14 @@ def serialized_examples(**texts):
     return rows
 
 
-# Each pair task once as a cross-encoder and once as a bi-encoder, and a mixed model both ways.
-@pytest.mark.parametrize("pair_encoder, sts_encoder", [("cross", "bi"), ("bi", "cross")])
-def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair_encoder, sts_encoder):
-    model, pre = tiny_model_dir(str(tmp_path / "run"), pair_encoder, sts_encoder)
-    path = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"))
-    assert path == str(tmp_path / "exports" / "1")
-    expected, packed = expected_outputs(model, pre)
+def signature_calls(packed, pair_encoder, sts_encoder) -> dict:
+    """Every signature of a tiny run's export with its inputs (TEXTS_A, TEXTS_B, their tokens as
+    the in-process preprocessor packs them, tf.Examples of them)."""
     token_keys = ["token_ids", "segment_ids", "padding_mask"]
 
     def pair_keys(encoder):
         return token_keys + ([f"{k}_b" for k in token_keys] if encoder == "bi" else [])
-    calls = {
+    return {
         "sentiment": {"text": TEXTS_A}, "serving_default": {"text": TEXTS_A},
         "paraphrase": {"text_a": TEXTS_A, "text_b": TEXTS_B},
         "similarity": {"text_a": TEXTS_A, "text_b": TEXTS_B}, "embed": {"text": TEXTS_A},
@@ -51,28 +47,62 @@ def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, pair
         "paraphrase_classify": {"inputs": serialized_examples(text_a=TEXTS_A, text_b=TEXTS_B)},
         "similarity_regress": {"inputs": serialized_examples(text_a=TEXTS_A, text_b=TEXTS_B)},
     }
-    (tmp_path / "calls.json").write_text(json.dumps(calls))
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "load_export.py"), path,
-                             str(tmp_path / "calls.json")], capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+# Each pair task once as a cross-encoder and once as a bi-encoder, and a mixed model both ways.
+ENCODERS = [("cross", "bi"), ("bi", "cross")]
+
+
+@pytest.fixture(scope="module")
+def mixed_exports(tmp_path_factory):
+    """mixed_exports(pair_encoder, sts_encoder) -> (model, preprocessor, version folder): a tiny
+    run of those encoders, exported once for the tests below (read it; never change it)."""
+    exports = {}
+
+    def export(pair_encoder, sts_encoder):
+        if (pair_encoder, sts_encoder) not in exports:
+            run = tmp_path_factory.mktemp(f"{pair_encoder}-{sts_encoder}")
+            model, pre = tiny_model_dir(str(run / "run"), pair_encoder, sts_encoder)
+            path = export_saved_model(str(run / "run"), str(run / "exports"))
+            assert path == str(run / "exports" / "1")
+            exports[pair_encoder, sts_encoder] = model, pre, path
+        return exports[pair_encoder, sts_encoder]
+    return export
+
+
+def test_every_signature_in_a_fresh_tf_only_process_matches_keras(tmp_path, mixed_exports):
+    # Both exports loaded in one fresh process.
+    wanted, arguments = [], []
+    for pair_encoder, sts_encoder in ENCODERS:
+        model, pre, path = mixed_exports(pair_encoder, sts_encoder)
+        outputs, packed = expected_outputs(model, pre)
+        wanted.append(outputs)
+        calls = tmp_path / f"{pair_encoder}-{sts_encoder}.json"
+        calls.write_text(json.dumps(signature_calls(packed, pair_encoder, sts_encoder)))
+        arguments += [path, str(calls)]
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "load_export.py"), *arguments],
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert {"sentiment", "paraphrase", "similarity", "embed", "sentiment_tokens", "paraphrase_tokens",
-            "similarity_tokens", "embed_tokens", "serving_default"} <= set(out["signatures"])
-    aliases = {"serving_default": "sentiment", "sentiment_tokens": "sentiment",
-               "paraphrase_tokens": "paraphrase", "similarity_tokens": "similarity"}
-    p = expected["paraphrase"]["probability"]
-    expected["sentiment_classify"] = {"classes": list(TASKS["sst"].settings.class_names) * len(TEXTS_A),
-                                      "scores": expected["sentiment"]["probabilities"]}
-    expected["paraphrase_classify"] = {"classes": ["not duplicate", "duplicate"] * len(TEXTS_A),
-                                       "scores": np.stack([1 - p, p], -1)}
-    expected["similarity_regress"] = {"outputs": expected["similarity"]["score"]}
-    for name, outputs in out["outputs"].items():
-        for key, value in expected[aliases.get(name, name)].items():
-            if key in ("classes", "class_name"):
-                assert outputs[key] == value, f"{name}/{key}"
-            else:
-                np.testing.assert_allclose(np.array(outputs[key]), value, atol=1e-5, err_msg=f"{name}/{key}")
+    lines = result.stdout.strip().splitlines()[-len(ENCODERS):]
+    for line, expected, encoder in zip(lines, wanted, ENCODERS):
+        out = json.loads(line)
+        assert {"sentiment", "paraphrase", "similarity", "embed", "sentiment_tokens", "paraphrase_tokens",
+                "similarity_tokens", "embed_tokens", "serving_default"} <= set(out["signatures"]), encoder
+        aliases = {"serving_default": "sentiment", "sentiment_tokens": "sentiment",
+                   "paraphrase_tokens": "paraphrase", "similarity_tokens": "similarity"}
+        p = expected["paraphrase"]["probability"]
+        expected["sentiment_classify"] = {"classes": list(TASKS["sst"].settings.class_names) * len(TEXTS_A),
+                                          "scores": expected["sentiment"]["probabilities"]}
+        expected["paraphrase_classify"] = {"classes": ["not duplicate", "duplicate"] * len(TEXTS_A),
+                                           "scores": np.stack([1 - p, p], -1)}
+        expected["similarity_regress"] = {"outputs": expected["similarity"]["score"]}
+        for name, outputs in out["outputs"].items():
+            for key, value in expected[aliases.get(name, name)].items():
+                if key in ("classes", "class_name"):
+                    assert outputs[key] == value, f"{encoder} {name}/{key}"
+                else:
+                    np.testing.assert_allclose(np.array(outputs[key]), value, atol=1e-5,
+                                               err_msg=f"{encoder} {name}/{key}")
 
 
 def test_versions_count_up_are_never_overwritten_and_carry_assets(tmp_path):
@@ -99,21 +129,18 @@ def test_versions_count_up_are_never_overwritten_and_carry_assets(tmp_path):
     assert program_key(first) == program_key(second)
 
 
-def test_tfsmlayer_embed_inside_a_new_keras_model_and_saved_model_cli(tmp_path):
-    model, pre = tiny_model_dir(str(tmp_path / "run"), "bi")
-    path = export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"))
+def test_tfsmlayer_embed_inside_a_new_keras_model_and_saved_model_cli(mixed_exports):
+    path = mixed_exports("bi", "cross")[2]
     text = keras.Input(shape=(), dtype="string", name="text")
     embedding = keras.layers.TFSMLayer(path, call_endpoint="embed")(text)["embedding"]
     classifier = keras.Model(text, keras.layers.Dense(3)(embedding))
     assert classifier.predict(tf.constant(TEXTS_A), verbose=0).shape == (2, 3)
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    shown = subprocess.run([cli, "show", "--dir", path, "--tag_set", "serve"], capture_output=True, text=True)
-    for name in ("sentiment", "paraphrase", "similarity", "embed", "embed_tokens", "serving_default",
-                 "sentiment_classify", "similarity_regress"):
-        assert f'SignatureDef key: "{name}"' in shown.stdout
-    shown = subprocess.run([cli, "show", "--dir", path, "--tag_set", "serve", "--signature_def",
-                            "sentiment_classify"], capture_output=True, text=True)
-    assert "Method name is: tensorflow/serving/classify" in shown.stdout
+    shown = subprocess.run([cli, "show", "--dir", path, "--all"], capture_output=True, text=True)  # one TF start
+    sections = {section.split("']:", 1)[0]: section for section in shown.stdout.split("signature_def['")[1:]}
+    assert {"sentiment", "paraphrase", "similarity", "embed", "embed_tokens", "serving_default",
+            "sentiment_classify", "similarity_regress"} <= set(sections), shown.stdout[-2000:]
+    assert "Method name is: tensorflow/serving/classify" in sections["sentiment_classify"]
 
 
 def test_an_export_killed_mid_write_leaves_nothing_a_server_would_load(tmp_path):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import DATA_DIR, run_main, run_module, small_task_files, task_files_config
+from conftest import DATA_DIR, run_module
 from kerasbert.config import ModelConfig
 from kerasbert.data.task_files import Example
 from kerasbert.finetuning import evaluation
@@ -301,27 +301,14 @@ def test_save_load_round_trip(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.isdir(DATA_DIR), reason="shared data not present")
-@pytest.mark.end_to_end
-def test_finetune_then_evaluate_reproduces_metrics(tmp_path, capsys):
-    from kerasbert.models.encoder import minilm_checkpoint
-    from kerasbert.tokenization import load_tokenizer
-
-    # A tiny random encoder with MiniLM's real vocabulary: fast, and real tokenization.
-    checkpoint = tmp_path / "tiny-encoder"
-    build_encoder(ModelConfig(preset="custom", num_layers=1, hidden_dim=16, num_heads=2), 30522) \
-        .save_to_preset(str(checkpoint))
-    load_tokenizer(minilm_checkpoint()).save_to_preset(str(checkpoint))
-    files = small_task_files(tmp_path)
-    config = {"data": {**task_files_config(files), "max_sequence_length": 32},
-              "heads": {"pair_encoder": "cross"},
-              # With a weight average on, the model saved is the average that was scored.
-              "train": {"batch_size": 8, "total_steps": 20, "steps_per_block": 10, "learning_rate": 1e-3,
-                        "ema_momentum": 0.9}}
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    output = tmp_path / "out"
-    result = run_main(["pipelines.finetune", "--config", str(tmp_path / "config.json"),
-                       "--init_checkpoint", str(checkpoint), "--output_dir", str(output)], capsys, check=True)
-    assert "dev: sst_accuracy=" in result.stdout and "skipped" not in result.stdout
+def test_finetune_then_evaluate_reproduces_metrics(tmp_path, demo_run):
+    # The demo's fine-tuning (tests/conftest.py): the first rows of the task files, two blocks, and
+    # a weight average on, so the model saved must be the average that was scored.
+    folder, demo = demo_run
+    files, output = json.loads((folder / "files.json").read_text()), folder / "run" / "finetune"
+    finetuning = demo.stdout[demo.stdout.index("] fine-tune (elapsed"):demo.stdout.index("] evaluate (elapsed")]
+    assert "dev: sst_accuracy=" in finetuning and "skipped" not in finetuning
+    assert json.loads((output / "config.json").read_text())["train"]["ema_momentum"] == 0.9
     metrics = json.loads((output / "metrics.json").read_text())
     assert {"sst_accuracy", "para_accuracy", "para_f1", "sts_pearson", "sts_spearman", "overall"} <= set(metrics)
     assert metrics["overall"] == pytest.approx(
