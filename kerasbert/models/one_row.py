@@ -1,11 +1,11 @@
 """The sentence embedding of a one-sentence request in few graph nodes, for serving graphs.
 
 At batch 1 the unpadded encoder (kerasbert/models/unpadded.py) spends much of a call on
-TensorFlow dispatching its ops (its token bookkeeping, the chunked attention's while loop:
-1,844 nodes run for a 15-token sentence through MiniLM-L6's export in a session), not on the
-products. One sentence needs none of that bookkeeping: its real tokens are one (tokens, hidden)
-matrix and attention runs on it as it is, without padding or masks (859 nodes run, the
-tokenizer and head included). Projections are MatMul + BiasAdd, which Grappler's remapper fuses
+TensorFlow dispatching its ops (its token bookkeeping, the chunked attention's while loop: a
+session on MiniLM-L6's fp32 export runs 1,844 nodes for one sentence), not on the products. One
+sentence needs none of that bookkeeping: its real tokens are one (tokens, hidden) matrix and
+attention runs on it as it is, without padding or masks (964 nodes, the tokenizer and head
+included; docs/serving.md). Projections are MatMul + BiasAdd, which Grappler's remapper fuses
 into one oneDNN op on x86 (with the exact GELU after them too, written in the order it matches).
 LayerNorm in the FusedBatchNormV3 form the remapper turns into _MklLayerNorm was measured no faster
 (docs/serving.md), so it stays unpadded.py's. The weights are the backbone's own variables, read
