@@ -58,7 +58,9 @@ from kerasbert.config import to_dict
 from kerasbert.families.sentence_export import SEGMENT, TEXT, token_specs
 from kerasbert.finetuning.data import TaskPreprocessor
 from kerasbert.finetuning.load import load_finetuned
+from kerasbert.models import unpadded as unpadded_encoder
 from kerasbert.models.bucketed import bucketed_embedding
+from kerasbert.models.one_row import one_row_embedding
 from kerasbert.op_audit import check_servable_ops
 from kerasbert.packing import ENCODER_KEYS, pack_segments
 from kerasbert.quantize import COMPUTE_DTYPES, serving_precision
@@ -132,7 +134,9 @@ class ServingGraph:
     Packing is `kerasbert.packing.pack_segments`, which gives keras-hub's packer's output in
     a small graph that a server loads fast. The encoder runs over the real tokens only
     (kerasbert/models/unpadded.py), however the model was trained: on the SST-5 dev
-    sentences, 32 to a batch, that halves its work. `compute_dtype` (a `Bfloat16Weights` or
+    sentences, 32 to a batch, that halves its work. A one-sentence request runs
+    kerasbert/models/one_row.py instead: the same embedding from a fifth of the graph nodes,
+    which at batch 1 is what a call's time goes to. `compute_dtype` (a `Bfloat16Weights` or
     `Int8Weights` of kerasbert/quantize.py) runs its matrix products in that type.
     """
 
@@ -144,9 +148,14 @@ class ServingGraph:
         def unpadded(*tokens):
             return model.embed(dict(zip(keys, tokens)), unpadded=True, compute_dtype=compute_dtype)
 
-        one_row = bucketed_embedding(model, length) if xla else None
+        def lean(*tokens):
+            return one_row_embedding(model.backbone, dict(zip(keys, tokens)), model.pooling, compute_dtype)
 
-        def encode(*tokens):  # with xla, one row: XLA's program for its bucket (kerasbert/models/bucketed.py)
+        # One row: few ops (kerasbert/models/one_row.py, on the keras-hub releases unpadded.py knows),
+        # or with xla XLA's program for its bucket (kerasbert/models/bucketed.py).
+        one_row = bucketed_embedding(model, length) if xla else lean if unpadded_encoder.available() else None
+
+        def encode(*tokens):
             if one_row is None:
                 return unpadded(*tokens)
             return tf.cond(tf.shape(tokens[0])[0] == 1, lambda: one_row(*tokens), lambda: unpadded(*tokens))

@@ -185,6 +185,31 @@ def test_a_reduced_precision_export_serves_close_to_float32(tmp_path, compute_dt
         export_saved_model(str(tmp_path / "run"), str(tmp_path / "exports"), compute_dtype="float16")
 
 
+def test_one_sentence_runs_the_few_node_encoder_in_a_session_as_keras_answers(tiny_export):
+    """A one-row request takes kerasbert/models/one_row.py's encoder in a session, as TF Serving
+    runs the graph (fewer nodes than a two-row request runs), and answers as the Keras model
+    does; a batch keeps the unpadded encoder."""
+    from tensorflow.core.protobuf import config_pb2
+
+    from kerasbert.finetuning.load import load_finetuned
+
+    run_dir, path = tiny_export
+    _, model, pre = load_finetuned(run_dir)
+    requests = ([TEXTS_A[0]], [TEXTS_A[1]], TEXTS_A)
+    expected = [model.embed(pre.pack(tf.constant(texts))).numpy() for texts in requests]
+    graph, nodes_run = tf.Graph(), []
+    with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+        signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def["embed"]
+        for texts, embedding in zip(requests, expected):
+            metadata = config_pb2.RunMetadata()
+            served = session.run(signature.outputs["embedding"].name, {signature.inputs["text"].name: texts},
+                                 options=config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE),
+                                 run_metadata=metadata)
+            np.testing.assert_allclose(served, embedding, atol=1e-5)
+            nodes_run.append(sum(len(device.node_stats) for device in metadata.step_stats.dev_stats))
+    assert nodes_run[0] < 0.8 * nodes_run[2], nodes_run  # unpadded: about as many (a tiny model: 2 blocks)
+
+
 def test_an_xla_export_answers_one_sentence_from_a_compiled_encoder_as_the_unpadded_one(tmp_path, tiny_export):
     from kerasbert.errors import ConfigError
     from kerasbert.finetuning.load import load_finetuned

@@ -117,3 +117,31 @@ def test_unavailable_keras_hub_runs_padded(backbone, monkeypatch):
     assert not model.unpadded
     x = {k: tf.constant(v) for k, v in batch().items()}
     np.testing.assert_allclose(model.embed(x, unpadded=True).numpy(), model.embed(x).numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("activation, pooling", [("gelu_approximate", "mean"), ("gelu", "cls")])
+def test_one_row_embedding_equals_the_unpadded_one(backbone, activation, pooling):
+    """A one-sentence request's few-node encoder (kerasbert/models/one_row.py) gives the unpadded
+    encoder's embedding at every precision, for rows with padding or without tokens, and the
+    padded backbone's for a row whose padding has holes."""
+    from kerasbert.models.encoder import BertEncoder
+    from kerasbert.models.one_row import one_row_embedding
+    from kerasbert.quantize import serving_precision
+
+    encoder = BertEncoder(vocabulary_size=20, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=64,
+                          activation=activation)
+    encoder.set_weights(backbone.get_weights())
+    def one_row(inputs, weights):
+        return one_row_embedding(encoder, inputs, pooling, weights)
+
+    rows = [{k: tf.constant(v[i:i + 1]) for k, v in batch().items()} for i in range(3)]
+    empty = {**rows[1], "padding_mask": tf.zeros((1, 8), tf.int32)}
+    for compute_dtype in (None, "bfloat16", "int8"):
+        weights = serving_precision(encoder, compute_dtype)
+        for x in [*rows, empty]:
+            expected = sentence_embedding(encoder, x, pooling, compute_dtype=weights).numpy()
+            np.testing.assert_allclose(one_row(x, weights).numpy(), expected, atol=1e-5,
+                                       err_msg=f"{compute_dtype}, mask {x['padding_mask'].numpy()}")
+    holes = {**rows[1], "padding_mask": tf.constant([[1, 1, 0, 1, 1, 1, 0, 1]])}
+    padded = MultitaskBert(encoder, tasks=("sst",), pooling=pooling).embed(holes, unpadded=False).numpy()
+    np.testing.assert_allclose(one_row(holes, None).numpy(), padded, atol=1e-5)

@@ -60,7 +60,8 @@ def _dense(x, layer, compute_dtype: ServingWeights | None = None):
     return tf.nn.bias_add(tf.matmul(x, kernel), tf.reshape(bias, [-1]))
 
 
-def _layer_norm(x, layer):
+def layer_norm(x, layer):
+    """`layer` (a LayerNormalization over the last axis) on x (tokens, hidden)."""
     mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
     return (x - mean) * tf.math.rsqrt(variance + layer.epsilon) * layer.gamma + layer.beta
 
@@ -183,16 +184,16 @@ def encode_tokens(backbone, inputs: dict, training: bool = False,
     x = (tf.gather(backbone.token_embedding.embeddings, ids)
          + tf.gather(backbone.position_embedding.position_embeddings, tokens.position)
          + tf.gather(backbone.segment_embedding.embeddings, segments))  # (tokens, hidden)
-    x = backbone.embeddings_dropout(_layer_norm(x, backbone.embeddings_layer_norm), training=training)
+    x = backbone.embeddings_dropout(layer_norm(x, backbone.embeddings_layer_norm), training=training)
     # Padded keys take no attention: (batch, 1, 1, width), added to every head's scores.
     key_bias = (1.0 - tf.cast(inputs["padding_mask"] > 0, x.dtype))[:, None, None, :] * _MASKED if training else None
     for block in map(keras_hub_compat.block_parts, backbone.transformer_layers):
         attended = (_attention(x, block.attention, tokens, key_bias, training, compute_dtype) if training
                     else _attention_in_chunks(x, block.attention, tokens, compute_dtype))
-        x = _layer_norm(x + block.attention_dropout(attended, training=training), block.attention_norm)
+        x = layer_norm(x + block.attention_dropout(attended, training=training), block.attention_norm)
         inner = block.intermediate.activation(_dense(x, block.intermediate, compute_dtype))  # (tokens, intermediate)
         out = block.output_dropout(_dense(inner, block.output, compute_dtype), training=training)
-        x = _layer_norm(x + out, block.output_norm)
+        x = layer_norm(x + out, block.output_norm)
     return x, tokens
 
 
