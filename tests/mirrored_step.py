@@ -55,7 +55,7 @@ def make_optimizer(optimizer):
 def one_step(strategy, initial_weights, kind, optimizer):
     with strategy.scope():
         keras.utils.set_random_seed(0)
-        config = ModelConfig(preset="custom", num_layers=2, hidden_dim=16, num_heads=2,
+        config = ModelConfig(preset="custom", num_layers=1, hidden_dim=16, num_heads=2,
                              max_sequence_length=SEQ, dropout=0.0)
         if kind == "multitask":
             # Two tasks: a branch per task in the step, the batch's and an idle one.

@@ -7,29 +7,14 @@ BertForPreTraining must start from the same losses and stay with kerasbert for a
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, built_once, run_main, run_module, write_corpus
+from conftest import ROOT, built_once, run_main, write_corpus
 
 PEER_PYTHON = os.environ.get("KERASBERT_PEER_PYTHON", os.path.join(ROOT, ".venv-peer", "bin", "python"))
 HAS_PEER = os.path.exists(PEER_PYTHON)
-# A kerasbert run (the process the pretrain part starts for it) stopped once its first block's backup is written.
-STOPPED_AFTER_A_BLOCK = """
-import runpy, sys
-import kerasbert
-kerasbert.prefer_onednn()  # as the benchmarks package does, before TensorFlow loads
-from kerasbert.training.backup import BlockWeights
-write_backup = BlockWeights.on_epoch_end
-def stop_after_first_block(self, epoch, logs=None):
-    write_backup(self, epoch, logs)
-    raise KeyboardInterrupt("stopped after block 1")
-BlockWeights.on_epoch_end = stop_after_first_block
-runpy.run_module("benchmarks.peers", run_name="__main__", alter_sys=True)
-"""
 
 
 def write_tiny_config(folder) -> str:
@@ -117,16 +102,28 @@ def keras_metrics(config_path: str, inputs, backup_dir) -> dict:
     return model.evaluate(data, return_dict=True, verbose=0)
 
 
-def test_a_run_stopped_after_a_block_goes_on_from_it_and_scored_it_as_keras_does(tiny_bench, tmp_path, capsys):
+def test_a_run_stopped_after_a_block_goes_on_from_it_and_scored_it_as_keras_does(tiny_bench, tmp_path, capsys,
+                                                                                 monkeypatch):
     """The pretrain part's runs take hours: one stopped midway must not start again from
     step 0, and must end where an uninterrupted run ends. The held-out scores it recorded
-    (both sides score with one function) are Keras' metrics of the weights it backed up."""
+    (both sides score with one function) are Keras' metrics of the weights it backed up.
+    The run (`--run`, what the part starts a process for) is stopped and resumed in this
+    process: tiny_bench's run is the one in a process of its own."""
+    from benchmarks.peers import main
+    from kerasbert.training.backup import BlockWeights
+
     config, folder, runs = tiny_bench
     shutil.copytree(folder / "inputs", tmp_path / "inputs")  # the same batches
     run = flags(config, tmp_path, "--run", "kerasbert/3")
-    stopped = subprocess.run([sys.executable, "-c", STOPPED_AFTER_A_BLOCK, *run], cwd=ROOT, capture_output=True,
-                             text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=600)
-    assert stopped.returncode != 0 and "stopped after block 1" in stopped.stderr, stopped.stderr[-3000:]
+    write_backup = BlockWeights.on_epoch_end
+
+    def stop_after_first_block(self, epoch, logs=None):
+        write_backup(self, epoch, logs)
+        raise KeyboardInterrupt("stopped after block 1")  # as Ctrl-C would, once the block's backup is written
+
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt, match="stopped after block 1"):
+        patched.setattr(BlockWeights, "on_epoch_end", stop_after_first_block)
+        main(run)
     state = tmp_path / "pretrain" / "kerasbert-3.state"
     blocks = json.loads((state / "blocks.json").read_text())
     assert [b["step"] for b in blocks] == [0, 6]
@@ -136,7 +133,9 @@ def test_a_run_stopped_after_a_block_goes_on_from_it_and_scored_it_as_keras_does
     for name in ("mlm_loss", "nsp_loss"):  # Keras averages the batches' means; ours is one mean
         assert blocks[1][name] == pytest.approx(keras[name], rel=5e-3), name
 
-    run_module(["benchmarks.peers", *run], timeout=600)
+    capsys.readouterr()
+    assert main(run) == 0
+    assert "kerasbert seed 3: resuming after step 6 from " in capsys.readouterr().out
     resumed = json.loads((tmp_path / "pretrain" / "kerasbert-3.json").read_text())
     assert resumed["complete"] and [b["step"] for b in resumed["blocks"]] == [0, 6, 12]
     for a, b in zip(runs["kerasbert/3"]["blocks"], resumed["blocks"]):  # the same updates on the same batches

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -22,20 +23,49 @@ def newest_backup_block(backup_dir):
     return max(blocks, default=0)
 
 
-def kill_after_backup(process, backup_dir, blocks, signum=signal.SIGKILL):
-    """Waits for the backup of block `blocks`, then sends `signum` mid-way through the next;
-    returns the run's exit code."""
+def kill_after_backup(process, backup_dir, blocks):
+    """Waits for the backup of block `blocks`, then SIGKILLs the run mid-way through the next;
+    returns its exit code."""
     deadline = time.time() + 300
     try:
         while time.time() < deadline and newest_backup_block(backup_dir) < blocks:
             assert process.poll() is None, "run ended before it could be killed"
             time.sleep(0.05)
         time.sleep(0.3)
-        process.send_signal(signum)
+        process.kill()
         process.wait(timeout=300)  # a hang guard: a loaded machine takes its time
     finally:
         process.kill()
     return process.returncode
+
+
+def sigterm_after_backup(command, backups, blocks, capsys):
+    """Runs `command`'s main() in this process and sends this process SIGTERM (a scheduler's
+    stop) as soon as the backup of block `blocks` is written; returns what `run_main` returns.
+    main_guard's handler turns the signal into the KeyboardInterrupt a second process would see;
+    one that arrives after the run ended fails the test, not the session."""
+    running = threading.Event()
+    running.set()
+
+    def send():
+        deadline = time.time() + 300
+        while running.is_set() and time.time() < deadline:
+            if newest_backup_block(backups) >= blocks:
+                if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None):  # else it ends pytest
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.02)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        try:
+            return run_main(command, capsys)
+        finally:
+            running.clear()
+            sender.join()
+    except KeyboardInterrupt:
+        pytest.fail("the run ended before SIGTERM reached it")
 
 
 def assert_interrupted_cleanly(stderr: str, backups) -> None:
@@ -50,29 +80,31 @@ def assert_interrupted_cleanly(stderr: str, backups) -> None:
 
 @pytest.mark.end_to_end
 def test_sigkill_or_sigterm_then_rerun_resumes_from_the_newest_backup_that_reads_whole(tmp_path, capsys):
-    """One run's life: SIGKILLed, resumed and stopped by SIGTERM, resumed past a damaged
-    backup to its end, then run again (nothing to do), with another config (refused) and
-    with --overwrite (a fresh run)."""
+    """One run's life: SIGKILLed (its own process, which prints none of TensorFlow's start-up
+    lines), resumed and stopped by SIGTERM, resumed past a damaged backup to its end, then run
+    again (nothing to do), with another config (refused) and with --overwrite (a fresh run).
+    Only the first run needs a process of its own: the others run in this one."""
     config = tiny_run_config(tmp_path, steps=70, block=10, batch=8)
     output, backups = tmp_path / "out", tmp_path / "out" / "backup"
     command = ["pipelines.pretrain", "--config", config, "--output_dir", str(output)]
-    # Unbuffered: what a run printed before its SIGKILL reaches the log.
-    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-
-    def start(log):
-        with open(tmp_path / log, "w") as out, open(tmp_path / f"{log}.err", "w") as err:
-            return subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT, env=env, stdout=out, stderr=err)
+    # Unbuffered: what a run printed before its SIGKILL reaches the log. No TF_CPP_MIN_LOG_LEVEL: as a user runs it.
+    env = {key: value for key, value in os.environ.items() if key not in ("TF_CPP_MIN_LOG_LEVEL", "KERASBERT_VERBOSE")}
+    env.update(PYTHONPATH=ROOT, PYTHONUNBUFFERED="1")
 
     # Killed mid-block, then run again: it goes on from the newest backup.
-    assert kill_after_backup(start("first.log"), backups, blocks=2) == -signal.SIGKILL
+    with open(tmp_path / "first.log", "w") as out, open(tmp_path / "first.log.err", "w") as err:
+        first = subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT, env=env, stdout=out, stderr=err)
+    assert kill_after_backup(first, backups, blocks=2) == -signal.SIGKILL
+    assert "step 10/70 (block 1/7)" in (tmp_path / "first.log").read_text()  # it trained...
+    assert (tmp_path / "first.log.err").read_text() == ""  # ...and TensorFlow's start-up lines were hidden
     assert not (output / "metrics.json").exists()
     newest = newest_backup_block(backups)
     assert 2 <= newest <= 4  # and so the second run has blocks left after newest + 2
     # SIGTERM (a scheduler's stop) mid-block: exit 130 and one line saying where it resumes.
-    assert kill_after_backup(start("second.log"), backups, blocks=newest + 2, signum=signal.SIGTERM) == 130
-    assert_interrupted_cleanly((tmp_path / "second.log.err").read_text(), backups)
-    resumed = f"resuming at step {newest * 10} from {backups / f'block-{newest:04d}.weights.h5'}"
-    assert resumed in (tmp_path / "second.log").read_text()
+    second = sigterm_after_backup(command, backups, newest + 2, capsys)
+    assert second.returncode == 130, second.stderr[-2000:]
+    assert_interrupted_cleanly(second.stderr, backups)
+    assert f"resuming at step {newest * 10} from {backups / f'block-{newest:04d}.weights.h5'}" in second.stdout
 
     # Stopped again, and the newest backup is damaged: it goes on from the one before.
     newest = newest_backup_block(backups)
@@ -154,14 +186,12 @@ def test_finetuning_keeps_a_finished_run(tmp_path):
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="on a GPU machine the lines are shown")
-def test_tensorflow_start_up_lines_are_hidden_unless_verbose(tmp_path):
+def test_tensorflow_start_up_lines_are_shown_with_verbose(tmp_path):
+    """Hidden without it: the SIGKILL test's first run (a process of its own) prints nothing to stderr."""
     (tmp_path / "metrics.json").write_text(json.dumps({"train_steps": 1}))
-    command = ["pipelines.pretrain", "--config", "pipelines/configs/pretrain_tiny.json",
-               "--output_dir", str(tmp_path)]
-    quiet = run_module(command)
-    assert "holds a finished run" in quiet.stdout  # it ran, and TensorFlow was imported
-    assert quiet.stderr.strip() == "", quiet.stderr
-    verbose = run_module(command + ["--verbose"])
+    verbose = run_module(["pipelines.pretrain", "--config", "pipelines/configs/pretrain_tiny.json",
+                          "--output_dir", str(tmp_path), "--verbose"])
+    assert "holds a finished run" in verbose.stdout  # it ran, and TensorFlow was imported
     assert "oneDNN" in verbose.stderr or "cuda" in verbose.stderr.lower()
 
 
