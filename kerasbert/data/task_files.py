@@ -208,7 +208,7 @@ def _row(task: Task, line: int, texts: list, label, uid) -> Row:
 def _tsv_table(task: Task, path: str, text: str) -> Table:
     # The CS224N files and TSVs written by Python's csv are CSV-quoted; GLUE's are not: a `"`
     # there is text wherever it stands.
-    if not task.settings.layouts:
+    if not task.family.layouts(task):
         return read_tsv_text(path, text, quoted=True)
     return read_tsv_text(path, text, quoted=lambda header: detect_layout(header) == "cs224n")
 
@@ -246,7 +246,7 @@ def _csv_table(path: str, text: str) -> Table:
 
 
 def _columns(task: Task, path: str, header: list[str], fmt: str):
-    layouts = task.settings.layouts
+    layouts = task.family.layouts(task)
     layout = detect_layout(header) if layouts else fmt
     columns = task.settings.columns_for(layout)
     if columns is None:
@@ -264,7 +264,7 @@ def _columns(task: Task, path: str, header: list[str], fmt: str):
 
 def _reads(task: Task, layout: str, header: list[str]) -> bool:
     """Whether shipped `task` reads a `layout` file of this header (its texts and label)."""
-    columns = getattr(task.settings, "layouts", {}).get(layout)
+    columns = task.family.layouts(task).get(layout)
     return bool(columns) and all(c in header for c in dataclasses.astuple(columns)[:3] if c)
 
 

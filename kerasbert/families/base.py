@@ -11,7 +11,7 @@ kerasbert/families/ tests a task's kind.
 
     declaration  settings, check, sequence_length, check_run, check_heads, upgraded_heads, is_resolved,
                  resolved, metric_names,
-                 headline, signature_names, serving_method, encoder_of, describe
+                 headline, signature_names, serving_method, encoder_of, layouts, describe
     files        format, read (a family's own format); of column files (kerasbert.data.task_files):
                  train_labels, label, check_training; dataset (its batches), predict_examples
     model        head_units, head_input_shape, head_output, loss, batch_prediction
@@ -121,6 +121,11 @@ class Family:
         """"cross" or "bi" for a pair task (the run's heads.pair_encoder unless the task sets its
         own), "" for a one-text task."""
         return ""
+
+    def layouts(self, task) -> dict:
+        """{layout: Columns} of the shipped TSV layouts `task` is read from (a shipped column-file
+        task's, kerasbert.data.task_files.detect_layout), or {}: its files are read by format."""
+        return {}
 
     def describe(self, task) -> str:
         """What a run prints of the task's classes or tags (", classes [...]"), or ""."""

@@ -140,6 +140,9 @@ class SentenceFamily(Family):
     def pair_encoder_of(self, task, pair_encoder: str) -> str:
         return pair_encoder
 
+    def layouts(self, task):
+        return task.settings.layouts
+
     # --- Model ----------------------------------------------------------------------------
 
     def head_input_shape(self, model, name, hidden):
