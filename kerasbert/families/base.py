@@ -19,7 +19,7 @@ kerasbert/families/ tests a task's kind.
                  head_names, head_order, head_difference, has_confusion
     serving      serving_functions, tracked, row_costs, warmup_inputs
     transformers architecture, transformers_head, transformers_labels, head_from_transformers,
-                 head_to_transformers, transformers_difference
+                 head_to_transformers, transformers_refusal, transformers_files, transformers_difference
 and, of a `TokenFamily` (tags, span): read_training, graph and features (its words or windows,
 made once), decoder, signatures and predict (decoded in the graph, as the export serves it); of a
 `SentenceFamily` (kerasbert/families/sentence.py): head_output_from, prediction, serving_outputs,
@@ -269,6 +269,15 @@ class Family:
     def head_to_transformers(self, task, weight, bias):
         """kerasbert's (units, hidden) rows as transformers' head rows."""
         return weight, bias
+
+    def transformers_refusal(self, model, name: str) -> str:
+        """Why task `name`'s head on `model` has no transformers form ("" when it has one)."""
+        return ""
+
+    def transformers_files(self, model, preprocessor, name: str) -> dict:
+        """{path in the folder: JSON content} the family writes beside transformers' files (a
+        sentence-transformers model's modules.json and pooling config), or {}."""
+        return {}
 
     def transformers_difference(self, task) -> str:
         """Where transformers' pipeline on the exported folder will answer otherwise than the
