@@ -7,14 +7,16 @@ warmup and max length; docs/embedding.md tells what is measured and the figures.
 
 Parts (each seed's run kept in results.json; the command run again does only what is missing):
     sts     STS-B dev Spearman of cos(u, v) against the 0-5 scores: the checkpoint as it is
-            (zero-shot), then fine-tuned on STS-B train (cosine loss: cos(u, v) regressed to
-            score / 5) by pipelines.finetune and by sentence-transformers' fit
+            (zero-shot), then fine-tuned on STS-B train with CoSENT (scale 20) by
+            pipelines.finetune (the embedding family) and by sentence-transformers' fit
     quora   Quora duplicate retrieval on the dev duplicates: each question (text_a) ranks every
             dev duplicate's text_b by cosine; recall@1 and MRR@10; zero-shot, then fine-tuned on
             the train duplicates as (anchor, positive) pairs, in-batch negatives (multiple-negatives
             ranking, scale 20)
-Every side's embeddings (mean pooling, L2-normalised) are scored here by the same functions; the
-seeds' paired differences (kerasbert - sentence-transformers) get a 95% t interval.
+Every side's embeddings (mean pooling, L2-normalised) are scored here by the same functions (the
+embedding family's); the seeds' paired differences (kerasbert - sentence-transformers) get a 95% t
+interval. kerasbert trains in one block: its run keeps the last weights, as fit does, not a best
+block chosen on dev; its run's own dev metric is kept beside the bench's (`own_evaluation`).
 """
 
 from __future__ import annotations
@@ -28,50 +30,20 @@ import time
 
 import numpy as np
 
-from benchmarks.peer_protocol import save_examples, write_json
+from benchmarks.peer_protocol import read_json, save_examples, write_json
 from benchmarks.results import ROOT, bench_parser, check_peer_python, load_results, render_markdown, save_results
 
 TITLE = "Sentence embeddings from all-MiniLM-L6-v2: kerasbert against sentence-transformers"
 SIDES = ("kerasbert", "sentence_transformers")
 PARTS = {  # the shared data's files (cs224n/), the shipped task that reads them, the peer's loss
-    "sts": {"train": "sts-train.tsv", "dev": "sts-dev.tsv", "reader": "sts", "loss": "cosine"},
+    "sts": {"train": "sts-train.tsv", "dev": "sts-dev.tsv", "reader": "sts", "loss": "cosent"},
     "quora": {"train": "quora-train.tsv", "dev": "quora-dev.tsv", "reader": "para", "loss": "mnrl"},
 }
 HEADLINE = {"sts": "spearman", "quora": "recall_at_1"}
-TASK_NAMES = {"sts": "sim", "quora": "dup"}  # kerasbert's tasks: not the shipped sts and para, whose files these are not
+TASK_NAMES = {"sts": "sim", "quora": "dup"}  # kerasbert's embedding tasks
 
 
-# --- Scores (every side's embeddings alike) -------------------------------------------------
-
-def spearman(a: np.ndarray, b: np.ndarray, scores) -> float:
-    """Spearman's rank correlation of the rows' cosines cos(a_i, b_i) with `scores`.
-
-    >>> a = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
-    >>> b = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
-    >>> spearman(a, b, [5.0, 2.5, 0.0])
-    1.0
-    """
-    import scipy.stats
-
-    return float(scipy.stats.spearmanr(np.sum(unit(a) * unit(b), axis=1), scores).statistic)
-
-
-def retrieval(anchors: np.ndarray, positives: np.ndarray) -> dict[str, float]:
-    """Each anchor i ranks every positive by cosine; its own is positives[i]. recall@1: the share
-    ranked first; MRR@10: the mean of 1/rank, 0 past rank 10. A tie ranks the own positive first
-    (rank = 1 + the positives strictly closer).
-
-    >>> anchors = np.array([[1.0, 0.0], [1.0, -1.0]])
-    >>> positives = np.array([[1.0, 0.0], [1.0, 0.5]])  # anchor 1 is nearer anchor 0's positive
-    >>> retrieval(anchors, positives)
-    {'recall_at_1': 0.5, 'mrr_at_10': 0.75}
-    """
-    similarity = unit(anchors) @ unit(positives).T  # (anchors, positives)
-    own = np.diag(similarity)[:, None]
-    ranks = 1 + np.sum(similarity > own, axis=1)  # (anchors,)
-    return {"recall_at_1": float(np.mean(ranks == 1)),
-            "mrr_at_10": float(np.mean(np.where(ranks <= 10, 1.0 / ranks, 0.0)))}
-
+# --- Scores (every side's embeddings alike: the embedding family's own scorers) -------------
 
 def unit(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float64)
@@ -95,11 +67,20 @@ def paired_interval(ours: list[float], theirs: list[float], confidence: float = 
 
 
 def scores(part: str, embeddings: np.ndarray, dev: list[dict]) -> dict[str, float]:
-    """The part's scores of the dev texts' embeddings (`dev_texts` order: every text_a, then every text_b)."""
-    a, b = embeddings[:len(dev)], embeddings[len(dev):]
+    """The part's scores of the dev texts' embeddings (`dev_texts` order: every text_a, then every
+    text_b), by kerasbert's embedding family's scorers (its `T_spearman`, `T_recall_at_1` and
+    `T_mrr_at_10`: each anchor ranks every dev positive, a tie counting against it).
+
+    >>> a, b = np.array([[1.0, 0.0], [1.0, -1.0]]), np.array([[1.0, 0.0], [1.0, 0.5]])  # anchor 1: b[0] first
+    >>> scores("quora", np.concatenate([a, b]), [{}, {}])
+    {'recall_at_1': 0.5, 'mrr_at_10': 0.75}
+    """
+    from kerasbert.families.embedding.ranking import ranking_scores, spearman
+
+    a, b = unit(embeddings[:len(dev)]), unit(embeddings[len(dev):])
     if part == "sts":
-        return {"spearman": spearman(a, b, [pair["label"] for pair in dev])}
-    return retrieval(a, b)
+        return {"spearman": spearman(np.sum(a * b, axis=1), [pair["label"] for pair in dev])}
+    return ranking_scores(a, b)
 
 
 # --- The pairs both sides read --------------------------------------------------------------
@@ -160,14 +141,12 @@ def kerasbert_zero_shot(args, texts: list[str]) -> np.ndarray:
 
 
 def kerasbert_task(part: str, folder: str, seed: int) -> dict:
-    """The task pipelines.finetune trains on the seed's pairs: the shipped bi-encoder score task,
-    cosine loss (the loss the peer's CosineSimilarityLoss computes)."""
-    files = {"train_file": os.path.abspath(os.path.join(folder, f"train-{seed}.jsonl")),
-             "dev_file": os.path.abspath(os.path.join(folder, "dev.jsonl"))}
-    if part != "sts":
-        raise ValueError(f"kerasbert fine-tunes part {part!r} with the embedding family (issue 86)")
-    return {TASK_NAMES[part]: {"kind": "pair_score", **files, "text_a": "text_a", "text_b": "text_b", "label": "label",
-                   "encoder": "bi", "loss": "cosine", "min_score": 0, "max_score": 5}}
+    """The embedding task pipelines.finetune trains on the seed's pairs: scored pairs (CoSENT) or
+    unlabelled (anchor, positive) pairs (multiple-negatives ranking), scale 20 as the peer's."""
+    columns = {"text_a": "text_a", "text_b": "text_b", **({"label": "label"} if part == "sts" else {})}
+    return {TASK_NAMES[part]: {"kind": "embedding", **columns,
+                               "train_file": os.path.abspath(os.path.join(folder, f"train-{seed}.jsonl")),
+                               "dev_file": os.path.abspath(os.path.join(folder, "dev.jsonl"))}}
 
 
 def kerasbert_config(args, part: str, folder: str, seed: int) -> dict:
@@ -176,7 +155,7 @@ def kerasbert_config(args, part: str, folder: str, seed: int) -> dict:
     steps = budget(args, part)["steps"]
     return {"tasks": kerasbert_task(part, folder, seed),
             "data": {"max_sequence_length": args.max_length, "group_by_length": 0},
-            "heads": {"pair_encoder": "bi", "pooling": "mean"},
+            "heads": {"pooling": "mean"},
             "train": {"batch_size": args.batch_size, "total_steps": steps, "steps_per_block": steps,
                       "learning_rate": args.learning_rate, "warmup_fraction": args.warmup_fraction,
                       "weight_decay": 0.01, "clipnorm": 1.0, "clip_scope": "global", "seed": seed}}
@@ -194,6 +173,12 @@ def kerasbert_fine_tuned(args, part: str, folder: str, seed: int, texts: list[st
                    env={**os.environ, "PYTHONPATH": ROOT})
     _, model, preprocessor = load_finetuned(run)
     return kerasbert_embeddings(model, preprocessor, texts)
+
+
+def own_evaluation(args, part: str, seed: int) -> float:
+    """The kerasbert run's own dev score (metrics.json) of the part's headline metric."""
+    metrics = read_json(os.path.join(args.output_dir, "runs", part, f"kerasbert-{seed}", "metrics.json"))
+    return metrics[f"{TASK_NAMES[part]}_{HEADLINE[part]}"]
 
 
 # --- sentence-transformers ------------------------------------------------------------------
@@ -239,8 +224,7 @@ def run_part(args, part: str, results: dict) -> None:
     sides = {"kerasbert": (lambda seed: kerasbert_zero_shot(args, texts) if seed is None
                            else kerasbert_fine_tuned(args, part, folder, seed, texts)),
              "sentence_transformers": lambda seed: peer_embeddings(args, part, folder, seed)}
-    wanted = [None] + list(args.seeds) if part == "sts" else [None]
-    for seed in wanted:
+    for seed in [None, *args.seeds]:
         for side, embed in sides.items():
             key = f"{side}-{seed or 'zero'}"
             if key in runs and not args.overwrite:
@@ -249,6 +233,8 @@ def run_part(args, part: str, results: dict) -> None:
             started = time.perf_counter()
             embeddings = embed(seed)
             runs[key] = {**scores(part, embeddings, dev), "wall_seconds": time.perf_counter() - started}
+            if side == "kerasbert" and seed is not None:
+                runs[key]["own_evaluation"] = own_evaluation(args, part, seed)
             if seed is None:
                 np.save(os.path.join(folder, f"zero-{side}.npy"), embeddings)
             summarise(part, section, args.seeds)
