@@ -2,7 +2,7 @@
 (benchmarks/peer_sbert.py, in .venv-peer) on the same pairs, steps, batch size, learning rate,
 warmup and max length; docs/embedding.md tells what is measured and the figures.
 
-    make bench-embedding                                      # both parts, 3 seeds (~1 h on 2 shared cores)
+    make bench-embedding                                      # both parts, 3 seeds
     python -m benchmarks.embedding --parts sts --seeds 1 --sts_steps 40   # a quick look
 
 Parts (each seed's run kept in results.json; the command run again does only what is missing):

@@ -80,8 +80,7 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup_steps", type=int, default=36)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch's threads: on a loaded shared machine its OpenMP threads wait for each other "
-                             "(20 steps of 16 pairs: 1,011 s with 2 threads beside ~24 other processes)")
+                        help="torch's threads (2 beside ~24 other processes: 20 steps of 16 pairs took 1,011 s)")
     args = parser.parse_args(argv)
     import torch
 
