@@ -241,6 +241,7 @@ def run_part(args, part: str, results: dict) -> None:
             save_results(args.output_dir, results, "benchmarks.embedding", TITLE)
     zero = [np.load(os.path.join(folder, f"zero-{side}.npy")) for side in SIDES]
     section["zero_shot_max_abs_difference"] = float(np.max(np.abs(zero[0] - zero[1])))
+    save_results(args.output_dir, results, "benchmarks.embedding", TITLE)
 
 
 def summarise(part: str, section: dict, seeds: list[int]) -> None:
