@@ -7,7 +7,7 @@ UV_INSTALL := $(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --qui
 DATA_DIR ?= ../shared/data
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-tasks test tfserving-tests bench-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-batch bench-inference clean
+.PHONY: install demo demo-tasks test tfserving-tests bench-tests bench-peers bench-tasks bench-transformers bench-pretrain bench-multitask bench-serving bench-faults bench-hostile bench-batch bench-inference bench-embedding clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ demo-tasks: install
 # corpus, runs, exports, a pretraining config, toy models, one child server), each built once a
 # worker and only when an example uses it. tests/test_api_examples.py checks that every public
 # name's example runs.
-DOCTESTS := kerasbert pipelines serving benchmarks/results.py benchmarks/peer_protocol.py
+DOCTESTS := kerasbert pipelines serving benchmarks/results.py benchmarks/peer_protocol.py benchmarks/embedding.py
 
 # Two workers: most of a test's time is single-threaded graph tracing, so two cores
 # finish the suite ~1.5x sooner than one worker does (docstring examples included: one
@@ -78,7 +78,7 @@ $(PEER_VENV)/.installed:
 	# and warn that TensorFlow is missing from the peer's environment.
 	PYTHONPATH= $(PEER_VENV)/bin/python -m pip install --quiet --upgrade pip
 	PYTHONPATH= $(PEER_VENV)/bin/python -m pip install --quiet torch==2.13.0 transformers==5.24.0 numpy \
-		onnxruntime==1.32.0 onnx==1.23.2
+		onnxruntime==1.32.0 onnx==1.23.2 "sentence-transformers[train]==6.3.0"
 	touch $@
 
 # kerasbert against transformers on the same inputs in one run (pretraining at equal
@@ -131,6 +131,14 @@ bench-batch: install
 # (REST, gRPC), transformers' pipeline, ONNX Runtime fp32 and int8. Writes runs/bench-inference/.
 bench-inference: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.inference --data_dir $(DATA_DIR) --output_dir runs/bench-inference \
+		--peer_python $(PEER_VENV)/bin/python
+
+# Sentence embeddings from all-MiniLM-L6-v2 (docs/embedding.md): STS-B dev Spearman and Quora duplicate
+# recall@1, zero-shot and fine-tuned, kerasbert (pipelines.finetune) against sentence-transformers' fit
+# on the same pairs and budget, 3 seeds, paired interval. Its own target: bench-peers and bench-tasks
+# compare transformers' heads, this one the peer library of a family. Writes runs/bench-embedding/.
+bench-embedding: install $(PEER_VENV)/.installed
+	$(PY) -m benchmarks.embedding --data_dir $(DATA_DIR) --output_dir runs/bench-embedding \
 		--peer_python $(PEER_VENV)/bin/python
 
 clean:

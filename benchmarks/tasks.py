@@ -25,6 +25,7 @@ import random
 import subprocess
 import sys
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -73,12 +74,34 @@ def config_of(args, task: str):
     return load_config(FinetuneConfig, os.path.join(args.config_dir, f"finetune_{task}.json"), overrides)
 
 
+@dataclasses.dataclass(frozen=True)
+class OwnFormat:
+    """What the bench does with the files of a family's own format (`family.format`): how it reads
+    and writes them, and what the peer needs besides the shared settings."""
+
+    extension: str
+    read: Callable  # path -> examples
+    write: Callable  # (path, examples) -> None
+    peer_settings: Callable  # (spec, settings, train rows) -> the peer's settings of the family
+
+
+OWN_FORMATS = {
+    "conll": OwnFormat(".txt", lambda path: read_conll(path).sentences, write_conll,
+                       lambda spec, settings, train: {"tag_names": list(spec.settings.labels or tag_names(
+                           [Sentence(r["words"], r["tags"], 0) for r in train]))}),
+    "squad": OwnFormat(".json", lambda path: read_squad(path).examples,
+                       lambda path, examples: write_squad(path, examples, title="bench-tasks"),
+                       lambda spec, settings, train: {
+                           "doc_stride": spec.family.doc_stride_at(spec, settings["sequence_length"]),
+                           "max_query_length": spec.settings.max_query_length,
+                           "max_answer_length": spec.settings.max_answer_length}),
+}
+
+
 def read_examples(spec, path: str) -> tuple:
     """(the task as its training file declares it, the file's examples)."""
-    if spec.kind == "tags":
-        return spec, read_conll(path).sentences
-    if spec.kind == "span":
-        return spec, read_squad(path).examples
+    if spec.family.format:
+        return spec, OWN_FORMATS[spec.family.format].read(path)
     spec, read = read_training_file(spec, path)
     return spec, read.examples
 
@@ -101,20 +124,17 @@ def prepare(args, task: str) -> tuple[str, dict]:
     os.makedirs(folder, exist_ok=True)
     random.Random(config.train.seed).shuffle(train)
     train = train[:args.train_examples or config.data.max_train_examples or None]
-    dev = (read_task_file(spec, os.path.join(args.data_dir, spec.dev_file)).examples if spec.kind == "classes"
-           else read_examples(spec, os.path.join(args.data_dir, spec.dev_file))[1])
+    dev = (read_examples(spec, os.path.join(args.data_dir, spec.dev_file))[1] if spec.family.format
+           else read_task_file(spec, os.path.join(args.data_dir, spec.dev_file)).examples)
     dev = dev[:args.dev_examples or config.data.max_dev_examples or None]
     rows = {"train": [as_row(e) for e in train], "dev": [as_row(e) for e in dev]}
     for split in rows:  # the same examples for both sides
         save_examples(os.path.join(folder, f"{split}.jsonl"), rows[split])
-    if spec.kind != "classes":  # kerasbert trains on them: its files and config
-        files = {split: os.path.abspath(os.path.join(folder, split + (".txt" if spec.kind == "tags" else ".json")))
-                 for split in rows}
+    if spec.family.format:  # kerasbert trains on them: its files and config
+        own = OWN_FORMATS[spec.family.format]
+        files = {split: os.path.abspath(os.path.join(folder, split + own.extension)) for split in rows}
         for split, examples in (("train", train), ("dev", dev)):
-            if spec.kind == "tags":
-                write_conll(files[split], examples)
-            else:
-                write_squad(files[split], examples, title="bench-tasks")
+            own.write(files[split], examples)
         config = dataclasses.replace(config, data=dataclasses.replace(  # the files hold the examples: no more cuts
             config.data, train_files={task: files["train"]}, dev_files={task: files["dev"]}, max_train_examples=0,
             max_dev_examples=0))
@@ -129,12 +149,8 @@ def peer_settings(config, spec, train: list[dict], dev: list[dict]) -> dict:
     settings = {"kind": spec.kind, "sequence_length": spec.family.sequence_length(spec, config.data.max_sequence_length),
                 **peer_training(config.train), "group_by_length": config.data.group_by_length, "seed": config.train.seed,
                 "train_examples": len(train), "dev_examples": len(dev)}
-    if spec.kind == "tags":
-        settings["tag_names"] = list(spec.settings.labels or tag_names([Sentence(r["words"], r["tags"], 0) for r in train]))
-    elif spec.kind == "span":
-        settings.update(doc_stride=spec.family.doc_stride_at(spec, settings["sequence_length"]),
-                        max_query_length=spec.settings.max_query_length,
-                        max_answer_length=spec.settings.max_answer_length)
+    if spec.family.format:
+        settings.update(OWN_FORMATS[spec.family.format].peer_settings(spec, settings, train))
     else:
         settings["class_names"] = list(spec.settings.served_names)
     return settings

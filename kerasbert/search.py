@@ -72,15 +72,20 @@ class KerasEmbedder:
 
 
 class SavedModelEmbedder:
-    """Sentence embeddings from an exported SavedModel's `embed` signature."""
+    """Sentence embeddings from an exported SavedModel's `embed` signature, or another that
+    takes `text` and returns `embedding` (an embedding task's, named after it)."""
 
-    def __init__(self, path: str, batch_size: int = 64):
+    def __init__(self, path: str, batch_size: int = 64, signature: str = "embed"):
         import tensorflow_text  # noqa: F401  the signature's tokenizer ops
 
-        self.signature = tf.saved_model.load(path).signatures["embed"]
+        signatures = tf.saved_model.load(path).signatures
+        if signature not in signatures or "embedding" not in signatures[signature].structured_outputs:
+            found = sorted(name for name in signatures if "embedding" in signatures[name].structured_outputs)
+            raise DataError(f"{path}: no signature {signature!r} with an `embedding` output; these have one: {found}")
+        self.signature = signatures[signature]
         self.batch_size = batch_size
         self.fingerprint = _file_digest(os.path.join(path, "saved_model.pb"),
-                                        os.path.join(path, "variables", "variables.index"))
+                                        os.path.join(path, "variables", "variables.index")) + signature
 
     def __call__(self, sentences: list[str], progress: bool = False) -> np.ndarray:
         parts = [self.signature(text=batch)["embedding"].numpy()
@@ -88,10 +93,12 @@ class SavedModelEmbedder:
         return normalized(np.concatenate(parts))
 
 
-def make_embedder(path: str, batch_size: int = 64):
-    """A SavedModel version folder (has saved_model.pb) or a fine-tuning output folder."""
+def make_embedder(path: str, batch_size: int = 64, signature: str = "embed"):
+    """A SavedModel version folder (has saved_model.pb; its `signature`) or a fine-tuning output
+    folder (its model's sentence embedding, which every text -> embedding signature of its
+    export serves)."""
     if os.path.exists(os.path.join(path, "saved_model.pb")):
-        return SavedModelEmbedder(path, batch_size)
+        return SavedModelEmbedder(path, batch_size, signature)
     return KerasEmbedder(path, batch_size)
 
 

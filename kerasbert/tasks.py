@@ -293,7 +293,7 @@ def file_format(task: Task, path: str) -> str:
     >>> file_format(Task("t", "classes", text="x"), "data/train.jsonl")
     'jsonl'
     """
-    if getattr(task.settings, "layouts", None):  # the shipped TSV layouts
+    if task.family.layouts(task):  # the shipped TSV layouts
         return "tsv"
     if task.format:
         return task.format

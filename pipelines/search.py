@@ -6,8 +6,8 @@ r"""Find the sentences of a corpus nearest a query, by cosine of bi-encoder embe
     python -m pipelines.search --model_dir saved_models/kerasbert/1 --index runs/index/questions --query "..."
 
 --model_dir is a pipelines.finetune output folder or an exported SavedModel version
-(its `embed` signature). The corpus (one sentence per line) is embedded once and
-cached under --cache_dir, keyed by the model's weights and the corpus text; later
+(its `embed` signature, or --signature: an embedding task's). The corpus (one sentence per
+line) is embedded once and cached under --cache_dir, keyed by the model's weights and the corpus text; later
 queries on the same corpus embed only the query. Prints JSON (progress goes to stderr): per query, the top_k
 sentences with their rank and cosine similarity.
 
@@ -38,6 +38,9 @@ def main(argv=None) -> int:
                              "fine-tuning run, $XDG_CACHE_HOME/kerasbert/search (~/.cache/...) for a "
                              "SavedModel, whose folder a server may be watching; '' turns caching off).")
     parser.add_argument("--batch_size", type=int, default=64, help="Sentences per embedding batch (default 64).")
+    parser.add_argument("--signature", default="embed",
+                        help="A SavedModel's text -> embedding signature: embed (default) or an embedding "
+                             "task's (named after it).")
     args = parser.parse_args(argv)
     if args.top_k < 1:
         parser.error("--top_k must be at least 1")
@@ -47,7 +50,7 @@ def main(argv=None) -> int:
 
         from kerasbert.search import make_embedder
 
-        embedder = make_embedder(args.model_dir, args.batch_size)
+        embedder = make_embedder(args.model_dir, args.batch_size, args.signature)
         if args.index:
             indices, scores, texts = search_index(embedder, args.index, args.query, args.top_k)
         else:

@@ -122,7 +122,7 @@ def _jsonl_rows(path, content, input_names):
 def _tsv_columns(header: list[str], input_names: tuple[str, ...]) -> list[str] | None:
     """The header's columns for the signature's inputs: text (single) or text_a, text_b (pair)."""
     for task in BUILTIN_TASKS.values():
-        for columns in getattr(task.settings, "layouts", {}).values():  # the column-file tasks'
+        for columns in task.family.layouts(task).values():
             wanted = [columns.text_a] + ([columns.text_b] if len(input_names) > 1 else [])
             if None not in wanted and all(name in header for name in wanted) and \
                     (len(input_names) == 1 or columns.text_b):

@@ -2,7 +2,9 @@
 CS224N and GLUE TSVs.
 
 Which columns a task takes and how its text is cleaned is its settings' (a sentence family's
-`ColumnSettings`); what its labels are, its family's (`Family.train_labels`, `label`). Files:
+`ColumnSettings`); what its labels are, its family's (`Family.train_labels`, `label`; a task
+whose columns name no label, `label` "", reads none: its family's `label(task, None, where)`
+stands for each). Files:
 - CSV, quoted as Python's `csv` writes it (a quoted field may hold commas, quotes, newlines);
 - TSV, tab-separated with a header, a field that starts with `"` CSV-quoted;
 - JSON Lines, one object per line, its keys naming the columns (labels may be numbers);
@@ -165,7 +167,7 @@ def read_task_rows(task: Task, path: str) -> TaskRows:
         try:
             result.rows.append(_row(task, line, [fields[index[columns.text_a]],
                                                  fields[index[columns.text_b]] if columns.text_b else None],
-                                    fields[index[columns.label]],
+                                    fields[index[columns.label]] if columns.label else None,
                                     fields[index[columns.id]] if columns.id else str(line)))
         except ValueError as error:
             result.damaged.append(Damaged(line, str(error)))
@@ -192,6 +194,8 @@ def label_examples(task: Task, table: TaskRows, max_bad_fraction: float = 0.1) -
 
 
 def _label(task: Task, row: Row, table: TaskRows) -> float:
+    if not table.column:  # the task's files have no label column: its family says what stands for one
+        return task.family.label(task, None, f"{table.path}:{row.line}")
     if row.label is None or (isinstance(row.label, str) and not row.label.strip()):
         raise ValueError("empty label")
     return task.family.label(task, row.label, f"{table.path}:{row.line}: column {table.column!r}")
@@ -208,7 +212,7 @@ def _row(task: Task, line: int, texts: list, label, uid) -> Row:
 def _tsv_table(task: Task, path: str, text: str) -> Table:
     # The CS224N files and TSVs written by Python's csv are CSV-quoted; GLUE's are not: a `"`
     # there is text wherever it stands.
-    if not task.settings.layouts:
+    if not task.family.layouts(task):
         return read_tsv_text(path, text, quoted=True)
     return read_tsv_text(path, text, quoted=lambda header: detect_layout(header) == "cs224n")
 
@@ -246,7 +250,7 @@ def _csv_table(path: str, text: str) -> Table:
 
 
 def _columns(task: Task, path: str, header: list[str], fmt: str):
-    layouts = task.settings.layouts
+    layouts = task.family.layouts(task)
     layout = detect_layout(header) if layouts else fmt
     columns = task.settings.columns_for(layout)
     if columns is None:
@@ -264,7 +268,7 @@ def _columns(task: Task, path: str, header: list[str], fmt: str):
 
 def _reads(task: Task, layout: str, header: list[str]) -> bool:
     """Whether shipped `task` reads a `layout` file of this header (its texts and label)."""
-    columns = getattr(task.settings, "layouts", {}).get(layout)
+    columns = task.family.layouts(task).get(layout)
     return bool(columns) and all(c in header for c in dataclasses.astuple(columns)[:3] if c)
 
 
@@ -296,7 +300,7 @@ def _jsonl_rows(task: Task, path: str, text: str) -> TaskRows:
                     raise ValueError(f"{key!r} is a JSON {type(value).__name__}, not text")
                 if value is not None and len(value) > MAX_FIELD_CHARS:
                     raise ValueError(f"a field of {len(value):,} characters (the limit is {MAX_FIELD_CHARS:,})")
-            label = record[columns.label]
+            label = record[columns.label] if columns.label else None
             if isinstance(label, (dict, list)):
                 raise ValueError(f"label is a JSON {type(label).__name__}")
             result.rows.append(_row(task, number, texts, label, record[columns.id] if columns.id else number))

@@ -5,6 +5,7 @@ rest of kerasbert asks what a task of its kinds reads, computes, scores and serv
     regression      score, pair_score                     regression/
     tagging         tags (named entities, CoNLL-2003)     tagging/ (features, export, conll, conlleval)
     span_qa         span (extractive QA, SQuAD v1.1)      span_qa/ (features, export, squad, windows)
+    embedding       embedding (Sentence-BERT)             embedding/ (losses, ranking, sentence_transformers)
 
 A package's __init__.py holds its `Family`; what more than one family imports sits beside
 base.py: sentence.py and sentence_export.py (the sentence families' head and signatures),
@@ -23,6 +24,7 @@ from __future__ import annotations
 from kerasbert.errors import TaskError
 from kerasbert.families.base import Family
 from kerasbert.families.classification import CLASSIFICATION
+from kerasbert.families.embedding import EMBEDDING
 from kerasbert.families.regression import REGRESSION
 from kerasbert.families.span_qa import SPAN_QA
 from kerasbert.families.tagging import TAGGING
@@ -60,5 +62,5 @@ def family_of(task) -> Family:
     return _BY_KIND[kind]
 
 
-for _family in (CLASSIFICATION, REGRESSION, TAGGING, SPAN_QA):
+for _family in (CLASSIFICATION, REGRESSION, TAGGING, SPAN_QA, EMBEDDING):
     register(_family)

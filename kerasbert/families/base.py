@@ -11,7 +11,7 @@ kerasbert/families/ tests a task's kind.
 
     declaration  settings, check, sequence_length, check_run, check_heads, upgraded_heads, is_resolved,
                  resolved, metric_names,
-                 headline, signature_names, serving_method, encoder_of, describe
+                 headline, signature_names, serving_method, encoder_of, layouts, describe
     files        format, read (a family's own format); of column files (kerasbert.data.task_files):
                  train_labels, label, check_training; dataset (its batches), predict_examples
     model        head_units, head_input_shape, head_output, loss, batch_prediction
@@ -19,7 +19,7 @@ kerasbert/families/ tests a task's kind.
                  head_names, head_order, head_difference, has_confusion
     serving      serving_functions, tracked, row_costs, warmup_inputs
     transformers architecture, transformers_head, transformers_labels, head_from_transformers,
-                 head_to_transformers, transformers_difference
+                 head_to_transformers, transformers_refusal, transformers_files, transformers_difference
 and, of a `TokenFamily` (tags, span): read_training, graph and features (its words or windows,
 made once), decoder, signatures and predict (decoded in the graph, as the export serves it); of a
 `SentenceFamily` (kerasbert/families/sentence.py): head_output_from, prediction, serving_outputs,
@@ -121,6 +121,11 @@ class Family:
         """"cross" or "bi" for a pair task (the run's heads.pair_encoder unless the task sets its
         own), "" for a one-text task."""
         return ""
+
+    def layouts(self, task) -> dict:
+        """{layout: Columns} of the shipped TSV layouts `task` is read from (a shipped column-file
+        task's, kerasbert.data.task_files.detect_layout), or {}: its files are read by format."""
+        return {}
 
     def describe(self, task) -> str:
         """What a run prints of the task's classes or tags (", classes [...]"), or ""."""
@@ -264,6 +269,15 @@ class Family:
     def head_to_transformers(self, task, weight, bias):
         """kerasbert's (units, hidden) rows as transformers' head rows."""
         return weight, bias
+
+    def transformers_refusal(self, model, name: str) -> str:
+        """Why task `name`'s head on `model` has no transformers form ("" when it has one)."""
+        return ""
+
+    def transformers_files(self, model, preprocessor, name: str) -> dict:
+        """{path in the folder: JSON content} the family writes beside transformers' files (a
+        sentence-transformers model's modules.json and pooling config), or {}."""
+        return {}
 
     def transformers_difference(self, task) -> str:
         """Where transformers' pipeline on the exported folder will answer otherwise than the

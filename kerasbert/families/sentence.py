@@ -116,6 +116,8 @@ class SentenceFamily(Family):
                 fail(f"a {task.kind} task names its text column(s) {' and '.join(wanted)}; missing: {missing}")
             if any(getattr(settings, key) for key in unwanted):
                 fail(f"a {task.kind} task takes {' and '.join(wanted)}, not {' or '.join(unwanted)}")
+        if not settings.label and not settings.layouts:
+            fail(f"label names the label column; a {task.kind} task has one. Received: label={settings.label!r}")
         unknown = set(settings.layouts) - set(LAYOUTS)
         if unknown:
             fail(f"unknown layout(s) {sorted(unknown)}; known: {LAYOUTS}")
@@ -139,6 +141,18 @@ class SentenceFamily(Family):
 
     def pair_encoder_of(self, task, pair_encoder: str) -> str:
         return pair_encoder
+
+    def layouts(self, task):
+        return task.settings.layouts
+
+    def transformers_refusal(self, model, name):
+        if model.encoder_of(name) == "bi":
+            return "a bi-encoder pair head (two sentence embeddings) has no transformers form; fine-tune it with " \
+                   "heads.pair_encoder=cross (and no encoder=bi of its own, a pair_score task)"
+        if model.pooling != "cls":
+            return "its head reads the mean of the token states (heads.pooling=mean); transformers' " \
+                   "BertForSequenceClassification reads the [CLS] pooler: fine-tune with heads.pooling=cls"
+        return ""
 
     # --- Model ----------------------------------------------------------------------------
 

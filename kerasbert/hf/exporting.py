@@ -117,21 +117,15 @@ def layer_norm(name: str, layer) -> dict:
 
 
 def unsupported(model, task: str) -> str:
-    """Why `task`'s head has no transformers form ("" when it has one)."""
-    spec = model.task_specs[task]
-    if not spec.family.pooled:  # a token-level head reads no sentence embedding
-        return ""
-    if model.encoder_of(task) == "bi":
-        return "a bi-encoder pair head (two sentence embeddings) has no transformers form; fine-tune it with " \
-               "heads.pair_encoder=cross (and no encoder=bi of its own, a pair_score task)"
-    if model.pooling != "cls":
-        return "its head reads the mean of the token states (heads.pooling=mean); transformers' " \
-               "BertForSequenceClassification reads the [CLS] pooler: fine-tune with heads.pooling=cls"
-    return ""
+    """Why `task`'s head has no transformers form ("" when it has one): its family's word."""
+    return model.task_specs[task].family.transformers_refusal(model, task)
 
 
 def head_tensors(model, task: str) -> dict[str, np.ndarray]:
-    """The head's weights under transformers' names, [labels, hidden] rows."""
+    """The head's weights under transformers' names, [labels, hidden] rows ({}: a head without
+    weights, as an embedding task's)."""
+    if not model.head(task).weights:
+        return {}
     spec, (kernel, bias) = model.task_specs[task], model.head(task).get_weights()
     weight, bias = spec.family.head_to_transformers(spec, kernel.T, bias)  # kernel.T: (units, hidden)
     name = spec.family.transformers_head(spec)
@@ -184,8 +178,10 @@ def write_task_folder(model, preprocessor, task: str, folder: str) -> str:
     save_file({name: np.ascontiguousarray(value, np.float32) for name, value in tensors.items()},
               os.path.join(partial, "model.safetensors"), metadata={"format": "pt"})
     files = {"config.json": transformers_config(model, spec, preprocessor.ids["pad"]),
-             **tokenizer_files(tokenizer, model.backbone.max_sequence_length)}
+             **tokenizer_files(tokenizer, model.backbone.max_sequence_length),
+             **spec.family.transformers_files(model, preprocessor, task)}
     for name, content in files.items():
+        os.makedirs(os.path.dirname(os.path.join(partial, name)), exist_ok=True)
         with open(os.path.join(partial, name), "w", encoding="utf-8") as f:
             json.dump(content, f, indent=2)
             f.write("\n")
