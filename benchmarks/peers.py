@@ -300,8 +300,9 @@ def finetune_batches(args, config, batch_size: int, steps: int) -> tuple[list, s
 
 
 def part_finetune_speed(args, results: dict) -> None:
-    """Both sides' examples/s on the same batches at each batch size: `--repeats` timings of
-    `--speed_steps` steps, each after 3 untimed ones (a fit call each, for kerasbert)."""
+    """Both sides' examples/s on the same batches at each batch size: `--repeats` rounds, each a
+    timing of `--speed_steps` steps after 3 untimed ones on each side in turn (a fit call for
+    kerasbert, a process for the peer)."""
     config, warmup = FinetuneConfig(), 3
     train, sizes = config.train, {}
     for batch_size in args.finetune_batch_sizes:
@@ -312,13 +313,16 @@ def part_finetune_speed(args, results: dict) -> None:
         spec = tf.data.Dataset.from_tensor_slices(batches[0]).element_spec
         loose = tf.nest.map_structure(lambda s: tf.TensorSpec([None, *[None] * s.shape.rank], s.dtype), spec)
         data = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=loose).repeat()
-        ours = [batch_size / time_steps(model, data, args.speed_steps, warmup=warmup) for _ in range(args.repeats)]
-        peer = run_peer(args.peer_python, "finetune_speed",
-                        ["--checkpoint", minilm_checkpoint(), "--batches", path, "--warmup", str(warmup),
-                         "--repeats", str(args.repeats), "--training", json.dumps(peer_training(train))],
-                        path[:-len(".npz")] + "-peer.json")
+        ours, theirs = [], []
+        for _ in range(args.repeats):  # in turn: the machine's drift hits both sides alike
+            ours.append(batch_size / time_steps(model, data, args.speed_steps, warmup=warmup))
+            peer = run_peer(args.peer_python, "finetune_speed",
+                            ["--checkpoint", minilm_checkpoint(), "--batches", path, "--warmup", str(warmup),
+                             "--repeats", "1", "--training", json.dumps(peer_training(train))],
+                            path[:-len(".npz")] + "-peer.json")
+            theirs += peer["examples_per_second"]
         sizes[f"batch_{batch_size}"] = {
-            **compared("examples_per_second", ours, peer["examples_per_second"]),
+            **compared("examples_per_second", ours, theirs),
             "mean_tokens": float(np.mean([x["token_ids"].shape[1] for x, _ in batches])),
             "peer_versions": peer["versions"]}
     results["finetune_speed"] = {**sizes, "task": "sst", "timed_steps": args.speed_steps, "repeats": args.repeats,
