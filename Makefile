@@ -82,7 +82,8 @@ $(PEER_VENV)/.installed:
 	touch $@
 
 # kerasbert against transformers on the same inputs in one run (pretraining at equal
-# batches, two seeds each: a few hours here; the speed part: minutes). Writes runs/bench-peers/.
+# batches, two seeds each: a few hours here; the speed parts, pretraining's and fine-tuning's:
+# minutes, alone with --parts pretrain_speed finetune_speed). Writes runs/bench-peers/.
 bench-peers: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.peers --data_dir $(DATA_DIR) --output_dir runs/bench-peers \
 		--peer_python $(PEER_VENV)/bin/python
@@ -126,9 +127,10 @@ bench-hostile: install
 bench-batch: install
 	$(PY) -m benchmarks.batch --data_dir $(DATA_DIR) --output_dir runs/bench-batch
 
-# Raw text to predictions on the SST-5 dev sentences, batch 1 and 32, one run (~30 min here; the
-# first run also fine-tunes the classifier, ~15 min): kerasbert's exports in process and served
-# (REST, gRPC), transformers' pipeline, ONNX Runtime fp32 and int8. Writes runs/bench-inference/.
+# Raw text to predictions on the SST-5 dev sentences and to entities on CoNLL-2003 dev, batch 1 and
+# 32, one run (~1 h here; the first run also fine-tunes the classifier and the tagger, ~15 min each):
+# kerasbert's exports in process and served (REST, gRPC), transformers' pipeline, ONNX Runtime fp32
+# and int8. Writes runs/bench-inference/.
 bench-inference: install $(PEER_VENV)/.installed
 	$(PY) -m benchmarks.inference --data_dir $(DATA_DIR) --output_dir runs/bench-inference \
 		--peer_python $(PEER_VENV)/bin/python

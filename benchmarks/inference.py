@@ -1,12 +1,14 @@
-"""Raw text to predictions on the SST-5 dev sentences, side by side in one run: kerasbert's export in
+"""Raw text to predictions on the SST-5 dev sentences (and CoNLL-2003 dev entities:
+benchmarks/inference_entities.py), side by side in one run: kerasbert's export in
 process (fp32, int8 and, where the CPU has AVX512-BF16 or AMX, bf16) and served by `python -m
 serving` over REST and gRPC (fp32, int8); transformers' pipeline (PyTorch); ONNX Runtime fp32 (its BERT optimizer) and int8 (dynamic
 quantization), each with the HF fast tokenizer (benchmarks/peer_onnx.py, in .venv-peer). The same
-weights everywhere: one MiniLM classifier fine-tuned by kerasbert, exported as a SavedModel and as a
-transformers folder, which the peer converts to ONNX. docs/benchmarks.md tells what the figures mean.
+weights everywhere, a task's: one MiniLM classifier (and tagger) fine-tuned by kerasbert, exported as a
+SavedModel and as a transformers folder, which the peer converts to ONNX. docs/benchmarks.md tells what
+the figures mean.
 
     make bench-inference
-    python -m benchmarks.inference --repeats 3 --batch_1_texts 64   # the same, its defaults
+    python -m benchmarks.inference --tasks sst ner --repeats 3 --batch_1_texts 64   # the same, its defaults
 
 What runs once and is kept in --output_dir (a second run skips it): the fine-tuning (--train_steps at
 batch 32, heads.pooling=cls as transformers' classifier reads), the exports, the ONNX files. Each
@@ -15,27 +17,44 @@ first --batch_1_texts sentences and one at batch 32 over all 1,101; every system
 its own process or server between passes, so the machine's drift hits all alike. A system's figures
 are the medians over the repetitions: sentences/s (texts over the pass's seconds), p50 and p99 of a
 call's milliseconds; `spread` is its slowest repetition's sentences/s over its fastest (the noise).
-Accuracy: its class against the dev label, over all 1,101 sentences.
+Accuracy: its class against the dev label, over all 1,101 sentences. The tasks run one after the
+other, each its systems' rounds; results.json: the classifier's `systems`, the tagger's under `entities`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
 import subprocess
 import sys
+from typing import Callable
 
 import numpy as np
 
 from benchmarks.peer_protocol import read_json, timed_pass, write_json
-from benchmarks.results import ROOT, bench_parser, check_peer_python, save_results, timestamp
+from benchmarks.results import ROOT, bench_parser, check_peer_python, load_results, save_results, timestamp
 from serving.process import stop_on_sigterm
 
-SIGNATURE = "sentiment"  # the sst task's head
-TRAIN = ["--config", "finetune_minilm_cross", "--set", "tasks=sst", "--set", "data.max_sequence_length=128",
-         "--set", "train.learning_rate=1e-4", "--set", "heads.pooling=cls"]
 PEERS = ("transformers", "ort_fp32", "ort_int8")
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One fine-tuned model the bench measures: its task, how it is trained, what its signature answers.
+
+    `answers`: the signature's outputs ({name: an array or list a text}, in process or served) -> an
+    answer a text (JSON values, as the peer's workers answer); `dev`: (run folder, data folder) ->
+    (the dev texts, answers -> their scores)."""
+    task: str  # the run's task, its transformers folder's name
+    kind: str  # benchmarks/peer_onnx.py's --task
+    folder: str  # under --output_dir
+    train: tuple[str, ...]  # pipelines.finetune's flags, but its steps
+    steps: int
+    signature: str
+    answers: Callable[[dict], list]
+    dev: Callable[[str, str], tuple]
 
 
 SERVED = ("fp32", "int8")  # the precisions also timed over REST and gRPC
@@ -54,37 +73,45 @@ def run(command: list[str]) -> None:
     subprocess.run(command, check=True, cwd=ROOT)
 
 
-def prepare(args) -> dict[str, str]:
+def prepare(args, job: Job) -> dict[str, str]:
     """The fine-tuned run, its exports and the ONNX files, each made unless there: {what: path}."""
-    out = args.output_dir
-    paths = {"run": os.path.join(out, "finetune"), "hf": os.path.join(out, "hf"), "onnx": os.path.join(out, "onnx")}
+    out = os.path.join(args.output_dir, job.folder)
+    paths = {"out": out, **{what: os.path.join(out, what) for what in ("hf", "onnx")},
+             "run": os.path.join(out, "finetune")}
     if not os.path.exists(os.path.join(paths["run"], "metrics.json")):
-        run([sys.executable, "-m", "pipelines.finetune", *TRAIN, "--set", f"train.total_steps={args.train_steps}",
-             "--set", f"train.steps_per_block={args.train_steps}", "--data_dir", args.data_dir,
+        run([sys.executable, "-m", "pipelines.finetune", *job.train, "--set", f"train.total_steps={job.steps}",
+             "--set", f"train.steps_per_block={job.steps}", "--data_dir", args.data_dir,
              "--output_dir", paths["run"]])
     for precision in precisions():
         paths[precision] = os.path.join(out, "export", precision)
         if not os.path.exists(os.path.join(paths[precision], "1")):
             run([sys.executable, "-m", "pipelines.export", "--model_dir", paths["run"], "--export_base",
                  paths[precision], "--version", "1", "--precision", precision])
-    if not os.path.exists(os.path.join(paths["hf"], "sst")):
+    if not os.path.exists(os.path.join(paths["hf"], job.task)):
         run([sys.executable, "-m", "pipelines.export", "--model_dir", paths["run"], "--format", "transformers",
              "--export_base", paths["hf"]])
-    paths["hf"] = os.path.join(paths["hf"], "sst")
+    paths["hf"] = os.path.join(paths["hf"], job.task)
     if not os.path.exists(os.path.join(paths["onnx"], "versions.json")):
         run([args.peer_python, "-m", "benchmarks.peer_onnx", "convert", "--model_dir", paths["hf"],
-             "--output_dir", paths["onnx"]])
+             "--output_dir", paths["onnx"], "--task", job.kind])
     return paths
 
 
-def dev_sentences(run_dir: str, data_dir: str) -> tuple[list[str], list[int]]:
-    """The SST-5 dev sentences as the run's task reads them, and their labels."""
+def dev_sentences(run_dir: str, data_dir: str) -> tuple[list[str], Callable[[list], dict]]:
+    """The SST-5 dev sentences as the run's task reads them, and the accuracy of classes for them."""
     from kerasbert.config import FinetuneConfig, load_config
     from kerasbert.data.task_files import read_task_file
 
     spec = load_config(FinetuneConfig, os.path.join(run_dir, "config.json"), []).tasks["sst"]
     examples = read_task_file(spec, os.path.join(data_dir, spec.dev_file)).examples
-    return [e.text_a for e in examples], [int(e.label) for e in examples]
+    labels = np.array([int(e.label) for e in examples])
+    return [e.text_a for e in examples], lambda answers: {"accuracy": float(np.mean(np.array(answers) == labels))}
+
+
+CLASSES = Job("sst", "classes", "", ("--config", "finetune_minilm_cross", "--set", "tasks=sst", "--set",
+                                     "data.max_sequence_length=128", "--set", "train.learning_rate=1e-4",
+                                     "--set", "heads.pooling=cls"),
+              400, "sentiment", lambda outputs: [int(label) for label in np.asarray(outputs["label"])], dev_sentences)
 
 
 class InProcess:
@@ -116,7 +143,7 @@ class Worker:
         self.process.stdin.write(json.dumps({"batch_size": batch_size, "count": count}) + "\n")
         self.process.stdin.flush()
         found = json.loads(self.process.stdout.readline())
-        return found["seconds"], found["labels"]
+        return found["seconds"], found["answers"]
 
     def close(self):
         self.process.stdin.close()
@@ -124,7 +151,7 @@ class Worker:
         self.log.close()
 
 
-def kerasbert_systems(paths: dict, servers: list) -> dict:
+def kerasbert_systems(job: Job, paths: dict, servers: list) -> dict:
     """kerasbert_<precision> in process, and for the SERVED precisions _rest and _grpc from
     `python -m serving` (started into `servers`, which the caller stops)."""
     import tensorflow as tf
@@ -135,12 +162,12 @@ def kerasbert_systems(paths: dict, servers: list) -> dict:
 
     systems = {}
     for precision in precisions():
-        signature = tf.saved_model.load(os.path.join(paths[precision], "1")).signatures[SIGNATURE]
-        systems[f"kerasbert_{precision}"] = InProcess(
-            lambda texts, signature=signature: signature(text=tf.constant(texts))["label"].numpy())
+        signature = tf.saved_model.load(os.path.join(paths[precision], "1")).signatures[job.signature]
+        systems[f"kerasbert_{precision}"] = InProcess(lambda texts, signature=signature: job.answers(
+            {name: value.numpy() for name, value in signature(text=tf.constant(texts)).items()}))
         if precision not in SERVED:
             continue
-        name = f"sst-{precision}"
+        name = f"{job.task}-{precision}"
         server = LocalServer(name, paths[precision], log_path=os.path.join(paths["out"], f"server-{precision}.log"))
         servers.append(server.start())
         server.wait_for_version(1)
@@ -148,7 +175,7 @@ def kerasbert_systems(paths: dict, servers: list) -> dict:
             client = ServingClient(name, rest_port=server.rest_port, grpc_port=server.grpc_port, protocol=protocol,
                                    timeout=120)
             systems[f"kerasbert_{precision}_{protocol}"] = InProcess(
-                lambda texts, client=client: client.predict(SIGNATURE, {"text": texts})["label"])
+                lambda texts, client=client: job.answers(client.predict(job.signature, {"text": texts})))
     return systems
 
 
@@ -161,8 +188,9 @@ def summary(passes: list[tuple[list[float], list[int]]]) -> dict:
             "spread": min(rates) / max(rates), "repeats": rates}
 
 
-def measure(args, systems: dict, texts: list[str], labels: list[int]) -> dict:
-    """Every system's passes, interleaved (`--repeats` rounds, the order rotated each round)."""
+def measure(args, systems: dict, texts: list[str], score: Callable[[list], dict]) -> dict:
+    """Every system's passes, interleaved (`--repeats` rounds, the order rotated each round); the
+    `score` of its answers in its first batch-32 pass (over all `texts`)."""
     names, passes = list(systems), {name: {1: [], 32: []} for name in systems}
     counts = {1: args.batch_1_texts, 32: len(texts)}
     for round_ in range(args.repeats):
@@ -172,33 +200,25 @@ def measure(args, systems: dict, texts: list[str], labels: list[int]) -> dict:
                 passes[name][batch_size].append(systems[name].timed(texts, batch_size, counts[batch_size]))
             print(f"round {round_ + 1}/{args.repeats} {name}: "
                   f"{counts[32] / sum(passes[name][32][-1][0]):.1f} sentences/s at batch 32", flush=True)
-    return {name: {"batch_1": summary(found[1]), "batch_32": summary(found[32]),
-                   "accuracy": float(np.mean(np.array(found[32][0][1]) == np.array(labels)))}
+    return {name: {"batch_1": summary(found[1]), "batch_32": summary(found[32]), **score(found[32][0][1])}
             for name, found in passes.items()}
 
 
-def main(argv=None) -> int:
-    parser = bench_parser("inference", __doc__, peer_python=True)
-    parser.add_argument("--repeats", type=int, default=3, help="Rounds of passes of every system.")
-    parser.add_argument("--batch_1_texts", type=int, default=64, help="Sentences of each batch-1 pass.")
-    parser.add_argument("--train_steps", type=int, default=400, help="Fine-tuning steps at batch 32 (once).")
-    args = parser.parse_args(argv)
-    check_peer_python(args.peer_python)
-    stop_on_sigterm()  # the servers and workers are stopped however the run ends
-    os.makedirs(args.output_dir, exist_ok=True)
-    paths = {**prepare(args), "out": args.output_dir}
-    texts, labels = dev_sentences(paths["run"], args.data_dir)
-    texts_path = os.path.join(args.output_dir, "texts.json")
+def measure_job(args, job: Job) -> dict:
+    """One job's systems, each loaded, measured (`measure`) and stopped; the results of its part."""
+    paths = prepare(args, job)
+    texts, score = job.dev(paths["run"], args.data_dir)
+    texts_path = os.path.join(paths["out"], "texts.json")
     write_json(texts_path, texts)
     servers, workers = [], {}
     try:
         for system in PEERS:
             workers[system] = Worker([args.peer_python, "-m", "benchmarks.peer_onnx", "worker", "--system", system,
-                                      "--model_dir", paths["hf"], "--onnx_dir", paths["onnx"], "--texts", texts_path],
-                                     os.path.join(args.output_dir, f"worker-{system}.log"))
-        systems = {**kerasbert_systems(paths, servers), **workers}
+                                      "--model_dir", paths["hf"], "--onnx_dir", paths["onnx"], "--texts", texts_path,
+                                      "--task", job.kind], os.path.join(paths["out"], f"worker-{system}.log"))
+        systems = {**kerasbert_systems(job, paths, servers), **workers}
         load = os.getloadavg()
-        found = measure(args, systems, texts, labels)
+        found = measure(args, systems, texts, score)
         load = {"before": load[0], "after": os.getloadavg()[0]}
     finally:
         for system in workers.values():
@@ -206,17 +226,45 @@ def main(argv=None) -> int:
         for server in servers:
             server.stop()
     import tensorflow as tf
-    results = {"systems": found, "load_average_1min": load, "dev_sentences": len(texts),
-               "settings": {"repeats": args.repeats, "batch_1_texts": args.batch_1_texts,
-                            "train_steps": args.train_steps},
-               "training": {key: value for key, value in read_json(os.path.join(paths["run"], "metrics.json")).items()
-                            if key.startswith("sst") or key == "best_step"},
-               "versions": {"tensorflow": tf.__version__, **workers["ort_fp32"].versions},
-               "onnx_fusions": read_json(os.path.join(paths["onnx"], "versions.json"))["fusions"],
-               "finished": timestamp()}
-    print(save_results(args.output_dir, results, "benchmarks.inference",
-                       "Raw text to predictions: kerasbert against transformers and ONNX Runtime"))
+    return {"systems": found, "load_average_1min": load, "dev_sentences": len(texts),
+            "training": {key: value for key, value in read_json(os.path.join(paths["run"], "metrics.json")).items()
+                         if key.startswith(job.task) or key == "best_step"},
+            "train_steps": job.steps, "versions": {"tensorflow": tf.__version__, **workers["ort_fp32"].versions},
+            "onnx_fusions": read_json(os.path.join(paths["onnx"], "versions.json"))["fusions"], "finished": timestamp()}
+
+
+def main(argv=None) -> int:
+    from benchmarks.inference_entities import ENTITIES
+
+    parser = bench_parser("inference", __doc__, peer_python=True)
+    parser.add_argument("--tasks", nargs="+", default=["sst", "ner"], choices=["sst", "ner"],
+                        help="sst: SST-5 classes (results.json's systems); ner: CoNLL-2003 entities (its entities).")
+    parser.add_argument("--repeats", type=int, default=3, help="Rounds of passes of every system.")
+    parser.add_argument("--batch_1_texts", type=int, default=64, help="Sentences of each batch-1 pass.")
+    parser.add_argument("--train_steps", type=int, default=CLASSES.steps, help="sst: fine-tuning steps at batch 32 (once).")
+    parser.add_argument("--ner_train_steps", type=int, default=ENTITIES.steps,
+                        help="ner: fine-tuning steps at batch 32 (once).")
+    args = parser.parse_args(argv)
+    check_peer_python(args.peer_python)
+    stop_on_sigterm()  # the servers and workers are stopped however the run ends
+    os.makedirs(args.output_dir, exist_ok=True)
+    found = {"uptime_before": uptime(), "settings": {"repeats": args.repeats, "batch_1_texts": args.batch_1_texts}}
+    for task in args.tasks:  # each task's figures saved as soon as they are measured
+        if task == "sst":
+            found.update(measure_job(args, dataclasses.replace(CLASSES, steps=args.train_steps)))
+        else:
+            found["entities"] = measure_job(args, dataclasses.replace(ENTITIES, steps=args.ner_train_steps))
+        found["uptime_after"] = uptime()
+        # Into the file as it is now: a task measured by another command keeps its figures.
+        markdown = save_results(args.output_dir, {**load_results(args.output_dir), **found}, "benchmarks.inference",
+                                "Raw text to predictions: kerasbert against transformers and ONNX Runtime")
+    print(markdown)
     return 0
+
+
+def uptime() -> str:
+    """`uptime`'s line: the machine's load over 1, 5 and 15 minutes (others' work shares the cores)."""
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
 
 
 if __name__ == "__main__":

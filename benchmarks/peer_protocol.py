@@ -113,37 +113,37 @@ def time_batches(call, items: list, batch_size: int, repeats: int) -> list[float
     return rates
 
 
-def timed_pass(call, texts: list[str], batch_size: int) -> tuple[list[float], list[int]]:
-    """Each call's seconds and every text's predicted class: one pass of `call` (texts -> class
-    indices) over `texts`, `batch_size` at a time.
+def timed_pass(call, texts: list[str], batch_size: int) -> tuple[list[float], list]:
+    """Each call's seconds and every text's answer: one pass of `call` (texts -> an answer each:
+    a class index, a list of entities; JSON values for a worker) over `texts`, `batch_size` at a time.
 
-    >>> seconds, labels = timed_pass(lambda texts: [len(t) for t in texts], ["a", "bb", "ccc"], 2)
-    >>> len(seconds), labels
+    >>> seconds, answers = timed_pass(lambda texts: [len(t) for t in texts], ["a", "bb", "ccc"], 2)
+    >>> len(seconds), answers
     (2, [1, 2, 3])
     """
-    seconds, labels = [], []
+    seconds, answers = [], []
     for begin in range(0, len(texts), batch_size):
         started = time.perf_counter()
         found = call(texts[begin:begin + batch_size])
         seconds.append(time.perf_counter() - started)
-        labels.extend(int(label) for label in found)
-    return seconds, labels
+        answers.extend(found)
+    return seconds, answers
 
 
 def answer_passes(call, texts: list[str], requests=sys.stdin, answers=sys.stdout) -> None:
     """A worker's loop: for each line `{"batch_size": B, "count": N}` on `requests`, one `timed_pass`
-    of `call` over the first N texts, answered as a line `{"seconds": [...], "labels": [...]}`. A
+    of `call` over the first N texts, answered as a line `{"seconds": [...], "answers": [...]}`. A
     bench keeps workers of several systems alive and asks each in turn, so the systems' passes
     interleave and the machine's drift hits all alike.
 
     >>> import io
     >>> out = io.StringIO()
     >>> answer_passes(lambda texts: [0] * len(texts), ["a", "b", "c"], io.StringIO('{"batch_size": 2, "count": 3}\\n'), out)
-    >>> json.loads(out.getvalue())["labels"]
+    >>> json.loads(out.getvalue())["answers"]
     [0, 0, 0]
     """
     for line in requests:
         request = json.loads(line)
-        seconds, labels = timed_pass(call, texts[:request["count"]], request["batch_size"])
-        answers.write(json.dumps({"seconds": seconds, "labels": labels}) + "\n")
+        seconds, found = timed_pass(call, texts[:request["count"]], request["batch_size"])
+        answers.write(json.dumps({"seconds": seconds, "answers": found}) + "\n")
         answers.flush()

@@ -1,5 +1,5 @@
 """The peer: Hugging Face `transformers` on PyTorch doing what kerasbert does, for
-`benchmarks.peers` (pretraining and its speed) and `benchmarks.tasks` (MiniLM fine-tuned for named
+`benchmarks.peers` (pretraining and its speed, fine-tuning speed) and `benchmarks.tasks` (MiniLM fine-tuned for named
 entities as `run_ner.py`, extractive QA as `run_qa.py`, classes; raw text to answers). It runs
 in `.venv-peer` and never imports kerasbert or TensorFlow; inputs and results pass through
 files (benchmarks/peer_protocol.py).
@@ -20,6 +20,7 @@ as `predictions`): benchmarks.tasks scores them with kerasbert's own scorers. A 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -204,6 +205,35 @@ def restore_state(path: str, model, optimizer, scheduler) -> dict:
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(state["rng"])
     return state
+
+
+def finetune_speed(args) -> dict:
+    """BertForSequenceClassification (SST-5's 5 classes) on the packed batches of `--batches`:
+    examples/s of whole steps (forward, loss, backward, clipping, AdamW as `--training` says),
+    `--repeats` timings of the batches after the first `--warmup`, each after `--warmup` steps."""
+    train = json.loads(args.training)
+    model = transformers.BertForSequenceClassification.from_pretrained(args.checkpoint, num_labels=5)
+    model.train()
+    optimizer, scheduler = make_optimizer(model, {**train, "warmup_steps": 0})
+    with np.load(args.batches) as data:
+        count = len([name for name in data.files if name.startswith("labels_")])
+        batches = [{name: torch.from_numpy(data[f"{name}_{i}"]).long()
+                    for name in ("token_ids", "segment_ids", "padding_mask", "labels")} for i in range(count)]
+
+    def step(b):
+        out = model(input_ids=b["token_ids"], token_type_ids=b["segment_ids"], attention_mask=b["padding_mask"],
+                    labels=b["labels"])
+        update(model, optimizer, scheduler, out.loss, train)
+
+    rates, timed = [], batches[args.warmup:]
+    for _ in range(args.repeats):
+        for b in batches[:args.warmup]:
+            step(b)
+        started = time.perf_counter()
+        for b in timed:
+            step(b)
+        rates.append(sum(len(b["labels"]) for b in timed) / (time.perf_counter() - started))
+    return {"examples_per_second": rates, "timed_batches": len(timed), "versions": versions()}
 
 
 def pretrain_speed(args) -> dict:
@@ -551,6 +581,8 @@ FLAGS = {  # flag: (type, default (None: required), help)
     "--warmup": (int, 3, "Untimed steps before each timing."),
     "--repeats": (int, 1, "Timed passes."),
     "--checkpoint": (str, None, "MiniLM's Hugging Face folder."),
+    "--batches": (str, None, "Packed batches (.npz: token_ids_I, segment_ids_I, padding_mask_I, labels_I)."),
+    "--training": (str, None, "The optimizer's settings, JSON (benchmarks.results.peer_training)."),
     "--batch_size": (int, 32, "Rows a call."),
     "--model_dir": (str, None, "The fine-tuned model (train writes it; features reads its tokenizer)."),
     "--output": (str, None, "Results JSON."),
@@ -558,6 +590,7 @@ FLAGS = {  # flag: (type, default (None: required), help)
 COMMANDS = {
     "pretrain": (pretrain, ("--inputs", "--init", "--seed", "--state")),
     "pretrain_speed": (pretrain_speed, ("--inputs", "--init", "--seed", "--steps", "--warmup", "--repeats")),
+    "finetune_speed": (finetune_speed, ("--checkpoint", "--batches", "--warmup", "--repeats", "--training")),
     "train": (train, ("--inputs", "--checkpoint", "--model_dir")),
     "pipeline": (pipeline, ("--inputs", "--model_dir", "--batch_size", "--repeats")),
     "outputs": (outputs, ("--inputs", "--model_dir", "--batch_size")),

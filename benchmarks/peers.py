@@ -11,12 +11,18 @@ Parts, each in a process of its own and each its entry of results.json:
                     pretrain_curves.png. A run a process, `--jobs` side by side, each going on from
                     its last block when stopped; `kerasbert-no-xla` is a control for float rounding.
     pretrain_speed  tokens/s of both training steps on those batches.
+    finetune_speed  examples/s of fine-tuning MiniLM on SST-5, at each of --finetune_batch_sizes: the
+                    same packed batches (each cut to its longest sentence, at most 128 tokens),
+                    kerasbert's `MultitaskBert` in `model.fit` (the run's defaults: the unpadded
+                    encoder, no XLA) against `BertForSequenceClassification` in a PyTorch loop, both
+                    with AdamW and clipping as FinetuneConfig's defaults say.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -30,15 +36,21 @@ from benchmarks.peer_protocol import FIELDS, heldout_scores, load_rows, read_jso
 from benchmarks.pretrain import time_steps
 from benchmarks.results import (PEER, ROOT, bench_parser, check_peer_python, compared, load_results, peer_training,
                                 plot_panels, render_markdown, run_peer, save_results)
-from kerasbert.config import PretrainConfig, load_config
+from kerasbert.config import FinetuneConfig, PretrainConfig, load_config
 from kerasbert.console import stage
 from kerasbert.data.corpus import load_labelled_corpora
+from kerasbert.data.task_files import load_examples
+from kerasbert.finetuning.data import TaskPreprocessor, task_dataset
+from kerasbert.finetuning.model import MultitaskBert
 from kerasbert.hf.exporting import pretrainer_weights
+from kerasbert.models.encoder import load_encoder, minilm_checkpoint
 from kerasbert.models.pretrainer import pretraining_compile_args
 from kerasbert.pretraining.dataset import examples_dataset
 from kerasbert.pretraining.inputs import (heldout_batches, heldout_pairs, tokenize_documents, training_batches,
                                           training_pairs)
 from kerasbert.pretraining.run import build_model, resolve_tokenizer, set_mlm_bias, unigram_log_prior
+from kerasbert.tasks import get_task
+from kerasbert.tokenization import load_tokenizer
 from kerasbert.training.backup import BlockWeights, find_backup, restore
 from kerasbert.training.optim import make_optimizer
 
@@ -272,6 +284,51 @@ def part_pretrain_speed(args, results: dict) -> None:
         "peer_versions": peer["versions"]}
 
 
+def finetune_batches(args, config, batch_size: int, steps: int) -> tuple[list, str]:
+    """`steps` SST-5 training batches of `batch_size` as kerasbert's fine-tuning makes them (shuffled,
+    packed, each cut to its longest sentence), and the .npz the peer reads them from, written once."""
+    preprocessor = TaskPreprocessor(load_tokenizer(minilm_checkpoint()), config.data.max_sequence_length)
+    examples = load_examples("sst", os.path.join(args.data_dir, get_task("sst").train_file))
+    batches = list(task_dataset("sst", examples, preprocessor, batch_size, training=True, seed=args.seeds[0])
+                   .take(steps).as_numpy_iterator())
+    path = os.path.join(args.output_dir, "inputs", f"sst-batches-{batch_size}.npz")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    np.savez(path, **{f"{name}_{i}": values for i, (x, y) in enumerate(batches)
+                      for name, values in {**{k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")},
+                                           "labels": y}.items()})
+    return batches, path
+
+
+def part_finetune_speed(args, results: dict) -> None:
+    """Both sides' examples/s on the same batches at each batch size: `--repeats` rounds, each a
+    timing of `--speed_steps` steps after 3 untimed ones on each side in turn (a fit call for
+    kerasbert, a process for the peer)."""
+    config, warmup = FinetuneConfig(), 3
+    train, sizes = config.train, {}
+    for batch_size in args.finetune_batch_sizes:
+        keras.utils.set_random_seed(args.seeds[0])
+        batches, path = finetune_batches(args, config, batch_size, warmup + args.speed_steps)
+        model = MultitaskBert(load_encoder(minilm_checkpoint()), tasks=("sst",))
+        model.compile(optimizer=make_optimizer(train), jit_compile=train.jit_compile)
+        spec = tf.data.Dataset.from_tensor_slices(batches[0]).element_spec
+        loose = tf.nest.map_structure(lambda s: tf.TensorSpec([None, *[None] * s.shape.rank], s.dtype), spec)
+        data = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=loose).repeat()
+        ours, theirs = [], []
+        for _ in range(args.repeats):  # in turn: the machine's drift hits both sides alike
+            ours.append(batch_size / time_steps(model, data, args.speed_steps, warmup=warmup))
+            peer = run_peer(args.peer_python, "finetune_speed",
+                            ["--checkpoint", minilm_checkpoint(), "--batches", path, "--warmup", str(warmup),
+                             "--repeats", "1", "--training", json.dumps(peer_training(train))],
+                            path[:-len(".npz")] + "-peer.json")
+            theirs += peer["examples_per_second"]
+        sizes[f"batch_{batch_size}"] = {
+            **compared("examples_per_second", ours, theirs),
+            "mean_tokens": float(np.mean([x["token_ids"].shape[1] for x, _ in batches])),
+            "peer_versions": peer["versions"]}
+    results["finetune_speed"] = {**sizes, "task": "sst", "timed_steps": args.speed_steps, "repeats": args.repeats,
+                                 "jit_compile": train.jit_compile, "machine_load": os.getloadavg()[0]}
+
+
 def plot_pretrain(part: dict, path: str) -> None:
     """Held-out MLM and NSP accuracy of every run after every block: a colour a seed, a line an implementation."""
     seeds, lines = sorted({key.split("/")[1] for key in part["runs"]}), {"mlm_accuracy": [], "nsp_accuracy": []}
@@ -320,7 +377,7 @@ def save(args, results: dict) -> None:
         plot_pretrain(results["pretrain"], os.path.join(args.output_dir, "pretrain_curves.png"))
 
 
-PARTS = {"pretrain": part_pretrain, "pretrain_speed": part_pretrain_speed}
+PARTS = {"pretrain": part_pretrain, "pretrain_speed": part_pretrain_speed, "finetune_speed": part_finetune_speed}
 
 
 def part_command(args, part: str) -> list[str]:
@@ -339,6 +396,8 @@ def main(argv=None) -> int:
                         help="The pretrain part's runs per seed (kerasbert-no-xla: a control for float rounding).")
     parser.add_argument("--speed_steps", type=int, default=20, help="Timed steps per repeat.")
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of each timing.")
+    parser.add_argument("--finetune_batch_sizes", type=int, nargs="+", default=[8, 32],
+                        help="finetune_speed's batch sizes.")
     parser.add_argument("--jobs", type=int, default=2,
                         help="Pretraining runs trained side by side (0: train none, report the blocks so far).")
     parser.add_argument("--run", default="", help=argparse.SUPPRESS)  # one run, started by the pretrain part
